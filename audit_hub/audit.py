@@ -1,0 +1,198 @@
+"""Run every detector over one audit frame and assemble the headline summary.
+
+``run_audit`` is pure (no I/O): frame in, :class:`AuditResult` out. The report package turns the
+result into the output folder; the CLI only wires the two together.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .detectors.base import DetectorResult
+from .errors import DetectorSkipped
+from .frame import AuditFrame
+
+DETECTORS: tuple[str, ...] = (
+    "visual_dependency",
+    "consensus_error",
+    "fleiss_kappa_agreement",
+    "correctness_agreement",
+    "answer_options_distribution",
+    "distractor_similarity",
+)
+
+
+@dataclass
+class AuditConfig:
+    """Everything that changes the numbers; recorded verbatim in the manifest."""
+
+    seed: int = 0
+    n_permutations: int = 999
+    alpha: float = 0.05
+    calibration_sims: int = 50
+    run_calibration: bool = True
+    run_tst: bool = False
+    tst_params: dict = field(default_factory=dict)
+    detectors: tuple[str, ...] = DETECTORS
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def detector_params(self, name: str) -> dict[str, Any]:
+        p = dict(self.params.get(name, {}))
+        if name == "visual_dependency":
+            p.setdefault("n_permutations", self.n_permutations)
+            p.setdefault("alpha", self.alpha)
+        return p
+
+
+@dataclass
+class AuditResult:
+    frame: AuditFrame
+    config: AuditConfig
+    primary_field: str
+    results: dict[str, DetectorResult]
+    alt_results: dict[str, DetectorResult]
+    skipped: dict[str, str]
+    judge_dependence: dict
+    calibration: dict
+    summary: dict
+    timings: dict[str, float]
+    tst: Any = None
+
+
+def load_detector(name: str):
+    if name not in DETECTORS:
+        raise ValueError(f"unknown detector {name!r}; known: {DETECTORS}")
+    return importlib.import_module(f"audit_hub.detectors.{name}")
+
+
+def _headline_p(summary: dict) -> float | None:
+    p = summary.get("p_value")
+    if p is None:
+        return None
+    try:
+        p = float(p)
+    except (TypeError, ValueError):
+        return None
+    return None if np.isnan(p) else p
+
+
+def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
+              progress: Callable[[str], None] | None = None) -> AuditResult:
+    """Run the configured detectors (judge-dependent ones on both correctness arms when both exist)."""
+    from .stats import holm
+
+    config = config or AuditConfig()
+    step = progress or (lambda _msg: None)
+    primary = "hit" if frame.has_judged("full") else "hit_exact"
+    has_exact = bool((frame.runs["hit_exact"].to_numpy() >= 0).any())
+    results: dict[str, DetectorResult] = {}
+    alt: dict[str, DetectorResult] = {}
+    skipped: dict[str, str] = {}
+    timings: dict[str, float] = {}
+    modules = {}
+    for name in config.detectors:
+        step(name)
+        mod = load_detector(name)
+        modules[name] = mod
+        params = config.detector_params(name)
+        t0 = time.perf_counter()
+        try:
+            results[name] = mod.run(frame, field=primary, seed=config.seed, **params)
+            if mod.JUDGE_DEPENDENT and primary == "hit" and has_exact:
+                alt[name] = mod.run(frame, field="hit_exact", seed=config.seed, **params)
+        except DetectorSkipped as e:
+            skipped[name] = str(e)
+        timings[name] = time.perf_counter() - t0
+
+    judge = {}
+    vd = modules.get("visual_dependency")
+    if "visual_dependency" in results and "visual_dependency" in alt and hasattr(vd, "judge_dependence"):
+        step("judge dependence")
+        judge = vd.judge_dependence(frame, results["visual_dependency"], alt["visual_dependency"])
+
+    calibration: dict = {}
+    if config.run_calibration and results:
+        step("calibration")
+        t0 = time.perf_counter()
+        from .calibration import calibrate
+
+        calibration = calibrate(frame, {n: modules[n].run for n in results}, n_sims=config.calibration_sims,
+                                seed=config.seed, field=primary,
+                                params={n: config.detector_params(n) for n in results})
+        timings["calibration"] = time.perf_counter() - t0
+
+    tst = None
+    if config.run_tst:
+        step("tst")
+        t0 = time.perf_counter()
+        from .tst import run_tst_rf
+
+        tst = run_tst_rf(frame, seed=config.seed, **config.tst_params)
+        timings["tst"] = time.perf_counter() - t0
+
+    # Holm across the detectors' headline tests
+    names = [n for n in results if _headline_p(results[n].summary) is not None]
+    adj = holm([_headline_p(results[n].summary) for n in names]) if names else []
+    multiplicity = {"method": "holm", "tests": {n: {"p_value": _headline_p(results[n].summary),
+                                                    "p_holm": float(a)} for n, a in zip(names, adj)}}
+
+    summary: dict[str, Any] = {
+        "benchaudit_version": _version(),
+        "n_questions": frame.n_questions,
+        "models": {"full": frame.models_in("full"), "blind": frame.models_in("blind")},
+        "pool": frame.meta.get("pool") or _pool(frame),
+        "judges": frame.meta.get("judges", {}),
+        "primary_field": primary,
+        "seed": config.seed,
+        "seeds": {"detectors": config.seed, "calibration": config.seed},
+        "n_permutations": config.n_permutations,
+        "alpha": config.alpha,
+    }
+    for name in config.detectors:
+        if name in results:
+            entry = dict(results[name].summary)
+            if name in alt:
+                entry["exact_match_arm"] = alt[name].summary
+            if name in calibration:
+                entry["calibration"] = calibration[name]
+            summary[name] = entry
+        else:
+            summary[name] = {"skipped": True, "reason": skipped.get(name, "not run")}
+    summary["skipped"] = skipped
+    summary["multiplicity"] = multiplicity
+    summary["judge_dependence"] = judge
+    summary["calibration"] = calibration
+    summary["accuracy"] = frame.accuracy_table().to_dict(orient="records")
+    if tst is not None:
+        summary["tst"] = tst.summary
+    summary["config"] = {k: v for k, v in asdict(config).items() if k != "params"} | {"params": config.params}
+    return AuditResult(frame=frame, config=config, primary_field=primary, results=results, alt_results=alt,
+                       skipped=skipped, judge_dependence=judge, calibration=calibration, summary=summary,
+                       timings=timings, tst=tst)
+
+
+def _pool(frame: AuditFrame) -> dict:
+    full, blind = frame.models_in("full"), frame.models_in("blind")
+    paired = frame.paired_models()
+    pool_level = bool(blind) and set(full) != set(blind)
+    note = ""
+    if not blind:
+        note = "no blind arm: visual_dependency cannot run"
+    elif pool_level and not paired:
+        note = ("the blind pool shares no model with the full pool; full and blind accuracy are compared "
+                "at pool level, not per model")
+    elif pool_level:
+        note = f"only {len(paired)} model(s) appear in both arms; unpaired models are left out of pairing"
+    return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level, "note": note}
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__

@@ -1,0 +1,243 @@
+"""On-disk state of a blind run: fingerprint, per-process Parquet shards, final merge.
+
+Layout of an output folder::
+
+    OUT/run_config.json                     fingerprint + settings (refuses a mismatched rerun)
+    OUT/shards/rank{r}-{seq:05d}.parquet    written by process r as it goes (tmp file + rename)
+    OUT/data/blind-00000-of-00001.parquet   merged result (Hub dataset layout)
+    OUT/README.md                           dataset card for the Hub
+
+A shard appears atomically (``os.replace`` of a finished temporary file), so a killed process loses
+at most the batch it was working on. On restart every question ID found in the merged file or in a
+shard counts as done. The merge writes the merged file atomically and only then removes the shards
+it contains, so a crash during the merge loses nothing either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+
+SHARD_RE = re.compile(r"^rank(\d+)-(\d{5,})\.parquet$")
+MERGED_REL = "data/blind-00000-of-00001.parquet"
+CONFIG_NAME = "run_config.json"
+
+# Output columns (the runs schema of the core plus scoring details).
+COLUMNS = ("question_id", "model", "arm", "prediction", "answer", "hit_exact", "option_logprobs",
+           "gold_prob", "letter_mass", "scoring", "n_prompt_tokens", "truncated")
+
+
+def arrow_schema():
+    import pyarrow as pa
+
+    return pa.schema([
+        ("question_id", pa.string()), ("model", pa.string()), ("arm", pa.string()),
+        ("prediction", pa.string()), ("answer", pa.string()), ("hit_exact", pa.bool_()),
+        ("option_logprobs", pa.list_(pa.float64())), ("gold_prob", pa.float64()),
+        ("letter_mass", pa.float64()), ("scoring", pa.string()), ("n_prompt_tokens", pa.int32()),
+        ("truncated", pa.bool_()),
+    ])
+
+
+# ---------------------------------------------------------------------------------------- fingerprint
+def model_fingerprint(model: str, config_json: str, commit: str | None, revision: str | None) -> dict:
+    """Identity of the weights: Hub commit (or revision) and, for a local folder, the weight files."""
+    fp: dict[str, Any] = {"model": model, "revision": revision, "commit": commit,
+                          "config_sha256": hashlib.sha256(config_json.encode("utf-8")).hexdigest()}
+    p = Path(model)
+    if p.is_dir():
+        files = sorted(f for f in os.listdir(p) if f.endswith((".safetensors", ".bin", ".pt", ".gguf", ".json"))
+                       and not f.startswith("."))
+        fp["files"] = [[f, (p / f).stat().st_size] for f in files]
+    return fp
+
+
+def fingerprint_digest(fp: dict) -> str:
+    return hashlib.sha256(json.dumps(fp, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def read_run_config(out: Path) -> dict | None:
+    path = out / CONFIG_NAME
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise InputError(f"{CONFIG_NAME} is not valid JSON ({e}); pass --overwrite to start again",
+                         file=str(path)) from None
+
+
+def check_fingerprint(out: Path, fp: dict, overwrite: bool) -> None:
+    """Refuse to mix into ``out`` when its recorded fingerprint differs (unless ``overwrite``)."""
+    old = read_run_config(out)
+    has_data = (out / "shards").is_dir() and any(SHARD_RE.match(f) for f in os.listdir(out / "shards"))
+    has_data = has_data or (out / MERGED_REL).exists()
+    if overwrite:
+        return
+    if old is None:
+        if has_data:
+            raise InputError(f"{out} holds blind predictions but no {CONFIG_NAME}; pass --overwrite to "
+                             "replace them", file=str(out))
+        return
+    prev = old.get("fingerprint", {})
+    if prev != fp:
+        keys = sorted(k for k in set(prev) | set(fp) if prev.get(k) != fp.get(k))
+        detail = "; ".join(f"{k}: {_short(prev.get(k))} -> {_short(fp.get(k))}" for k in keys[:4])
+        raise InputError(f"{out} was written by a different configuration ({detail}); pass --overwrite to "
+                         "discard it or choose another --out", file=str(out / CONFIG_NAME))
+
+
+def _short(v: Any) -> str:
+    s = json.dumps(v, sort_keys=True)
+    return s if len(s) <= 80 else s[:77] + "..."
+
+
+def reset_output(out: Path) -> None:
+    """Remove our own files from ``out`` (``--overwrite``); foreign files are left alone."""
+    import shutil
+
+    shutil.rmtree(out / "shards", ignore_errors=True)
+    for rel in (MERGED_REL, CONFIG_NAME, "README.md"):
+        try:
+            (out / rel).unlink()
+        except FileNotFoundError:
+            pass
+
+
+def write_run_config(out: Path, payload: dict) -> None:
+    from ..io_utils import atomic_write_bytes, dump_json
+
+    atomic_write_bytes(out / CONFIG_NAME, dump_json(payload).encode("utf-8"))
+
+
+# ---------------------------------------------------------------------------------------- shards
+def list_shards(out: Path) -> list[Path]:
+    d = out / "shards"
+    if not d.is_dir():
+        return []
+    return sorted(d / f for f in os.listdir(d) if SHARD_RE.match(f))
+
+
+def next_seq(out: Path, rank: int) -> int:
+    seqs = [int(m.group(2)) for p in list_shards(out) if (m := SHARD_RE.match(p.name)) and int(m.group(1)) == rank]
+    return max(seqs) + 1 if seqs else 0
+
+
+def done_ids(out: Path) -> set[str]:
+    """Question IDs already written (merged file or any shard)."""
+    import pyarrow.parquet as pq
+
+    done: set[str] = set()
+    paths = list_shards(out)
+    if (out / MERGED_REL).exists():
+        paths.append(out / MERGED_REL)
+    for p in paths:
+        done.update(pq.read_table(p, columns=["question_id"]).column(0).to_pylist())
+    return done
+
+
+class ShardWriter:
+    """Accumulates rows of one process and writes ``shards/rank{r}-{seq}.parquet`` atomically."""
+
+    def __init__(self, out: Path, rank: int, fail_after: int | None = None):
+        self.dir = out / "shards"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.rank = rank
+        self.seq = next_seq(out, rank)
+        self.rows: list[dict] = []
+        self.written_rows = 0
+        self.written_shards = 0
+        self.fail_after = fail_after
+
+    def add(self, rows: Iterable[dict]) -> None:
+        self.rows.extend(rows)
+
+    def flush(self) -> Path | None:
+        if not self.rows:
+            return None
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pylist(self.rows, schema=arrow_schema())
+        final = self.dir / f"rank{self.rank}-{self.seq:05d}.parquet"
+        tmp = self.dir / f".tmp-{final.name}.{os.getpid()}"
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)
+        self.seq += 1
+        self.written_rows += len(self.rows)
+        self.written_shards += 1
+        self.rows = []
+        if self.fail_after is not None and self.written_shards >= self.fail_after:
+            # Test hook (BENCHAUDIT_BLIND_FAIL_AFTER_SHARDS): die like a killed process would.
+            os._exit(17)
+        return final
+
+
+# ---------------------------------------------------------------------------------------- merge
+def merge(out: Path, question_order: list[str], keep_shards: bool = False):
+    """Merge the merged file (if any) and all shards into ``data/blind-00000-of-00001.parquet``.
+
+    Rows are de-duplicated by question ID (first occurrence wins) and ordered as the questions table;
+    IDs not in it (from an earlier, larger run) follow in sorted order. Returns the merged pandas
+    DataFrame.
+    """
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shards = list_shards(out)
+    parts = []
+    merged_path = out / MERGED_REL
+    if merged_path.exists():
+        parts.append(pq.read_table(merged_path))
+    for p in shards:
+        parts.append(pq.read_table(p).cast(arrow_schema()))
+    table = pa.concat_tables(parts) if parts else arrow_schema().empty_table()
+    df = table.to_pandas(types_mapper=pd.ArrowDtype)
+    df = df.drop_duplicates("question_id", keep="first")
+    rank = {q: i for i, q in enumerate(question_order)}
+    qids = df["question_id"].astype(str).tolist()
+    big = len(rank)
+    order_key = [rank.get(q, big) for q in qids]
+    df = df.assign(_o=order_key, _q=qids).sort_values(["_o", "_q"], kind="stable").drop(columns=["_o", "_q"])
+    df = df.reset_index(drop=True)
+    merged_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = merged_path.parent / f".tmp-{merged_path.name}.{os.getpid()}"
+    pq.write_table(pa.Table.from_pandas(df, schema=arrow_schema(), preserve_index=False), tmp)
+    os.replace(tmp, merged_path)
+    if not keep_shards:
+        for p in shards:
+            p.unlink()
+    return df
+
+
+def card_markdown(model_name: str, summary: dict, questions_spec: str) -> str:
+    """A small dataset card for the merged blind predictions."""
+    acc = summary.get("accuracy_exact")
+    acc_s = "n/a" if acc is None else f"{acc:.4f}"
+    return (
+        "---\n"
+        "configs:\n"
+        "- config_name: default\n"
+        "  data_files:\n"
+        "  - split: train\n"
+        "    path: data/blind-*.parquet\n"
+        "tags:\n- benchaudit\n- blind-baseline\n"
+        "---\n\n"
+        f"# Blind (text-only) predictions of `{model_name}`\n\n"
+        f"Questions: `{questions_spec}`. Images were dropped; hints and options were kept.\n"
+        "Produced by `benchaudit blind`; rows follow the benchaudit runs schema (`question_id`, `model`, "
+        "`arm` = `blind`, `prediction`, `answer`, `hit_exact`) plus `option_logprobs` (normalised log "
+        "probabilities over the option letters) and `gold_prob`.\n\n"
+        f"- questions scored: {summary.get('n_questions')}\n"
+        f"- exact-match accuracy: {acc_s}\n"
+        f"- mean probability of the gold answer: {summary.get('mean_gold_prob')}\n\n"
+        "The settings and model fingerprint are in `run_config.json`.\n"
+    )

@@ -1,0 +1,104 @@
+"""``benchaudit audit``: ingest -> frame -> detectors -> report folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("audit")
+    def audit(
+        questions: Optional[str] = typer.Option(
+            None, "--questions", "-q",
+            help="Benchmark questions: a file (csv/tsv/jsonl/json/parquet/xlsx, VLMEvalKit TSV), a local "
+                 "Hub-layout folder, or a Hub dataset id ORG/NAME[:CONFIG][@REVISION]. Optional when the "
+                 "run files carry the questions (VLMEvalKit sheets do)."),
+        runs: Optional[list[str]] = typer.Option(
+            None, "--runs", "-r",
+            help="Full-arm (image-enabled) run files, folders or globs; repeat the option for several."),
+        blind: Optional[list[str]] = typer.Option(
+            None, "--blind", "-b", help="Blind-arm (text-only) run files, folders or globs; pair with --runs by model name."),
+        out: Path = typer.Option(Path("audit_report"), "--out", "-o",
+                                 help="Output folder (written atomically; replaced if it exists)."),
+        column_map: Optional[list[str]] = typer.Option(
+            None, "--map", help="Column rename OLD=NEW for other layouts; repeatable."),
+        revision: Optional[str] = typer.Option(None, "--revision", help="Hub revision for --questions."),
+        seed: int = typer.Option(0, "--seed", help="Seed for every random draw (recorded in the report)."),
+        n_permutations: int = typer.Option(999, "--n-permutations", help="Permutations for the zero-gain null."),
+        calibration_sims: int = typer.Option(
+            50, "--calibration-sims", help="Simulated null benchmarks per detector for the calibration check (0 = skip)."),
+        tst: bool = typer.Option(False, "--tst", help="Also run the TsT-RF stress test and add tst_s to the report."),
+        figures: bool = typer.Option(True, "--figures/--no-figures", help="Render PNG figures for the card."),
+    ) -> None:
+        """Audit a benchmark from saved evaluation runs; with no inputs, audits the bundled MATH-Vision example."""
+        import sys
+
+        from rich.console import Console
+
+        from ..audit import AuditConfig, run_audit
+        from ..errors import InputError
+
+        console = Console(stderr=True)
+        if questions is None and not runs and not blind:
+            from ..example import example_frame
+
+            with console.status("loading the bundled MATH-Vision example"):
+                frame = example_frame()
+            inputs = frame.sources
+        else:
+            if not runs and not blind:
+                raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
+            from ..ingest import build_frame, parse_column_map
+
+            cmap = parse_column_map(column_map or [])
+            with console.status("reading and validating inputs"):
+                frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
+                                    revision=revision)
+            inputs = frame.sources
+        pool = frame.meta.get("pool") or {}
+        if pool.get("note"):
+            console.print(f"[yellow]note:[/yellow] {pool['note']}")
+        config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
+                             run_calibration=calibration_sims > 0, run_tst=tst)
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        steps = list(config.detectors) + ["judge dependence", "calibration"] + (["tst"] if tst else [])
+        with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                      console=console, transient=True) as prog:
+            task = prog.add_task("auditing", total=len(steps))
+
+            def on_step(name: str) -> None:
+                prog.update(task, description=f"auditing: {name}", completed=steps.index(name) if name in steps else None)
+
+            result = run_audit(frame, config, progress=on_step)
+            prog.update(task, completed=len(steps))
+        from ..report import write_report
+
+        with console.status("writing the report"):
+            folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
+                                  figures=figures)
+        _print_headlines(console, result)
+        typer.echo(f"report: {folder}")
+
+
+def _print_headlines(console, result) -> None:
+    s = result.summary
+    vd = s.get("visual_dependency", {})
+    lines = []
+    if not vd.get("skipped"):
+        def pct(x):
+            return "n/a" if x is None else f"{100 * x:.1f}%"
+        lines.append(
+            f"zero-gain share {pct(vd.get('zero_gain_share'))} (null {pct(vd.get('null_mean'))}, "
+            f"excess {100 * (vd.get('excess') or 0):+.1f} pp, p = {vd.get('p_value')})")
+    ce = s.get("consensus_error", {})
+    if not ce.get("skipped"):
+        lines.append(f"unanimous non-gold consensus: {ce.get('n_unanimous_non_gold')} items "
+                     f"(expected under independence {ce.get('expected_under_independence')})")
+    for name, reason in result.skipped.items():
+        lines.append(f"skipped {name}: {reason}")
+    for line in lines:
+        console.print(line)

@@ -1,0 +1,60 @@
+"""The contract every detector follows.
+
+A detector is a module ``audit_hub/detectors/<name>.py`` exposing::
+
+    NAME: str                 # e.g. "visual_dependency"
+    JUDGE_DEPENDENT: bool     # True when the output depends on the correctness field
+    REQUIRES: str             # one line: what inputs it needs (shown when it is skipped)
+    def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, **params) -> DetectorResult
+
+``run`` is a pure function of the frame (no I/O, no printing). When the inputs cannot support it
+(one model only, no blind arm, no option texts) it raises :class:`audit_hub.errors.DetectorSkipped`
+with the reason; the audit lists the reason and the other detectors still run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+SUMMARY_TABLE_COLUMNS = (
+    "detector", "category", "arm", "field", "statistic", "estimate", "ci_low", "ci_high",
+    "null_mean", "excess", "p_value", "p_adjusted", "n_items",
+)
+
+
+@dataclass
+class DetectorResult:
+    """What a detector returns.
+
+    per_question: one row per question of the frame, in question-code order, with columns
+        ``question_id``, ``<name>_score`` (float in [0, 1]; lower = more suspicious),
+        ``is_<name>_issue`` (bool), ``<name>_severity`` (one of audit_hub.severity.LEVELS) and
+        evidence columns prefixed ``<name>_`` (ints, floats, short strings only).
+    summary: JSON-serialisable dict of headline estimates (with 95% intervals, nulls and p-values
+        where they apply), the parameters used (``params``) and the seeds.
+    table: long table, one row per (category x arm/field x statistic), columns
+        SUMMARY_TABLE_COLUMNS; category "(all)" holds the overall rows. p_adjusted is
+        Benjamini-Hochberg across categories within one statistic.
+    """
+
+    name: str
+    per_question: pd.DataFrame
+    summary: dict
+    table: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(SUMMARY_TABLE_COLUMNS)))
+    params: dict = field(default_factory=dict)
+
+    def issues(self) -> pd.DataFrame:
+        """Rows flagged by this detector."""
+        return self.per_question[self.per_question[f"is_{self.name}_issue"]]
+
+
+def summary_rows(detector: str, rows: list[dict]) -> pd.DataFrame:
+    """Build a table with the standard columns from partial dicts (missing keys -> NaN/None)."""
+    df = pd.DataFrame(rows)
+    df["detector"] = detector
+    for c in SUMMARY_TABLE_COLUMNS:
+        if c not in df.columns:
+            df[c] = None
+    return df[list(SUMMARY_TABLE_COLUMNS)]

@@ -1,0 +1,622 @@
+"""The audit frame: one validated structure keyed by question ID.
+
+Two tables, validated on construction:
+
+* ``questions``: one row per question. Row ``i`` *is* question code ``i``. Columns
+  ``question_id`` (str), ``question``, ``options`` (list of option texts; letters implied by
+  position), ``answer`` (gold letter for ``mc``; gold value otherwise), ``answer_type``
+  (``mc``, ``yesno``, ``numeric``, ``free``), ``category``, ``l2_category``, ``group_id``,
+  ``hint``; derived ``n_options`` (int16) and ``gold_index`` (int16, -1 when not ``mc``).
+* ``runs``: long format, one row per (question, model, arm). Stored compactly:
+  ``q`` (int32 question code), ``m`` (int16 model code), ``arm`` (int8: 0 full, 1 blind),
+  ``prediction`` and ``answer`` (Arrow strings, null when absent), ``hit`` and ``hit_exact``
+  (int8: 1 correct, 0 wrong, -1 unknown).
+
+Integer codes keep 50 models x 1,000,000 questions well inside a few GB. Detectors read dense
+``(n_questions, n_models)`` matrices from :meth:`AuditFrame.correctness` and
+:meth:`AuditFrame.answer_codes`; they never touch strings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from .errors import InputError
+
+ARMS: tuple[str, ...] = ("full", "blind")
+ANSWER_TYPES: tuple[str, ...] = ("mc", "yesno", "numeric", "free")
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+QUESTION_COLUMNS = ("question_id", "question", "options", "answer", "answer_type", "category",
+                    "l2_category", "group_id", "hint")
+OPTIONAL_QUESTION_COLUMNS = ("l2_category", "group_id", "hint")
+RUN_COLUMNS = ("question_id", "model", "arm", "prediction", "answer", "hit", "hit_exact")
+MISSING = -1  # code for "unknown" in int8 / int16 / int32 matrices
+
+_STR = pd.ArrowDtype(pa.string())
+_NUM_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _is_null(v: Any) -> bool:
+    if v is None:
+        return True
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def infer_answer_type(options: Sequence[str], answer: str) -> str:
+    """Answer type of one question when the source does not say it."""
+    if len(options) > 0:
+        return "mc"
+    a = str(answer).strip().lower()
+    if a in ("yes", "no"):
+        return "yesno"
+    if _NUM_RE.match(a.replace(",", "")):
+        return "numeric"
+    return "free"
+
+
+def _row_of(src_rows: np.ndarray | None, i: int) -> int:
+    return int(src_rows[i]) if src_rows is not None else i + 1
+
+
+@dataclass
+class AuditFrame:
+    """Validated questions + runs. Build it with :meth:`from_tables` (never directly)."""
+
+    questions: pd.DataFrame
+    runs: pd.DataFrame
+    models: tuple[str, ...]
+    sources: list[dict] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_tables(
+        cls,
+        questions: pd.DataFrame,
+        runs: pd.DataFrame | None = None,
+        *,
+        questions_source: str = "<questions>",
+        runs_source: str = "<runs>",
+        sources: list[dict] | None = None,
+        meta: dict | None = None,
+        compute_exact: bool = True,
+    ) -> AuditFrame:
+        """Validate and encode. ``runs`` may carry ``source_file`` / ``source_row`` columns
+        (set by the readers) so that errors name the original file and row."""
+        q = _validate_questions(questions, questions_source)
+        if runs is None:
+            runs = pd.DataFrame({c: pd.Series([], dtype=object) for c in ("question_id", "model", "arm")})
+        r, models = _validate_runs(runs, q, runs_source, compute_exact=compute_exact)
+        return cls(questions=q, runs=r, models=tuple(models), sources=list(sources or []),
+                   meta=dict(meta or {}))
+
+    # ------------------------------------------------------------------ basic facts
+    @property
+    def n_questions(self) -> int:
+        return len(self.questions)
+
+    @property
+    def n_models(self) -> int:
+        return len(self.models)
+
+    @property
+    def question_ids(self) -> np.ndarray:
+        return self.questions["question_id"].to_numpy(dtype=object)
+
+    def arm_code(self, arm: str) -> int:
+        if arm not in ARMS:
+            raise ValueError(f"unknown arm {arm!r}; expected one of {ARMS}")
+        return ARMS.index(arm)
+
+    def has_arm(self, arm: str) -> bool:
+        return bool((self.runs["arm"].to_numpy() == self.arm_code(arm)).any())
+
+    def models_in(self, arm: str) -> list[str]:
+        """Model names with at least one row in ``arm``, in model-code order."""
+        a = self.runs["arm"].to_numpy()
+        present = np.unique(self.runs["m"].to_numpy()[a == self.arm_code(arm)])
+        return [self.models[i] for i in present]
+
+    def paired_models(self) -> list[str]:
+        """Models present in both arms (visual_dependency pairs by model name)."""
+        blind = set(self.models_in("blind"))
+        return [m for m in self.models_in("full") if m in blind]
+
+    def has_judged(self, arm: str = "full") -> bool:
+        sel = self.runs["arm"].to_numpy() == self.arm_code(arm)
+        return bool((self.runs["hit"].to_numpy()[sel] >= 0).any())
+
+    @property
+    def gold_index(self) -> np.ndarray:
+        return self.questions["gold_index"].to_numpy()
+
+    @property
+    def n_options(self) -> np.ndarray:
+        return self.questions["n_options"].to_numpy()
+
+    @property
+    def answer_type(self) -> np.ndarray:
+        return self.questions["answer_type"].to_numpy(dtype=object)
+
+    def category_codes(self, column: str = "category") -> tuple[np.ndarray, list[str]]:
+        """Integer codes (Q,) and their labels for a question column (missing -> "(none)")."""
+        col = self.questions[column].astype(object).where(self.questions[column].notna(), "(none)")
+        codes, uniques = pd.factorize(col.astype(str), sort=True)
+        return codes.astype(np.int32), [str(u) for u in uniques]
+
+    # ------------------------------------------------------------------ dense matrices
+    def _model_index(self, models: Sequence[str] | None) -> np.ndarray:
+        if models is None:
+            return np.arange(len(self.models))
+        lookup = {m: i for i, m in enumerate(self.models)}
+        missing = [m for m in models if m not in lookup]
+        if missing:
+            raise KeyError(f"models not in the frame: {missing}")
+        return np.array([lookup[m] for m in models], dtype=np.int64)
+
+    def _dense(self, arm: str, values: np.ndarray, dtype, models: Sequence[str] | None) -> np.ndarray:
+        sel = self.runs["arm"].to_numpy() == self.arm_code(arm)
+        qc = self.runs["q"].to_numpy()[sel]
+        mc = self.runs["m"].to_numpy()[sel]
+        out_full = np.full((self.n_questions, len(self.models)), MISSING, dtype=dtype)
+        out_full[qc, mc] = values[sel]
+        idx = self._model_index(models)
+        return out_full if models is None else out_full[:, idx]
+
+    def correctness(self, arm: str = "full", field: str = "hit",
+                    models: Sequence[str] | None = None) -> np.ndarray:
+        """(n_questions, n_models) int8 matrix: 1 correct, 0 wrong, -1 unknown/missing.
+
+        ``field`` is ``hit`` (judged by the harness) or ``hit_exact`` (our exact-match parser).
+        Columns follow ``models`` (default: all models of the frame, in code order).
+        """
+        if field not in ("hit", "hit_exact"):
+            raise ValueError("field must be 'hit' or 'hit_exact'")
+        return self._dense(arm, self.runs[field].to_numpy(), np.int8, models)
+
+    def answer_codes(self, arm: str = "full", models: Sequence[str] | None = None) -> np.ndarray:
+        """(n_questions, n_models) int32 matrix of chosen-answer codes, -1 unparseable/missing.
+
+        For ``mc`` items the code is the option index (A=0). For other items it is a code that is
+        equal exactly when the normalised extracted answers are equal (yes=0, no=1 for yes/no);
+        compare against :meth:`gold_codes`.
+        """
+        return self._dense(arm, self._answer_code_vector(), np.int32, models)
+
+    def gold_codes(self) -> np.ndarray:
+        """(n_questions,) gold answer in the code space of :meth:`answer_codes`."""
+        self._answer_code_vector()
+        return self.meta["_gold_codes"]
+
+    def _answer_code_vector(self) -> np.ndarray:
+        cached = self.meta.get("_answer_codes")
+        if cached is not None:
+            return cached
+        codes, gold = encode_answers(self.questions, self.runs)
+        self.meta["_answer_codes"] = codes
+        self.meta["_gold_codes"] = gold
+        return codes
+
+    # ------------------------------------------------------------------ export
+    def runs_table(self) -> pd.DataFrame:
+        """The runs in their public long format (string IDs, nullable booleans)."""
+        r = self.runs
+        out = pd.DataFrame({
+            "question_id": pd.Categorical.from_codes(r["q"].to_numpy(), categories=self.questions["question_id"].astype(str)),
+            "model": pd.Categorical.from_codes(r["m"].to_numpy(), categories=list(self.models)),
+            "arm": pd.Categorical.from_codes(r["arm"].to_numpy(), categories=list(ARMS)),
+            "prediction": r["prediction"],
+            "answer": r["answer"],
+            "hit": _int8_to_bool(r["hit"].to_numpy()),
+            "hit_exact": _int8_to_bool(r["hit_exact"].to_numpy()),
+        })
+        for c in ("question_id", "model", "arm"):
+            out[c] = out[c].astype(str)
+        return out
+
+    def questions_table(self) -> pd.DataFrame:
+        """The questions in their public format (without derived columns)."""
+        return self.questions[list(QUESTION_COLUMNS)].copy()
+
+    def accuracy_table(self) -> pd.DataFrame:
+        """Per model and arm: n items, judged and exact-match accuracy, unparseable share."""
+        r = self.runs
+        df = pd.DataFrame({"m": r["m"].to_numpy(), "arm": r["arm"].to_numpy(),
+                           "hit": r["hit"].to_numpy(), "hit_exact": r["hit_exact"].to_numpy(),
+                           "unparsed": r["answer"].isna().to_numpy()})
+        rows = []
+        for (m, a), g in df.groupby(["m", "arm"], sort=True):
+            h = g["hit"].to_numpy()
+            e = g["hit_exact"].to_numpy()
+            rows.append({
+                "model": self.models[m], "arm": ARMS[a], "n_items": len(g),
+                "n_judged": int((h >= 0).sum()),
+                "accuracy_judged": float((h == 1).sum() / max((h >= 0).sum(), 1)) if (h >= 0).any() else np.nan,
+                "accuracy_exact": float((e == 1).sum() / max((e >= 0).sum(), 1)) if (e >= 0).any() else np.nan,
+                "unparseable_share": float(g["unparsed"].mean()),
+            })
+        return pd.DataFrame(rows)
+
+    def save(self, directory: str) -> None:
+        """Write ``questions.parquet`` and ``runs.parquet`` (public formats) into ``directory``."""
+        import os
+        os.makedirs(directory, exist_ok=True)
+        self.questions_table().to_parquet(os.path.join(directory, "questions.parquet"), index=False)
+        self.runs_table().to_parquet(os.path.join(directory, "runs.parquet"), index=False)
+
+    # ------------------------------------------------------------------ derived frames
+    def subset_questions(self, keep: np.ndarray | Iterable[str]) -> AuditFrame:
+        """A new frame restricted to some questions (bool mask over codes, or question IDs)."""
+        keep = np.asarray(list(keep) if not isinstance(keep, np.ndarray) else keep)
+        if keep.dtype != bool:
+            keep = self.questions["question_id"].isin(set(map(str, keep))).to_numpy()
+        new_code = np.full(self.n_questions, -1, dtype=np.int64)
+        new_code[keep] = np.arange(int(keep.sum()))
+        q = self.questions[keep].reset_index(drop=True)
+        rq = new_code[self.runs["q"].to_numpy()]
+        r = self.runs[rq >= 0].reset_index(drop=True)
+        r["q"] = rq[rq >= 0].astype(np.int32)
+        return AuditFrame(questions=q, runs=r, models=self.models, sources=self.sources,
+                          meta={k: v for k, v in self.meta.items() if not k.startswith("_")})
+
+    def without_models(self, drop: Iterable[str]) -> AuditFrame:
+        drop = set(drop)
+        keep_models = [m for m in self.models if m not in drop]
+        remap = np.full(len(self.models), -1, dtype=np.int64)
+        for new, m in enumerate(keep_models):
+            remap[self.models.index(m)] = new
+        rm = remap[self.runs["m"].to_numpy()]
+        r = self.runs[rm >= 0].reset_index(drop=True)
+        r["m"] = rm[rm >= 0].astype(np.int16)
+        return AuditFrame(questions=self.questions, runs=r, models=tuple(keep_models),
+                          sources=self.sources,
+                          meta={k: v for k, v in self.meta.items() if not k.startswith("_")})
+
+
+def _int8_to_bool(a: np.ndarray) -> pd.Series:
+    s = pd.Series(a == 1, dtype="boolean")
+    s[a < 0] = pd.NA
+    return s
+
+
+# ---------------------------------------------------------------------- validation helpers
+def _as_options(v: Any, file: str, row: int) -> list[str]:
+    if _is_null(v) if not isinstance(v, (list, tuple, np.ndarray)) else False:
+        return []
+    if isinstance(v, str):
+        s = v.strip()
+        if s == "":
+            return []
+        if s.startswith("["):
+            import json
+            try:
+                parsed = json.loads(s)
+            except ValueError as e:
+                raise InputError(f"options is not a JSON list ({e})", file=file, row=row, column="options") from None
+            return [str(x) for x in parsed]
+        raise InputError("options must be a list of option texts", file=file, row=row, column="options")
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return ["" if _is_null(x) else str(x) for x in v]
+    raise InputError(f"options must be a list, got {type(v).__name__}", file=file, row=row, column="options")
+
+
+def _validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
+    if df is None or len(df) == 0:
+        raise InputError("the questions table is empty", file=file)
+    missing = [c for c in ("question_id", "answer") if c not in df.columns]
+    if missing:
+        raise InputError(f"missing required column(s) {missing}; found {list(df.columns)}", file=file,
+                         column=missing[0])
+    src_rows = df["source_row"].to_numpy() if "source_row" in df.columns else None
+    if "source_file" in df.columns and len(df):
+        file = str(df["source_file"].iloc[0])
+    qid = df["question_id"]
+    null_id = qid.isna().to_numpy()
+    if null_id.any():
+        i = int(np.flatnonzero(null_id)[0])
+        raise InputError("question_id is empty", file=file, row=_row_of(src_rows, i), column="question_id")
+    qid = qid.astype(str).str.strip()
+    dup = qid.duplicated(keep="first").to_numpy()
+    if dup.any():
+        i = int(np.flatnonzero(dup)[0])
+        first = int(np.flatnonzero((qid == qid.iloc[i]).to_numpy())[0])
+        raise InputError(f"duplicate question_id {qid.iloc[i]!r} (first seen at row {_row_of(src_rows, first)})",
+                         file=file, row=_row_of(src_rows, i), column="question_id")
+    n = len(df)
+
+    def col(name, default=None):
+        if name in df.columns:
+            return df[name].tolist()
+        return [default] * n
+
+    options = [_as_options(v, file, _row_of(src_rows, i)) for i, v in enumerate(col("options"))]
+    answers_in = col("answer")
+    types_in = col("answer_type")
+    answers, types, gold_idx = [], [], np.full(n, MISSING, dtype=np.int16)
+    for i in range(n):
+        a = answers_in[i]
+        if _is_null(a) or str(a).strip() == "":
+            raise InputError("gold answer is empty", file=file, row=_row_of(src_rows, i), column="answer")
+        a = str(a).strip()
+        t = types_in[i]
+        t = infer_answer_type(options[i], a) if _is_null(t) or str(t) == "" else str(t).strip().lower()
+        if t not in ANSWER_TYPES:
+            raise InputError(f"unknown answer_type {t!r}; expected one of {ANSWER_TYPES}",
+                             file=file, row=_row_of(src_rows, i), column="answer_type")
+        if t == "mc":
+            k = len(options[i])
+            if k == 0:
+                raise InputError("answer_type is 'mc' but the question has no options",
+                                 file=file, row=_row_of(src_rows, i), column="options")
+            if k > len(LETTERS):
+                raise InputError(f"{k} options; at most 26 are supported", file=file,
+                                 row=_row_of(src_rows, i), column="options")
+            letter = a.upper()
+            if len(letter) != 1 or letter not in LETTERS[:k]:
+                # gold given as the option text instead of a letter?
+                matches = [j for j, o in enumerate(options[i]) if o.strip() == a]
+                if len(matches) == 1:
+                    letter = LETTERS[matches[0]]
+                else:
+                    raise InputError(f"gold {a!r} is not one of the option letters {LETTERS[:k]!r}",
+                                     file=file, row=_row_of(src_rows, i), column="answer")
+            a = letter
+            gold_idx[i] = LETTERS.index(letter)
+        elif t == "yesno":
+            if a.lower() not in ("yes", "no"):
+                raise InputError(f"yes/no gold must be 'yes' or 'no', got {a!r}", file=file,
+                                 row=_row_of(src_rows, i), column="answer")
+            a = a.lower()
+        answers.append(a)
+        types.append(t)
+
+    def text_col(name):
+        vals = col(name)
+        return pd.Series([None if _is_null(v) else str(v) for v in vals], dtype=object)
+
+    out = pd.DataFrame({
+        "question_id": qid.to_numpy(dtype=object),
+        "question": text_col("question").fillna(""),
+        "options": options,
+        "answer": answers,
+        "answer_type": types,
+        "category": text_col("category").fillna("(none)"),
+        "l2_category": text_col("l2_category"),
+        "group_id": text_col("group_id"),
+        "hint": text_col("hint"),
+    })
+    out["n_options"] = np.array([len(o) for o in options], dtype=np.int16)
+    out["gold_index"] = gold_idx
+    return out
+
+
+def _to_codes(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Factorize a (possibly categorical / arrow) column into (codes, uniques); fast for categoricals."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        cats = np.asarray(series.cat.categories.astype(str), dtype=object)
+        return series.cat.codes.to_numpy().astype(np.int64), cats
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    return codes.astype(np.int64), np.asarray([str(u) for u in uniques], dtype=object)
+
+
+def _hit_to_int8(series: pd.Series | None, n: int, file: str, col: str, src_rows) -> np.ndarray:
+    if series is None:
+        return np.full(n, MISSING, dtype=np.int8)
+    s = series
+    if s.dtype == bool:
+        return s.to_numpy().astype(np.int8)
+    if pd.api.types.is_bool_dtype(s.dtype):
+        out = np.full(n, MISSING, dtype=np.int8)
+        v = s.to_numpy(dtype=object, na_value=None)
+        mask = pd.notna(s).to_numpy()
+        out[mask] = np.asarray(v[mask], dtype=bool).astype(np.int8)
+        return out
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        v = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~np.isnan(v) & (v != 0) & (v != 1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{col} must be 0/1/true/false or empty, got {v[i]!r}", file=file,
+                             row=_row_of(src_rows, i), column=col)
+        out = np.full(n, MISSING, dtype=np.int8)
+        ok = ~np.isnan(v)
+        out[ok] = v[ok].astype(np.int8)
+        return out
+    # strings / objects: map via unique values
+    codes, uniques = pd.factorize(s, use_na_sentinel=True)
+    table = np.empty(len(uniques), dtype=np.int8)
+    truthy = {"1", "true", "t", "yes", "y", "1.0", "correct"}
+    falsy = {"0", "false", "f", "no", "n", "0.0", "incorrect", "wrong"}
+    for j, u in enumerate(uniques):
+        if isinstance(u, (bool, np.bool_)):
+            table[j] = int(u)
+            continue
+        k = str(u).strip().lower()
+        if k in truthy:
+            table[j] = 1
+        elif k in falsy:
+            table[j] = 0
+        elif k in ("", "nan", "none", "null"):
+            table[j] = MISSING
+        else:
+            i = int(np.flatnonzero(codes == j)[0])
+            raise InputError(f"{col} must be 0/1/true/false or empty, got {u!r}", file=file,
+                             row=_row_of(src_rows, i), column=col)
+    out = np.full(n, MISSING, dtype=np.int8)
+    ok = codes >= 0
+    out[ok] = table[codes[ok]]
+    return out
+
+
+def _validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exact: bool):
+    n = len(runs)
+    src_rows = runs["source_row"].to_numpy() if "source_row" in runs.columns else None
+    src_files = runs["source_file"] if "source_file" in runs.columns else None
+
+    def where(i: int) -> dict:
+        f = str(src_files.iloc[i]) if src_files is not None else file
+        return {"file": f, "row": _row_of(src_rows, i)}
+
+    if n == 0:
+        empty = pd.DataFrame({"q": np.array([], np.int32), "m": np.array([], np.int16),
+                              "arm": np.array([], np.int8),
+                              "prediction": pd.Series([], dtype=_STR), "answer": pd.Series([], dtype=_STR),
+                              "hit": np.array([], np.int8), "hit_exact": np.array([], np.int8)})
+        return empty, []
+    for c in ("question_id", "model"):
+        if c not in runs.columns:
+            raise InputError(f"missing required column {c!r}; found {list(runs.columns)}", file=file, column=c)
+    # question ids -> codes
+    qcodes_raw, quniq = _to_codes(runs["question_id"])
+    if (qcodes_raw < 0).any():
+        i = int(np.flatnonzero(qcodes_raw < 0)[0])
+        raise InputError("question_id is empty", **where(i), column="question_id")
+    quniq = np.array([s.strip() for s in quniq], dtype=object)
+    lookup = pd.Index(q["question_id"].astype(str)).get_indexer(quniq)
+    qcodes = lookup[qcodes_raw]
+    unknown = qcodes < 0
+    if unknown.any():
+        bad_ids = pd.unique(quniq[qcodes_raw[unknown]])
+        i = int(np.flatnonzero(unknown)[0])
+        raise InputError(
+            f"{len(bad_ids)} question ID(s) in the runs are not in the questions table "
+            f"({int(unknown.sum())} rows); first five: {list(map(str, bad_ids[:5]))}",
+            **where(i), column="question_id")
+    # models
+    mcodes, models = _to_codes(runs["model"])
+    if (mcodes < 0).any():
+        i = int(np.flatnonzero(mcodes < 0)[0])
+        raise InputError("model is empty", **where(i), column="model")
+    if len(models) > 32000:
+        raise InputError(f"{len(models)} distinct models; at most 32,000 are supported", file=file, column="model")
+    # arms
+    if "arm" in runs.columns:
+        acodes_raw, auniq = _to_codes(runs["arm"])
+        amap = np.array([ARMS.index(a.strip().lower()) if a.strip().lower() in ARMS else -1 for a in auniq],
+                        dtype=np.int64)
+        if (acodes_raw < 0).any():
+            i = int(np.flatnonzero(acodes_raw < 0)[0])
+            raise InputError(f"arm is empty; expected one of {ARMS}", **where(i), column="arm")
+        acodes = amap[acodes_raw]
+        if (acodes < 0).any():
+            i = int(np.flatnonzero(acodes < 0)[0])
+            raise InputError(f"unknown arm {auniq[acodes_raw[i]]!r}; expected one of {ARMS}", **where(i), column="arm")
+    else:
+        acodes = np.zeros(n, dtype=np.int64)
+    # duplicates of (question, model, arm): O(n) check through a dense fill, sort only on failure
+    nq, nm = len(q), len(models)
+    key = (acodes * nm + mcodes) * nq + qcodes
+    if nq * nm * 2 <= 400_000_000:
+        seen = np.zeros(nq * nm * 2, dtype=np.bool_)
+        seen[key] = True
+        has_dup = int(seen.sum()) != n
+        del seen
+    else:
+        has_dup = True  # fall back to the sort below
+    if has_dup:
+        order = np.argsort(key, kind="stable")
+        sk = key[order]
+        d = np.flatnonzero(sk[1:] == sk[:-1])
+        if len(d):
+            i = int(order[d[0] + 1])
+            first = int(order[d[0]])
+            raise InputError(
+                f"duplicate row for question {q['question_id'].iloc[qcodes[i]]!r}, model {models[mcodes[i]]!r}, "
+                f"arm {ARMS[acodes[i]]!r} (first seen at row {where(first)['row']})",
+                **where(i), column="question_id")
+
+    def str_col(name):
+        if name not in runs.columns:
+            return pd.Series(pd.array([None] * n, dtype=_STR))
+        s = runs[name]
+        if isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_string(s.dtype.pyarrow_dtype):
+            return s.reset_index(drop=True)
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            s = s.astype(object)
+        s = s.where(s.notna(), None)
+        return pd.Series(pd.array([None if v is None else str(v) for v in s.tolist()], dtype=_STR)) \
+            if s.dtype == object else s.astype(str).astype(_STR).reset_index(drop=True)
+
+    prediction = str_col("prediction")
+    answer = str_col("answer")
+    hit = _hit_to_int8(runs["hit"] if "hit" in runs.columns else None, n, file, "hit", src_rows)
+    out = pd.DataFrame({
+        "q": qcodes.astype(np.int32), "m": mcodes.astype(np.int16), "arm": acodes.astype(np.int8),
+        "prediction": prediction.values,
+        "answer": answer.values, "hit": hit,
+    })
+    if "hit_exact" in runs.columns:
+        out["hit_exact"] = _hit_to_int8(runs["hit_exact"], n, file, "hit_exact", src_rows)
+    elif compute_exact:
+        from .extract import fill_answers_and_exact
+        out["answer"], out["hit_exact"] = fill_answers_and_exact(q, out)
+    else:
+        out["hit_exact"] = np.full(n, MISSING, dtype=np.int8)
+    return out, list(models)
+
+
+def encode_answers(questions: pd.DataFrame, runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Map each run row's extracted answer and each question's gold to comparable int codes."""
+    kmax = int(questions["n_options"].max()) if len(questions) else 0
+    kmax = max(kmax, 2)
+    atype = questions["answer_type"].to_numpy(dtype=object)
+    gold = np.full(len(questions), MISSING, dtype=np.int32)
+    is_mc = atype == "mc"
+    gold[is_mc] = questions["gold_index"].to_numpy()[is_mc]
+    is_yn = atype == "yesno"
+    gold_ans = questions["answer"].astype(str).str.strip().str.lower().to_numpy(dtype=object)
+    gold[is_yn] = np.where(gold_ans[is_yn] == "yes", 0, 1)
+
+    n = len(runs)
+    codes = np.full(n, MISSING, dtype=np.int32)
+    if n == 0:
+        return codes, gold
+    ans = runs["answer"]
+    valid = ans.notna().to_numpy()
+    fcodes, uniq = pd.factorize(ans.astype(object).where(ans.notna(), None), use_na_sentinel=True)
+    uniq_norm = [str(u).strip() for u in uniq]
+    letter_idx = np.array([LETTERS.index(u.upper()) if len(u) == 1 and u.upper() in LETTERS else -1
+                           for u in uniq_norm], dtype=np.int32)
+    yn_idx = np.array([0 if u.lower() == "yes" else (1 if u.lower() == "no" else -1) for u in uniq_norm],
+                      dtype=np.int32)
+    norm = [normalise_value(u) for u in uniq_norm]
+    # free / numeric values share one global code space above the option range
+    free_codes_u, free_uniq = pd.factorize(pd.Series(norm + [normalise_value(g) for g in gold_ans]))
+    free_u = free_codes_u[: len(uniq_norm)].astype(np.int32) + kmax
+    gold_free = free_codes_u[len(uniq_norm):].astype(np.int32) + kmax
+    qt = atype[runs["q"].to_numpy()]
+    qk = questions["n_options"].to_numpy()[runs["q"].to_numpy()]
+    fc = np.where(valid, fcodes, 0)
+    li = letter_idx[fc]
+    mc_rows = valid & (qt == "mc")
+    codes[mc_rows] = np.where(li[mc_rows] < qk[mc_rows], li[mc_rows], MISSING)
+    yn_rows = valid & (qt == "yesno")
+    codes[yn_rows] = yn_idx[fc][yn_rows]
+    other = valid & ((qt == "numeric") | (qt == "free"))
+    codes[other] = free_u[fc][other]
+    other_q = (atype == "numeric") | (atype == "free")
+    gold[other_q] = gold_free[other_q]
+    return codes, gold
+
+
+def normalise_value(v: str) -> str:
+    """Canonical text of a numeric or free answer: numbers as shortest float repr, text casefolded."""
+    s = str(v).strip()
+    t = s.replace(",", "").replace("$", "").strip()
+    if _NUM_RE.match(t):
+        try:
+            x = float(t)
+            return repr(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
+        except ValueError:
+            pass
+    return " ".join(s.casefold().split())

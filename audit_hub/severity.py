@@ -1,0 +1,49 @@
+"""Severity levels: defined once here, explained in the report card, applied by every detector.
+
+=========  =====  ==============================================================================
+level      rank   meaning (what a benchmark maintainer should do)
+=========  =====  ==============================================================================
+critical   4      The item is very likely broken as released (e.g. two options identical after
+                  normalisation and one is gold; every model and the blind runs agree on one
+                  non-gold option). Review before the next release; likely relabel or drop.
+high       3      Strong, specific evidence of a defect (unanimous non-gold consensus; exact
+                  duplicate distractors; item solved by every model without the image).
+                  Review soon.
+medium     2      Evidence worth a look (majority non-gold; near-duplicate options; zero gain
+                  from the image where most models are right blind; very low agreement).
+low        1      Weak or pool-dependent signal; read together with other detectors.
+info       0      No finding, or a descriptive statistic only.
+=========  =====  ==============================================================================
+
+A question's overall severity is the maximum over detectors. Detectors never invent other labels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LEVELS: tuple[str, ...] = ("info", "low", "medium", "high", "critical")
+RANK = {name: i for i, name in enumerate(LEVELS)}
+
+DESCRIPTIONS = {
+    "critical": "Very likely broken as released (e.g. duplicate gold option; every model and the blind "
+                "runs agree on one non-gold option). Relabel or drop before the next release.",
+    "high": "Strong, specific evidence of a defect (unanimous non-gold consensus, exact-duplicate "
+            "distractors, solved by every model without the image). Review soon.",
+    "medium": "Evidence worth a look (majority non-gold, near-duplicate options, no gain from the image "
+              "while most models are right blind, very low inter-model agreement).",
+    "low": "Weak or pool-dependent signal; read together with the other detectors.",
+    "info": "No finding, or a descriptive statistic only.",
+}
+
+
+def severity_array(rank: np.ndarray) -> np.ndarray:
+    """Map integer ranks (0..4) to level names (object array)."""
+    names = np.array(LEVELS, dtype=object)
+    return names[np.clip(np.asarray(rank, dtype=np.int64), 0, 4)]
+
+
+def max_severity(*cols: np.ndarray) -> np.ndarray:
+    """Element-wise maximum of several severity-name arrays."""
+    ranks = np.stack([np.vectorize(RANK.get, otypes=[np.int64])(np.asarray(c, dtype=object)) for c in cols])
+    return severity_array(ranks.max(axis=0))
