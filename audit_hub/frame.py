@@ -538,14 +538,7 @@ def _validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_ex
     def str_col(name):
         if name not in runs.columns:
             return pd.Series(pd.array([None] * n, dtype=_STR))
-        s = runs[name]
-        if isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_string(s.dtype.pyarrow_dtype):
-            return s.reset_index(drop=True)
-        if isinstance(s.dtype, pd.CategoricalDtype):
-            s = s.astype(object)
-        s = s.where(s.notna(), None)
-        return pd.Series(pd.array([None if v is None else str(v) for v in s.tolist()], dtype=_STR)) \
-            if s.dtype == object else s.astype(str).astype(_STR).reset_index(drop=True)
+        return pd.Series(to_arrow_strings(runs[name]))
 
     prediction = str_col("prediction")
     answer = str_col("answer")
@@ -583,7 +576,11 @@ def encode_answers(questions: pd.DataFrame, runs: pd.DataFrame) -> tuple[np.ndar
         return codes, gold
     ans = runs["answer"]
     valid = ans.notna().to_numpy()
-    fcodes, uniq = pd.factorize(ans.astype(object).where(ans.notna(), None), use_na_sentinel=True)
+    fcodes, uniq = _dictionary_codes(ans)
+    if len(uniq) == 0:
+        other_q = (atype == "numeric") | (atype == "free")
+        gold[other_q] = kmax + pd.factorize(pd.Series([normalise_value(g) for g in gold_ans[other_q]]))[0]
+        return codes, gold
     uniq_norm = [str(u).strip() for u in uniq]
     letter_idx = np.array([LETTERS.index(u.upper()) if len(u) == 1 and u.upper() in LETTERS else -1
                            for u in uniq_norm], dtype=np.int32)
@@ -607,6 +604,39 @@ def encode_answers(questions: pd.DataFrame, runs: pd.DataFrame) -> tuple[np.ndar
     other_q = (atype == "numeric") | (atype == "free")
     gold[other_q] = gold_free[other_q]
     return codes, gold
+
+
+def to_arrow_strings(series: pd.Series) -> pd.api.extensions.ExtensionArray:
+    """Any column (object, categorical, Arrow, numeric) -> Arrow string array, without Python objects
+    for the common cases (categoricals and Arrow columns convert in C)."""
+    import pyarrow.compute as pc
+
+    s = series
+    if isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_string(s.dtype.pyarrow_dtype):
+        return s.array
+    try:
+        arr = pa.array(s, from_pandas=True)
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.cast(pa.string()) if pa.types.is_string(arr.type.value_type) else \
+                pc.cast(arr.dictionary_decode(), pa.string())
+        elif not pa.types.is_string(arr.type):
+            if pa.types.is_large_string(arr.type):
+                arr = arr.cast(pa.string())
+            else:
+                raise pa.ArrowInvalid("not strings")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        vals = s.astype(object).where(s.notna(), None).tolist()
+        arr = pa.array([None if v is None else str(v) for v in vals], type=pa.string())
+    return pd.arrays.ArrowExtensionArray(arr)
+
+
+def _dictionary_codes(series: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """(codes with -1 for null, unique strings) of a string column, computed in Arrow."""
+    arr = pa.array(to_arrow_strings(series))
+    enc = arr.dictionary_encode()
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    codes = np.where(pd.isna(idx), -1, idx).astype(np.int64) if enc.null_count else idx.astype(np.int64)
+    return codes, enc.dictionary.to_pylist()
 
 
 def normalise_value(v: str) -> str:

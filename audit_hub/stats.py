@@ -117,3 +117,87 @@ def permutation_p_value(null: np.ndarray, observed: float, alternative: str = "g
     else:
         raise ValueError("alternative must be 'greater' or 'less'")
     return (1 + g) / (len(null) + 1)
+
+
+def jeffreys_interval(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Jeffreys posterior mean ``(k + 1/2) / (n + 1)`` and equal-tailed interval (Beta(k+1/2, n-k+1/2)).
+
+    The mean shrinks 0/n and n/n towards 1/2, so saturated and floor items with few models do not
+    get a difficulty of exactly 0 or 1. Vectorised; n == 0 gives the prior (0.5 and its interval).
+    Returns (mean, low, high).
+    """
+    k = np.asarray(k, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    a, b = k + 0.5, n - k + 0.5
+    mean = a / (a + b)
+    lo = np.where(k > 0, _st.beta.ppf(alpha / 2, a, b), 0.0)
+    hi = np.where(k < n, _st.beta.ppf(1 - alpha / 2, a, b), 1.0)
+    return mean, lo, hi
+
+
+def cochrans_q(x) -> tuple[float, int, float]:
+    """Cochran's Q test that k binary raters (columns) have the same success rate over items (rows).
+
+    ``x``: (n_items, k) 0/1 matrix (complete cases only). Q = (k-1) (k sum_j C_j^2 - T^2) /
+    (k T - sum_i R_i^2) with column totals C, row totals R and grand total T; chi-square on k-1 df.
+    Items with all 0 or all 1 contribute nothing (as in statsmodels' ``cochrans_q``).
+    Returns (Q, df, p); Q = 0, p = 1 when no item varies.
+    """
+    x = np.asarray(x)
+    n, k = x.shape
+    if k < 2:
+        raise ValueError("Cochran's Q needs at least two columns")
+    col = x.sum(axis=0, dtype=np.int64).astype(np.float64)
+    row = x.sum(axis=1, dtype=np.int64).astype(np.float64)
+    t = col.sum()
+    denom = k * t - (row * row).sum()
+    if denom <= 0:
+        return 0.0, k - 1, 1.0
+    q = (k - 1) * (k * (col * col).sum() - t * t) / denom
+    return float(q), k - 1, float(_st.chi2.sf(q, k - 1))
+
+
+def fleiss_kappa(counts) -> float:
+    """Fleiss' kappa from an (n_items, n_categories) matrix of rater counts (same raters per item)."""
+    c = np.asarray(counts, dtype=np.float64)
+    n_raters = c.sum(axis=1)
+    if not np.allclose(n_raters, n_raters[0]) or n_raters[0] < 2:
+        raise ValueError("Fleiss' kappa needs the same number (>= 2) of raters on every item")
+    m = n_raters[0]
+    p_j = c.sum(axis=0) / c.sum()
+    p_i = ((c * c).sum(axis=1) - m) / (m * (m - 1))
+    pe = (p_j * p_j).sum()
+    if pe >= 1:
+        return float("nan")
+    return float((p_i.mean() - pe) / (1 - pe))
+
+
+def table_bootstrap(counts, statistic, *, n_boot: int = 1000, seed: int | np.random.Generator = 0,
+                    alpha: float = 0.05, max_cells_per_batch: int = 4_000_000) -> tuple[float, float, np.ndarray]:
+    """Percentile bootstrap over items when a statistic depends only on a count table.
+
+    Resampling N items with replacement is the same as a multinomial draw of the cell counts with the
+    observed cell shares, so a replicate costs O(cells), not O(items). ``counts``: (S, K) cell counts
+    for S strata (each stratum keeps its own size, a stratified bootstrap) or (K,) for one table.
+    ``statistic(tables)`` receives (b, S, K) int arrays and returns (b,). Returns (low, high, reps).
+    """
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    c = np.asarray(counts, dtype=np.int64)
+    if c.ndim == 1:
+        c = c[None, :]
+    s, k = c.shape
+    tot = c.sum(axis=1)
+    probs = np.where(tot[:, None] > 0, c / np.maximum(tot[:, None], 1), 0.0)
+    batch = max(1, min(n_boot, max_cells_per_batch // max(s * k, 1)))
+    reps = []
+    done = 0
+    while done < n_boot:
+        b = min(batch, n_boot - done)
+        tab = np.empty((b, s, k), dtype=np.int64)
+        for i in range(s):
+            tab[:, i, :] = rng.multinomial(tot[i], probs[i], size=b) if tot[i] > 0 else 0
+        reps.append(np.asarray(statistic(tab), dtype=np.float64))
+        done += b
+    r = np.concatenate(reps)
+    lo, hi = np.nanquantile(r, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi), r

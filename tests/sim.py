@@ -62,6 +62,7 @@ def simulate_frame(
     missing_rate: float = 0.0,
     judge_flip_rate: float = 0.0,
     blind_models: list[str] | int | None = None,
+    yes_bias: float = 0.0,
     seed: int = 0,
 ) -> AuditFrame:
     """Simulate a benchmark with ``n_questions`` items and ``n_models`` models.
@@ -73,7 +74,9 @@ def simulate_frame(
     with accuracy_blind[0]). difficulty_sd: SD of a per-item logit shift shared by every model and
     both arms (0 = independent items). missing_rate: share of (question, model, arm) rows dropped.
     judge_flip_rate: share of rows whose ``hit_exact`` disagrees with ``hit`` (an exact-match parser
-    that disagrees with the judge). Categories are ``cat0``... assigned at random.
+    that disagrees with the judge). yes_bias: on yes/no items every model's accuracy is raised by this
+    amount on yes-gold items and lowered on no-gold items (a shared "say yes" response bias; not an
+    item defect, but it makes the gold a covariate shared by all models and arms). Categories are ``cat0``... assigned at random.
     """
     rng = np.random.default_rng(seed)
     planted = dict(planted or {})
@@ -157,6 +160,9 @@ def simulate_frame(
         a = acc[arm]
         Mi = len(names)
         p = 1.0 / (1.0 + np.exp(-(_logit(a)[None, :] - difficulty[:, None])))
+        if yes_bias:
+            shift = np.where(is_yn, np.where(gold == 0, yes_bias, -yes_bias), 0.0)
+            p = np.clip(p + shift[:, None], 0.0, 1.0)
         hit = rng.random((Q, Mi)) < p
         # wrong answer: uniform over the k-1 wrong options
         off = 1 + (rng.random((Q, Mi)) * (k[:, None] - 1)).astype(np.int64)

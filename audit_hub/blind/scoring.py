@@ -90,10 +90,8 @@ class AnswerTokens:
 
 
 def answer_scores(last_logits, tokens: AnswerTokens):
-    """(B, n_answers) log-sum-exp of each answer's token-form logits, and (B,) answer-token mass.
-
-    ``last_logits`` is (B, vocab). Works in float32 whatever the model dtype.
-    """
+    """``(scores, log_z)``: (B, n_answers) log-sum-exp of each answer's token-form logits and the
+    (B,) log-partition over the whole vocabulary (for the answer-token mass). Float32 throughout."""
     import torch
 
     logits = last_logits.float()
@@ -101,9 +99,8 @@ def answer_scores(last_logits, tokens: AnswerTokens):
     gathered = logits[:, ids.reshape(-1)].reshape(logits.shape[0], *ids.shape)  # (B, A, F)
     gathered = gathered.masked_fill(~valid.unsqueeze(0), float("-inf"))
     scores = torch.logsumexp(gathered, dim=-1)  # (B, A)
-    log_z = torch.logsumexp(logits, dim=-1, keepdim=True)  # (B, 1)
-    mass = torch.exp(torch.logsumexp(scores, dim=-1) - log_z.squeeze(-1))
-    return scores, mass
+    log_z = torch.logsumexp(logits, dim=-1)  # (B,)
+    return scores.cpu(), log_z.cpu()
 
 
 def restricted_log_probs(scores_row: Sequence[float], k: int) -> list[float]:

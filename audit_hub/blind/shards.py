@@ -188,7 +188,6 @@ def merge(out: Path, question_order: list[str], keep_shards: bool = False):
     IDs not in it (from an earlier, larger run) follow in sorted order. Returns the merged pandas
     DataFrame.
     """
-    import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -196,26 +195,30 @@ def merge(out: Path, question_order: list[str], keep_shards: bool = False):
     parts = []
     merged_path = out / MERGED_REL
     if merged_path.exists():
-        parts.append(pq.read_table(merged_path))
+        parts.append(pq.read_table(merged_path).cast(arrow_schema()))
     for p in shards:
         parts.append(pq.read_table(p).cast(arrow_schema()))
     table = pa.concat_tables(parts) if parts else arrow_schema().empty_table()
-    df = table.to_pandas(types_mapper=pd.ArrowDtype)
-    df = df.drop_duplicates("question_id", keep="first")
+    qids = [str(q) for q in table.column("question_id").to_pylist()]
+    first: dict[str, int] = {}
+    for j, q in enumerate(qids):
+        first.setdefault(q, j)
     rank = {q: i for i, q in enumerate(question_order)}
-    qids = df["question_id"].astype(str).tolist()
     big = len(rank)
-    order_key = [rank.get(q, big) for q in qids]
-    df = df.assign(_o=order_key, _q=qids).sort_values(["_o", "_q"], kind="stable").drop(columns=["_o", "_q"])
-    df = df.reset_index(drop=True)
+    keep = sorted(first, key=lambda q: (rank.get(q, big), q))
+    table = table.take(pa.array([first[q] for q in keep], type=pa.int64()))
     merged_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = merged_path.parent / f".tmp-{merged_path.name}.{os.getpid()}"
-    pq.write_table(pa.Table.from_pandas(df, schema=arrow_schema(), preserve_index=False), tmp)
+    pq.write_table(table, tmp)
     os.replace(tmp, merged_path)
     if not keep_shards:
         for p in shards:
             p.unlink()
-    return df
+        try:
+            (out / "shards").rmdir()
+        except OSError:
+            pass
+    return table.to_pandas()
 
 
 def card_markdown(model_name: str, summary: dict, questions_spec: str) -> str:

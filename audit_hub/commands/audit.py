@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -11,21 +10,21 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("audit")
     def audit(
-        questions: Optional[str] = typer.Option(
+        questions: str | None = typer.Option(
             None, "--questions", "-q",
             help="Benchmark questions: a file (csv/tsv/jsonl/json/parquet/xlsx, VLMEvalKit TSV), a local "
                  "Hub-layout folder, or a Hub dataset id ORG/NAME[:CONFIG][@REVISION]. Optional when the "
                  "run files carry the questions (VLMEvalKit sheets do)."),
-        runs: Optional[list[str]] = typer.Option(
+        runs: list[str] | None = typer.Option(
             None, "--runs", "-r",
             help="Full-arm (image-enabled) run files, folders or globs; repeat the option for several."),
-        blind: Optional[list[str]] = typer.Option(
+        blind: list[str] | None = typer.Option(
             None, "--blind", "-b", help="Blind-arm (text-only) run files, folders or globs; pair with --runs by model name."),
         out: Path = typer.Option(Path("audit_report"), "--out", "-o",
                                  help="Output folder (written atomically; replaced if it exists)."),
-        column_map: Optional[list[str]] = typer.Option(
+        column_map: list[str] | None = typer.Option(
             None, "--map", help="Column rename OLD=NEW for other layouts; repeatable."),
-        revision: Optional[str] = typer.Option(None, "--revision", help="Hub revision for --questions."),
+        revision: str | None = typer.Option(None, "--revision", help="Hub revision for --questions."),
         seed: int = typer.Option(0, "--seed", help="Seed for every random draw (recorded in the report)."),
         n_permutations: int = typer.Option(999, "--n-permutations", help="Permutations for the zero-gain null."),
         calibration_sims: int = typer.Option(

@@ -117,7 +117,10 @@ def to_str_series(s: pd.Series, *, strip: bool = False) -> pd.Series:
     if len(s) == 0:
         return pd.Series([], dtype=object, index=s.index)
     if pd.api.types.is_integer_dtype(s.dtype) and not s.isna().any():
-        return s.astype("int64").astype(str).astype(object)
+        return pd.Series(s.astype("int64").astype(str).to_numpy(dtype=object), index=s.index, dtype=object)
+    if isinstance(s.dtype, (pd.StringDtype, pd.ArrowDtype)) and pd.api.types.is_string_dtype(s.dtype):
+        t = s.str.strip() if strip else s
+        return pd.Series(t.to_numpy(dtype=object, na_value=None), index=s.index, dtype=object)
     codes, uniques = pd.factorize(s, use_na_sentinel=True)
     conv = [cell_to_str(u) for u in uniques]
     if strip:
@@ -209,9 +212,8 @@ def split_embedded_options(question: str) -> tuple[str, list[str]]:
     """
     if not isinstance(question, str) or not question:
         return question, []
-    m = None
-    for m in _CHOICES_HDR.finditer(question):
-        pass
+    matches = list(_CHOICES_HDR.finditer(question))
+    m = matches[-1] if matches else None
     if m is not None:
         stem, body = question[: m.start()], question[m.end():]
         opts: list[str] = []
@@ -229,9 +231,8 @@ def split_embedded_options(question: str) -> tuple[str, list[str]]:
                 tail.append(line)
         if len(opts) >= 2:
             return stem.rstrip(), opts
-    hdr = None
-    for hdr in _OPTIONS_HDR.finditer(question):
-        pass
+    hdrs = list(_OPTIONS_HDR.finditer(question))
+    hdr = hdrs[-1] if hdrs else None
     if hdr is not None:
         stem, body = question[: hdr.start()], question[hdr.end():]
         if body.startswith("A:") or body.startswith("A."):

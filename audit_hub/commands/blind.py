@@ -1,0 +1,86 @@
+"""``benchaudit blind``: text-only (blind) predictions of a language model, resumable and multi-GPU.
+
+The same command runs under ``accelerate launch -m audit_hub.blind ...`` (one process per GPU).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def _parse_map(items: list[str]) -> dict[str, str] | None:
+    if not items:
+        return None
+    try:
+        from ..ingest import parse_column_map
+    except ImportError:  # pragma: no cover - only while the core reader is missing
+        parse_column_map = None
+    if parse_column_map is not None:
+        return parse_column_map(items)
+    from ..errors import InputError
+
+    out: dict[str, str] = {}
+    for it in items:
+        if "=" not in it:
+            raise InputError(f"--map expects OLD=NEW, got {it!r}")
+        old, new = it.split("=", 1)
+        out[old.strip()] = new.strip()
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("blind")
+    def blind(
+        model: str = typer.Option(..., "--model", "-m", help="Local folder or Hub id of a causal LM, or of an "
+                                  "image-text-to-text VLM (run with text only)."),
+        questions: str = typer.Option(..., "--questions", "-q", help="Benchmark questions: a file or a Hub "
+                                      "dataset id with a question-ID column (as `benchaudit audit` reads them)."),
+        out: Path = typer.Option(..., "--out", "-o", help="Output folder (resumable: rerun the same command "
+                                 "after a crash to continue)."),
+        model_name: str | None = typer.Option(None, "--model-name", help="Model name written to the rows; "
+                                                 "use the full run's name so the audit pairs them. Default: "
+                                                 "the Hub id or the folder name."),
+        column_map: list[str] | None = typer.Option(None, "--map", help="Column rename OLD=NEW; repeatable."),
+        prompt_template: str | None = typer.Option(
+            None, "--prompt-template", help="Prompt template text or file: Jinja when it contains '{{' or '{%', "
+            "else str.format; fields {question} {hint} {options} {letters} {answer_type} {n_options}. "
+            "Default: VLMEvalKit's multiple-choice prompt without the image."),
+        chat_template: bool = typer.Option(True, "--chat-template/--no-chat-template",
+                                           help="Apply the tokenizer's chat template when it has one."),
+        mode: str = typer.Option("logprob", "--mode", help="logprob: one forward pass per multiple-choice or "
+                                 "yes/no item, answer from the option-letter distribution; generate: greedy "
+                                 "decoding + exact-match parser. Numeric/free items always generate."),
+        batch_size: int = typer.Option(8, "--batch-size", help="Questions per forward pass (per process)."),
+        max_new_tokens: int = typer.Option(32, "--max-new-tokens", help="Generation length for generated items."),
+        dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 on GPU, float32 on CPU), bfloat16, "
+                                  "float16 or float32."),
+        trust_remote_code: bool = typer.Option(False, "--trust-remote-code",
+                                               help="Allow the model repository's own code to run."),
+        revision: str | None = typer.Option(None, "--revision", help="Hub revision of the model."),
+        max_length: int | None = typer.Option(None, "--max-length", help="Context limit in tokens "
+                                                 "(default: the model's max_position_embeddings)."),
+        truncate: str = typer.Option("error", "--truncate", help="Prompts longer than the context: error "
+                                     "(default) or left (keep the last tokens; rows marked truncated)."),
+        overwrite: bool = typer.Option(False, "--overwrite", help="Discard an existing output written with "
+                                       "another model, prompt or mode."),
+        limit: int | None = typer.Option(None, "--limit", help="Only the first N questions (smoke tests)."),
+        push_to_hub: str | None = typer.Option(None, "--push-to-hub", help="Publish the merged output as "
+                                                  "Hub dataset ORG/NAME."),
+        private: bool = typer.Option(False, "--private", help="Create the Hub dataset as private."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on the main process."),
+        cpu: bool = typer.Option(False, "--cpu", help="Run on CPU even when a GPU is present."),
+        keep_shards: bool = typer.Option(False, "--keep-shards", help="Keep per-process shards after the merge."),
+    ) -> None:
+        """Text-only (blind) predictions; launch with `accelerate launch -m audit_hub.blind` for several GPUs."""
+        from ..blind.runner import BlindConfig, run_blind
+
+        cfg = BlindConfig(model=model, questions=questions, out=str(out), model_name=model_name,
+                          column_map=_parse_map(list(column_map or [])), prompt_template=prompt_template,
+                          chat_template=chat_template, mode=mode, batch_size=batch_size,
+                          max_new_tokens=max_new_tokens, dtype=dtype, trust_remote_code=trust_remote_code,
+                          revision=revision, max_length=max_length, truncate=truncate, overwrite=overwrite,
+                          limit=limit, push_to_hub=push_to_hub, private=private, progress=progress, cpu=cpu,
+                          keep_shards=keep_shards)
+        run_blind(cfg)

@@ -1,0 +1,58 @@
+"""``benchaudit push`` and ``benchaudit push-metrics``: publish to the Hugging Face Hub.
+
+Top-level imports stay light (typer, pathlib, typing); the implementation lives in
+:mod:`audit_hub.publish` and is imported inside the commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("push")
+    def push(
+        folder: Path = typer.Argument(..., help="Report folder written by `benchaudit audit --out DIR`."),
+        repo_id: str = typer.Option(..., "--repo-id", help="Target dataset repo ORG/NAME (created if missing)."),
+        private: bool = typer.Option(False, "--private", help="Create the repo private (ignored if it exists)."),
+        revision: Optional[str] = typer.Option(None, "--revision",
+                                               help="Branch to commit to (created from main if missing)."),
+        create_pr: bool = typer.Option(False, "--create-pr", help="Open a pull request instead of committing."),
+        message: Optional[str] = typer.Option(None, "--message", "-m", help="Commit message."),
+    ) -> None:
+        """Push a report folder to the Hub as a dataset, in one atomic commit (token: HF_TOKEN or the login cache)."""
+        from ..publish import push_report
+
+        res = push_report(folder, repo_id, private=private, revision=revision, create_pr=create_pr,
+                          commit_message=message)
+        if res["no_op"]:
+            typer.echo(f"{res['repo_id']}@{res['revision']} already has this report (commit {res['commit'][:12]}); "
+                       "nothing to push")
+            return
+        deleted = f", {len(res['deleted'])} stale file(s) removed" if res["deleted"] else ""
+        typer.echo(f"pushed {res['n_files']} file(s){deleted}: {res['pr_url'] or res['commit_url']}")
+
+    @app.command("push-metrics")
+    def push_metrics_cmd(
+        namespace: str = typer.Option("benchaudit", "--namespace",
+                                      help="Hub user or organisation that will own the Spaces."),
+        metrics_dir: Optional[Path] = typer.Option(None, "--metrics-dir",
+                                                   help="Folder of metric modules (default: the repo's metrics/)."),
+        name: Optional[list[str]] = typer.Option(None, "--name", help="Only this metric; repeatable."),
+        private: bool = typer.Option(False, "--private", help="Create the Spaces private."),
+    ) -> None:
+        """Publish each metrics/<name>/ folder as the Space NAMESPACE/<name>, so evaluate.load("NAMESPACE/<name>") works."""
+        from rich.console import Console
+
+        from ..publish import push_metrics
+
+        console = Console(stderr=True)
+        with console.status("publishing metric Spaces") as status:
+            res = push_metrics(namespace, metrics_dir=metrics_dir, names=list(name or []) or None, private=private,
+                               on_progress=lambda n: status.update(f"publishing {namespace}/{n}"))
+        for r in res:
+            state = "unchanged" if r["no_op"] else f"commit {r['commit'][:12]}"
+            typer.echo(f"{r['repo_id']}: {state}")

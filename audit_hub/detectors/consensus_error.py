@@ -1,0 +1,305 @@
+"""consensus_error (judge-free): items where the models agree on an answer that is not the gold.
+
+Definitions (full arm, answer codes from :meth:`AuditFrame.answer_codes`, comparable within an item for
+every answer type; unparseable/missing answers are left out):
+
+* ``n_parseable``: models with a parseable full-arm answer.
+* **unanimous non-gold**: ``n_parseable >= max(2, min_answered)`` (``min_answered`` defaults to the
+  number of full-arm models minus one) and every parseable answer is the same non-gold code.
+  Severity high; **critical** when the blind runs do not agree on that option (fewer than half of the
+  parseable blind answers pick it: the models see something in the image that the gold contradicts)
+  or when the chosen option's text equals the gold option's text after normalisation (a duplicate
+  option, so the "error" is in the options).
+* **majority non-gold**: a strict majority (more than half of the parseable answers; a 50/50 split is
+  a tie, i.e. no majority) picks one non-gold code. Severity medium when not unanimous.
+  ``n_majority_non_gold`` counts every item with a non-gold strict majority (unanimous ones included).
+* **expected under independence**: if each model erred independently with its own error rate ``e_m``
+  (wrong / parseable over mc and yes/no items) and picked uniformly among the ``K - 1`` wrong options,
+  an item with parseable answerers ``S`` is unanimous-wrong with probability
+  ``sum_j prod_{m in S} e_m/(K-1) = prod_{m in S} e_m * (K-1)^(1-|S|)`` (computed in log space as one
+  matrix-vector product). Summed over eligible mc and yes/no items; numeric/free items have no fixed
+  number of options and are excluded from the expectation (``n_open_items_excluded``).
+  ``p_value`` is the Poisson upper tail ``P(X >= observed closed-item count | expected)`` (a
+  Poisson approximation to the Poisson-binomial). Real models share difficulty, so expect the
+  observed count to exceed this null on any real benchmark; the ratio is the informative part.
+
+Per question: ``score = 1 - (share of parseable answers on the most chosen non-gold code)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DetectorSkipped
+from ..frame import LETTERS, AuditFrame
+from ..severity import severity_array
+from ..stats import benjamini_hochberg, wilson_ci
+from .base import DetectorResult, summary_rows
+
+NAME = "consensus_error"
+JUDGE_DEPENDENT = False
+REQUIRES = "full-arm answers from at least 2 models (blind runs optional, raise severity)"
+
+
+def row_answer_stats(codes: np.ndarray, *, chunk: int = 200_000) -> dict[str, np.ndarray]:
+    """Per-row statistics of a (Q, M) int code matrix (values < 0 are ignored).
+
+    Returns arrays of shape (Q,): ``n`` valid entries, ``top_value`` (most frequent code, the smallest on
+    ties; -1 when none), ``top_count``, ``top_tied`` (another code has the same count), ``sum_sq``
+    (sum over codes of count^2), ``n_distinct`` and ``entropy`` (natural log). One row sort plus one
+    pass over the M columns, chunked over rows to bound memory: O(Q M log M), no Python loop over rows.
+    """
+    codes = np.asarray(codes)
+    Q, M = codes.shape
+    out = {
+        "n": np.zeros(Q, np.int32), "top_value": np.full(Q, -1, np.int64), "top_count": np.zeros(Q, np.int32),
+        "top_tied": np.zeros(Q, bool), "sum_sq": np.zeros(Q, np.int64), "n_distinct": np.zeros(Q, np.int32),
+        "entropy": np.zeros(Q, np.float64),
+    }
+    for s in range(0, Q, chunk):
+        S = np.sort(codes[s:s + chunk], axis=1)
+        R = S.shape[0]
+        cur = np.zeros(R, np.int32)
+        best = np.zeros(R, np.int32)
+        bestv = np.full(R, -1, np.int64)
+        tied = np.zeros(R, bool)
+        ssq = np.zeros(R, np.int64)
+        nd = np.zeros(R, np.int32)
+        llog = np.zeros(R, np.float64)
+        for j in range(M):
+            v = S[:, j]
+            valid = v >= 0
+            same = (v == S[:, j - 1]) if j > 0 else np.zeros(R, bool)
+            cur = np.where(valid, np.where(same, cur + 1, 1), 0).astype(np.int32)
+            ssq += np.where(valid, 2 * cur - 1, 0)
+            nd += valid & ~same
+            end = valid & ((S[:, j + 1] != v) if j + 1 < M else True)
+            if end.any():
+                llog += np.where(end, cur * np.log(np.maximum(cur, 1)), 0.0)
+                better = end & (cur > best)
+                equal = end & (cur == best) & ~better
+                tied = np.where(better, False, tied | equal)
+                bestv = np.where(better, v, bestv)
+                best = np.where(better, cur, best)
+        n = (S >= 0).sum(axis=1).astype(np.int32)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ent = np.where(n > 0, np.log(np.maximum(n, 1)) - llog / np.maximum(n, 1), 0.0)
+        sl = slice(s, s + R)
+        out["n"][sl] = n
+        out["top_value"][sl] = bestv
+        out["top_count"][sl] = best
+        out["top_tied"][sl] = tied
+        out["sum_sq"][sl] = ssq
+        out["n_distinct"][sl] = nd
+        out["entropy"][sl] = np.maximum(ent, 0.0)
+    return out
+
+
+def _code_labels(frame: AuditFrame, code: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """Human label of answer codes for some items: letter (mc), yes/no, else the extracted answer text."""
+    lab = np.full(len(items), "", dtype=object)
+    if len(items) == 0:
+        return lab
+    atype = frame.answer_type[items]
+    c = code[items]
+    mc = (atype == "mc") & (c >= 0) & (c < 26)
+    lab[mc] = np.array(list(LETTERS), dtype=object)[c[mc]]
+    yn = (atype == "yesno") & (c >= 0)
+    lab[yn] = np.where(c[yn] == 0, "yes", "no")
+    other = np.flatnonzero(~mc & ~yn & (c >= 0))
+    run_codes = frame.meta.get("_answer_codes")
+    if len(other) and run_codes is not None and len(run_codes) == len(frame.runs):
+        want = np.full(frame.n_questions, -2, np.int64)
+        want[items[other]] = c[other]
+        rq = frame.runs["q"].to_numpy()
+        rows = np.flatnonzero(run_codes == want[rq])
+        if len(rows):
+            first_q, first_i = np.unique(rq[rows], return_index=True)
+            texts = frame.runs["answer"].iloc[rows[first_i]].astype(object).to_numpy()
+            pos = {int(qq): t for qq, t in zip(first_q, texts)}
+            for k in other:
+                lab[k] = str(pos.get(int(items[k]), ""))
+    return lab
+
+
+def _duplicates_gold(frame: AuditFrame, items: np.ndarray, code: np.ndarray) -> np.ndarray:
+    """For mc items: is the chosen option's text the gold option's text after normalisation?"""
+    out = np.zeros(len(items), bool)
+    if len(items) == 0:
+        return out
+    from ..text_norm import normalise_many
+
+    opts = frame.questions["options"].to_numpy(dtype=object)
+    gi = frame.gold_index
+    sel = [k for k, i in enumerate(items) if frame.answer_type[i] == "mc"
+           and 0 <= code[i] < len(opts[i]) and 0 <= gi[i] < len(opts[i])]
+    if not sel:
+        return out
+    a = [opts[items[k]][code[items[k]]] for k in sel]
+    b = [opts[items[k]][gi[items[k]]] for k in sel]
+    na, nb = normalise_many(a), normalise_many(b)
+    pa_ = np.array([code[items[k]] for k in sel])
+    pb_ = np.array([gi[items[k]] for k in sel])
+    ok = (na.text == nb.text) & (na.n_chars > 0) & (na.bare_letter != pa_) & (nb.bare_letter != pb_)
+    out[np.array(sel)] = ok
+    return out
+
+
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: int | None = None,
+        blind_agree_share: float = 0.5) -> DetectorResult:
+    """Flag unanimous and majority non-gold answers (see the module docstring). ``field`` unused."""
+    from scipy import stats as st
+
+    models = frame.models_in("full")
+    if len(models) < 2:
+        raise DetectorSkipped(f"needs full-arm answers from at least 2 models (found {len(models)})")
+    Q, M = frame.n_questions, len(models)
+    A = frame.answer_codes("full", models=models)
+    gold = frame.gold_codes().astype(np.int64)
+    thr = max(2, (M - 1) if min_answered is None else int(min_answered))
+    parse = A >= 0
+    n_p = parse.sum(axis=1).astype(np.int64)
+    is_gold = (A == gold[:, None]) & (gold[:, None] >= 0)
+    n_gold = is_gold.sum(axis=1).astype(np.int64)
+    wrong_codes = np.where(is_gold, -1, A)
+    rs = row_answer_stats(wrong_codes)
+    top, top_n, top_tied = rs["top_value"], rs["top_count"].astype(np.int64), rs["top_tied"]
+    del wrong_codes
+    eligible = n_p >= thr
+    unanimous = eligible & (top_n == n_p) & (n_p > 0) & (gold >= 0)
+    majority = (n_p >= 2) & (2 * top_n > n_p) & (gold >= 0)
+    plurality = (n_p >= 2) & (top_n > n_gold) & ~top_tied & (gold >= 0)
+    cons = np.where(majority, top, -1)
+
+    # ---- blind runs
+    blind_models = frame.models_in("blind") if frame.has_arm("blind") else []
+    blind_share = np.full(Q, np.nan)
+    n_blind = np.zeros(Q, np.int64)
+    if blind_models:
+        B = frame.answer_codes("blind", models=blind_models)
+        n_blind = (B >= 0).sum(axis=1).astype(np.int64)
+        agree = ((B == cons[:, None]) & (cons[:, None] >= 0)).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            blind_share = np.where((n_blind > 0) & (cons >= 0), agree / np.maximum(n_blind, 1), np.nan)
+        del B
+    blind_disagrees = ~np.isnan(blind_share) & (blind_share < blind_agree_share)
+
+    un_items = np.flatnonzero(unanimous)
+    dup_gold = np.zeros(Q, bool)
+    dup_gold[un_items] = _duplicates_gold(frame, un_items, cons)
+
+    sev = np.where(unanimous, np.where(blind_disagrees | dup_gold, 4, 3), np.where(majority, 2, 0))
+    flagged = sev >= 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(n_p > 0, top_n / np.maximum(n_p, 1), 0.0)
+        gold_share = np.where(n_p > 0, n_gold / np.maximum(n_p, 1), np.nan)
+    labels = np.full(Q, "", dtype=object)
+    lab_items = np.flatnonzero(cons >= 0)
+    labels[lab_items] = _code_labels(frame, cons, lab_items)
+
+    # ---- expected count under independent errors (closed items only)
+    atype = frame.answer_type
+    closed = (atype == "mc") | (atype == "yesno")
+    k_opts = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
+    wrong = parse & ~is_gold & closed[:, None]
+    n_closed_parse = (parse & closed[:, None]).sum(axis=0)
+    e = np.where(n_closed_parse > 0, wrong.sum(axis=0) / np.maximum(n_closed_parse, 1), np.nan)
+    del wrong
+    log_e = np.where(e > 0, np.log(np.where(e > 0, e, 1.0)), -1e6)
+    log_e = np.where(np.isnan(e), 0.0, log_e)
+    exp_sel = eligible & closed & (k_opts >= 2) & (gold >= 0)
+    logp = parse.astype(np.float64) @ log_e + (1 - n_p) * np.log(np.maximum(k_opts - 1, 1))
+    p_item = np.where(exp_sel, np.exp(np.minimum(logp, 0.0)), 0.0)
+    expected = float(p_item.sum())
+    obs_closed = int((unanimous & exp_sel).sum())
+    p_value = float(st.poisson.sf(obs_closed - 1, expected)) if expected > 0 else (1.0 if obs_closed == 0 else 0.0)
+    n_open_excl = int((eligible & ~closed).sum())
+
+    n_un = int(unanimous.sum())
+    n_el = int(eligible.sum())
+    lo, hi = wilson_ci(n_un, n_el)
+    per_question = pd.DataFrame({
+        "question_id": frame.question_ids,
+        f"{NAME}_score": 1.0 - share,
+        f"is_{NAME}_issue": flagged,
+        f"{NAME}_severity": severity_array(sev),
+        f"{NAME}_n_parseable": n_p,
+        f"{NAME}_consensus_code": cons,
+        f"{NAME}_consensus_answer": labels,
+        f"{NAME}_consensus_share": share,
+        f"{NAME}_gold_share": gold_share,
+        f"{NAME}_unanimous": unanimous,
+        f"{NAME}_n_blind_parseable": n_blind,
+        f"{NAME}_blind_agreement": blind_share,
+        f"{NAME}_duplicates_gold": dup_gold,
+    })
+    summary = {
+        "n_unanimous_non_gold": n_un,
+        "expected_under_independence": expected,
+        "n_majority_non_gold": int(majority.sum()),
+        "n_unanimous_non_gold_ci": [float(lo * n_el), float(hi * n_el)] if n_el else None,
+        "unanimous_share": n_un / n_el if n_el else None,
+        "unanimous_share_ci": [float(lo), float(hi)] if n_el else None,
+        "n_eligible": n_el,
+        "n_unanimous_closed": obs_closed,
+        "n_eligible_closed": int(exp_sel.sum()),
+        "n_open_items_excluded": n_open_excl,
+        "ratio_to_expected": (obs_closed / expected) if expected > 0 else None,
+        "n_majority_only": int((majority & ~unanimous).sum()),
+        "n_plurality_non_gold": int(plurality.sum()),
+        "n_critical": int((sev == 4).sum()),
+        "n_blind_disagrees": int((unanimous & blind_disagrees).sum()),
+        "n_duplicates_gold": int(dup_gold.sum()),
+        "p_value": p_value,
+        "n_flagged": int(flagged.sum()),
+        "model_error_rates": {m: (None if np.isnan(x) else float(x)) for m, x in zip(models, e)},
+        "n_models": M,
+        "blind_models": list(blind_models),
+        "notes": ([f"{n_open_excl} eligible numeric/free item(s) are excluded from the expectation "
+                   "(no fixed number of options)."] if n_open_excl else []),
+        "params": {"min_answered": thr, "blind_agree_share": blind_agree_share},
+        "seed": seed,
+    }
+
+    # ---- per-category table
+    codes, labs = frame.category_codes("category")
+    C = len(labs)
+    n_c = np.bincount(codes, weights=eligible, minlength=C)
+    k_c = np.bincount(codes, weights=unanimous, minlength=C)
+    nc_c = np.bincount(codes, weights=exp_sel, minlength=C)
+    kc_c = np.bincount(codes, weights=unanimous & exp_sel, minlength=C)
+    ex_c = np.bincount(codes, weights=p_item, minlength=C)
+    m_c = np.bincount(codes, weights=majority & (n_p >= 2), minlength=C)
+    nm_c = np.bincount(codes, weights=n_p >= 2, minlength=C)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_c = np.where(ex_c > 0, st.poisson.sf(kc_c - 1, np.maximum(ex_c, 1e-300)), np.where(kc_c > 0, 0.0, 1.0))
+    p_c = np.where(nc_c > 0, p_c, np.nan)
+    padj = benjamini_hochberg(p_c)
+    rows = []
+    lc, hc = wilson_ci(k_c, n_c)
+    lm, hm = wilson_ci(m_c, nm_c)
+    nm_all = int((n_p >= 2).sum())
+    lma, hma = wilson_ci(int(majority.sum()), nm_all)
+    null_all = expected / int(exp_sel.sum()) if exp_sel.any() else np.nan
+    rows.append({"category": "(all)", "arm": "full", "statistic": "unanimous_non_gold_share",
+                 "estimate": n_un / n_el if n_el else np.nan, "ci_low": float(lo), "ci_high": float(hi),
+                 "null_mean": null_all, "excess": (obs_closed - expected) / exp_sel.sum() if exp_sel.any() else np.nan,
+                 "p_value": p_value, "p_adjusted": p_value, "n_items": n_el})
+    for j, lab in enumerate(labs):
+        rows.append({"category": lab, "arm": "full", "statistic": "unanimous_non_gold_share",
+                     "estimate": k_c[j] / n_c[j] if n_c[j] else np.nan, "ci_low": float(lc[j]),
+                     "ci_high": float(hc[j]),
+                     "null_mean": ex_c[j] / nc_c[j] if nc_c[j] else np.nan,
+                     "excess": (kc_c[j] - ex_c[j]) / nc_c[j] if nc_c[j] else np.nan,
+                     "p_value": float(p_c[j]), "p_adjusted": float(padj[j]), "n_items": int(n_c[j])})
+    rows.append({"category": "(all)", "arm": "full", "statistic": "majority_non_gold_share",
+                 "estimate": majority.sum() / nm_all if nm_all else np.nan, "ci_low": float(lma),
+                 "ci_high": float(hma), "n_items": nm_all})
+    for j, lab in enumerate(labs):
+        rows.append({"category": lab, "arm": "full", "statistic": "majority_non_gold_share",
+                     "estimate": m_c[j] / nm_c[j] if nm_c[j] else np.nan, "ci_low": float(lm[j]),
+                     "ci_high": float(hm[j]), "n_items": int(nm_c[j])})
+    table = summary_rows(NAME, rows)
+    return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
+                          params=summary["params"])

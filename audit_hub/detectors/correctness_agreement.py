@@ -1,0 +1,240 @@
+"""correctness_agreement: the profile of judged correctness across models, per question.
+
+* Difficulty: the share of models correct, shrunk with the Jeffreys prior, ``(k + 1/2) / (n + 1)``,
+  with its equal-tailed Jeffreys interval (``n`` = models with a known value on the item).
+* Saturated items (every model correct, ``n >= 2``) do not discriminate between models (info);
+  floor items (every model wrong) are too hard for the pool or mislabelled (low; read them with
+  consensus_error).
+* Item-rest correlation (only with >= 5 models): the point-biserial correlation across models between
+  being right on this item and the model's accuracy on the *other* items (rest score, as a share so
+  missing answers do not bias it). An item where weaker models are right and stronger ones wrong has
+  a negative correlation; it is flagged (medium) when the one-sided t-test of ``r < 0``
+  (``t = r sqrt((n-2)/(1-r^2))``, ``n-2`` df) gives p < alpha. Under a pool of equally able models
+  with independent errors that test rejects at rate about ``alpha`` on items with any variation, which
+  is what ``expected_flagged`` reports (an upper bound: models of unequal ability make item-rest
+  correlations positive on average).
+* Guttman inversions, only when the ranking of models is itself significant (Cochran's Q on the
+  items every model answered, p < alpha): per item the pairs (stronger model wrong, weaker model
+  right), normalised by the maximum ``k (n - k)``. 0.5 is what a random ranking gives. Evidence only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as _st
+
+from ..errors import DetectorSkipped
+from ..frame import AuditFrame
+from ..severity import severity_array
+from ..stats import cochrans_q, jeffreys_interval, wilson_ci
+from .base import DetectorResult, summary_rows
+
+NAME = "correctness_agreement"
+JUDGE_DEPENDENT = True
+REQUIRES = "correctness of at least two models with the image (full arm)"
+
+MIN_MODELS_ITEM_REST = 5
+_CHUNK = 200_000
+
+
+def _item_rest(x: np.ndarray, w: np.ndarray, rest_num: np.ndarray, rest_den: np.ndarray) -> np.ndarray:
+    """Weighted Pearson correlation per row between x (0/1) and the rest score, over known cells."""
+    out = np.full(x.shape[0], np.nan)
+    for s in range(0, x.shape[0], _CHUNK):
+        xs = x[s:s + _CHUNK].astype(np.float64)
+        ws = w[s:s + _CHUNK].astype(np.float64)
+        den = rest_den[None, :] - ws
+        with np.errstate(invalid="ignore", divide="ignore"):
+            y = np.where(den > 0, (rest_num[None, :] - xs * ws) / den, 0.0)
+        ws = ws * (den > 0)
+        sw = ws.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mx = (ws * xs).sum(axis=1) / sw
+            my = (ws * y).sum(axis=1) / sw
+            dx = (xs - mx[:, None]) * ws
+            dy = (y - my[:, None]) * ws
+            sxy = (dx * dy).sum(axis=1)
+            sxx = (dx * dx).sum(axis=1)
+            syy = (dy * dy).sum(axis=1)
+            r = sxy / np.sqrt(sxx * syy)
+        ok = (sxx > 1e-12) & (syy > 1e-12)
+        out[s:s + _CHUNK] = np.where(ok, np.clip(r, -1.0, 1.0), np.nan)
+    return out
+
+
+def guttman_inversions(x: np.ndarray, known: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per item: pairs (stronger model wrong, weaker model right) and that count over ``k (n - k)``.
+
+    ``order`` lists model columns from weakest to strongest. Unknown cells count on neither side.
+    """
+    xs = (x[:, order] == 1) & known[:, order]
+    wrong = (~(x[:, order] == 1)) & known[:, order]
+    # wrong models stronger than column j: reverse cumulative sum excluding j
+    wrong_after = np.cumsum(wrong[:, ::-1], axis=1, dtype=np.int64)[:, ::-1] - wrong
+    inv = (xs * wrong_after).sum(axis=1)
+    k = xs.sum(axis=1)
+    n = known.sum(axis=1)
+    mx = k * (n - k)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(mx > 0, inv / np.maximum(mx, 1), np.nan)
+    return inv, share
+
+
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 0.05,
+        **_ignored: Any) -> DetectorResult:
+    """Difficulty, saturation, item-rest discrimination and Guttman inversions per question."""
+    if field not in ("hit", "hit_exact"):
+        raise ValueError("field must be 'hit' or 'hit_exact'")
+    models = frame.models_in("full")
+    if len(models) < 2:
+        raise DetectorSkipped("needs correctness of at least two models with the image")
+    x = frame.correctness("full", field, models)
+    known = x >= 0
+    if not known.any():
+        raise DetectorSkipped(f"no correctness values in field {field!r}")
+    right = x == 1
+    M = len(models)
+    k = right.sum(axis=1, dtype=np.int64)
+    n = known.sum(axis=1, dtype=np.int64)
+    p_mean, p_lo, p_hi = jeffreys_interval(k, n)
+    saturated = (n >= 2) & (k == n)
+    floor = (n >= 2) & (k == 0)
+
+    # ---- model accuracies and ranking significance
+    tot = right.sum(axis=0, dtype=np.int64)
+    cnt = known.sum(axis=0, dtype=np.int64)
+    acc = np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
+    complete = known.all(axis=1)
+    if complete.sum() >= 2:
+        q_stat, q_df, q_p = cochrans_q(right[complete])
+    else:
+        q_stat, q_df, q_p = None, M - 1, None
+    ranking_sig = q_p is not None and q_p < alpha
+
+    # ---- item-rest correlation
+    item_rest = np.full(frame.n_questions, np.nan)
+    p_neg = np.full(frame.n_questions, np.nan)
+    tested = np.zeros(frame.n_questions, dtype=bool)
+    if M >= MIN_MODELS_ITEM_REST:
+        item_rest = _item_rest(right, known, tot.astype(np.float64), cnt.astype(np.float64))
+        tested = ~np.isnan(item_rest) & (n >= MIN_MODELS_ITEM_REST)
+        r = np.where(tested, item_rest, 0.0)
+        dfree = np.maximum(n - 2, 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            t = r * np.sqrt(dfree / np.maximum(1 - r * r, 1e-12))
+        p_neg = np.where(tested, _st.t.cdf(t, dfree), np.nan)
+    negative = tested & (item_rest < 0) & (p_neg < alpha)
+
+    # ---- Guttman inversions (only with a significant ranking)
+    order = np.argsort(np.nan_to_num(acc, nan=-1.0), kind="stable")
+    if ranking_sig:
+        inv, inv_share = guttman_inversions(x, known, order)
+        guttman_reason = ""
+    else:
+        inv = np.full(frame.n_questions, -1, dtype=np.int64)
+        inv_share = np.full(frame.n_questions, np.nan)
+        guttman_reason = ("model ranking not significant (Cochran's Q p = "
+                          f"{q_p:.3g})" if q_p is not None else "fewer than 2 items answered by every model")
+
+    # ---- severity, score
+    rank = np.zeros(frame.n_questions, dtype=np.int64)
+    rank[floor] = 1
+    rank[negative] = 2
+    note = np.full(frame.n_questions, "", dtype=object)
+    note[saturated] = "saturated: every model correct, does not discriminate between models"
+    note[floor] = "floor: every model wrong (too hard for this pool, or a wrong gold; see consensus_error)"
+    note[negative] = "negative discrimination: weaker models right where stronger ones fail"
+    score = np.where(tested, np.nan_to_num(p_neg, nan=1.0), 1.0)
+    score = np.where(floor, np.minimum(score, 0.75), score)
+    per_question = pd.DataFrame({
+        "question_id": frame.question_ids,
+        f"{NAME}_score": np.clip(score, 0.0, 1.0),
+        f"is_{NAME}_issue": rank >= 2,
+        f"{NAME}_severity": severity_array(rank),
+        f"{NAME}_n_correct": k.astype(np.int32),
+        f"{NAME}_n_models": n.astype(np.int32),
+        f"{NAME}_p_correct": p_mean,
+        f"{NAME}_p_correct_low": p_lo,
+        f"{NAME}_p_correct_high": p_hi,
+        f"{NAME}_saturated": saturated,
+        f"{NAME}_floor": floor,
+        f"{NAME}_item_rest": item_rest,
+        f"{NAME}_item_rest_p": p_neg,
+        f"{NAME}_guttman_inversions": inv,
+        f"{NAME}_guttman_share": inv_share,
+        f"{NAME}_note": note,
+    })
+
+    # ---- per category
+    cat, labels = frame.category_codes("category")
+    G = len(labels)
+    has = n > 0
+    n_g = np.bincount(cat, weights=has, minlength=G)
+    sat_g = np.bincount(cat, weights=saturated, minlength=G)
+    flo_g = np.bincount(cat, weights=floor, minlength=G)
+    pc_g = np.bincount(cat, weights=np.where(has, k / np.maximum(n, 1), 0.0), minlength=G)
+    tst_g = np.bincount(cat, weights=tested, minlength=G)
+    neg_g = np.bincount(cat, weights=negative, minlength=G)
+    per_category = {}
+    rows = []
+    n_all = int(has.sum())
+    for g, label in [(-1, "(all)")] + list(enumerate(labels)):
+        if g < 0:
+            ng, sg, fg, pg, tg, eg = n_all, saturated.sum(), floor.sum(), pc_g.sum(), tested.sum(), negative.sum()
+        else:
+            ng, sg, fg, pg, tg, eg = n_g[g], sat_g[g], flo_g[g], pc_g[g], tst_g[g], neg_g[g]
+        ng = int(ng)
+        if g >= 0:
+            per_category[label] = {"n_items": ng, "n_saturated": int(sg), "n_floor": int(fg),
+                                   "mean_share_correct": float(pg / ng) if ng else None,
+                                   "n_item_rest_tested": int(tg), "n_negative_discrimination": int(eg)}
+        if ng == 0:
+            continue
+        for stat_name, kk, nn in (("saturated_share", sg, ng), ("floor_share", fg, ng),
+                                  ("negative_discrimination_share", eg, tg)):
+            if nn == 0:
+                continue
+            lo, hi = wilson_ci(kk, nn)
+            rows.append({"category": label, "statistic": stat_name, "estimate": kk / nn, "ci_low": lo,
+                         "ci_high": hi, "n_items": int(nn)})
+        rows.append({"category": label, "statistic": "mean_share_correct", "estimate": pg / ng, "n_items": ng})
+    table = summary_rows(NAME, rows)
+    table["arm"] = "full"
+    table["field"] = field
+
+    n_sat, n_floor = int(saturated.sum()), int(floor.sum())
+    s_lo, s_hi = wilson_ci(n_sat, n_all)
+    f_lo, f_hi = wilson_ci(n_floor, n_all)
+    params = {"field": field, "alpha": alpha, "min_models_item_rest": MIN_MODELS_ITEM_REST}
+    summary = {
+        "n_saturated": n_sat,
+        "n_floor": n_floor,
+        "n_items": n_all,
+        "saturated_share": n_sat / n_all if n_all else None,
+        "saturated_ci": [float(s_lo), float(s_hi)],
+        "floor_share": n_floor / n_all if n_all else None,
+        "floor_ci": [float(f_lo), float(f_hi)],
+        "n_models": M,
+        "mean_share_correct": float((k[has] / n[has]).mean()) if n_all else None,
+        "item_rest": {"computed": M >= MIN_MODELS_ITEM_REST, "n_tested": int(tested.sum()),
+                      "mean": float(np.nanmean(item_rest[tested])) if tested.any() else None,
+                      "n_negative": int((tested & (item_rest < 0)).sum()),
+                      "n_flagged": int(negative.sum())},
+        "model_ranking": {"test": "cochran_q", "q": q_stat, "df": int(q_df), "p_value": q_p,
+                          "significant": bool(ranking_sig), "n_items_used": int(complete.sum()),
+                          "accuracy": {m: (None if np.isnan(a) else float(a)) for m, a in zip(models, acc)}},
+        "guttman": {"computed": bool(ranking_sig), "reason": guttman_reason,
+                    "mean_share": float(np.nanmean(inv_share)) if ranking_sig and np.isfinite(inv_share).any() else None,
+                    "order_weakest_first": [models[i] for i in order]},
+        "per_category": per_category,
+        "p_value": None,
+        "n_flagged": int(negative.sum()),
+        "expected_flagged": float(alpha * tested.sum()),
+        "field": field,
+        "params": params,
+        "seed": seed,
+    }
+    return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table, params=params)

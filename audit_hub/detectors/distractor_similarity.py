@@ -1,0 +1,333 @@
+"""distractor_similarity (judge-free): options of one item that say the same thing.
+
+Option texts are normalised once per *unique* text (:mod:`audit_hub.text_norm`: NFKC, casefold,
+letter prefixes such as ``"A."``/``"(B)"`` stripped, light LaTeX clean-up, numbers rewritten exactly so
+``"0.5" == ".50" == "1/2"``). Then, for every pair of options of an item:
+
+* **exact** duplicate: equal normalised texts (numbers compared by value). Critical when one of the two
+  is the gold option, high otherwise.
+* **near** duplicate: normalised Levenshtein similarity >= 0.9 with both texts of 8+ characters, or
+  rapidfuzz token-set ratio >= 90 with 2+ tokens each. Medium when the gold is involved, low otherwise.
+  Not near duplicates: texts of 3 characters or fewer and texts that are numbers (compared exactly /
+  numerically only); texts that differ only in their numbers (same *skeleton*, e.g. "4 cm" vs "5 cm");
+  token-set matches where one token set is a strict subset of the other ("I and II" vs
+  "I, II and III": token-set ratio is 100 for any subset, so it says nothing there);
+  **contrastive** pairs (left/right, above/below, increase/decrease, more/less, true/false, ...
+  or a negation present in only one text) are reported as contrastive (severity info), never duplicate.
+* Options whose text is just their own letter (``["A", "B", "C", "D", "E"]`` in MATH-Vision: the real
+  options are in the image) are *bare-letter* options. They are excluded from text comparison;
+  ``n_bare_letter_option_items`` counts items whose options are all bare letters. Empty texts are
+  excluded too.
+
+Per question: ``score = 1 - max pair similarity`` (exact = 1; pairs excluded above count as 0).
+Performance: pairs are built per number of options with numpy, deduplicated as (text, text) code pairs,
+filtered cheaply (length ratio, skeleton) and only the rest is scored with rapidfuzz ``cpdist``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DetectorSkipped
+from ..frame import AuditFrame
+from ..severity import severity_array
+from ..stats import wilson_ci
+from .base import DetectorResult, summary_rows
+
+NAME = "distractor_similarity"
+JUDGE_DEPENDENT = False
+REQUIRES = "option texts for at least one question (no runs needed)"
+
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+_ANTONYMS: tuple[tuple[str, str], ...] = (
+    ("left", "right"), ("above", "below"), ("up", "down"), ("top", "bottom"), ("upper", "lower"),
+    ("increase", "decrease"), ("increases", "decreases"), ("increased", "decreased"),
+    ("increasing", "decreasing"), ("more", "less"), ("more", "fewer"), ("most", "least"),
+    ("greater", "smaller"), ("greater", "less"), ("larger", "smaller"), ("bigger", "smaller"),
+    ("largest", "smallest"), ("higher", "lower"), ("highest", "lowest"), ("true", "false"),
+    ("yes", "no"), ("before", "after"), ("inside", "outside"), ("maximum", "minimum"), ("max", "min"),
+    ("clockwise", "counterclockwise"), ("clockwise", "anticlockwise"), ("horizontal", "vertical"),
+    ("positive", "negative"), ("even", "odd"), ("same", "different"), ("all", "none"),
+    ("first", "last"), ("east", "west"), ("north", "south"), ("open", "closed"), ("on", "off"),
+    ("in", "out"), ("front", "back"), ("front", "behind"), ("male", "female"), ("men", "women"),
+    ("man", "woman"), ("boy", "girl"), ("correct", "incorrect"), ("equal", "unequal"),
+    ("longer", "shorter"), ("taller", "shorter"), ("heavier", "lighter"), ("faster", "slower"),
+    ("older", "younger"), ("wider", "narrower"), ("rises", "falls"), ("rise", "fall"),
+    ("parallel", "perpendicular"), ("convex", "concave"), ("acute", "obtuse"), ("inner", "outer"),
+    ("always", "never"), ("possible", "impossible"), ("enter", "exit"), ("start", "end"),
+    ("win", "lose"), ("gain", "loss"), ("hot", "cold"), ("light", "dark"), ("black", "white"),
+    ("day", "night"), ("input", "output"), ("push", "pull"), ("import", "export"),
+)
+_ANTONYM_SET = {(a, b) for a, b in _ANTONYMS} | {(b, a) for a, b in _ANTONYMS}
+_NEGATIONS = {"not", "no", "never", "none", "cannot", "without", "neither", "nor", "nothing", "nobody"}
+_NEG_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non", "non-")
+_WORD_RE = re.compile(r"[a-z]+(?:'[a-z]+)?|[a-z]+-[a-z]+|\d+(?:\.\d+)?")
+
+
+def _is_contrastive(a: str, b: str) -> bool:
+    """True when two texts differ by an antonym, a negation or a negating prefix."""
+    ta, tb = set(_WORD_RE.findall(a)), set(_WORD_RE.findall(b))
+    da, db = ta - tb, tb - ta
+    if any((x, y) in _ANTONYM_SET for x in da for y in db):
+        return True
+
+    def neg(ts):
+        return any(t in _NEGATIONS or t.endswith("n't") for t in ts)
+
+    if neg(ta) != neg(tb):
+        return True
+    for x in da:
+        for y in db:
+            for p in _NEG_PREFIXES:
+                if x == p + y or y == p + x:
+                    return True
+    return False
+
+
+def _is_token_subset(a: str, b: str) -> bool:
+    ta, tb = set(_WORD_RE.findall(a)), set(_WORD_RE.findall(b))
+    return ta != tb and (ta < tb or tb < ta)
+
+
+def _unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort-based ``np.unique(keys, return_inverse=True)`` for int64 keys (faster than hashing here)."""
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    start = np.ones(len(sk), bool)
+    start[1:] = sk[1:] != sk[:-1]
+    grp = np.cumsum(start) - 1
+    inv = np.empty(len(keys), np.int64)
+    inv[order] = grp
+    return sk[start], inv
+
+
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: float = 0.9,
+        lev_min_chars: int = 8, token_set_threshold: float = 90.0, token_min: int = 2,
+        short_max_chars: int = 3, workers: int = -1) -> DetectorResult:
+    """Find exact and near-duplicate options within each item (see the module docstring).
+
+    ``field`` and ``seed`` are accepted for the common signature and not used (no randomness).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..text_norm import normalise_many, skeletons
+
+    q = frame.questions
+    Q = frame.n_questions
+    K = frame.n_options.astype(np.int64)
+    if not (K > 0).any():
+        raise DetectorSkipped("no option texts")
+    gold = frame.gold_index.astype(np.int64)
+
+    # ---- flatten options; normalise each unique raw text once
+    la = pa.array(q["options"], type=pa.list_(pa.string()))
+    flat = pc.fill_null(pc.list_flatten(la), "")
+    parent = pc.list_parent_indices(la).to_numpy().astype(np.int64)
+    offsets = la.offsets.to_numpy().astype(np.int64)
+    pos = np.arange(len(flat), dtype=np.int64) - offsets[parent]
+    enc = pc.dictionary_encode(flat)
+    raw_code = enc.indices.to_numpy().astype(np.int64)
+    nt = normalise_many(enc.dictionary)
+    norm_code_u, norm_texts = nt.codes()
+    n_norm = len(norm_texts)
+    chars = np.zeros(n_norm, np.int32)
+    chars[norm_code_u] = nt.n_chars
+    toks = np.zeros(n_norm, np.int32)
+    toks[norm_code_u] = nt.n_tokens
+    isnum = np.zeros(n_norm, bool)
+    isnum[norm_code_u] = nt.is_number
+
+    bare = nt.bare_letter[raw_code] == pos
+    ncode = norm_code_u[raw_code].astype(np.int64)
+    usable = ~bare & (chars[ncode] > 0)
+    n_bare = np.bincount(parent, weights=bare, minlength=Q).astype(np.int64)
+    bare_item = (K > 0) & (n_bare == K)
+    n_usable = np.bincount(parent, weights=usable, minlength=Q).astype(np.int64)
+    compared = n_usable >= 2
+
+    # ---- all option pairs (i < j) of each item, grouped by number of options
+    items_l, a_l, b_l = [], [], []
+    for k in np.unique(K[compared]):
+        idx = np.flatnonzero(compared & (K == k))
+        ia, ib = np.triu_indices(int(k), 1)
+        items_l.append(np.repeat(idx, len(ia)))
+        a_l.append(np.tile(ia, len(idx)))
+        b_l.append(np.tile(ib, len(idx)))
+    if items_l:
+        p_item = np.concatenate(items_l)
+        p_a = np.concatenate(a_l)
+        p_b = np.concatenate(b_l)
+    else:
+        p_item = p_a = p_b = np.zeros(0, np.int64)
+    fa, fb = offsets[p_item] + p_a, offsets[p_item] + p_b
+    keep = usable[fa] & usable[fb]
+    p_item, p_a, p_b, fa, fb = p_item[keep], p_a[keep], p_b[keep], fa[keep], fb[keep]
+    ca, cb = ncode[fa], ncode[fb]
+    exact = ca == cb
+    p_gold = (gold[p_item] == p_a) | (gold[p_item] == p_b)
+    sim = exact.astype(np.float64)
+    near = np.zeros(len(ca), bool)
+    contrast = np.zeros(len(ca), bool)
+
+    # ---- near duplicates on unique non-identical text pairs
+    ne = np.flatnonzero(~exact)
+    n_fuzzy_pairs = 0
+    if len(ne):
+        lo, hi = np.minimum(ca[ne], cb[ne]), np.maximum(ca[ne], cb[ne])
+        ukey, inv = _unique_inverse(lo * n_norm + hi)
+        ulo, uhi = ukey // n_norm, ukey % n_norm
+        lmin, lmax = np.minimum(chars[ulo], chars[uhi]), np.maximum(chars[ulo], chars[uhi])
+        base = ~isnum[ulo] & ~isnum[uhi] & (lmin > short_max_chars)
+        e_lev = base & (lmin >= lev_min_chars) & (lmin >= lev_threshold * lmax - 1e-9)
+        e_tok = base & (toks[ulo] >= token_min) & (toks[uhi] >= token_min)
+        cand = np.flatnonzero(e_lev | e_tok)
+        usim = np.zeros(len(ukey))
+        ucls = np.zeros(len(ukey), np.int8)  # 0 none, 1 near, 2 contrastive
+        if len(cand):
+            # texts that differ only in their numbers are numeric differences, not near duplicates
+            involved = np.unique(np.concatenate([ulo[cand], uhi[cand]]))
+            sk_codes = np.full(n_norm, -1, np.int64)
+            sk = pa.array(skeletons(pa.array(norm_texts[involved], type=pa.string())), type=pa.string())
+            sk_codes[involved] = sk.dictionary_encode().indices.to_numpy(zero_copy_only=False)
+            cand = cand[sk_codes[ulo[cand]] != sk_codes[uhi[cand]]]
+        if len(cand):
+            from rapidfuzz import fuzz, process
+            from rapidfuzz.distance import Levenshtein
+
+            n_fuzzy_pairs = len(cand)
+            qa, qb = norm_texts[ulo[cand]].tolist(), norm_texts[uhi[cand]].tolist()
+            lev = process.cpdist(qa, qb, scorer=Levenshtein.normalized_similarity, workers=workers,
+                                 dtype=np.float64).ravel()
+            lev_ok = e_lev[cand] & (lev >= lev_threshold - 1e-9)
+            tok = np.zeros(len(cand))
+            need = np.flatnonzero(e_tok[cand] & ~lev_ok)
+            if len(need):
+                tok[need] = process.cpdist([qa[i] for i in need], [qb[i] for i in need],
+                                           scorer=fuzz.token_set_ratio, workers=workers,
+                                           dtype=np.float64).ravel()
+            tok_ok = e_tok[cand] & (tok >= token_set_threshold - 1e-9)
+            s = np.where(e_lev[cand], lev, 0.0)
+            for j in np.flatnonzero(lev_ok | tok_ok):
+                ta, tb = qa[j], qb[j]
+                if _is_contrastive(ta, tb):
+                    ucls[cand[j]] = 2
+                    s[j] = 0.0
+                elif lev_ok[j]:
+                    ucls[cand[j]] = 1
+                elif not _is_token_subset(ta, tb):
+                    ucls[cand[j]] = 1
+                    s[j] = max(s[j], tok[j] / 100.0)
+            usim[cand] = s
+        sim[ne] = usim[inv]
+        near[ne] = ucls[inv] == 1
+        contrast[ne] = ucls[inv] == 2
+
+    # ---- per question
+    sev_pair = np.where(exact, np.where(p_gold, 4, 3), np.where(near, np.where(p_gold, 2, 1), 0))
+    sev = np.zeros(Q, np.int64)
+    np.maximum.at(sev, p_item, sev_pair)
+    max_sim = np.zeros(Q)
+    pos_sim = sim > 0
+    np.maximum.at(max_sim, p_item[pos_sim], sim[pos_sim])
+    n_exact_pairs = np.bincount(p_item[exact], minlength=Q)
+    n_near_pairs = np.bincount(p_item[near], minlength=Q)
+    n_contrast_pairs = np.bincount(p_item[contrast], minlength=Q)
+    tier = np.full(Q, "", dtype=object)
+    pair_txt = np.full(Q, "", dtype=object)
+    inv_gold = np.zeros(Q, bool)
+    interesting = np.flatnonzero((sev_pair > 0) | contrast)
+    if len(interesting):
+        key = sev_pair[interesting] * 2.0 + sim[interesting] + contrast[interesting] * 0.5
+        order = np.lexsort((-key, p_item[interesting]))
+        sel = interesting[order]
+        ps = p_item[sel]
+        first = np.ones(len(ps), bool)
+        first[1:] = ps[1:] != ps[:-1]
+        best = sel[first]
+        it = p_item[best]
+        letters = np.array(list(_LETTERS))
+        sep = np.where(exact[best], "=", np.where(near[best], "~", "<>"))
+        pair_txt[it] = np.char.add(np.char.add(letters[p_a[best]], sep), letters[p_b[best]]).astype(object)
+        tier[it] = np.where(exact[best], "exact", np.where(near[best], "near", "contrastive"))
+        inv_gold[it] = p_gold[best] & (exact[best] | near[best])
+    flagged = sev > 0
+    per_question = pd.DataFrame({
+        "question_id": frame.question_ids,
+        f"{NAME}_score": 1.0 - max_sim,
+        f"is_{NAME}_issue": flagged,
+        f"{NAME}_severity": severity_array(sev),
+        f"{NAME}_tier": tier,
+        f"{NAME}_pair": pair_txt,
+        f"{NAME}_similarity": max_sim,
+        f"{NAME}_involves_gold": inv_gold,
+        f"{NAME}_n_exact_pairs": n_exact_pairs.astype(np.int64),
+        f"{NAME}_n_near_pairs": n_near_pairs.astype(np.int64),
+        f"{NAME}_n_contrastive_pairs": n_contrast_pairs.astype(np.int64),
+        f"{NAME}_bare_letter_options": bare_item,
+        f"{NAME}_n_options_compared": n_usable,
+    })
+
+    # ---- summary and per-category table
+    has_exact = n_exact_pairs > 0
+    has_near = n_near_pairs > 0
+    n_compared = int(compared.sum())
+    notes = []
+    if bare_item.any():
+        notes.append(f"{int(bare_item.sum())} item(s) have bare-letter options (each option text is just its "
+                     "letter, e.g. ['A', 'B', 'C', 'D', 'E']; the real options are presumably in the image); "
+                     "they are excluded from text comparison.")
+    if n_compared == 0:
+        notes.append("no item has two or more comparable option texts.")
+    exact_gold_items = np.zeros(Q, bool)
+    exact_gold_items[p_item[exact & p_gold]] = True
+    near_gold_items = np.zeros(Q, bool)
+    near_gold_items[p_item[near & p_gold]] = True
+    lo, hi = wilson_ci(int(has_exact.sum()), n_compared)
+    summary = {
+        "n_exact_duplicates": int(has_exact.sum()),
+        "n_near_duplicates": int(has_near.sum()),
+        "n_exact_duplicates_with_gold": int(exact_gold_items.sum()),
+        "n_near_duplicates_with_gold": int(near_gold_items.sum()),
+        "n_exact_duplicate_pairs": int(exact.sum()),
+        "n_near_duplicate_pairs": int(near.sum()),
+        "n_contrastive_pairs": int(contrast.sum()),
+        "exact_duplicate_share": float(has_exact.sum() / n_compared) if n_compared else None,
+        "exact_duplicate_share_ci": [float(lo), float(hi)] if n_compared else None,
+        "n_items_with_options": int((K > 0).sum()),
+        "n_items_compared": n_compared,
+        "n_bare_letter_option_items": int(bare_item.sum()),
+        "n_pairs_compared": int(len(p_item)),
+        "n_pairs_fuzzy_scored": int(n_fuzzy_pairs),
+        "n_flagged": int(flagged.sum()),
+        "p_value": None,
+        "notes": notes,
+        "severity_counts": {lvl: int(c) for lvl, c in zip(
+            ("info", "low", "medium", "high", "critical"), np.bincount(np.minimum(sev, 4), minlength=5))},
+        "params": {"lev_threshold": lev_threshold, "lev_min_chars": lev_min_chars,
+                   "token_set_threshold": token_set_threshold, "token_min": token_min,
+                   "short_max_chars": short_max_chars},
+        "seed": seed,
+    }
+    codes, labels = frame.category_codes("category")
+    rows = []
+    for stat, hit in (("exact_duplicate_share", has_exact), ("near_duplicate_share", has_near)):
+        n_c = np.bincount(codes, weights=compared, minlength=len(labels))
+        k_c = np.bincount(codes, weights=hit & compared, minlength=len(labels))
+        tot_n, tot_k = int(compared.sum()), int((hit & compared).sum())
+        l0, h0 = wilson_ci(tot_k, tot_n)
+        rows.append({"category": "(all)", "arm": None, "field": None, "statistic": stat,
+                     "estimate": tot_k / tot_n if tot_n else np.nan, "ci_low": float(l0), "ci_high": float(h0),
+                     "n_items": tot_n})
+        lc, hc = wilson_ci(k_c, n_c)
+        for j, lab in enumerate(labels):
+            rows.append({"category": lab, "arm": None, "field": None, "statistic": stat,
+                         "estimate": k_c[j] / n_c[j] if n_c[j] else np.nan, "ci_low": float(lc[j]),
+                         "ci_high": float(hc[j]), "n_items": int(n_c[j])})
+    table = summary_rows(NAME, rows)
+    return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
+                          params=summary["params"])

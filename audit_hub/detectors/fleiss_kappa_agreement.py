@@ -1,0 +1,268 @@
+"""fleiss_kappa_agreement (judge-free): how much the models agree with each other, beyond chance.
+
+Raters are the full-arm models; categories are the answer codes of :meth:`AuditFrame.answer_codes`
+(option index for mc, yes/no, value codes for numeric/free). Unparseable or missing answers are *not*
+ratings: an item's rater count ``n_i`` is its number of parseable answers, so items have different
+numbers of raters and the general form is used (statsmodels' ``fleiss_kappa`` asserts equal raters):
+
+* per item ``P_i = (sum_j n_ij^2 - n_i) / (n_i (n_i - 1))`` for items with ``n_i >= 2`` (others are
+  not rated); ``P_bar`` = unweighted mean of ``P_i`` over rated items;
+* ``p_j = sum_i n_ij / sum_i n_i`` (over rated items), ``P_e = sum_j p_j^2``;
+* ``kappa = (P_bar - P_e) / (1 - P_e)``. With equal ``n_i`` this is exactly Fleiss (1971) /
+  ``statsmodels.stats.inter_rater.fleiss_kappa(method="fleiss")``.
+* Randolph's free-marginal kappa uses ``P_e = mean_i 1/K_i`` (``K_i`` = number of options, 2 for yes/no)
+  over rated mc and yes/no items only (numeric/free items have no fixed number of categories); with a
+  single ``K`` it equals ``fleiss_kappa(method="randolph")``.
+
+Intervals: percentile bootstrap over items, stratified by category. Kappa depends on the items only
+through sums (``#rated, sum P_i, sum n_i, sum_i n_ij``), so resampling works on a table of per-unit
+sums: a unit is an item in categories with at most ``max_units`` rated items, and otherwise one of
+``max_units`` random groups of that category's items (a random-group bootstrap: for independent items,
+resampling many random groups reproduces the item-level variance). Replicates are then
+``multinomial counts (B x units) @ unit sums (units x stats)``. Answer codes beyond the
+``max_boot_codes`` most frequent enter ``P_e`` at their observed value in every replicate (they are
+rare; their share of ``P_e`` is in ``summary["p_e_fixed_part"]``).
+
+Per item (never a per-item kappa): agreement ``P_i``, number of distinct answers, entropy normalised by
+``log(min(n_i, K_i))`` (``K_i = n_i`` for numeric/free). Flag (medium): ``n_i >= 3`` and ``P_i <= P_e``
+(agreement no better than chance; e.g. all answers different). Score: ``P_i`` (1.0 when not rated).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DetectorSkipped
+from ..frame import AuditFrame
+from ..severity import severity_array
+from .base import DetectorResult, summary_rows
+from .consensus_error import row_answer_stats
+
+NAME = "fleiss_kappa_agreement"
+JUDGE_DEPENDENT = False
+REQUIRES = "full-arm answers from at least 2 models"
+
+# columns of the per-unit sufficient-statistic table (followed by the tracked answer-code totals)
+_N_RATED, _SUM_P, _SUM_N, _N_CLOSED, _SUM_P_CLOSED, _SUM_INVK = range(6)
+_NFIX = 6
+
+
+def fleiss_kappa_general(counts: np.ndarray) -> float:
+    """Fleiss' kappa of an (items x categories) count table whose rows may have different totals.
+
+    Rows with fewer than 2 ratings are ignored. Equals statsmodels' ``fleiss_kappa`` for equal totals.
+    """
+    c = np.asarray(counts, dtype=np.float64)
+    n = c.sum(axis=1)
+    c = c[n >= 2]
+    n = n[n >= 2]
+    if len(n) == 0:
+        return float("nan")
+    p_i = ((c * c).sum(axis=1) - n) / (n * (n - 1))
+    p_j = c.sum(axis=0) / n.sum()
+    pe = float((p_j * p_j).sum())
+    return float((p_i.mean() - pe) / (1 - pe)) if pe < 1 else float("nan")
+
+
+def _kappas(s: np.ndarray, fixed_pe: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """Fleiss and Randolph kappas from sufficient-statistic rows (..., 6 + D)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pbar = s[..., _SUM_P] / s[..., _N_RATED]
+        pj = s[..., _NFIX:] / s[..., _SUM_N, None]
+        pe = (pj * pj).sum(axis=-1) + fixed_pe
+        k = np.where(pe < 1, (pbar - pe) / (1 - pe), np.nan)
+        pbar_c = s[..., _SUM_P_CLOSED] / s[..., _N_CLOSED]
+        pe_r = s[..., _SUM_INVK] / s[..., _N_CLOSED]
+        kr = np.where(pe_r < 1, (pbar_c - pe_r) / (1 - pe_r), np.nan)
+    return k, kr
+
+
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1000, max_units: int = 2000,
+        max_boot_codes: int = 64, alpha: float = 0.05, chunk: int = 200_000) -> DetectorResult:
+    """Overall and per-category Fleiss/Randolph kappa with bootstrap CIs, per-item agreement."""
+    models = frame.models_in("full")
+    if len(models) < 2:
+        raise DetectorSkipped(f"needs full-arm answers from at least 2 models (found {len(models)})")
+    rng = np.random.default_rng(seed)
+    Q, M = frame.n_questions, len(models)
+    A = frame.answer_codes("full", models=models)
+    rs = row_answer_stats(A, chunk=chunk)
+    n = rs["n"].astype(np.int64)
+    rated = n >= 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_i = np.where(rated, (rs["sum_sq"] - n) / (n * (n - 1)).clip(min=1), np.nan)
+    atype = frame.answer_type
+    closed = (atype == "mc") | (atype == "yesno")
+    k_i = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
+    closed &= k_i >= 2
+    inv_k = np.where(closed, 1.0 / np.maximum(k_i, 1), 0.0)
+
+    # ---- answer-code totals over rated items (chunked bincount)
+    max_code = int(A.max()) if A.size else -1
+    totals = np.zeros(max_code + 2, np.float64)
+    for s in range(0, Q, chunk):
+        a = A[s:s + chunk][rated[s:s + chunk]]
+        a = a[a >= 0]
+        totals[: max_code + 1] += np.bincount(a, minlength=max_code + 1)[: max_code + 1]
+    sum_n = float(n[rated].sum())
+    n_rated = int(rated.sum())
+    if n_rated == 0:
+        raise DetectorSkipped("no item has parseable answers from 2 or more models")
+    p_j = totals / sum_n
+    p_e = float((p_j * p_j).sum())
+    p_bar = float(np.nanmean(p_i[rated]))
+    kappa = (p_bar - p_e) / (1 - p_e) if p_e < 1 else float("nan")
+    cl_r = closed & rated
+    if cl_r.any():
+        pe_r = float(inv_k[cl_r].mean())
+        kappa_r = (float(p_i[cl_r].mean()) - pe_r) / (1 - pe_r)
+    else:
+        pe_r, kappa_r = float("nan"), float("nan")
+
+    # ---- tracked codes for the bootstrap
+    nz = np.flatnonzero(totals > 0)
+    tracked = nz[np.argsort(-totals[nz], kind="stable")[:max_boot_codes]]
+    code_map = np.full(max_code + 2, -1, np.int64)
+    code_map[tracked] = np.arange(len(tracked))
+    D = len(tracked)
+
+    # ---- units: items, or random groups within large categories
+    cat, labels = frame.category_codes("category")
+    C = len(labels)
+    n_cat_rated = np.bincount(cat[rated], minlength=C)
+    unit = np.full(Q, -1, np.int64)
+    unit_cat = []
+    next_u = 0
+    for c in range(C):
+        idx = np.flatnonzero(rated & (cat == c))
+        if len(idx) == 0:
+            continue
+        if len(idx) <= max_units:
+            unit[idx] = next_u + np.arange(len(idx))
+            g = len(idx)
+        else:
+            unit[idx] = next_u + rng.integers(0, max_units, size=len(idx))
+            g = max_units
+        unit_cat.append(np.full(g, c, np.int64))
+        next_u += g
+    U = next_u
+    unit_cat = np.concatenate(unit_cat) if unit_cat else np.zeros(0, np.int64)
+    ustats = np.zeros((U, _NFIX + D), np.float64)
+    ur = unit[rated]
+    ustats[:, _N_RATED] = np.bincount(ur, minlength=U)
+    ustats[:, _SUM_P] = np.bincount(ur, weights=p_i[rated], minlength=U)
+    ustats[:, _SUM_N] = np.bincount(ur, weights=n[rated], minlength=U)
+    ustats[:, _N_CLOSED] = np.bincount(ur, weights=closed[rated], minlength=U)
+    ustats[:, _SUM_P_CLOSED] = np.bincount(ur, weights=np.where(closed, p_i, 0.0)[rated], minlength=U)
+    ustats[:, _SUM_INVK] = np.bincount(ur, weights=inv_k[rated], minlength=U)
+    if D:
+        flat = np.zeros(U * D, np.float64)
+        for s in range(0, Q, chunk):
+            a = A[s:s + chunk]
+            u = unit[s:s + chunk]
+            d = np.where(a >= 0, code_map[np.maximum(a, 0)], -1)
+            ok = (d >= 0) & (u[:, None] >= 0)
+            idx = (u[:, None] * D + d)[ok]
+            flat += np.bincount(idx, minlength=U * D)
+        ustats[:, _NFIX:] = flat.reshape(U, D)
+    # P_e part of the untracked codes, held at its observed value (overall and per category)
+    untracked = np.ones(max_code + 2, bool)
+    untracked[tracked] = False
+    fixed_all = float((p_j[untracked] ** 2).sum())
+
+    # per-category observed sums and fixed parts
+    cat_sum = np.zeros((C, _NFIX + D))
+    np.add.at(cat_sum, unit_cat, ustats)
+    fixed_cat = np.zeros(C)
+    if untracked[: max_code + 1].any() and fixed_all > 0:
+        for c in range(C):
+            sel = rated & (cat == c)
+            a = A[sel]
+            a = a[(a >= 0)]
+            a = a[untracked[a]]
+            if len(a) and cat_sum[c, _SUM_N] > 0:
+                cnt = np.bincount(a)
+                fixed_cat[c] = float(((cnt / cat_sum[c, _SUM_N]) ** 2).sum())
+    k_cat, kr_cat = _kappas(cat_sum, fixed_cat)
+
+    # ---- stratified bootstrap over units
+    reps_cat = np.zeros((n_boot, C, _NFIX + D))
+    for c in range(C):
+        us = np.flatnonzero(unit_cat == c)
+        if len(us) == 0:
+            continue
+        for b0 in range(0, n_boot, 250):
+            b = min(250, n_boot - b0)
+            w = rng.multinomial(len(us), np.full(len(us), 1.0 / len(us)), size=b).astype(np.float64)
+            reps_cat[b0:b0 + b, c] = w @ ustats[us]
+    rk_all, rkr_all = _kappas(reps_cat.sum(axis=1), fixed_all)
+    rk_cat, rkr_cat = _kappas(reps_cat, fixed_cat[None, :])
+    q = [alpha / 2, 1 - alpha / 2]
+
+    def ci(r):
+        r = r[~np.isnan(r)]
+        return [float(x) for x in np.quantile(r, q)] if len(r) else [None, None]
+
+    kappa_ci, kappa_r_ci = ci(rk_all), ci(rkr_all)
+
+    # ---- per item
+    K_eff = np.where(closed, np.minimum(n, k_i), n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ent_norm = np.where(K_eff >= 2, rs["entropy"] / np.log(np.maximum(K_eff, 2)), 0.0)
+    ent_norm = np.clip(ent_norm, 0.0, 1.0)
+    flag = rated & (n >= 3) & (p_i <= p_e + 1e-12)
+    sev = np.where(flag, 2, 0)
+    per_question = pd.DataFrame({
+        "question_id": frame.question_ids,
+        f"{NAME}_score": np.where(rated, p_i, 1.0),
+        f"is_{NAME}_issue": flag,
+        f"{NAME}_severity": severity_array(sev),
+        f"{NAME}_agreement": p_i,
+        f"{NAME}_n_raters": n,
+        f"{NAME}_n_distinct": rs["n_distinct"].astype(np.int64),
+        f"{NAME}_entropy": ent_norm,
+    })
+
+    per_category = {}
+    rows = [
+        {"category": "(all)", "arm": "full", "statistic": "fleiss_kappa", "estimate": kappa,
+         "ci_low": kappa_ci[0], "ci_high": kappa_ci[1], "null_mean": 0.0, "n_items": n_rated},
+        {"category": "(all)", "arm": "full", "statistic": "randolph_kappa", "estimate": kappa_r,
+         "ci_low": kappa_r_ci[0], "ci_high": kappa_r_ci[1], "null_mean": 0.0, "n_items": int(cl_r.sum())},
+    ]
+    for c, lab in enumerate(labels):
+        kc, krc = ci(rk_cat[:, c]), ci(rkr_cat[:, c])
+        n_c = int(n_cat_rated[c])
+        per_category[lab] = {"kappa": None if np.isnan(k_cat[c]) else float(k_cat[c]), "kappa_ci": kc,
+                             "randolph_kappa": None if np.isnan(kr_cat[c]) else float(kr_cat[c]),
+                             "randolph_kappa_ci": krc, "n_items": n_c}
+        rows.append({"category": lab, "arm": "full", "statistic": "fleiss_kappa", "estimate": k_cat[c],
+                     "ci_low": kc[0], "ci_high": kc[1], "null_mean": 0.0, "n_items": n_c})
+        rows.append({"category": lab, "arm": "full", "statistic": "randolph_kappa", "estimate": kr_cat[c],
+                     "ci_low": krc[0], "ci_high": krc[1], "null_mean": 0.0,
+                     "n_items": int(cat_sum[c, _N_CLOSED])})
+    table = summary_rows(NAME, rows)
+    summary = {
+        "kappa": float(kappa),
+        "kappa_ci": kappa_ci,
+        "randolph_kappa": None if np.isnan(kappa_r) else float(kappa_r),
+        "randolph_kappa_ci": kappa_r_ci,
+        "p_bar": p_bar,
+        "p_e": p_e,
+        "p_e_randolph": None if np.isnan(pe_r) else pe_r,
+        "p_e_fixed_part": fixed_all,
+        "n_items_rated": n_rated,
+        "n_items": Q,
+        "n_raters_max": M,
+        "mean_raters": float(n[rated].mean()),
+        "per_category": per_category,
+        "p_value": None,
+        "n_flagged": int(flag.sum()),
+        "bootstrap": {"n_boot": n_boot, "n_units": U, "max_units": max_units, "tracked_codes": D,
+                      "method": "percentile, stratified by category, random-group units for large categories"},
+        "params": {"n_boot": n_boot, "max_units": max_units, "max_boot_codes": max_boot_codes, "alpha": alpha},
+        "seed": seed,
+    }
+    return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
+                          params=summary["params"])

@@ -1,0 +1,449 @@
+"""visual_dependency: questions that gain nothing from the image, against an item-matched null.
+
+Per item, ``f`` = models correct with the image (full arm) and ``b`` = models correct blind, over
+the *paired* models (those with runs in both arms, matched by name). Zero gain means ``f == b``. Some
+zero-gain items are expected by chance (a question everybody finds hard is likely wrong both ways),
+so the share is compared with an item-matched permutation null: the whole row of blind outcomes is
+shuffled across items, which keeps the distribution of ``b`` and of ``f`` and breaks only the pairing.
+The statistic depends only on the ``(M+1) x (M+1)`` table of ``(f, b)`` counts, so the null is sampled
+as tables with fixed margins (:mod:`audit_hub.nulls`), never by permuting items; the null mean and SD
+are exact closed forms.
+
+Pool level. When no model has runs in both arms but both arms exist (e.g. MATH-Vision: eleven image
+models, one text-only GPT-4 run), ``f`` and ``b`` are counts over each arm's own pool of ``Mf`` and
+``Mb`` models and zero gain is equality of *shares*, compared exactly on counts: ``f * Mb == b * Mf``.
+The table is ``(Mf+1) x (Mb+1)`` and the matched (zero-gain) cells are ``(i, j)`` with
+``i * Mb == j * Mf``; the null works unchanged. ``summary["pool_level"]`` is True with a note.
+
+Missing values. An item enters the statistic only when every model of the pool has a known
+correctness (0/1) in both arms; other items are counted in ``n_excluded`` and get score 1 and
+severity info. (Counting a missing answer as wrong would manufacture (0, 0) zero-gain items.)
+
+Per-question severity (zero gain = ``f/Mf == b/Mb``):
+  * high: zero gain and every blind model correct (``b == Mb``, needs >= 3 blind models; with fewer
+    it is medium): solved without the image by the whole pool.
+  * medium: zero gain and at least half the blind models correct.
+  * low: zero gain with fewer than half correct blind, including (0, 0) where nobody solves the item
+    either way (not evidence of leakage; the item may be too hard or mislabelled).
+  * info: positive gain, negative gain (blind better than full; column ``_negative_gain``), excluded.
+``is_visual_dependency_issue`` is True for medium and high. The score is 1 for non-zero gain and
+``1 - (1/4 + 3/4 * b/Mb)`` for zero gain (0 at all-right-both-ways, 0.75 at (0, 0)).
+
+Per category the test shuffles within the category (null mean from the category's own margins,
+``null_mean``); ``null_mean_global`` is the mean under the benchmark-wide shuffle (category rows
+against the global blind margin) for reference. Category p-values are Benjamini-Hochberg adjusted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DetectorSkipped
+from ..frame import AuditFrame
+from ..nulls import matched_pairs, matched_sum_moments, sample_matched_sum
+from ..severity import severity_array
+from ..stats import benjamini_hochberg, permutation_p_value, table_bootstrap, wilson_ci
+from .base import DetectorResult, summary_rows
+
+NAME = "visual_dependency"
+JUDGE_DEPENDENT = True
+REQUIRES = ("runs with the image (full arm) and without it (blind arm, e.g. `benchaudit blind`), with "
+            "correctness in the chosen field")
+
+_STRATA = ("category", "n_options")
+
+
+# ---------------------------------------------------------------------------------------- helpers
+def _pool(frame: AuditFrame) -> tuple[list[str], list[str], bool]:
+    full, blind = frame.models_in("full"), frame.models_in("blind")
+    if not full:
+        raise DetectorSkipped("no runs with the image (full arm)")
+    if not blind:
+        raise DetectorSkipped("no blind (text-only) runs; run `benchaudit blind` or pass blind predictions")
+    paired = frame.paired_models()
+    if paired:
+        return paired, paired, False
+    return full, blind, True
+
+
+def _strata_codes(frame: AuditFrame, stratify) -> tuple[np.ndarray, list[str]]:
+    """Integer stratum per question for the shuffle (0 everywhere when not stratified)."""
+    if stratify is None or stratify is False:
+        keys: list[str] = []
+    elif isinstance(stratify, str):
+        keys = [stratify]
+    else:
+        keys = list(stratify)
+    bad = [k for k in keys if k not in _STRATA]
+    if bad:
+        raise ValueError(f"stratify must be among {_STRATA}, got {bad}")
+    code = np.zeros(frame.n_questions, dtype=np.int64)
+    for k in keys:
+        if k == "category":
+            c, _ = frame.category_codes("category")
+        else:
+            _, c = np.unique(frame.n_options, return_inverse=True)
+        code = code * (int(c.max()) + 1 if len(c) else 1) + c.astype(np.int64)
+    _, code = np.unique(code, return_inverse=True)
+    return code.astype(np.int64), keys
+
+
+class _Null:
+    """Observed matched count, closed-form moments and permutation draws for grouped count tables."""
+
+    def __init__(self, tables: np.ndarray, pairs: tuple[np.ndarray, np.ndarray], groups: np.ndarray,
+                 n_groups: int, n_perm: int, rng: np.random.Generator):
+        pi, pj = pairs
+        r = tables.sum(axis=2)[:, pi]
+        c = tables.sum(axis=1)[:, pj]
+        n = tables.sum(axis=(1, 2))
+        obs = tables[:, pi, pj].sum(axis=1)
+        mean, var = matched_sum_moments(r, c, n)
+        self.n = np.bincount(groups, weights=n, minlength=n_groups)
+        self.observed = np.bincount(groups, weights=obs, minlength=n_groups)
+        self.mean = np.bincount(groups, weights=mean, minlength=n_groups)
+        self.var = np.bincount(groups, weights=var, minlength=n_groups)
+        self.draws = np.zeros((n_groups, n_perm), dtype=np.int64)
+        if n_perm > 0:
+            d = sample_matched_sum(r, c, n, n_perm, rng)
+            np.add.at(self.draws, groups, d)
+
+    def p_values(self) -> np.ndarray:
+        return np.array([permutation_p_value(self.draws[g], self.observed[g]) if self.n[g] > 0 else np.nan
+                         for g in range(len(self.n))])
+
+
+def _excess_stat(pairs, n_total):
+    pi, pj = pairs
+
+    def stat(tabs: np.ndarray) -> np.ndarray:  # (b, S, R, C)
+        r = tabs.sum(axis=3)[:, :, pi]
+        c = tabs.sum(axis=2)[:, :, pj]
+        n = tabs.sum(axis=(2, 3))
+        obs = tabs[:, :, pi, pj].sum(axis=(1, 2))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(n > 0, (r * c).sum(axis=2) / np.maximum(n, 1), 0.0).sum(axis=1)
+        return (obs - mean) / n_total
+    return stat
+
+
+def _cell_label(i: int, j: int, mf: int, mb: int) -> str:
+    if i == mf and j == mb:
+        return f"f={i},b={j} (all right both ways: blind-solvable)"
+    if i == 0 and j == 0:
+        return "f=0,b=0 (all wrong both ways: unsolved)"
+    return f"f={i},b={j}"
+
+
+# ---------------------------------------------------------------------------------------- detector
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
+        alpha: float = 0.05, stratify=None, n_boot: int = 1000, leave_one_out: bool = True,
+        **_ignored: Any) -> DetectorResult:
+    """Zero-gain share vs the item-matched permutation null, per question, per category and per pool."""
+    if field not in ("hit", "hit_exact"):
+        raise ValueError("field must be 'hit' or 'hit_exact'")
+    mf_names, mb_names, pool_level = _pool(frame)
+    full = frame.correctness("full", field, mf_names)
+    blind = frame.correctness("blind", field, mb_names)
+    if not (full >= 0).any() or not (blind >= 0).any():
+        raise DetectorSkipped(f"no correctness values in field {field!r} for both arms")
+    known = (full >= 0).all(axis=1) & (blind >= 0).all(axis=1)
+    n_items = int(known.sum())
+    if n_items < 2:
+        raise DetectorSkipped(f"fewer than 2 items have {field!r} correctness for every model in both arms")
+    mf, mb = len(mf_names), len(mb_names)
+    rng = np.random.default_rng(seed)
+    B = int(n_permutations)
+
+    f_all = (full == 1).sum(axis=1, dtype=np.int64)
+    b_all = (blind == 1).sum(axis=1, dtype=np.int64)
+    idx = np.flatnonzero(known)
+    f, b = f_all[idx], b_all[idx]
+    R, C = mf + 1, mb + 1
+    pairs = matched_pairs(R, C)
+    cell = f * C + b
+    zero = f * mb == b * mf
+    pos = f * mb > b * mf
+    neg = f * mb < b * mf
+
+    strata_all, strata_keys = _strata_codes(frame, stratify)
+    strata = strata_all[idx]
+    n_strata = int(strata_all.max()) + 1 if len(strata_all) else 1
+    cat_all, cat_labels = frame.category_codes("category")
+    cat = cat_all[idx]
+    n_cat = len(cat_labels)
+
+    # ---- overall
+    tabs = np.bincount(strata * (R * C) + cell, minlength=n_strata * R * C).reshape(n_strata, R, C)
+    overall = _Null(tabs, pairs, np.zeros(n_strata, dtype=np.int64), 1, B, rng)
+    z_count = int(zero.sum())
+    share = z_count / n_items
+    s_lo, s_hi = wilson_ci(z_count, n_items)
+    null_mean = float(overall.mean[0] / n_items)
+    null_sd = float(np.sqrt(overall.var[0]) / n_items)
+    excess = share - null_mean
+    p_value = float(permutation_p_value(overall.draws[0], z_count)) if B > 0 else None
+    zscore = float((z_count - overall.mean[0]) / np.sqrt(overall.var[0])) if overall.var[0] > 0 else None
+    keep = tabs.reshape(n_strata, -1).sum(axis=1) > 0
+    e_lo, e_hi, _ = table_bootstrap(tabs[keep].reshape(int(keep.sum()), -1),
+                                    lambda t: _excess_stat(pairs, n_items)(t.reshape(t.shape[0], t.shape[1], R, C)),
+                                    n_boot=n_boot, seed=rng) if n_boot > 0 else (np.nan, np.nan, None)
+
+    # ---- diagonal decomposition
+    pi, pj = pairs
+    obs_cells = tabs[:, pi, pj].sum(axis=0)
+    n_s = tabs.sum(axis=(1, 2)).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        exp_cells = np.where(n_s[:, None] > 0, tabs.sum(axis=2)[:, pi] * tabs.sum(axis=1)[:, pj]
+                             / np.maximum(n_s, 1)[:, None], 0.0).sum(axis=0)
+    cells = [{"f": int(i), "b": int(j), "label": _cell_label(int(i), int(j), mf, mb), "observed": int(o),
+              "expected": float(e), "excess": float((o - e) / n_items)}
+             for i, j, o, e in zip(pi, pj, obs_cells, exp_cells)]
+
+    # ---- three-way split
+    def split(mask_pos, mask_zero, mask_neg, n):
+        out = {}
+        for name, m in (("positive", mask_pos), ("zero", mask_zero), ("negative", mask_neg)):
+            k = int(m.sum())
+            lo, hi = wilson_ci(k, n)
+            out[name] = {"count": k, "share": k / n if n else None, "ci": [float(lo), float(hi)]}
+        return out
+
+    three_way = split(pos, zero, neg, n_items)
+
+    # ---- per category (shuffle within category [and within n_options when stratified by it])
+    if "n_options" in strata_keys:
+        _, no_code = np.unique(frame.n_options, return_inverse=True)
+        unit_all = cat_all.astype(np.int64) * (int(no_code.max()) + 1) + no_code
+    else:
+        unit_all = cat_all.astype(np.int64)
+    _, unit_all = np.unique(unit_all, return_inverse=True)
+    n_units = int(unit_all.max()) + 1
+    unit_cat = np.zeros(n_units, dtype=np.int64)
+    unit_cat[unit_all] = cat_all
+    unit = unit_all[idx]
+    utabs = np.bincount(unit * (R * C) + cell, minlength=n_units * R * C).reshape(n_units, R, C)
+    per = _Null(utabs, pairs, unit_cat, n_cat, B, rng)
+    cat_p = per.p_values() if B > 0 else np.full(n_cat, np.nan)
+    cat_p_adj = benjamini_hochberg(cat_p)
+    glob_c = tabs.sum(axis=(0, 1))[pj].astype(np.float64)
+    cat_r = np.bincount(cat * R + f, minlength=n_cat * R).reshape(n_cat, R)[:, pi].astype(np.float64)
+    cnt_pos = np.bincount(cat, weights=pos, minlength=n_cat)
+    cnt_neg = np.bincount(cat, weights=neg, minlength=n_cat)
+    per_category: dict[str, dict] = {}
+    rows = []
+    for g, label in enumerate(cat_labels):
+        n_g = int(per.n[g])
+        if n_g == 0:
+            per_category[label] = {"n_items": 0}
+            continue
+        z_g = int(per.observed[g])
+        lo, hi = wilson_ci(z_g, n_g)
+        nm = float(per.mean[g] / n_g)
+        entry = {
+            "n_items": n_g, "zero_gain_share": z_g / n_g, "share_ci": [float(lo), float(hi)],
+            "null_mean": nm, "null_sd": float(np.sqrt(per.var[g]) / n_g),
+            "null_mean_global": float((cat_r[g] * glob_c).sum() / n_items / n_g),
+            "excess": z_g / n_g - nm,
+            "p_value": None if np.isnan(cat_p[g]) else float(cat_p[g]),
+            "p_adjusted": None if np.isnan(cat_p_adj[g]) else float(cat_p_adj[g]),
+            "positive_gain_share": float(cnt_pos[g] / n_g), "negative_gain_share": float(cnt_neg[g] / n_g),
+        }
+        per_category[label] = entry
+        rows.append({"category": label, "statistic": "zero_gain_share", "estimate": entry["zero_gain_share"],
+                     "ci_low": lo, "ci_high": hi, "null_mean": nm, "excess": entry["excess"],
+                     "p_value": cat_p[g], "p_adjusted": cat_p_adj[g], "n_items": n_g})
+        for stat_name, k in (("positive_gain_share", cnt_pos[g]), ("negative_gain_share", cnt_neg[g])):
+            lo2, hi2 = wilson_ci(k, n_g)
+            rows.append({"category": label, "statistic": stat_name, "estimate": k / n_g, "ci_low": lo2,
+                         "ci_high": hi2, "n_items": n_g})
+    all_rows = [{"category": "(all)", "statistic": "zero_gain_share", "estimate": share, "ci_low": s_lo,
+                 "ci_high": s_hi, "null_mean": null_mean, "excess": excess, "p_value": p_value,
+                 "p_adjusted": p_value, "n_items": n_items}]
+    for stat_name in ("positive", "negative"):
+        t = three_way[stat_name]
+        all_rows.append({"category": "(all)", "statistic": f"{stat_name}_gain_share", "estimate": t["share"],
+                         "ci_low": t["ci"][0], "ci_high": t["ci"][1], "n_items": n_items})
+    table = summary_rows(NAME, all_rows + rows)
+    table["arm"] = "full_vs_blind"
+    table["field"] = field
+
+    # ---- leave one model out (same items; the excess, not only the raw share)
+    lomo = []
+    fragile, reason = None, ""
+    if leave_one_out:
+        drops = []
+        if not pool_level and mf >= 2:
+            drops = [(name, "both", j) for j, name in enumerate(mf_names)]
+        elif pool_level:
+            drops = ([(name, "full", j) for j, name in enumerate(mf_names)] if mf >= 2 else []) + \
+                    ([(name, "blind", j) for j, name in enumerate(mb_names)] if mb >= 2 else [])
+        full_k = full[idx] if drops else None
+        blind_k = blind[idx] if drops else None
+        for name, arm, j in drops:
+            fd, bd, mfd, mbd = f, b, mf, mb
+            if arm in ("both", "full"):
+                fd, mfd = f - (full_k[:, j] == 1), mf - 1
+            if arm in ("both", "blind"):
+                bd, mbd = b - (blind_k[:, j] == 1), mb - 1
+            Rd, Cd = mfd + 1, mbd + 1
+            pr = matched_pairs(Rd, Cd)
+            td = np.bincount(strata * (Rd * Cd) + fd * Cd + bd, minlength=n_strata * Rd * Cd).reshape(n_strata, Rd, Cd)
+            nd = _Null(td, pr, np.zeros(n_strata, dtype=np.int64), 1, B, rng)
+            zd = int(nd.observed[0])
+            lo, hi = wilson_ci(zd, n_items)
+            pd_ = float(permutation_p_value(nd.draws[0], zd)) if B > 0 else None
+            lomo.append({"dropped_model": name, "arm": arm, "n_models_full": mfd, "n_models_blind": mbd,
+                         "n_items": n_items, "zero_gain_share": zd / n_items, "share_ci": [float(lo), float(hi)],
+                         "null_mean": float(nd.mean[0] / n_items), "null_sd": float(np.sqrt(nd.var[0]) / n_items),
+                         "excess": zd / n_items - float(nd.mean[0] / n_items), "p_value": pd_})
+        if lomo:
+            sig = p_value is not None and p_value <= alpha
+            changed = [r["dropped_model"] for r in lomo
+                       if r["p_value"] is not None and (r["p_value"] <= alpha) != sig]
+            flipped = [r["dropped_model"] for r in lomo if np.sign(r["excess"]) != np.sign(excess) and excess != 0]
+            fragile = bool(changed or flipped)
+            parts = []
+            if changed:
+                parts.append(("significance at alpha=%g " % alpha)
+                             + ("lost" if sig else "gained") + " without " + ", ".join(changed))
+            if flipped:
+                parts.append("sign of the excess flips without " + ", ".join(flipped))
+            reason = "; ".join(parts)
+
+    # ---- per question
+    Q = frame.n_questions
+    fq = np.full(Q, -1, dtype=np.int16)
+    bq = np.full(Q, -1, dtype=np.int16)
+    fq[idx], bq[idx] = f, b
+    gain = np.full(Q, np.nan)
+    gain[idx] = f / mf - b / mb
+    zq = np.zeros(Q, dtype=bool)
+    zq[idx] = zero
+    negq = np.zeros(Q, dtype=bool)
+    negq[idx] = neg
+    bshare = np.where(known, b_all / mb, 0.0)
+    rank = np.zeros(Q, dtype=np.int64)
+    rank[zq] = 1
+    rank[zq & (bshare >= 0.5)] = 2
+    rank[zq & (b_all == mb) & known] = 3 if mb >= 3 else 2
+    score = np.where(zq, 1.0 - (0.25 + 0.75 * bshare), 1.0)
+    per_question = pd.DataFrame({
+        "question_id": frame.question_ids,
+        f"{NAME}_score": score,
+        f"is_{NAME}_issue": rank >= 2,
+        f"{NAME}_severity": severity_array(rank),
+        f"{NAME}_f": fq,
+        f"{NAME}_b": bq,
+        f"{NAME}_mf": np.int16(mf),
+        f"{NAME}_mb": np.int16(mb),
+        f"{NAME}_m": np.int16(mf),
+        f"{NAME}_gain": gain,
+        f"{NAME}_zero_gain": zq,
+        f"{NAME}_negative_gain": negq,
+        f"{NAME}_excluded": ~known,
+    })
+
+    params = {"field": field, "n_permutations": B, "alpha": alpha, "stratify": strata_keys or None,
+              "n_boot": n_boot, "leave_one_out": leave_one_out}
+    note = ""
+    if pool_level:
+        note = (f"pool level: no model has runs in both arms, so f counts the {mf} full-arm models and b the {mb} "
+                f"blind model(s); zero gain is equal share (f*{mb} == b*{mf}). Pools differ, so the gain mixes "
+                "model and image effects.")
+    summary = {
+        "n_items": n_items,
+        "zero_gain_share": share,
+        "share_ci": [float(s_lo), float(s_hi)],
+        "null_mean": null_mean,
+        "null_sd": null_sd,
+        "excess": excess,
+        "excess_ci": [float(e_lo), float(e_hi)],
+        "p_value": p_value,
+        "n_permutations": B,
+        "leave_one_model_out": lomo,
+        "fragile": fragile,
+        "fragile_reason": reason,
+        "n_zero_gain": z_count,
+        "n_excluded": int(Q - n_items),
+        "n_flagged": int((rank >= 2).sum()),
+        "n_high": int((rank == 3).sum()),
+        "z": zscore,
+        "null_permutation_mean": float(overall.draws[0].mean() / n_items) if B > 0 else None,
+        "null_permutation_sd": float(overall.draws[0].std() / n_items) if B > 0 else None,
+        "three_way": three_way,
+        "diagonal_decomposition": {c["label"]: c["excess"] for c in cells},
+        "diagonal_cells": cells,
+        "per_category": per_category,
+        "pool_level": pool_level,
+        "models_full": list(mf_names),
+        "models_blind": list(mb_names),
+        "n_models": mf,
+        "field": field,
+        "note": note,
+        "params": params,
+        "seed": seed,
+    }
+    return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table, params=params)
+
+
+# ---------------------------------------------------------------------------------------- judge dependence
+def judge_dependence(frame: AuditFrame, result_hit: DetectorResult | None,
+                     result_exact: DetectorResult | None) -> dict:
+    """How much the zero-gain audit depends on the judge: judged (``hit``) vs exact-match arm.
+
+    Returns per-category zero-gain shares under both fields and their difference, the largest
+    absolute difference, whether the headline conclusion (p <= alpha) changes, and per (model, arm)
+    the number of items scored both ways and how many disagree (``hit != hit_exact``), with the model
+    that accounts for the largest part of the disagreement.
+    """
+    out: dict[str, Any] = {}
+    if result_hit is not None and result_exact is not None:
+        sh, se = result_hit.summary, result_exact.summary
+        pc_h, pc_e = sh.get("per_category", {}), se.get("per_category", {})
+        per_cat = {}
+        for cat in sorted(set(pc_h) | set(pc_e)):
+            a = pc_h.get(cat, {}).get("zero_gain_share")
+            b = pc_e.get(cat, {}).get("zero_gain_share")
+            per_cat[cat] = {"hit": a, "hit_exact": b,
+                            "difference": (a - b) if a is not None and b is not None else None}
+        diffs = [(abs(v["difference"]), k) for k, v in per_cat.items() if v["difference"] is not None]
+        largest = max(diffs) if diffs else None
+        alpha = float(sh.get("params", {}).get("alpha", 0.05))
+        ph, pe = sh.get("p_value"), se.get("p_value")
+        out.update({
+            "per_category": per_cat,
+            "largest_difference": None if largest is None else {"category": largest[1],
+                                                                "difference": per_cat[largest[1]]["difference"]},
+            "overall": {"hit": sh.get("zero_gain_share"), "hit_exact": se.get("zero_gain_share"),
+                        "difference": sh.get("zero_gain_share", np.nan) - se.get("zero_gain_share", np.nan),
+                        "excess_hit": sh.get("excess"), "excess_exact": se.get("excess"),
+                        "p_hit": ph, "p_exact": pe},
+            "conclusion_changes": (ph is not None and pe is not None and (ph <= alpha) != (pe <= alpha)),
+        })
+    r = frame.runs
+    h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
+    both = (h >= 0) & (e >= 0)
+    dis = both & (h != e)
+    key = r["arm"].to_numpy().astype(np.int64) * frame.n_models + r["m"].to_numpy()
+    nb = np.bincount(key[both], minlength=2 * frame.n_models)
+    nd = np.bincount(key[dis], minlength=2 * frame.n_models)
+    total = int(nd.sum())
+    per_model = [{"model": frame.models[k % frame.n_models], "arm": ("full", "blind")[k // frame.n_models],
+                  "n_both": int(nb[k]), "n_disagree": int(nd[k]),
+                  "share_disagree": float(nd[k] / nb[k]) if nb[k] else None,
+                  "share_of_all_disagreement": float(nd[k] / total) if total else 0.0}
+                 for k in range(2 * frame.n_models) if nb[k] > 0]
+    out["per_model"] = per_model
+    out["n_disagree"] = total
+    if total:
+        top = int(np.argmax(nd))
+        out["top_model"] = {"model": frame.models[top % frame.n_models],
+                            "arm": ("full", "blind")[top // frame.n_models],
+                            "share_of_all_disagreement": float(nd[top] / total)}
+    else:
+        out["top_model"] = None
+    return out

@@ -1,0 +1,948 @@
+"""Judge-free exact-match answer parser: free-text prediction -> option letter / yes-no / number.
+
+Why: the audit must not depend on an LLM judge. This module reads the answer a model committed to
+with fixed, documented rules, so that ``hit_exact`` is reproducible and an unparseable answer is
+visible as such (``None``) instead of silently counting as some letter.
+
+Rules, in priority order (the full description with examples is ``docs/answer_extraction.md``).
+Every rule runs on a *cleaned* text: Unicode NFKC (full-width letters, digits and brackets become
+ASCII), unit superscripts dropped (``cm²`` -> ``cm``), the minus sign ``−`` read as ``-``, markdown
+emphasis and code marks removed (``**B**``, ``__B__``, ``*B*``, backticks), LaTeX wrappers unwrapped
+(``\\text{B}``, ``\\textbf{B}``, ``\\mathrm{..}``, ``$..$``, ``\\(..\\)``); ``\\boxed{..}`` becomes an
+answer *candidate*.
+
+Multiple choice (``mc``, K options, letters ``A`` .. K-th letter):
+
+1. Answer candidates: ``\\boxed{..}``; explicit statements ("The answer is (B)", "Answer: b",
+   "Final answer: C", "The correct option is D", "I choose B", "答案是B", "答案：B", "选B");
+   letter-first statements ("B is the correct answer", "Option C is correct"). The candidate that
+   occurs *last* in the text wins. Its span (up to the end of the sentence) is read: a letter at its
+   start -> that letter; two different letters joined by or/and/,/ ("A or B", "either B or C",
+   "A and C") -> unparseable. Without a letter, the span is compared with the option texts (rule 3);
+   if that fails too, the previous candidate is tried.
+2. A leading letter with a delimiter: "B.", "B)", "(B)", "[B]", "B:", "(C) 45", "B - 45", a lone
+   letter ("B", "b"), an upper-case letter alone on the first line. Followed by "or (C)" etc. ->
+   unparseable.
+   A letter is never read from an English word: a lone "A"/"I"/"a" (or any lower-case letter)
+   followed by a word ("A cat is", "I think", "a triangle") is not a letter unless it is bracketed.
+   A letter beyond the K options is unparseable unless the text equals an option text (rule 3),
+   which reads Roman-numeral options ("I", "II", ..) correctly.
+3. The whole text equals exactly one option text after normalisation (NFKC, casefold, LaTeX
+   unwrapped; first whitespace-collapsed, then with all punctuation and spaces removed; numbers
+   compared numerically, so "45.0" = "45" and a unit word after a number is ignored).
+4. Trailing-letter conventions at the very end: "... Therefore, B.", "... so (C)", "... option D",
+   "...: B", a lone letter on the last line, "... (E)." ("A or (B)." at the end -> unparseable).
+5. Refusals -> unparseable: "cannot determine", "can't be determined", "not enough information",
+   "I'm sorry", "unable to", "none of the above" (when no option says so), "please provide", "no
+   image provided", .. . Skipped for questions whose own options contain such a phrase.
+6. The text *contains* exactly one option text as a whole word/phrase and no other option (only
+   options of 2+ characters after normalisation; an option found only inside a longer matched
+   option does not count). Searched in the whole text up to 300 characters, else in its last
+   sentence only, so long chains of reasoning that mention options in passing are not misread.
+7. Otherwise unparseable (``None``).
+
+yes/no: the last candidate's span (cut at the first comma) holding "yes" or "no" (both -> None);
+a leading yes/no word ("Yes, there is", "No."; "Yes or no" -> None); a trailing "..., so yes.";
+refusals -> None; otherwise None.
+
+numeric: the last number in the last candidate span that holds one, else (unless the text is a
+refusal) the last number in the text. Numbers: integers, decimals, negatives (``-3``, ``−3``),
+thousands separators (``1,000``; a comma followed by exactly three digits), fractions ``a/b`` and
+``\\frac{a}{b}`` (also ``\\dfrac``, ``\\tfrac``), a percent sign or unit is dropped ("50%" -> 50,
+*not* 0.5). The canonical form is :func:`audit_hub.frame.normalise_value` of the float ('45',
+'0.5', '-3').
+
+free: the last candidate's span, else (unless a refusal) the whole text; whitespace-collapsed,
+casefolded, trailing period removed. A text that is a single number is written canonically.
+
+Scoring (:func:`score_exact`): unparseable counts as wrong; numbers (numeric and free) compare with
+relative tolerance 1e-6 ('1/2' == '0.5' == '\\frac{1}{2}', '1,000' == '1000', '50%' == '50').
+
+:func:`fill_answers_and_exact` applies the rules to a whole runs table: it factorises the texts with
+Arrow, reads each distinct text once (memoised), resolves bare letters / yes-no / numbers with
+vectorised gathers, and only calls the per-question option rules for the remaining
+(text, question) pairs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .frame import ARMS, LETTERS, normalise_value
+
+__all__ = ["extract_answer", "score_exact", "fill_answers_and_exact", "unparseable_share",
+           "canonical_gold", "REL_TOL"]
+
+REL_TOL = 1e-6
+ANSWER_TYPES = ("mc", "yesno", "numeric", "free")
+_TYPE_CODE = {t: i for i, t in enumerate(ANSWER_TYPES)}
+_BOX_OPEN, _BOX_CLOSE = "\x02", "\x03"
+_CONTAINS_WHOLE_TEXT_MAX = 300
+
+# ---------------------------------------------------------------------------------------------
+# cleaning
+
+_SUPERSCRIPT_UNIT = re.compile(r"(?<=[A-Za-zµμ])[²³¹]")
+_SUPERSCRIPT_DIGIT = re.compile(r"(?<=\d)([²³])")
+_LATEX_CARET_UNIT = re.compile(r"(?<=[A-Za-z}])\^\{?\d\}?")
+_MD_MARKS = re.compile(r"\*\*|__|`+")
+_MD_ITALIC = re.compile(r"(?<![\w*])\*([^*\s][^*\n]{0,80}?)\*(?![\w*])")
+_LATEX_WRAP = re.compile(
+    r"\\(?:text(?:bf|rm|it|tt|sf|normal|up)?|math(?:rm|bf|it|sf|tt|bb|cal|bfit)?|mbox|operatorname|"
+    r"boldsymbol|bm|fbox|displaystyle|underline|emph)\s*\{([^{}]*)\}")
+_LATEX_SPACES = re.compile(r"\\[,;:! ]|~|\\quad|\\qquad|\\left|\\right|\\displaystyle|\\textstyle")
+_LATEX_DELIMS = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$")
+_DIGIT_GROUP = re.compile(r"(?<=\d)(?:\{,\}|\\,)(?=\d{3}\b)")
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_WS = re.compile(r"[ \t\r\f\v]+")
+
+
+def _unbox(s: str) -> str:
+    """Replace ``\\boxed{...}`` (brace-matched) by sentinel-delimited content."""
+    out = []
+    i = 0
+    for m in _BOXED.finditer(s):
+        if m.start() < i:
+            continue
+        depth, j = 1, m.end()
+        while j < len(s) and depth:
+            c = s[j]
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+            j += 1
+        content = s[m.end(): j - 1] if depth == 0 else s[m.end():]
+        out.append(s[i:m.start()])
+        out.append(_BOX_OPEN + content.replace(_BOX_OPEN, "").replace(_BOX_CLOSE, "") + _BOX_CLOSE)
+        i = j
+    out.append(s[i:])
+    return "".join(out)
+
+
+def _clean(s: str) -> str:
+    """Normalise a raw prediction (see module docstring). Boxed content is kept in sentinels."""
+    if not s.isascii():
+        s = _SUPERSCRIPT_UNIT.sub("", s)
+        s = _SUPERSCRIPT_DIGIT.sub(lambda m: "^" + ("2" if m.group(1) == "²" else "3"), s)
+        s = s.replace("\u2212", "-")
+        s = unicodedata.normalize("NFKC", s)
+    if "*" in s or "_" in s or "`" in s:
+        s = _MD_MARKS.sub("", s)
+        if "*" in s:
+            s = _MD_ITALIC.sub(r"\1", s)
+    if "\\" in s or "$" in s or "~" in s:
+        if "box" in s:
+            s = _unbox(s)
+        s = _DIGIT_GROUP.sub("", s)
+        for _ in range(4):
+            s2 = _LATEX_WRAP.sub(r"\1", s)
+            if s2 == s:
+                break
+            s = s2
+        s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+        s = _LATEX_CARET_UNIT.sub("", s)
+        s = _LATEX_SPACES.sub(" ", s)
+        s = _LATEX_DELIMS.sub("", s)
+    return s.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# answer candidates (boxed, explicit statements, letter-first statements)
+
+_CONNECT = (r"(?:\s*[:：=]|\s+(?:is|are|was|would\s+be|should\s+be|will\s+be|must\s+be|might\s+be|"
+            r"could\s+be|seems\s+to\s+be|appears\s+to\s+be|becomes)\b)(?:\s*[:：])?")
+_CUE = re.compile(
+    r"(?:\b(?:final\s+(?:answer|choice|option)s?(?:" + _CONNECT + r")?"
+    r"|(?:correct|right|best|proper|true)\s+(?:answer|option|choice|letter)(?:\s+(?:option|choice|letter))?s?"
+    + _CONNECT +
+    r"|answers?(?:\s+(?:option|choice|letter))?(?:\s+(?:to|for)\s+(?:this|the)\s+(?:question|problem))?"
+    + _CONNECT +
+    r"|(?:my|the)\s+(?:choice|option|pick|selection)" + _CONNECT +
+    r"|(?:i|we)(?:\s+would|\s+will|'d|'ll)?\s+(?:choose|pick|select|go\s+with|opt\s+for)\b)"
+    r"|答案\s*(?:是|为|為|[:：])?|选择?\s*(?=[A-Za-z(\[]))",
+    re.IGNORECASE)
+_LETTER_FIRST = re.compile(
+    r"(?<![A-Za-z0-9'])(?:(?:option|choice)\s+)?(?:[(\[]([A-Za-z])[)\]]|((?-i:[A-Z])))\s+"
+    r"(?:is|would\s+be|should\s+be|seems\s+to\s+be)\s+(?:the\s+)?"
+    r"(?:(?:most\s+)?(?:correct|right|best)(?:\s+(?:answer|option|choice))?|answer)\b",
+    re.IGNORECASE)
+_SPAN_END = re.compile(r"\n|[.!?;。](?=\s|$)")
+_BOXED_CONTENT = re.compile(_BOX_OPEN + "([^" + _BOX_OPEN + _BOX_CLOSE + "]*)" + _BOX_CLOSE)
+
+
+def _candidates(t: str) -> list[tuple[int, str, str | None]]:
+    """(position, span, letter-or-None) of answer candidates in the cleaned text, by position.
+
+    ``letter`` is set only for letter-first statements ("B is the correct answer")."""
+    out: list[tuple[int, str, str | None]] = []
+    if _BOX_OPEN in t:
+        for m in _BOXED_CONTENT.finditer(t):
+            out.append((m.start(), m.group(1).strip(), None))
+    for m in _CUE.finditer(t):
+        rest = t[m.end(): m.end() + 240]
+        e = _SPAN_END.search(rest)
+        span = rest[: e.start()] if e else rest
+        if _BOX_OPEN in span or _BOX_CLOSE in span:
+            span = span.replace(_BOX_OPEN, "").replace(_BOX_CLOSE, "")
+        out.append((m.start(), span.strip(), None))
+    for m in _LETTER_FIRST.finditer(t):
+        out.append((m.start(), "", (m.group(1) or m.group(2)).upper()))
+    if len(out) > 1:
+        out.sort(key=lambda c: c[0])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# letters
+
+_SPAN_FILL = re.compile(
+    r"(?:[\s:：=\"'“”‘’]+|(?:therefore|thus|hence|so|clearly|probably|likely|most\s+likely|definitely|"
+    r"certainly|actually|indeed|then|simply|just|either|both|option|choice|letter|answer|the|is)\b[\s:,]*)*",
+    re.IGNORECASE)
+_SPAN_LETTER = re.compile(r"([(\[]\s*)?([A-Za-z])\s*([)\]])?(?![A-Za-z0-9'’])")
+_WORD_AFTER = re.compile(r"[ \t]+([A-Za-z0-9]+)")
+_CONNECTORS = frozenset(
+    "because since as which with for from given due according based that this option choice "
+    "is it seems corresponds represents matches".split())
+_CONFLICT = re.compile(
+    r"\s*(?:,|/|&|\+|\bor\b|\band\b|\bvs\.?)\s*(?:(?:option|choice)\s+)?[(\[]?\s*([A-Za-z])\s*[)\]]?"
+    r"(?![A-Za-z0-9'’])", re.IGNORECASE)
+_LEAD = re.compile(
+    r"\s*(?:[(\[]\s*([A-Za-z])\s*[)\]]"
+    r"|([A-Z])(?=\s*[):：\]]|\.(?![A-Za-z])|\s+[-–—]\s|[ \t]*(?:\n|$))"
+    r"|([a-z])(?=\s*[):]|\.(?![A-Za-z])|\s*$))")
+_TRAIL = re.compile(
+    r"(?:\b(?:therefore|thus|hence|so)\b,?\s*(?:(?:it'?s|it\s+is|we\s+get|we\s+have)\s+)?(?:(?:option|choice)\s+)?"
+    r"[(\[]?([A-Za-z])[)\]]?"
+    r"|\b(?:option|choice)\s+[(\[]?([A-Za-z])[)\]]?"
+    r"|[(\[]([A-Za-z])[)\]]"
+    r"|[:：]\s*[(\[]?((?-i:[A-Z]))[)\]]?"
+    r"|\n\s*[(\[]?((?-i:[A-Z]))[)\]]?)"
+    r"\s*[.!]?\s*$",
+    re.IGNORECASE)
+_TRAIL_CONFLICT = re.compile(
+    r"[(\[]?(?<![A-Za-z0-9])([A-Za-z])[)\]]?\s*(?:,|/|&|\bor\b|\band\b)\s*(?:(?:option|choice)\s+)?[(\[]?$",
+    re.IGNORECASE)
+
+_NO_LETTER, _CONFLICTING = -1, -3
+
+
+def _letter_code(ch: str) -> int:
+    return ord(ch.upper()) - 65
+
+
+def _span_letter(span: str) -> int:
+    """Letter index at the start of an answer span, -1 when there is none, -3 when conflicting."""
+    pos = _SPAN_FILL.match(span).end()
+    m = _SPAN_LETTER.match(span, pos)
+    if m is None:
+        return _NO_LETTER
+    ch = m.group(2)
+    bracketed = m.group(1) is not None or m.group(3) is not None
+    if not bracketed and (ch in "AI" or ch.islower()):
+        w = _WORD_AFTER.match(span, m.end())
+        if w is not None and w.group(1).lower() not in _CONNECTORS:
+            return _NO_LETTER  # "a triangle", "I think", "A cat"
+    c = _CONFLICT.match(span, m.end())
+    if c is not None and c.group(1).upper() != ch.upper():
+        return _CONFLICTING
+    return _letter_code(ch)
+
+
+def _lead_letter(t: str) -> tuple[int, bool]:
+    """(letter index | -1 | -3, pure) for a letter at the very start of the cleaned text.
+
+    ``pure`` is True when nothing but punctuation follows the letter."""
+    m = _LEAD.match(t)
+    if m is None:
+        return _NO_LETTER, False
+    ch = m.group(1) or m.group(2) or m.group(3)
+    rest = t[m.end():]
+    c = _CONFLICT.match(rest)
+    if c is not None and c.group(1).upper() != ch.upper():
+        return _CONFLICTING, False
+    pure = rest.strip(" \t\n.:;)]!") == ""
+    return _letter_code(ch), pure
+
+
+def _trail_letter(t: str) -> int:
+    """Letter of a trailing convention ("... Therefore, B."), -1 none, -3 conflicting."""
+    tail = t[-160:]
+    m = _TRAIL.search(tail)
+    if m is None:
+        return _NO_LETTER
+    gi = next(i for i in range(1, 6) if m.group(i))
+    ch = m.group(gi)
+    before = tail[: m.start(gi)].rstrip()
+    c = _TRAIL_CONFLICT.search(before) if before else None
+    if c is not None and c.group(1).upper() != ch.upper():
+        return _CONFLICTING
+    return _letter_code(ch)
+
+
+# ---------------------------------------------------------------------------------------------
+# refusals
+
+_REFUSAL = re.compile(
+    r"\b(?:can ?not|can't|could ?not|couldn't|unable to|impossible to|not possible to|no way to)\s+"
+    r"(?:be\s+)?(?:determine|determined|tell|told|say|answer|answered|know|known|infer|inferred|"
+    r"solve|solved|decide|decided|calculate|calculated|identify|identified|see|view|access|provide|"
+    r"work(?:ed)?\s+out|find|found|conclude|concluded|judge|confirm|verify)\b"
+    r"|\b(?:not|no)\s+(?:enough|sufficient|adequate)\s+(?:information|info|context|data|details|evidence)"
+    r"|\binsufficient\s+(?:information|info|data|context|details|evidence)"
+    r"|\bi'?m\s+sorry|\bi\s+am\s+sorry|\bsorry,|\bas\s+an\s+ai\b|\bunable\s+to\b"
+    r"|\bnone\s+of\s+the\s+(?:above|options|choices|answers|given)"
+    r"|\bno\s+(?:image|figure|picture|diagram|graph)s?\s+(?:is\s+|was\s+|were\s+|has\s+been\s+)?"
+    r"(?:provided|given|attached|shown|included|available)"
+    r"|\bwithout\s+(?:the|an|any|a)\s+(?:image|figure|picture|diagram|graph|visual)"
+    r"|\b(?:please|need\s+to|you\s+need\s+to)\s+provide\b|\bprovide\s+more\s+(?:details|information|context)"
+    r"|\bnot\s+(?:clear|possible)\s+(?:from|to\s+(?:determine|tell|say))",
+    re.IGNORECASE)
+
+
+def _is_refusal(t: str) -> bool:
+    return _REFUSAL.search(t) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# numbers
+
+_FRAC = re.compile(r"(-)?\\frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")
+_NUMBER = re.compile(
+    r"(?<![\w.])(-)?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?![\d])"
+    r"(?:\s*/\s*(\d+(?:\.\d+)?)(?![\d.]))?")
+_FULL_NUMBER = re.compile(
+    r"\s*[+]?(-)?\s*(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE]([+-]?\d+))?"
+    r"(?:\s*/\s*(\d+(?:\.\d+)?))?\s*%?\s*(?P<unit>[^\W\d_]{1,12}\.?|°)?\s*\.?\s*$")
+_NUM_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen twenty".split())}
+
+
+def _frac_sub(m: re.Match) -> str:
+    a, b = m.group(2).replace(",", ""), m.group(3).replace(",", "")
+    neg = "-" if m.group(1) else ""
+    return f" {neg}{a}/{b} "
+
+
+def _to_float(sign: str | None, a: str, b: str | None, exp: str | None = None) -> float | None:
+    try:
+        x = float(a.replace(",", ""))
+        if exp is not None:
+            x *= 10.0 ** int(exp)
+        if b is not None:
+            d = float(b)
+            if d == 0:
+                return None
+            x /= d
+    except (ValueError, OverflowError):
+        return None
+    if not math.isfinite(x):
+        return None
+    return -x if sign else x
+
+
+def _numbers(t: str) -> list[float]:
+    """All numbers in a cleaned text, in order (fractions evaluated, % and units dropped)."""
+    if "\\frac" in t:
+        t = _FRAC.sub(_frac_sub, t)
+    out = []
+    for m in _NUMBER.finditer(t):
+        x = _to_float(m.group(1), m.group(2), m.group(3))
+        if x is not None:
+            out.append(x)
+    return out
+
+
+def _num_full(s: str, allow_unit: bool = False) -> float | None:
+    """The value of a text that is a single number (fraction, %, thousands) -- else None."""
+    if not s or not any(c.isdigit() for c in s):
+        return None
+    t = _clean(s) if ("\\" in s or "$" in s or not s.isascii()) else s
+    if "\\frac" in t:
+        t = _FRAC.sub(_frac_sub, t).strip()
+    m = _FULL_NUMBER.match(t)
+    if m is None or (m.group("unit") and not allow_unit):
+        return None
+    return _to_float(m.group(1), m.group(2), m.group(4), m.group(3))
+
+
+def _canon_num(x: float) -> str:
+    if x == 0:
+        x = 0.0
+    return normalise_value(repr(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# option matching (option-dependent rules)
+
+_LOOSE_DROP = re.compile(r"[\W_]+")
+
+
+def _strict(s: str) -> str:
+    t = _clean(s).replace(_BOX_OPEN, "").replace(_BOX_CLOSE, "")
+    t = " ".join(t.casefold().split())
+    return t.strip(" .;:!\"'“”")
+
+
+class _Options:
+    """Normalised forms of one question's options (built once per question)."""
+
+    __slots__ = ("k", "strict", "loose", "nums", "patterns", "allow_refusal")
+
+    def __init__(self, options: Sequence[str]):
+        self.k = len(options)
+        self.strict = [_strict(str(o)) for o in options]
+        self.loose = [_LOOSE_DROP.sub("", s) for s in self.strict]
+        self.nums = [_num_full(s, allow_unit=True) for s in self.strict]
+        self.patterns: list[re.Pattern | None] = []
+        for s in self.strict:
+            if len(s) >= 2:
+                lb = r"(?<![\w.-])" if s[0].isdigit() else r"(?<![\w.])"
+                self.patterns.append(re.compile(lb + re.escape(s) + r"(?![\w]|\.\d)"))
+            else:
+                self.patterns.append(None)
+        # a question whose options contain a refusal phrase ("This cannot be worked out") keeps it
+        self.allow_refusal = not any(_is_refusal(s) for s in self.strict)
+
+    def exact(self, text: str) -> int:
+        """Index of the single option the whole text equals, else -1."""
+        s = _strict(text)
+        if not s:
+            return -1
+        hits = [j for j, o in enumerate(self.strict) if o == s]
+        if len(hits) == 1:
+            return hits[0]
+        if len(hits) > 1:
+            return -1
+        x = _num_full(s, allow_unit=True)
+        if x is not None:
+            hits = [j for j, v in enumerate(self.nums) if v is not None and _close(v, x)]
+            if len(hits) == 1:
+                return hits[0]
+            if any(v is not None for v in self.nums):
+                return -1  # numbers compare numerically only ("-3" is not "3")
+        lo = _LOOSE_DROP.sub("", s)
+        if lo:
+            hits = [j for j, o in enumerate(self.loose) if o == lo]
+            if len(hits) == 1:
+                return hits[0]
+        return -1
+
+    def contains(self, text: str) -> int:
+        """Index of the single option contained (whole word/phrase) in the text, else -1."""
+        t = " ".join(text.replace(_BOX_OPEN, " ").replace(_BOX_CLOSE, " ").casefold().split())
+        if len(t) > _CONTAINS_WHOLE_TEXT_MAX:
+            t = _last_sentence(t)
+        spans: list[tuple[int, int, int]] = []
+        for j, p in enumerate(self.patterns):
+            if p is not None:
+                spans.extend((m.start(), m.end(), j) for m in p.finditer(t))
+        if not spans:
+            return -1
+        found = set()
+        for a, b, j in spans:
+            if not any(a2 <= a and b <= b2 and (b2 - a2) > (b - a) for a2, b2, _ in spans):
+                found.add(j)
+        return found.pop() if len(found) == 1 else -1
+
+
+_SENT_SPLIT = re.compile(r"(?:[.!?。](?=\s)|\n)")
+
+
+def _last_sentence(t: str) -> str:
+    t = t.rstrip(" .!?\n")
+    parts = _SENT_SPLIT.split(t)
+    return parts[-1] if parts else t
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# per-text parses (option-independent, memoised)
+
+_DEPENDS = -2  # the letter depends on the option texts
+
+
+class _MCParse:
+    __slots__ = ("text", "cands", "lead", "pure", "trail", "refusal", "indep")
+
+    def __init__(self, raw: str):
+        t = _clean(raw)
+        self.text = t
+        cands = []
+        for _, span, letter in _candidates(t):
+            code = _letter_code(letter) if letter is not None else _span_letter(span)
+            cands.append((code, span))
+        self.cands = cands
+        self.lead, self.pure = _lead_letter(t) if t else (_NO_LETTER, False)
+        self.trail = _NO_LETTER
+        self.refusal = False
+        # the answer when it does not depend on the option texts (_DEPENDS otherwise)
+        indep = _DEPENDS
+        if not t:
+            indep = _NO_LETTER
+        elif cands:
+            code = cands[-1][0]
+            if code >= 0 or code == _CONFLICTING:
+                indep = code
+        elif self.lead >= 0 or self.lead == _CONFLICTING:
+            indep = self.lead
+        self.indep = indep
+        if indep == _DEPENDS and t:
+            self.trail = _trail_letter(t)
+            self.refusal = _is_refusal(t)
+
+
+@lru_cache(maxsize=1 << 16)
+def _mc_parse(raw: str) -> _MCParse:
+    return _MCParse(raw)
+
+
+def _resolve_mc(p: _MCParse, opts: _Options) -> int:
+    """Apply the mc rules in priority order; letter index or -1."""
+    k = opts.k
+    if not p.text:
+        return -1
+    for code, span in reversed(p.cands):
+        if code == _CONFLICTING:
+            return -1
+        if code >= 0:
+            if code < k:
+                return code
+            j = opts.exact(span) if span else -1
+            return j
+        if span:
+            j = opts.exact(span)
+            if j < 0:
+                j = opts.contains(span)
+            if j >= 0:
+                return j
+    if p.lead == _CONFLICTING:
+        return -1
+    if p.lead >= 0:
+        if p.lead < k:
+            return p.lead
+        return opts.exact(p.text)  # Roman numerals "I", "V", ... beyond the letter range
+    j = opts.exact(p.text)
+    if j >= 0:
+        return j
+    if p.trail == _CONFLICTING:
+        return -1
+    if p.trail >= 0:
+        return p.trail if p.trail < k else -1
+    if p.refusal and opts.allow_refusal:
+        return -1
+    return opts.contains(p.text)
+
+
+_YN = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+_YN_LEAD = re.compile(r"[\W_]*(yes|no)\b(?:\s*(?:/|,|or|and)?\s*(yes|no)\b)?", re.IGNORECASE)
+_YN_TRAIL = re.compile(r"\b(?:therefore|thus|hence|so|answer)\b[\s,:]*(?:(?:it\s+is|is)\s+)?(yes|no)\W*$",
+                       re.IGNORECASE)
+_YN_CUT = re.compile(r"[,.;!?\n]")
+
+
+@lru_cache(maxsize=1 << 16)
+def _resolve_yesno(raw: str) -> str | None:
+    t = _clean(raw)
+    if not t:
+        return None
+    for _, span, letter in reversed(_candidates(t)):
+        if letter is not None:
+            continue
+        c = _YN_CUT.search(span)
+        words = {w.lower() for w in _YN.findall(span[: c.start()] if c else span)}
+        if len(words) == 2:
+            return None
+        if len(words) == 1:
+            return words.pop()
+    m = _YN_LEAD.match(t)
+    if m is not None:
+        if m.group(2) and m.group(2).lower() != m.group(1).lower():
+            return None
+        return m.group(1).lower()
+    m = _YN_TRAIL.search(t[-120:])
+    if m is not None:
+        return m.group(1).lower()
+    return None
+
+
+@lru_cache(maxsize=1 << 16)
+def _resolve_numeric(raw: str) -> str | None:
+    t = _clean(raw)
+    if not t:
+        return None
+    for _, span, letter in reversed(_candidates(t)):
+        if letter is None and span:
+            nums = _numbers(span)
+            if nums:
+                return _canon_num(nums[-1])
+    if _is_refusal(t):
+        return None
+    nums = _numbers(t)
+    if nums:
+        return _canon_num(nums[-1])
+    w = t.strip(" .!").lower()
+    if w in _NUM_WORDS:
+        return str(_NUM_WORDS[w])
+    return None
+
+
+def _free_norm(s: str) -> str | None:
+    s = " ".join(s.replace(_BOX_OPEN, "").replace(_BOX_CLOSE, "").casefold().split())
+    s = s.strip(" .;:!\"'“”")
+    if not s:
+        return None
+    x = _num_full(s)
+    return _canon_num(x) if x is not None else s
+
+
+@lru_cache(maxsize=1 << 16)
+def _resolve_free(raw: str) -> str | None:
+    t = _clean(raw)
+    if not t:
+        return None
+    for _, span, letter in reversed(_candidates(t)):
+        if letter is None and span:
+            v = _free_norm(span)
+            if v is not None:
+                return v
+    if _is_refusal(t):
+        return None
+    return _free_norm(t)
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+
+
+def extract_answer(prediction: str | None, options: Sequence[str] | None, answer_type: str) -> str | None:
+    """Read the answer a free-text prediction commits to; ``None`` when unparseable.
+
+    Returns an upper-case option letter for ``mc``, ``'yes'``/``'no'`` for ``yesno``, a canonical
+    number string (``'45'``, ``'0.5'``, ``'-3'``) for ``numeric`` and a whitespace-normalised,
+    casefolded string for ``free``. See the module docstring for the rules and their order.
+    """
+    if answer_type not in _TYPE_CODE:
+        raise ValueError(f"unknown answer_type {answer_type!r}; expected one of {ANSWER_TYPES}")
+    if prediction is None:
+        return None
+    try:
+        if pd.isna(prediction):
+            return None
+    except (TypeError, ValueError):
+        pass
+    raw = str(prediction)
+    if answer_type == "mc":
+        opts = _Options([] if options is None else [str(o) for o in options])
+        j = _resolve_mc(_mc_parse(raw), opts)
+        return LETTERS[j] if 0 <= j < opts.k else None
+    if answer_type == "yesno":
+        return _resolve_yesno(raw)
+    if answer_type == "numeric":
+        return _resolve_numeric(raw)
+    return _resolve_free(raw)
+
+
+def canonical_gold(gold: str | None, answer_type: str) -> str | None:
+    """The gold answer in the form :func:`extract_answer` returns; ``None`` when unusable."""
+    if gold is None:
+        return None
+    try:
+        if pd.isna(gold):
+            return None
+    except (TypeError, ValueError):
+        pass
+    g = str(gold).strip()
+    if not g:
+        return None
+    if answer_type == "mc":
+        g = g.strip("()[]. ").upper()
+        return g if len(g) == 1 and g in LETTERS else None
+    if answer_type == "yesno":
+        g = g.lower().strip(".! ")
+        return g if g in ("yes", "no") else None
+    if answer_type == "numeric":
+        x = _num_full(g, allow_unit=True)
+        return _canon_num(x) if x is not None else _free_norm(_clean(g))
+    if answer_type == "free":
+        return _free_norm(_clean(g))
+    raise ValueError(f"unknown answer_type {answer_type!r}; expected one of {ANSWER_TYPES}")
+
+
+def score_exact(extracted: str | None, gold: str, answer_type: str) -> bool | None:
+    """Exact-match correctness of an extracted answer.
+
+    ``None`` only when the gold is unusable (empty, or not a letter for ``mc``); an unparseable
+    prediction (``extracted is None``) is wrong. Numbers (``numeric`` and number-valued ``free``)
+    compare numerically with relative tolerance :data:`REL_TOL` (1e-6): ``'1/2' == '0.5'``,
+    ``'1,000' == '1000'``, ``'50%' == '50'`` (a percent sign is a unit, so ``'50%' != '0.5'``).
+    """
+    g = canonical_gold(gold, answer_type)
+    if g is None:
+        return None
+    if extracted is None:
+        return False
+    try:
+        if pd.isna(extracted):
+            return False
+    except (TypeError, ValueError):
+        pass
+    e = str(extracted).strip()
+    if answer_type == "mc":
+        return e.upper() == g
+    if answer_type == "yesno":
+        return e.lower() == g
+    e_norm = _free_norm(_clean(e))
+    if e_norm == g:
+        return True
+    xe = _num_full(e, allow_unit=answer_type == "numeric")
+    xg = _num_full(str(gold).strip(), allow_unit=answer_type == "numeric")
+    return bool(xe is not None and xg is not None and _close(xe, xg))
+
+
+# ---------------------------------------------------------------------------------------------
+# vectorised fill over a runs table
+
+
+class _Table:
+    """Output strings with integer codes: letters A..Z are codes 0..25, yes 26, no 27."""
+
+    def __init__(self):
+        self.strings: list[str] = list(LETTERS) + ["yes", "no"]
+        self.index: dict[str, int] = {s: i for i, s in enumerate(self.strings)}
+
+    def code(self, s: str | None) -> int:
+        if s is None:
+            return -1
+        c = self.index.get(s)
+        if c is None:
+            c = len(self.strings)
+            self.strings.append(s)
+            self.index[s] = c
+        return c
+
+
+def _as_chunked(col) -> pa.ChunkedArray:
+    """A pandas string column (Arrow-backed or not) as a pyarrow ChunkedArray of strings."""
+    arr = col.array if isinstance(col, pd.Series) else col
+    if isinstance(arr, pd.arrays.ArrowExtensionArray):
+        ca = arr.__arrow_array__()
+    else:
+        vals = [None if (v is None or (isinstance(v, float) and math.isnan(v))) else str(v)
+                for v in pd.Series(arr).astype(object).tolist()]
+        ca = pa.chunked_array([pa.array(vals, pa.string())])
+    if isinstance(ca, pa.Array):
+        ca = pa.chunked_array([ca])
+    if not (pa.types.is_string(ca.type) or pa.types.is_large_string(ca.type)):
+        ca = ca.cast(pa.string())
+    return ca
+
+
+def _factorize(ca: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """Codes (int32, -1 for null) and the distinct strings of an Arrow string column."""
+    if len(ca) == 0:
+        return np.zeros(0, np.int32), []
+    enc = pc.dictionary_encode(ca)
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.unify_dictionaries()
+        chunks = [c for c in enc.chunks if len(c)]
+        if not chunks:
+            return np.full(len(ca), -1, np.int32), []
+        dictionary = chunks[0].dictionary
+        parts = [pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False) for c in chunks]
+        codes = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    else:
+        dictionary = enc.dictionary
+        codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)
+    return codes.astype(np.int32, copy=False), dictionary.to_pylist()
+
+
+class _Context:
+    """Per-question facts used by the fill (types, option counts, lazily normalised options)."""
+
+    def __init__(self, questions: pd.DataFrame):
+        self.questions = questions
+        self.nq = len(questions)
+        types = questions["answer_type"].astype(str).to_numpy(dtype=object)
+        self.type_code = np.array([_TYPE_CODE.get(t, 3) for t in types], dtype=np.int8)
+        if "n_options" in questions.columns:
+            self.k = questions["n_options"].to_numpy().astype(np.int32)
+        else:
+            self.k = np.array([len(o) for o in questions["options"]], dtype=np.int32)
+        self._opts: dict[int, _Options] = {}
+        self._options_col = questions["options"].tolist()
+
+    def options(self, qi: int) -> _Options:
+        o = self._opts.get(qi)
+        if o is None:
+            o = _Options([str(x) for x in self._options_col[qi]])
+            self._opts[qi] = o
+        return o
+
+
+def _extract_rows(ca: pa.ChunkedArray, qrows: np.ndarray, ctx: _Context, table: _Table) -> np.ndarray:
+    """Table codes (int32, -1 unparseable/null) of the answers read from ``ca`` (one per row)."""
+    n = len(qrows)
+    out = np.full(n, -1, dtype=np.int32)
+    codes, uniques = _factorize(ca)
+    nu = len(uniques)
+    if nu == 0:
+        return out
+    tcode = ctx.type_code[qrows]
+    present = np.unique(ctx.type_code) if ctx.nq < n else np.unique(tcode)
+    for t in present.tolist():
+        if len(present) == 1:
+            rows = np.flatnonzero(codes >= 0) if (codes < 0).any() else None
+        else:
+            rows = np.flatnonzero((tcode == t) & (codes >= 0))
+            if len(rows) == 0:
+                continue
+        ci = codes if rows is None else codes[rows]
+        qi = qrows if rows is None else qrows[rows]
+        seen = np.zeros(nu, dtype=bool)
+        seen[ci] = True
+        uidx = np.flatnonzero(seen)
+        if t == _TYPE_CODE["mc"]:
+            res = _fill_mc(ci, qi, uidx, uniques, ctx)
+        else:
+            fn = {1: _resolve_yesno, 2: _resolve_numeric, 3: _resolve_free}[t]
+            lut = np.full(nu, -1, dtype=np.int32)
+            for u in uidx.tolist():
+                lut[u] = table.code(fn(uniques[u]))
+            res = lut[ci]
+        if rows is None:
+            out[:] = res
+        else:
+            out[rows] = res
+    return out
+
+
+def _fill_mc(ci: np.ndarray, qi: np.ndarray, uidx: np.ndarray, uniques: list[str], ctx: _Context) -> np.ndarray:
+    """Letter codes for mc rows: vectorised for option-independent texts, per pair otherwise."""
+    nu = len(uniques)
+    indep = np.full(nu, _DEPENDS, dtype=np.int32)
+    for u in uidx.tolist():
+        indep[u] = _mc_parse(uniques[u]).indep
+    li = indep[ci]
+    k = ctx.k[qi]
+    res = np.where((li >= 0) & (li < k), li, -1).astype(np.int32)
+    slow = (li == _DEPENDS) | (li >= k)
+    if slow.any():
+        srows = np.flatnonzero(slow)
+        pair = ci[srows].astype(np.int64) * max(ctx.nq, 1) + qi[srows]
+        pcodes, puniq = pd.factorize(pair)
+        lut = np.empty(len(puniq), dtype=np.int32)
+        nq = max(ctx.nq, 1)
+        for j, key in enumerate(puniq.tolist()):
+            u, qq = divmod(int(key), nq)
+            lut[j] = _resolve_mc(_mc_parse(uniques[u]), ctx.options(qq))
+        res[srows] = lut[pcodes]
+    return res
+
+
+def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame):
+    """Fill the ``answer`` column and compute ``hit_exact`` for a compact runs table.
+
+    ``questions`` is the validated questions table of :class:`audit_hub.frame.AuditFrame`; ``runs``
+    has columns ``q`` (question code), ``prediction`` and ``answer`` (strings, null when absent).
+    A non-null ``answer`` (the harness's own extraction) is normalised by the same rules ("b" ->
+    "B", "(C)" -> "C", "Hexagon" -> the matching letter); when it cannot be read, the answer is
+    re-extracted from ``prediction``. ``hit_exact`` is 1/0 against the gold (an unparseable answer
+    is 0) and -1 only for rows with neither a prediction nor an answer (no output at all).
+
+    Returns ``(answer, hit_exact)``: an Arrow-backed string array and an int8 numpy array.
+    """
+    n = len(runs)
+    qrows = runs["q"].to_numpy().astype(np.int64, copy=False)
+    ctx = _Context(questions)
+    table = _Table()
+    out = np.full(n, -1, dtype=np.int32)
+    pred = _as_chunked(runs["prediction"]) if "prediction" in runs.columns else pa.chunked_array(
+        [pa.nulls(n, pa.string())])
+    ans = _as_chunked(runs["answer"]) if "answer" in runs.columns else pa.chunked_array(
+        [pa.nulls(n, pa.string())])
+    ans_nulls = ans.null_count
+    if ans_nulls < n:
+        if ans_nulls == 0:
+            out[:] = _extract_rows(ans, qrows, ctx, table)
+        else:
+            rows = np.flatnonzero(pc.is_valid(ans).to_numpy(zero_copy_only=False))
+            out[rows] = _extract_rows(pc.take(ans, pa.array(rows)), qrows[rows], ctx, table)
+    pred_valid = None
+    if pred.null_count < n:
+        need = out < 0
+        if pred.null_count:
+            pred_valid = pc.is_valid(pred).to_numpy(zero_copy_only=False)
+            need &= pred_valid
+        if need.all():
+            out[:] = _extract_rows(pred, qrows, ctx, table)
+        elif need.any():
+            rows = np.flatnonzero(need)
+            out[rows] = _extract_rows(pc.take(pred, pa.array(rows)), qrows[rows], ctx, table)
+    # --- hit_exact
+    golds = questions["answer"].tolist()
+    types = questions["answer_type"].astype(str).tolist()
+    gold_code = np.array([table.code(canonical_gold(g, t)) for g, t in zip(golds, types)], dtype=np.int32)
+    hit = np.zeros(n, dtype=np.int8)
+    if n:
+        g = gold_code[qrows]
+        hit[(out >= 0) & (out == g)] = 1
+        numlike = (ctx.type_code >= 2)
+        if numlike.any():
+            rows = np.flatnonzero(numlike[qrows] & (out >= 0) & (hit == 0))
+            if len(rows):
+                tnum = np.array([_num_full(s) if i >= 28 else None for i, s in enumerate(table.strings)],
+                                dtype=np.float64)
+                gnum = np.array([_num_full(str(gv).strip(), allow_unit=(t == "numeric"))
+                                 if tc >= 2 else None for gv, t, tc in zip(golds, types, ctx.type_code)],
+                                dtype=np.float64)
+                a, b = tnum[out[rows]], gnum[qrows[rows]]
+                ok = np.isfinite(a) & np.isfinite(b)
+                close = np.zeros(len(rows), dtype=bool)
+                close[ok] = np.isclose(a[ok], b[ok], rtol=REL_TOL, atol=1e-12)
+                hit[rows[close]] = 1
+        hit[g < 0] = -1
+        if ans_nulls and pred.null_count:
+            ans_valid = pc.is_valid(ans).to_numpy(zero_copy_only=False)
+            hit[~ans_valid & ~pred_valid] = -1  # no output at all
+    # --- answer strings
+    dictionary = pa.array(table.strings, pa.string())
+    idx = pa.array(out, type=pa.int32(), mask=out < 0)
+    answer = pd.arrays.ArrowExtensionArray(pc.take(dictionary, idx))
+    return answer, hit
+
+
+def unparseable_share(frame) -> pd.DataFrame:
+    """Per model and arm: rows with some output (``n``), how many of them could not be read
+    (``n_unparseable``: ``answer`` is null) and the share. Rows with neither a prediction nor an
+    answer are not counted (they are missing, not unparseable)."""
+    r = frame.runs
+    has_output = (r["prediction"].notna() | r["answer"].notna()).to_numpy()
+    df = pd.DataFrame({"m": r["m"].to_numpy(), "arm": r["arm"].to_numpy(),
+                       "out": has_output,
+                       "unparsed": has_output & r["answer"].isna().to_numpy()})
+    g = df.groupby(["m", "arm"], sort=True).agg(n=("out", "sum"), n_unparseable=("unparsed", "sum"))
+    g = g.reset_index()
+    res = pd.DataFrame({
+        "model": [frame.models[int(m)] for m in g["m"]],
+        "arm": [ARMS[int(a)] for a in g["arm"]],
+        "n": g["n"].astype(np.int64).to_numpy(),
+        "n_unparseable": g["n_unparseable"].astype(np.int64).to_numpy(),
+    })
+    with np.errstate(invalid="ignore", divide="ignore"):
+        res["unparseable_share"] = np.where(res["n"] > 0, res["n_unparseable"] / res["n"].clip(lower=1), np.nan)
+    return res

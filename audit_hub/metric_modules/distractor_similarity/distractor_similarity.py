@@ -1,0 +1,68 @@
+"""distractor_similarity: duplicate and near-duplicate answer options.
+
+A thin ``evaluate`` adapter over ``audit_hub.detectors.distractor_similarity`` (package ``benchaudit``).
+"""
+
+import datasets
+import evaluate
+
+from audit_hub import metric_adapter  # From: benchaudit
+
+_CITATION = """\
+@misc{degtiarev2026auditing,
+  title  = {Auditing VLM Benchmarks from Existing Evaluation Runs},
+  author = {Degtiarev, Denis and Gromova, Anna and Katkov, Sergey and Mikhailin, Artem and
+            Mukhamedshina, Safina and Nasybullin, Albert and Shaikhutdinova, Karina and Tuzov, Artem},
+  year   = {2026},
+  note   = {Innopolis University}
+}
+"""
+
+_DESCRIPTION = """\
+Pairwise similarity of each multiple-choice question's options after normalisation (Unicode NFKC,
+casefolding, letter prefixes such as "A." or "(B)" stripped, numbers compared numerically). Tiers:
+exact duplicates (critical when one of the pair is the gold option), near duplicates (normalised
+Levenshtein similarity >= 0.9 on strings of 8+ characters, or token-set ratio >= 90 with 2+ tokens),
+contrastive pairs ("left"/"right", negations) marked as such rather than as duplicates. Options that
+are just their own letters (the real options are in the image) are excluded and counted. Judge-free;
+works on the questions alone.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args (one row per question; a question may repeat if its columns agree):
+    question_ids (`list` of `str`): question of each row.
+    options (`list` of `list` of `str`): option texts of the question (letters implied by position).
+    references (`list` of `str`): gold option letter of the question.
+    categories, answer_types (`list` of `str`, optional): category and answer type of the question.
+    seed (`int`): default 0. return_per_question (`bool`): also return the per-question table.
+    Any other keyword goes to `audit_hub.detectors.distractor_similarity.run`.
+
+Returns:
+    A dict of plain Python values: the detector's summary (n_exact_duplicates, n_near_duplicates, ...)
+    plus n_questions, n_models, n_flagged_questions, flagged_question_ids and severity_counts.
+"""
+
+_TEXT = datasets.Value("string")
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class DistractorSimilarity(evaluate.Metric):
+    """Duplicate / near-duplicate options (see the metric card)."""
+
+    def _info(self):
+        if self.config_name != "default":
+            raise ValueError(f"unknown configuration {self.config_name!r}; use 'default'")
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"question_ids": _TEXT, "options": datasets.Sequence(_TEXT),
+                                        "references": _TEXT}),
+            homepage="https://huggingface.co/spaces/benchaudit/distractor_similarity",
+            reference_urls=["https://huggingface.co/spaces/benchaudit/distractor_similarity"],
+        )
+
+    def _compute(self, question_ids, options, references, seed=0, **kwargs):
+        return metric_adapter.compute(
+            "distractor_similarity", question_ids=question_ids, options=options, references=references,
+            seed=seed, **kwargs)

@@ -1,0 +1,79 @@
+"""fleiss_kappa_agreement: inter-model agreement on a benchmark's questions (Fleiss' kappa).
+
+A thin ``evaluate`` adapter over ``audit_hub.detectors.fleiss_kappa_agreement`` (package ``benchaudit``).
+"""
+
+import datasets
+import evaluate
+
+from audit_hub import metric_adapter  # From: benchaudit
+
+_CITATION = """\
+@misc{degtiarev2026auditing,
+  title  = {Auditing VLM Benchmarks from Existing Evaluation Runs},
+  author = {Degtiarev, Denis and Gromova, Anna and Katkov, Sergey and Mikhailin, Artem and
+            Mukhamedshina, Safina and Nasybullin, Albert and Shaikhutdinova, Karina and Tuzov, Artem},
+  year   = {2026},
+  note   = {Innopolis University}
+}
+@article{fleiss1971measuring,
+  title   = {Measuring nominal scale agreement among many raters},
+  author  = {Fleiss, Joseph L.},
+  journal = {Psychological Bulletin},
+  volume  = {76},
+  number  = {5},
+  pages   = {378--382},
+  year    = {1971}
+}
+"""
+
+_DESCRIPTION = """\
+Agreement among the models' answers, treating each model as a rater and each question as an item:
+Fleiss' kappa in its general form for items with different numbers of raters (models whose answer is
+unparseable do not rate that item), Randolph's free-marginal kappa, and a bootstrap interval over
+items; per question the observed agreement P_i, the number of distinct answers and the normalised
+entropy. Judge-free; no gold answer is needed. Never a per-item kappa.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args (one row per (question, model) pair; every list has one entry per row):
+    question_ids (`list` of `str`): question of each row.
+    models (`list` of `str`): model of each row.
+    predictions (`list` of `str`): the model's extracted answer (option letter for multiple-choice
+        items, "yes"/"no", or a value). None or "" = no parseable answer (not a rating).
+    references (`list` of `str`, optional): gold answers; not used by the statistic.
+    options (`list` of `list` of `str`) or n_options (`list` of `int`), optional: marks multiple-choice
+        items (answers are then option letters and the number of categories is known).
+    answer_types, categories (`list` of `str`, optional): answer type and category of the question.
+    seed (`int`): seed of the bootstrap, default 0.
+    return_per_question (`bool`): also return the per-question table as a list of dicts.
+    Any other keyword goes to `audit_hub.detectors.fleiss_kappa_agreement.run`.
+
+Returns:
+    A dict of plain Python values: the detector's summary (kappa, kappa_ci, ...) plus n_questions,
+    n_models, n_flagged_questions, flagged_question_ids and severity_counts.
+"""
+
+_TEXT = datasets.Value("string")
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class FleissKappaAgreement(evaluate.Metric):
+    """Fleiss' kappa over models as raters (see the metric card)."""
+
+    def _info(self):
+        if self.config_name != "default":
+            raise ValueError(f"unknown configuration {self.config_name!r}; use 'default'")
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"question_ids": _TEXT, "models": _TEXT, "predictions": _TEXT}),
+            homepage="https://huggingface.co/spaces/benchaudit/fleiss_kappa_agreement",
+            reference_urls=["https://huggingface.co/spaces/benchaudit/fleiss_kappa_agreement"],
+        )
+
+    def _compute(self, question_ids, models, predictions, seed=0, **kwargs):
+        return metric_adapter.compute(
+            "fleiss_kappa_agreement", question_ids=question_ids, models=models, predictions=predictions,
+            seed=seed, **kwargs)

@@ -1,0 +1,156 @@
+"""Permutation nulls on contingency tables with fixed margins, sampled without permuting items.
+
+Setting. Each of ``N`` items has a row value (e.g. ``f``, the number of models correct *with* the
+image) and a column value (``b``, the number correct *blind*). Shuffling the column values across
+items (a uniform random bijection between the items' row values and the multiset of column values)
+keeps both margins of the (row x column) count table and breaks only the pairing. Under that null the
+table is the multivariate (Fisher-Freeman-Halton) hypergeometric table with the observed margins, so
+any statistic that depends on the table alone can be sampled from the margins, in time independent
+of ``N``.
+
+Two samplers:
+
+* :func:`sample_table` draws whole tables (sequential conditional hypergeometric draws, one
+  ``rng.hypergeometric`` call of shape ``(B,)`` per cell): ``O(B * R * C)``. General, used for
+  checks and small tables.
+* :func:`sample_matched_sum` draws only the sum of a *matching* of cells, one cell per matched
+  (row value, column value) pair, e.g. the diagonal ``f == b``. It needs three hypergeometric draws per
+  matched pair (``O(B * P)``), vectorised over many strata / model pools at once, because of an
+  exchangeability argument (see the function's docstring). This is what keeps 999 permutations and a
+  leave-one-model-out loop on 1e6 items x 50 models to well under a second.
+
+Closed-form moments. For the table ``X`` with row margin ``r``, column margin ``c`` and total ``N``,
+``E[X_ij] = r_i c_j / N`` and (a classical result for the hypergeometric contingency table)
+``Cov(X_ij, X_kl) = r_i (N d_ik - r_k) * c_j (N d_jl - c_l) / (N^2 (N - 1))`` with ``d`` the
+Kronecker delta. Hence for a 0/1 cell mask ``S`` the sum ``T = sum S_ij X_ij`` has
+``Var T = sum_{jl} (S' A S)_{jl} B_{jl} / (N^2 (N-1))`` with ``A = N diag(r) - r r'`` and
+``B = N diag(c) - c c'``; for a matching it reduces to :func:`matched_sum_moments`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def matched_pairs(n_rows: int, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cells (i, j) of an ``n_rows x n_cols`` table with equal shares ``i/(n_rows-1) == j/(n_cols-1)``.
+
+    With ``f`` correct of ``Mf`` models in one arm and ``b`` of ``Mb`` in the other, the table has
+    ``Mf+1`` rows and ``Mb+1`` columns and zero gain in *share* is the exact rational comparison
+    ``f * Mb == b * Mf``. For a square table these are the diagonal cells.
+    """
+    mf, mb = n_rows - 1, n_cols - 1
+    if mf < 1 or mb < 1:
+        raise ValueError("need at least one model in each arm")
+    i = np.arange(n_rows)
+    ok = (i * mb) % mf == 0
+    return i[ok], (i[ok] * mb) // mf
+
+
+def cell_sum_moments(row_margin, col_margin, mask) -> tuple[float, float]:
+    """Null mean and variance of ``sum(mask * X)`` for a table with the given margins (any 0/1 mask)."""
+    r = np.asarray(row_margin, dtype=np.float64)
+    c = np.asarray(col_margin, dtype=np.float64)
+    s = np.asarray(mask, dtype=np.float64)
+    n = r.sum()
+    if not np.isclose(n, c.sum()):
+        raise ValueError("row and column margins must have the same total")
+    mean = float((np.outer(r, c) * s).sum() / n) if n > 0 else 0.0
+    if n <= 1:
+        return mean, 0.0
+    a = n * np.diag(r) - np.outer(r, r)
+    b = n * np.diag(c) - np.outer(c, c)
+    var = float(((s.T @ a @ s) * b).sum() / (n * n * (n - 1)))
+    return mean, max(var, 0.0)
+
+
+def matched_sum_moments(r, c, n) -> tuple[np.ndarray, np.ndarray]:
+    """Null mean and variance of the count in matched cells, vectorised over leading axes.
+
+    r, c: (..., P) counts of items whose row value / column value is the k-th matched pair's;
+    n: (...,) number of items. Returns (mean, var), each of shape (...,). Items whose values are in
+    no matched pair only enter through ``n``.
+    """
+    r = np.asarray(r, dtype=np.float64)
+    c = np.asarray(c, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rc = (r * c).sum(axis=-1)
+        mean = np.where(n > 0, rc / n, 0.0)
+        num = (r * c * (n[..., None] - r) * (n[..., None] - c)).sum(axis=-1) - (r * r * c * c).sum(axis=-1) + rc * rc
+        var = np.where(n > 1, num / (n * n * (n - 1)), 0.0)
+    return mean, np.maximum(var, 0.0)
+
+
+def sample_matched_sum(r, c, n, n_samples: int, rng: np.random.Generator) -> np.ndarray:
+    """Draw the matched-cell count under the fixed-margin null: shape (G, n_samples), int64.
+
+    r, c: (G, P) row / column counts of the P matched value pairs in each of G independent tables
+    (strata, or model pools in a leave-one-out loop); n: (G,) items per table. Each column of the
+    output is one permutation; sum rows over strata to get a stratified null.
+
+    Algorithm (exact, 3 draws per matched pair). Process the pairs k = 0..P-1 in order, pairing off
+    all items with row value k and all column slots with value k at step k. Let ``U`` be the number
+    of still-unpaired items (= unpaired slots). Every unpaired item has a row value not yet processed,
+    and the items with a given *unprocessed* value were treated exchangeably by all earlier steps,
+    so, given how many of the ``R_k`` items with unprocessed row values are already paired
+    (``R_k - U``), the paired ones form a uniform subset: the free items of value k number
+    ``u = r_k - Hyp(r_k, R_k - r_k, R_k - U)``; likewise ``v`` free slots of value k. The free items
+    and slots are in uniform random bijection, so the matched count is ``x = Hyp(v, U - v, u)``; the
+    step pairs ``u + v - x`` items. The item-side and slot-side subsets are independent given their
+    sizes (the law is invariant under permuting items and slots separately).
+    """
+    r = np.atleast_2d(np.asarray(r, dtype=np.int64))
+    c = np.atleast_2d(np.asarray(c, dtype=np.int64))
+    n = np.atleast_1d(np.asarray(n, dtype=np.int64))
+    g, p = r.shape
+    if c.shape != (g, p) or n.shape != (g,):
+        raise ValueError("r and c must be (G, P) and n (G,)")
+    if (r.sum(axis=1) > n).any() or (c.sum(axis=1) > n).any() or (r < 0).any() or (c < 0).any():
+        raise ValueError("matched counts exceed the number of items")
+    b = int(n_samples)
+    shape = (g, b)
+    free = np.broadcast_to(n[:, None], shape).copy()       # U: unpaired items (= unpaired slots)
+    rows_left = n.copy()                                  # R_k: items with row value not yet processed
+    cols_left = n.copy()                                  # C_k
+    total = np.zeros(shape, dtype=np.int64)
+    for k in range(p):
+        rk = r[:, k][:, None]
+        ck = c[:, k][:, None]
+        rl = rows_left[:, None]
+        cl = cols_left[:, None]
+        u = rk - rng.hypergeometric(np.broadcast_to(rk, shape), np.broadcast_to(rl - rk, shape), rl - free)
+        v = ck - rng.hypergeometric(np.broadcast_to(ck, shape), np.broadcast_to(cl - ck, shape), cl - free)
+        x = rng.hypergeometric(v, free - v, u)
+        total += x
+        free -= u + v - x
+        rows_left = rows_left - r[:, k]
+        cols_left = cols_left - c[:, k]
+    return total
+
+
+def sample_table(row_margin, col_margin, n_samples: int, rng: np.random.Generator) -> np.ndarray:
+    """Draw whole tables with the given margins under the permutation null: (n_samples, R, C) int64.
+
+    Row i takes ``r_i`` of the remaining column slots; its split over columns is a multivariate
+    hypergeometric draw made column by column (``x_ij ~ Hyp(c_j left, slots right of j, r_i left)``).
+    """
+    r = np.asarray(row_margin, dtype=np.int64)
+    c = np.asarray(col_margin, dtype=np.int64)
+    if r.sum() != c.sum():
+        raise ValueError("row and column margins must have the same total")
+    nr, nc = len(r), len(c)
+    b = int(n_samples)
+    out = np.zeros((b, nr, nc), dtype=np.int64)
+    col_left = np.broadcast_to(c, (b, nc)).copy()
+    for i in range(nr):
+        need = np.full(b, r[i], dtype=np.int64)
+        right = col_left.sum(axis=1)
+        for j in range(nc - 1):
+            right = right - col_left[:, j]
+            x = rng.hypergeometric(col_left[:, j], right, need)
+            out[:, i, j] = x
+            need -= x
+        out[:, i, nc - 1] = need
+        col_left -= out[:, i, :]
+    return out

@@ -1,0 +1,259 @@
+"""Publish a report folder to the Hugging Face Hub, publish the metric modules as Spaces, resolve Hub inputs.
+
+* :func:`push_report`: ONE ``create_commit`` with the whole folder. Files are added (the client skips
+  unchanged ones) and stale report files on the Hub (``data/*``, ``figures/*`` shards no longer in
+  the folder) are deleted in the same commit, against the branch head read just before
+  (``parent_commit``), so the repo moves from one complete report to the next or not at all.
+  Pushing the same folder twice makes no new commit.
+* :func:`push_metrics`: each ``metrics/<name>/`` folder becomes the Space ``<namespace>/<name>``
+  so that ``evaluate.load("<namespace>/<name>")`` resolves from the Hub.
+* :func:`resolve_hub_revision`: the commit sha of a Hub dataset at a branch/tag (recorded in the
+  manifest for Hub inputs).
+
+The token comes from the usual places (``HF_TOKEN``, then the login cache) via
+``huggingface_hub.get_token``; it is never printed, and any message that might echo it is scrubbed.
+The endpoint is ``HF_ENDPOINT`` read at call time (default https://huggingface.co).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import BenchauditError, InputError
+
+REPORT_REQUIRED = ("README.md", "manifest.json", "summary.json")
+# Remote paths the report owns: deleted when absent from the folder being pushed.
+REPORT_MANAGED = ("data/*", "figures/*", "README.md", "summary.json", "manifest.json")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_SKIP_FILES = ("__pycache__", ".ipynb_checkpoints", ".DS_Store")
+
+
+class PublishError(BenchauditError):
+    """A push failed (credentials, permissions, network, Hub refusal)."""
+
+
+def endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
+def get_token(token: str | None = None) -> str:
+    """The token to push with: the argument, else ``HF_TOKEN``, else the login cache. Never printed."""
+    if token:
+        return token
+    from huggingface_hub import get_token as _hf_get_token
+
+    tok = _hf_get_token()
+    if not tok:
+        raise PublishError("no Hugging Face token found: set HF_TOKEN or run `hf auth login` (a token with write "
+                           "access is needed to push)")
+    return tok
+
+
+def check_repo_id(repo_id: str, what: str = "--repo-id") -> str:
+    """Validate ``ORG/NAME`` (the Hub's rules: letters, digits, '-', '_', '.'; no '--' or '..')."""
+    rid = (repo_id or "").strip()
+    if (not _REPO_ID.match(rid) or "--" in rid or ".." in rid or rid.endswith((".git", "."))
+            or rid.split("/")[1].startswith(".")):
+        raise InputError(f"{what} must look like ORG/NAME (letters, digits, '-', '_', '.'; no '--' or '..'), "
+                         f"got {repo_id!r}")
+    return rid
+
+
+def _api(token: str | None):
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=endpoint(), token=token)
+
+
+def _scrub(msg: str, token: str | None) -> str:
+    if token:
+        msg = msg.replace(token, "***")
+    return re.sub(r"hf_[A-Za-z0-9]{8,}", "hf_***", msg)
+
+
+def _hub_error(e: Exception, repo_id: str, token: str | None, action: str) -> PublishError:
+    """Turn a client exception into one clear line (status-specific advice)."""
+    status = getattr(getattr(e, "response", None), "status_code", None)
+    if status == 401:
+        msg = (f"the Hub at {endpoint()} rejected the token while trying to {action} {repo_id} (401): check HF_TOKEN "
+               "or `hf auth login`")
+    elif status == 403:
+        msg = f"the token has no write access to {repo_id} (403) while trying to {action} it"
+    elif status == 404:
+        msg = f"{repo_id} or the requested revision was not found while trying to {action} it (404)"
+    elif status is not None:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        msg = f"the Hub refused to {action} {repo_id} (HTTP {status}): {first}"
+    else:
+        msg = f"cannot reach the Hub at {endpoint()} to {action} {repo_id}: {type(e).__name__}: {e}"
+    return PublishError(_scrub(msg, token))
+
+
+def _local_files(folder: Path) -> dict[str, Path]:
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder)
+        if not p.is_file() or any(part in _SKIP_FILES or part.startswith(".") for part in rel.parts):
+            continue
+        if p.suffix == ".pyc":
+            continue
+        out[rel.as_posix()] = p
+    return out
+
+
+def check_report_folder(folder: str | os.PathLike) -> Path:
+    """A report folder: README.md with valid card YAML whose configs match data/ shards, manifest, summary."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"report folder {folder} does not exist (run `benchaudit audit --out {folder}` first)")
+    missing = [f for f in REPORT_REQUIRED if not (folder / f).is_file()]
+    if missing:
+        raise InputError(f"{folder} is not a benchaudit report folder: missing {', '.join(missing)}")
+    from huggingface_hub import DatasetCard
+
+    try:
+        card = DatasetCard.load(folder / "README.md")
+    except Exception as e:  # malformed YAML header
+        raise InputError(f"README.md has an invalid dataset-card header: {e}", file=str(folder / "README.md")) from None
+    for cfg in card.data.to_dict().get("configs") or []:
+        for df in cfg.get("data_files") or []:
+            pattern = df["path"] if isinstance(df, dict) else str(df)
+            if not list(folder.glob(pattern)):
+                raise InputError(f"the card's config {cfg.get('config_name')!r} points to {pattern} but no such file "
+                                 "exists", file=str(folder / "README.md"))
+    return folder
+
+
+def _commit_folder(api, repo_id: str, repo_type: str, folder: Path, *, revision: str | None, create_pr: bool,
+                   commit_message: str, managed: tuple[str, ...] | None, token: str) -> dict:
+    """One commit: add every local file, delete managed remote files absent locally."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    branch = revision or "main"
+    info = api.repo_info(repo_id, repo_type=repo_type, revision=branch)
+    head = info.sha
+    remote = [s.rfilename for s in (info.siblings or [])]
+    local = _local_files(folder)
+    if not local:
+        raise InputError(f"{folder} is empty; nothing to push")
+    stale = sorted(p for p in remote if p not in local and p != ".gitattributes"
+                   and (managed is None or any(fnmatch.fnmatch(p, pat) for pat in managed)))
+    ops = [CommitOperationDelete(path_in_repo=p) for p in stale]
+    ops += [CommitOperationAdd(path_in_repo=rel, path_or_fileobj=str(p)) for rel, p in local.items()]
+    ci = api.create_commit(repo_id, ops, commit_message=commit_message, repo_type=repo_type, revision=branch,
+                           create_pr=create_pr, parent_commit=head)
+    return {"repo_id": repo_id, "repo_type": repo_type, "revision": branch, "commit": ci.oid,
+            "commit_url": ci.commit_url, "pr_url": ci.pr_url, "no_op": ci.oid == head and not create_pr,
+            "n_files": len(local), "deleted": stale}
+
+
+def push_report(folder: str | os.PathLike, repo_id: str, *, private: bool = False, revision: str | None = None,
+                create_pr: bool = False, token: str | None = None, commit_message: str | None = None) -> dict:
+    """Push a report folder as a dataset repo in one atomic commit; returns what happened.
+
+    ``revision``: a branch (created from ``main`` if missing, unless ``create_pr``, in which case the
+    pull request targets it). Returns ``{repo_id, revision, commit, commit_url, pr_url, no_op,
+    n_files, deleted}``.
+    """
+    rid = check_repo_id(repo_id)
+    folder = check_report_folder(folder)
+    tok = get_token(token)
+    api = _api(tok)
+    try:
+        api.create_repo(rid, repo_type="dataset", private=private, exist_ok=True)
+        if revision and revision != "main":
+            if create_pr:
+                api.repo_info(rid, repo_type="dataset", revision=revision)
+            else:
+                api.create_branch(rid, repo_type="dataset", branch=revision, exist_ok=True)
+        msg = commit_message or _report_commit_message(folder)
+        return _commit_folder(api, rid, "dataset", folder, revision=revision, create_pr=create_pr,
+                              commit_message=msg, managed=REPORT_MANAGED, token=tok)
+    except BenchauditError:
+        raise
+    except Exception as e:
+        raise _hub_error(e, rid, tok, "push to") from None
+
+
+def _report_commit_message(folder: Path) -> str:
+    import json
+
+    try:
+        m = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        return f"benchaudit report ({m.get('benchaudit_version') or '?'}, {m.get('finished_at') or 'unknown time'})"
+    except (OSError, ValueError):
+        return "benchaudit report"
+
+
+def metric_folders(metrics_dir: str | os.PathLike) -> dict[str, Path]:
+    """``{name: folder}`` for every ``<metrics_dir>/<name>/<name>.py``."""
+    d = Path(metrics_dir)
+    if not d.is_dir():
+        raise InputError(f"metrics folder {d} does not exist")
+    out = {p.name: p for p in sorted(d.iterdir()) if p.is_dir() and (p / f"{p.name}.py").is_file()}
+    if not out:
+        raise InputError(f"no metric modules in {d} (expected <name>/<name>.py)")
+    return out
+
+
+def default_metrics_dir() -> Path:
+    """The repository's ``metrics/`` when present, else the packaged copy ``audit_hub/metric_modules``."""
+    repo = Path(__file__).resolve().parents[1] / "metrics"
+    if repo.is_dir() and any(repo.glob("*/*.py")):
+        return repo
+    return Path(__file__).resolve().parent / "metric_modules"
+
+
+def push_metrics(namespace: str, *, metrics_dir: str | os.PathLike | None = None, names: list[str] | None = None,
+                 private: bool = False, token: str | None = None,
+                 on_progress: Callable[[str], None] | None = None) -> list[dict]:
+    """Publish each metric folder as the Space ``<namespace>/<name>`` (gradio SDK), one commit per Space."""
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$", namespace or "") or "--" in namespace:
+        raise InputError(f"--namespace must be a Hub user or organisation name, got {namespace!r}")
+    folders = metric_folders(metrics_dir or default_metrics_dir())
+    if names:
+        unknown = sorted(set(names) - set(folders))
+        if unknown:
+            raise InputError(f"unknown metric(s) {unknown}; available: {sorted(folders)}")
+        folders = {n: folders[n] for n in names}
+    tok = get_token(token)
+    api = _api(tok)
+    out = []
+    for name, folder in folders.items():
+        rid = check_repo_id(f"{namespace}/{name}", "metric Space id")
+        if on_progress:
+            on_progress(name)
+        try:
+            api.create_repo(rid, repo_type="space", space_sdk="gradio", private=private, exist_ok=True)
+            out.append(_commit_folder(api, rid, "space", folder, revision=None, create_pr=False,
+                                      commit_message=f"benchaudit metric module {name}", managed=None, token=tok))
+        except BenchauditError:
+            raise
+        except Exception as e:
+            raise _hub_error(e, rid, tok, "publish the metric Space") from None
+    return out
+
+
+def resolve_hub_revision(repo_id: str, revision: str | None = None, repo_type: str = "dataset",
+                         token: str | None = None) -> str:
+    """Commit sha of ``repo_id`` at ``revision`` (branch, tag or sha; default ``main``).
+
+    Raises :class:`InputError` with one clear line when the repo or revision does not exist or the
+    Hub cannot be reached. A token is optional here (public repos resolve without one).
+    """
+    rid = check_repo_id(repo_id, "Hub dataset id")
+    from huggingface_hub import get_token as _hf_get_token
+
+    tok = token or _hf_get_token()
+    try:
+        info = _api(tok).repo_info(rid, repo_type=repo_type, revision=revision)
+    except Exception as e:
+        err = _hub_error(e, rid, tok, "resolve")
+        raise InputError(f"cannot resolve {repo_type} {rid}@{revision or 'main'}: {err}") from None
+    if not info.sha:
+        raise InputError(f"the Hub returned no commit for {repo_type} {rid}@{revision or 'main'}")
+    return str(info.sha)

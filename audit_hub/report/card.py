@@ -1,0 +1,466 @@
+"""Render the report's dataset card (``README.md``) from the Jinja template in ``cards/``.
+
+The YAML header is built with :class:`huggingface_hub.DatasetCardData` and carries ``configs`` and
+``dataset_info`` (features, ``num_examples``, sizes) for every config, read back from the Parquet
+files actually written, so the card always matches the files. The body is computed here as plain
+strings and small tables; the template only lays them out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..severity import DESCRIPTIONS, LEVELS
+from .build import ACTION_RULES, ACTIONS, DETECTOR_LABELS
+
+TEMPLATE_NAME = "audit_card.md.j2"
+TAGS = ["benchaudit", "benchmark-audit", "evaluation", "vision-language-models", "data-quality"]
+N_SEVERE_SHOWN = 15
+
+DETECTOR_SIGNALS = {
+    "visual_dependency": ("full vs blind accuracy", "no-gain-from-image items", True),
+    "consensus_error": ("majority vote vs gold label", "label-conflict candidates", False),
+    "fleiss_kappa_agreement": ("inter-model agreement (Fleiss kappa)", "unstable / ambiguous items", False),
+    "correctness_agreement": ("correctness profile across models", "difficulty / discrimination", True),
+    "answer_options_distribution": ("gold-position histogram", "position bias", False),
+    "distractor_similarity": ("pairwise option similarity", "near-duplicate options", False),
+}
+
+
+# ---------------------------------------------------------------------------------------------- template
+def template_path() -> Path:
+    """The card template: the packaged copy (``audit_hub/templates``), else the repository's ``cards/``."""
+    pkg = Path(str(resources.files("audit_hub") / "templates" / TEMPLATE_NAME))
+    if pkg.is_file():
+        return pkg
+    repo = Path(__file__).resolve().parents[2] / "cards" / TEMPLATE_NAME
+    if repo.is_file():
+        return repo
+    raise FileNotFoundError(f"card template {TEMPLATE_NAME} not found in audit_hub/templates or cards/")
+
+
+# ---------------------------------------------------------------------------------------------- formatting
+def _isnum(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(float(x))
+
+
+def pct(x: Any, digits: int = 1) -> str:
+    return f"{100 * float(x):.{digits}f}%" if _isnum(x) else "n/a"
+
+
+def pp(x: Any, digits: int = 1) -> str:
+    return f"{100 * float(x):+.{digits}f} pp" if _isnum(x) else "n/a"
+
+
+def fmt_p(p: Any) -> str:
+    if not _isnum(p):
+        return "n/a"
+    p = float(p)
+    if p < 0.001:
+        return "< 0.001"
+    return f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+
+
+def fmt_num(x: Any, digits: int = 3) -> str:
+    if not _isnum(x):
+        return "n/a"
+    x = float(x)
+    return f"{int(x):,}" if x.is_integer() and abs(x) < 1e15 else f"{x:.{digits}g}"
+
+
+def ci(pair: Any, kind: str = "pct") -> str:
+    """Format a two-element interval as a percentage / pp / plain range."""
+    if not isinstance(pair, (list, tuple, np.ndarray)) or len(pair) != 2 or not all(_isnum(v) for v in pair):
+        return "n/a"
+    lo, hi = (float(v) for v in pair)
+    if kind == "pct":
+        return f"[{100 * lo:.1f}, {100 * hi:.1f}]%"
+    if kind == "pp":
+        return f"[{100 * lo:+.1f}, {100 * hi:+.1f}] pp"
+    return f"[{lo:.3g}, {hi:.3g}]"
+
+
+def md_escape(s: Any, limit: int = 120) -> str:
+    """One-line, table-safe text (pipes escaped, newlines collapsed, truncated)."""
+    t = " ".join(str(s).split())
+    if len(t) > limit:
+        t = t[: limit - 1].rstrip() + "…"
+    return t.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def md_table(header: list[str], rows: list[list[Any]], align: list[str] | None = None) -> str:
+    """A Markdown table; ``align`` entries are 'l' or 'r'."""
+    if not rows:
+        return ""
+    align = align or ["l"] + ["r"] * (len(header) - 1)
+    sep = ["---:" if a == "r" else ":---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- YAML
+def dataset_info_for(folder: Path, files: dict[str, list[str]]) -> list[dict]:
+    """``dataset_info`` YAML entries (features, splits, sizes) read back from the written Parquet files."""
+    import pyarrow.parquet as pq
+    from datasets import DatasetInfo, Features, SplitDict, SplitInfo
+
+    infos = []
+    for name, paths in files.items():
+        schema = pq.read_schema(folder / paths[0])
+        n_rows = sum(pq.ParquetFile(folder / p).metadata.num_rows for p in paths)
+        n_bytes = sum((folder / p).stat().st_size for p in paths)
+        mem = sum(pq.ParquetFile(folder / p).metadata.row_group(i).total_byte_size
+                  for p in paths for i in range(pq.ParquetFile(folder / p).metadata.num_row_groups))
+        splits = SplitDict()
+        splits.add(SplitInfo(name="train", num_bytes=int(mem), num_examples=int(n_rows)))
+        info = DatasetInfo(features=Features.from_arrow_schema(schema), splits=splits,
+                           download_size=int(n_bytes), dataset_size=int(mem))
+        d = info._to_yaml_dict()
+        infos.append({"config_name": name, **d})
+    return infos
+
+
+def card_data(result: Any, files: dict[str, list[str]], folder: Path) -> Any:
+    from huggingface_hub import DatasetCardData
+
+    meta = result.frame.meta
+    ds = meta.get("dataset") or {}
+    lic = str(ds.get("license") or "other").lower()
+    n = result.frame.n_questions
+    size = ("n<1K" if n < 1_000 else "1K<n<10K" if n < 10_000 else "10K<n<100K" if n < 100_000
+            else "100K<n<1M" if n < 1_000_000 else "1M<n<10M")
+    bench = meta.get("benchmark") or ds.get("name") or "benchmark"
+    configs = [{"config_name": name, "data_files": [{"split": "train", "path": f"data/{name}-*.parquet"}],
+                **({"default": True} if name == "questions" else {})} for name in files]
+    return DatasetCardData(
+        license=lic, pretty_name=f"benchaudit report: {bench}", tags=list(TAGS), size_categories=[size],
+        configs=configs, dataset_info=dataset_info_for(folder, files),
+    )
+
+
+# ---------------------------------------------------------------------------------------------- body
+def _table_rows(summary_df: pd.DataFrame, detector: str, statistic_like: str, primary: bool = True) -> pd.DataFrame:
+    t = summary_df[(summary_df["detector"] == detector) & (summary_df["primary"] == primary)]
+    st = t["statistic"].astype(str)
+    exact = t[st == statistic_like]
+    return exact if len(exact) else t[st.str.contains(statistic_like, regex=False)]
+
+
+def _headline(result: Any) -> dict:
+    s = result.summary
+    vd = s.get("visual_dependency") or {}
+    out: dict[str, Any] = {"vd": None, "lomo": [], "others": []}
+    if vd and not vd.get("skipped"):
+        rows = [["All models" + (" (pool level)" if vd.get("pool_level") else ""),
+                 fmt_num(vd.get("n_items")), pct(vd.get("zero_gain_share")), ci(vd.get("share_ci")),
+                 pct(vd.get("null_mean")), pp(vd.get("excess")), ci(vd.get("excess_ci"), "pp"),
+                 fmt_p(vd.get("p_value"))]]
+        lomo = vd.get("leave_one_model_out") or []
+        if isinstance(lomo, dict):
+            lomo = lomo.get("rows") or lomo.get("results") or []
+        for r in lomo:
+            if not isinstance(r, dict):
+                continue
+            rows.append([f"without {md_escape(r.get('dropped_model', r.get('model', '?')), 60)}",
+                         fmt_num(r.get("n_items")), pct(r.get("zero_gain_share")), ci(r.get("share_ci")),
+                         pct(r.get("null_mean")), pp(r.get("excess")), ci(r.get("excess_ci"), "pp"),
+                         fmt_p(r.get("p_value"))])
+        out["vd"] = md_table(["Model pool", "Items", "Observed", "95% CI", "Null mean", "Excess", "Excess 95% CI",
+                              "p"], rows)
+        raw = [float(r["zero_gain_share"]) for r in lomo if isinstance(r, dict) and _isnum(r.get("zero_gain_share"))]
+        exc = [float(r["excess"]) for r in lomo if isinstance(r, dict) and _isnum(r.get("excess"))]
+        if len(raw) >= 2 and len(exc) >= 2:
+            out["lomo_spread"] = (f"Across leave-one-model-out pools the raw share spans {100 * (max(raw) - min(raw)):.1f} pp "
+                                  f"and the excess {100 * (max(exc) - min(exc)):.1f} pp.")
+        frag = vd.get("fragile")
+        if frag is None and isinstance(vd.get("leave_one_model_out"), dict):
+            frag = vd["leave_one_model_out"].get("fragile")
+        if frag is not None:
+            reason = vd.get("fragile_reason") or ""
+            out["fragile"] = ("**Fragile**: the conclusion changes when one model is left out" + (f" ({reason})" if reason else "")
+                              + ".") if frag else "The conclusion is stable when any one model is left out."
+        decomp = vd.get("diagonal_decomposition") or vd.get("excess_by_cell")
+        if isinstance(decomp, dict):
+            parts = [f"{k}: {pp(v)}" for k, v in decomp.items() if _isnum(v)]
+            if parts:
+                out["decomp"] = "Excess by diagonal cell (f = b): " + ", ".join(parts[:8]) + "."
+        out["vd_summary"] = vd
+    ce = s.get("consensus_error") or {}
+    if ce and not ce.get("skipped"):
+        txt = (f"**consensus_error**: {fmt_num(ce.get('n_unanimous_non_gold'))} questions on which every model that "
+               f"answered parseably chose the same non-gold option")
+        if ce.get("n_unanimous_ci") or ce.get("unanimous_ci") or ce.get("ci"):
+            txt += f" (95% CI {ci(ce.get('n_unanimous_ci') or ce.get('unanimous_ci') or ce.get('ci'), 'plain')})"
+        txt += f"; {fmt_num(ce.get('expected_under_independence'))} expected if model errors were independent"
+        txt += f"; {fmt_num(ce.get('n_majority_non_gold'))} with a strict non-gold majority."
+        out["others"].append(txt)
+    fk = s.get("fleiss_kappa_agreement") or {}
+    if fk and not fk.get("skipped"):
+        txt = f"**fleiss_kappa_agreement**: Fleiss kappa {fmt_num(fk.get('kappa'))} (95% CI {ci(fk.get('kappa_ci'), 'plain')})"
+        if _isnum(fk.get("randolph_kappa")):
+            txt += f"; Randolph free-marginal kappa {fmt_num(fk.get('randolph_kappa'))}"
+        out["others"].append(txt + ".")
+    ca = s.get("correctness_agreement") or {}
+    if ca and not ca.get("skipped"):
+        out["others"].append(f"**correctness_agreement**: {fmt_num(ca.get('n_saturated'))} questions every model gets "
+                             f"right (saturated), {fmt_num(ca.get('n_floor'))} every model gets wrong (floor).")
+    ao = s.get("answer_options_distribution") or {}
+    if ao and not ao.get("skipped"):
+        counts = ao.get("gold_position_counts") or {}
+        hist = ", ".join(f"{k}: {fmt_num(v)}" for k, v in counts.items()) if isinstance(counts, dict) else ""
+        out["others"].append(f"**answer_options_distribution**: gold positions {hist}; chi-square "
+                             f"{fmt_num(ao.get('chi2'))} on {fmt_num(ao.get('dof'))} df, p = {fmt_p(ao.get('p_value'))}"
+                             " (stratified by number of options).")
+    dsm = s.get("distractor_similarity") or {}
+    if dsm and not dsm.get("skipped"):
+        txt = (f"**distractor_similarity**: {fmt_num(dsm.get('n_exact_duplicates'))} questions with exact-duplicate "
+               f"options and {fmt_num(dsm.get('n_near_duplicates'))} with near-duplicates")
+        if _isnum(dsm.get("n_bare_letter_option_items")) and dsm.get("n_bare_letter_option_items"):
+            txt += (f"; {fmt_num(dsm.get('n_bare_letter_option_items'))} questions whose options are bare letters "
+                    "(the real options are in the image) were not compared")
+        out["others"].append(txt + ".")
+    mult = (s.get("multiplicity") or {}).get("tests") or {}
+    if mult:
+        out["multiplicity"] = md_table(
+            ["Detector", "p", "p (Holm)"],
+            [[k, fmt_p(v.get("p_value")), fmt_p(v.get("p_holm"))] for k, v in mult.items()], ["l", "r", "r"])
+    return out
+
+
+def _per_category(result: Any, summary_df: pd.DataFrame) -> str:
+    vd = _table_rows(summary_df, "visual_dependency", "zero_gain_share")
+    vd = vd[vd["category"] != "(all)"] if len(vd) else vd
+    ce = _table_rows(summary_df, "consensus_error", "unanimous")
+    ce = ce[ce["category"] != "(all)"] if len(ce) else ce
+    cats = list(dict.fromkeys(list(vd["category"]) + list(ce["category"])))
+    if not cats:
+        return ""
+    vdi = vd.drop_duplicates("category").set_index("category") if len(vd) else None
+    cei = ce.drop_duplicates("category").set_index("category") if len(ce) else None
+    rows = []
+    for c in cats:
+        v = vdi.loc[c] if vdi is not None and c in vdi.index else None
+        e = cei.loc[c] if cei is not None and c in cei.index else None
+        n_items = v["n_items"] if v is not None else (e["n_items"] if e is not None else None)
+        ce_txt = "n/a"
+        if e is not None:
+            est = e["estimate"]
+            ce_txt = fmt_num(est) if _isnum(est) and float(est) >= 1 else pct(est)
+        rows.append((float(v["excess"]) if v is not None and _isnum(v["excess"]) else -np.inf, [
+            md_escape(c, 50), fmt_num(n_items),
+            pct(v["estimate"]) if v is not None else "n/a", pct(v["null_mean"]) if v is not None else "n/a",
+            pp(v["excess"]) if v is not None else "n/a", fmt_p(v["p_adjusted"]) if v is not None else "n/a",
+            ce_txt]))
+    rows.sort(key=lambda t: -t[0])
+    return md_table(["Category", "Items", "Zero-gain share", "Null mean", "Excess", "p (BH)", "Unanimous non-gold"],
+                    [r for _, r in rows])
+
+
+def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
+    out: dict[str, Any] = {}
+    frame = result.frame
+    r = frame.runs
+    h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
+    both = (h >= 0) & (e >= 0)
+    if not both.any():
+        out["text"] = ("Only one correctness field is available (" + str(result.primary_field) + "), so judge "
+                       "dependence could not be measured.")
+        return out
+    m = r["m"].to_numpy().astype(np.int64)
+    arm = r["arm"].to_numpy().astype(np.int64)
+    key = arm * frame.n_models + m
+    size = 2 * frame.n_models
+    n_both = np.bincount(key[both], minlength=size)
+    n_dis = np.bincount(key[both & (h != e)], minlength=size)
+    n_all = np.bincount(key, minlength=size)
+    unparsed = np.bincount(key[r["answer"].isna().to_numpy()], minlength=size)
+    rows = []
+    for k in np.flatnonzero(n_all):
+        a, mm = divmod(int(k), frame.n_models)
+        rows.append([md_escape(frame.models[mm], 50), ("full", "blind")[a], fmt_num(n_both[k]), fmt_num(n_dis[k]),
+                     pct(n_dis[k] / n_both[k]) if n_both[k] else "n/a", pct(unparsed[k] / n_all[k])])
+    out["per_model"] = md_table(["Model", "Arm", "Items scored both ways", "Judge != exact match", "Share",
+                                 "Unparseable answers"], rows)
+    total_dis = int(n_dis.sum())
+    if total_dis:
+        top = int(np.argmax(n_dis))
+        out["top"] = (f"{total_dis:,} (model, item) scores differ between the judge and exact matching; "
+                      f"{md_escape(frame.models[top % frame.n_models], 50)} ({('full', 'blind')[top // frame.n_models]} arm) "
+                      f"accounts for {100 * n_dis[top] / total_dis:.0f}% of them.")
+    a = _table_rows(summary_df, "visual_dependency", "zero_gain_share", True)
+    b = _table_rows(summary_df, "visual_dependency", "zero_gain_share", False)
+    if len(a) and len(b):
+        m2 = a[["category", "estimate"]].drop_duplicates("category").merge(
+            b[["category", "estimate"]].drop_duplicates("category"), on="category", suffixes=("_judge", "_exact"))
+        if len(m2):
+            diff = (m2["estimate_judge"] - m2["estimate_exact"]).abs()
+            out["max_shift"] = (f"Zero-gain shares move by at most {100 * float(diff.max()):.1f} pp between the judged "
+                                f"and the exact-match correctness (largest in {md_escape(m2['category'].iloc[int(diff.values.argmax())], 50)}).")
+    jd = result.judge_dependence or {}
+    if isinstance(jd, dict) and jd.get("note"):
+        out["note"] = str(jd["note"])
+    return out
+
+
+def _calibration(result: Any) -> str:
+    cal = result.calibration or {}
+    rows = []
+    for name, c in cal.items():
+        if not isinstance(c, dict):
+            continue
+        status = "**out of calibration**" if c.get("out_of_calibration") else "within calibration"
+        rows.append([name, pct(c.get("fpr")), ci(c.get("fpr_ci")) if c.get("fpr_ci") else "", pct(c.get("nominal")),
+                     fmt_num(c.get("n_sims")), status, md_escape(c.get("note", ""), 160)])
+    return md_table(["Detector", "False-positive rate", "95% CI", "Nominal", "Simulations", "Status", "Note"], rows,
+                    ["l", "r", "r", "r", "r", "l", "l"])
+
+
+def _severe(questions: pd.DataFrame, n: int = N_SEVERE_SHOWN) -> str:
+    from ..severity import RANK
+
+    q = questions
+    r = q["severity"].map(RANK).to_numpy()
+    sel = np.flatnonzero(r >= RANK["medium"])
+    if not len(sel):
+        return ""
+    order = np.lexsort((np.arange(len(sel)), -q["n_flags"].to_numpy()[sel], -r[sel]))
+    rows = []
+    for i in sel[order][:n]:
+        row = q.iloc[i]
+        rows.append([f"`{md_escape(row['question_id'], 40)}`", md_escape(row.get("category", ""), 30), row["severity"],
+                     row["suggested_action"], md_escape(row.get("question", ""), 90),
+                     md_escape(row.get("answer", ""), 20), md_escape(row["rationale"], 220)])
+    return md_table(["Question", "Category", "Severity", "Action", "Question text", "Gold", "Evidence"], rows,
+                    ["l"] * 7)
+
+
+def _detector_table(result: Any) -> str:
+    rows = []
+    for name, (signal, flags, judge_dep) in DETECTOR_SIGNALS.items():
+        if name in result.results:
+            status = "ran"
+            n_flag = int(result.results[name].per_question.get(f"is_{name}_issue", pd.Series([], dtype=bool)).sum())
+        else:
+            status = "skipped: " + md_escape(result.skipped.get(name, "not run"), 100)
+            n_flag = None
+        rows.append([f"`{name}`", signal, flags, "yes" if judge_dep else "no", status, fmt_num(n_flag)])
+    return md_table(["Detector", "Signal", "Flags", "Judge-dependent", "Status", "Questions flagged"], rows,
+                    ["l", "l", "l", "l", "l", "r"])
+
+
+def _limitations(result: Any) -> list[str]:
+    s = result.summary
+    lims = [
+        "Every flag is a **candidate** for review, not a verdict: the detectors read model behaviour, and a model "
+        "pool can be collectively wrong for reasons unrelated to the item.",
+        "The zero-gain share depends on the model pool (it rises mechanically with fewer models); read the "
+        "excess over the item-matched permutation null and the leave-one-model-out rows, not the raw share.",
+        "Zero gain is heterogeneous: items that every model gets wrong with and without the image also have zero "
+        "gain; only the blind-solvable cell is evidence of text-answerability.",
+    ]
+    pool = s.get("pool") or {}
+    if pool.get("pool_level"):
+        lims.append("Full and blind arms come from different models, so visual dependence is compared at pool "
+                    "level, not per model: a stronger or weaker blind model shifts every item. " + str(pool.get("note") or ""))
+    if s.get("primary_field") == "hit_exact":
+        lims.append("No judged correctness was supplied; all judge-dependent results use exact matching of the "
+                    "extracted answer, which under-credits free-form answers a parser cannot read.")
+    cal = result.calibration or {}
+    bad = [k for k, v in cal.items() if isinstance(v, dict) and v.get("out_of_calibration")]
+    if bad:
+        lims.append("Out of calibration on simulated null benchmarks with this benchmark's option counts and model "
+                    "accuracies: " + ", ".join(bad) + ". Treat their p-values and flag counts with caution.")
+    for name, reason in (result.skipped or {}).items():
+        lims.append(f"`{name}` was skipped: {reason}.")
+    for note in result.frame.meta.get("notes", []) or []:
+        lims.append(str(note))
+    return lims
+
+
+def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame, *, files: dict[str, list[str]],
+                  figures: dict[str, str]) -> dict:
+    """Everything the template shows, as strings and small Markdown tables."""
+    frame = result.frame
+    meta = frame.meta
+    s = result.summary
+    ds = meta.get("dataset") or {}
+    full, blind = frame.models_in("full"), frame.models_in("blind")
+    judges = meta.get("judges") or s.get("judges") or {}
+    judge_names = sorted({str(v) for v in judges.values()}) if isinstance(judges, dict) else []
+    sev_counts = questions["severity"].value_counts()
+    act_counts = questions["suggested_action"].value_counts()
+    cats = questions["category"].nunique(dropna=True) if "category" in questions else 0
+    rev = ds.get("revision") or ds.get("commit") or ds.get("resolved_commit")
+    bench = meta.get("benchmark") or ds.get("name") or "the benchmark"
+    headline = _headline(result)
+    vd = headline.get("vd_summary") or {}
+    lede = []
+    if vd:
+        lede.append(f"{pct(vd.get('zero_gain_share'))} of questions show zero aggregate accuracy gain from the image; "
+                    f"an item-matched permutation null accounts for {pct(vd.get('null_mean'))}, leaving "
+                    f"{pp(vd.get('excess'))} (p = {fmt_p(vd.get('p_value'))}).")
+    ce = s.get("consensus_error") or {}
+    if ce and not ce.get("skipped"):
+        lede.append(f"{fmt_num(ce.get('n_unanimous_non_gold'))} questions have a unanimous non-gold answer "
+                    f"({fmt_num(ce.get('expected_under_independence'))} expected under independent errors).")
+    n_med = int((questions["severity"].map({lv: i for i, lv in enumerate(LEVELS)}) >= 2).sum())
+    lede.append(f"{n_med:,} of {len(questions):,} questions have a finding at medium severity or above.")
+    return {
+        "bench": bench,
+        "dataset": ds,
+        "revision": rev,
+        "n_questions": f"{frame.n_questions:,}",
+        "n_categories": cats,
+        "full_models": full,
+        "blind_models": blind,
+        "pool_note": (s.get("pool") or {}).get("note", ""),
+        "judges": judge_names,
+        "primary_field": "judged (`hit`)" if result.primary_field == "hit" else "exact match (`hit_exact`)",
+        "seed": (result.config.seed if hasattr(result.config, "seed") else s.get("seed")),
+        "n_permutations": getattr(result.config, "n_permutations", s.get("n_permutations")),
+        "alpha": getattr(result.config, "alpha", s.get("alpha")),
+        "version": s.get("benchaudit_version", ""),
+        "lede": lede,
+        "detector_table": _detector_table(result),
+        "headline": headline,
+        "per_category": _per_category(result, summary_df),
+        "judge": _judge(result, summary_df),
+        "calibration": _calibration(result),
+        "severity_table": md_table(["Level", "Meaning", "Questions"],
+                                   [[f"**{lv}**", DESCRIPTIONS[lv], fmt_num(int(sev_counts.get(lv, 0)))]
+                                    for lv in reversed(LEVELS)], ["l", "l", "r"]),
+        "action_table": md_table(["Action", "Rule (first match wins)", "Questions"],
+                                 [[f"**{a}**", ACTION_RULES[a], fmt_num(int(act_counts.get(a, 0)))] for a in ACTIONS],
+                                 ["l", "l", "r"]),
+        "severe": _severe(questions),
+        "limitations": _limitations(result),
+        "figures": figures,
+        "files": files,
+        "detector_labels": DETECTOR_LABELS,
+        "question_columns": [c for c in questions.columns],
+        "skipped": result.skipped or {},
+    }
+
+
+def render_card(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame, *, files: dict[str, list[str]],
+                figures: dict[str, str], folder: Path) -> str:
+    """Render README.md: DatasetCardData YAML + the Jinja body. Validates that the YAML parses back."""
+    from huggingface_hub import DatasetCard
+
+    data = card_data(result, files, Path(folder))
+    ctx = build_context(result, questions, summary_df, files=files, figures=figures)
+    card = DatasetCard.from_template(data, template_path=str(template_path()), **ctx)
+    text = str(card)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    if not text.endswith("\n"):
+        text += "\n"
+    DatasetCard(text)  # parses the YAML header; raises on a malformed card
+    return text

@@ -1,0 +1,296 @@
+"""PNG figures for the report card (matplotlib, Agg backend, imported inside the functions).
+
+* ``full_vs_blind.png``: model-averaged accuracy with vs without the image, one jittered point per
+  question (the paper's Figure 2a); cells on the zero-gain diagonal are highlighted and counted.
+* ``null_distribution.png``: the observed zero-gain share against the permutation null (2b), and
+  what the zero-gain items are (2c: split by how many models solve them).
+* ``categories.png``: per-category zero-gain excess and unanimous non-gold counts (Figure 3).
+* ``judge.png``: per-category shares under the judge and under exact matching, and which models
+  account for the disagreement (Figure 4).
+
+Every function returns the relative path it wrote, or None when the inputs do not support it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+MAX_POINTS = 30_000
+BLUE, ORANGE, GREY, RED = "#3b6ea8", "#e07b24", "#9a9a9a", "#c0392b"
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.spines.top": False,
+                         "axes.spines.right": False, "figure.dpi": 110})
+    return plt
+
+
+def _save(fig, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=150, bbox_inches="tight", facecolor="white", metadata={"Software": None})
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def _accuracy(frame, arm: str, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per question: number correct, number with a known outcome, share (nan when none known)."""
+    c = frame.correctness(arm, field=field, models=frame.models_in(arm))
+    k = (c == 1).sum(axis=1)
+    n = (c >= 0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(n > 0, k / np.maximum(n, 1), np.nan)
+    return k, n, share
+
+
+def _table(summary_df: pd.DataFrame, detector: str, stat: str, primary: bool = True) -> pd.DataFrame:
+    t = summary_df[(summary_df["detector"] == detector) & (summary_df["primary"] == primary)]
+    st = t["statistic"].astype(str)
+    out = t[st == stat]
+    if not len(out):
+        out = t[st.str.contains(stat, regex=False)]
+    return out[out["category"] != "(all)"].drop_duplicates("category")
+
+
+def fig_full_vs_blind(result: Any, out: Path, seed: int = 0) -> str | None:
+    frame = result.frame
+    if not frame.models_in("blind") or not frame.models_in("full"):
+        return None
+    field = result.primary_field
+    kf, nf, x = _accuracy(frame, "full", field)
+    kb, nb, y = _accuracy(frame, "blind", field)
+    ok = ~np.isnan(x) & ~np.isnan(y)
+    if not ok.any():
+        return None
+    zero = ok & (kf * nb == kb * nf)
+    mf = max(int(nf.max()), 1)
+    mb = max(int(nb.max()), 1)
+    rng = np.random.default_rng(seed)
+    idx = np.flatnonzero(ok)
+    if len(idx) > MAX_POINTS:
+        idx = np.sort(rng.choice(idx, MAX_POINTS, replace=False))
+    jx = rng.uniform(-0.32, 0.32, len(idx)) / mf
+    jy = rng.uniform(-0.32, 0.32, len(idx)) / mb
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 5.6))
+    z = zero[idx]
+    alpha = float(np.clip(3000 / max(len(idx), 1), 0.08, 0.6))
+    ax.scatter(x[idx][~z] + jx[~z], y[idx][~z] + jy[~z], s=7, alpha=alpha, color=BLUE, lw=0,
+               label="gain differs from zero")
+    ax.scatter(x[idx][z] + jx[z], y[idx][z] + jy[z], s=7, alpha=alpha, color=ORANGE, lw=0,
+               label=f"zero gain ({int(zero.sum()):,} questions, {100 * zero.sum() / ok.sum():.1f}%)")
+    ax.plot([0, 1], [0, 1], color="black", lw=0.8, ls="--", zorder=0)
+    # cell counts when the grid is small enough to read
+    if mf <= 12 and mb <= 12:
+        cells = pd.DataFrame({"kf": kf[ok], "kb": kb[ok], "nf": nf[ok], "nb": nb[ok]})
+        cells = cells[(cells.nf == mf) & (cells.nb == mb)].value_counts(["kf", "kb"])
+        for (a, b), cnt in cells.items():
+            ax.text(a / mf, b / mb + 0.42 / mb, f"{cnt:,}", ha="center", va="bottom", fontsize=7, color="#333333")
+    ax.set_xlim(-0.6 / mf, 1 + 0.6 / mf)
+    ax.set_ylim(-0.6 / mb, 1 + 0.75 / mb)
+    ax.set_xlabel(f"accuracy with the image (share of {mf} full-arm model{'s' if mf > 1 else ''})")
+    ax.set_ylabel(f"accuracy without it (share of {mb} blind-arm model{'s' if mb > 1 else ''})")
+    ax.set_title(f"Full vs blind accuracy per question ({'judged' if field == 'hit' else 'exact match'})")
+    leg = ax.legend(loc="upper left", frameon=True, fontsize=8, markerscale=2.5)
+    for h in leg.legend_handles:
+        h.set_alpha(1)
+    if len(idx) < ok.sum():
+        ax.text(1.0, -0.11, f"random sample of {len(idx):,} of {int(ok.sum()):,} questions", transform=ax.transAxes,
+                ha="right", fontsize=7, color=GREY)
+    _save(fig, out / "full_vs_blind.png")
+    return "figures/full_vs_blind.png"
+
+
+def _null_draws(result: Any) -> np.ndarray | None:
+    vd = result.results.get("visual_dependency")
+    if vd is None:
+        return None
+    for src in (vd.summary, vd.params, getattr(vd, "extra", None) or {}):
+        for key in ("null_distribution", "null_shares", "null_draws", "null_samples"):
+            v = src.get(key) if isinstance(src, dict) else None
+            if v is not None and len(v):
+                return np.asarray(v, dtype=np.float64)
+    return None
+
+
+def fig_null(result: Any, out: Path) -> str | None:
+    vd = (result.results.get("visual_dependency").summary if "visual_dependency" in result.results else None)
+    if not vd:
+        return None
+    obs, mu, sd = vd.get("zero_gain_share"), vd.get("null_mean"), vd.get("null_sd")
+    if obs is None or mu is None:
+        return None
+    draws = _null_draws(result)
+    plt = _plt()
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11.5, 4.2), gridspec_kw={"width_ratios": [1.25, 1]})
+    if draws is not None:
+        ax.hist(100 * draws, bins=min(40, max(10, len(np.unique(draws)))), color=GREY, edgecolor="white",
+                label=f"null ({len(draws):,} permutations)")
+    elif sd:
+        xs = np.linspace(mu - 4.5 * sd, mu + 4.5 * sd, 300)
+        ax.fill_between(100 * xs, np.exp(-0.5 * ((xs - mu) / sd) ** 2), color=GREY, alpha=0.6,
+                        label="null (normal approximation from the exact mean and SD)")
+        ax.set_yticks([])
+    ax.axvline(100 * mu, color="black", ls="--", lw=1, label=f"null mean {100 * mu:.1f}%")
+    ax.axvline(100 * obs, color=RED, lw=2, label=f"observed {100 * obs:.1f}%")
+    p = vd.get("p_value")
+    ex = vd.get("excess")
+    ttl = "Zero-gain share against the item-matched null"
+    if ex is not None:
+        ttl += f"\nexcess {100 * ex:+.1f} pp" + (f", p = {p:.3g}" if isinstance(p, (int, float)) else "")
+    ax.set_title(ttl)
+    ax.set_xlabel("share of questions with zero gain (%)")
+    ax.set_ylabel("permutations" if draws is not None else "density")
+    ax.legend(fontsize=8, loc="upper left", frameon=False)
+    lo = min(100 * obs, 100 * (draws.min() if draws is not None else mu - 4.5 * (sd or 0)))
+    hi = max(100 * obs, 100 * (draws.max() if draws is not None else mu + 4.5 * (sd or 0)))
+    pad = max(0.5, 0.08 * (hi - lo))
+    ax.set_xlim(lo - pad, hi + pad)
+    # (b) what the zero-gain items are: by how many models solve them
+    frame = result.frame
+    field = result.primary_field
+    kf, nf, x = _accuracy(frame, "full", field)
+    kb, nb, y = _accuracy(frame, "blind", field)
+    ok = ~np.isnan(x) & ~np.isnan(y)
+    zero = ok & (kf * nb == kb * nf)
+    lvl = np.round(x[zero], 2)
+    vals, cnt = np.unique(lvl, return_counts=True)
+    colors = [GREY if v == 0 else (RED if v == 1 else ORANGE) for v in vals]
+    bx.bar(np.arange(len(vals)), cnt, color=colors)
+    bx.set_xticks(np.arange(len(vals)), [f"{100 * v:.0f}%" for v in vals],
+                  rotation=0 if len(vals) <= 8 else 60, fontsize=8)
+    bx.set_xlabel("accuracy with and without the image (equal on these items)")
+    bx.set_ylabel("zero-gain questions")
+    n0 = int(cnt[vals == 0].sum()) if (vals == 0).any() else 0
+    n1 = int(cnt[vals == 1].sum()) if (vals == 1).any() else 0
+    bx.set_title(f"Zero-gain items: {n0:,} nobody solves (grey), {n1:,} all solve blind (red)")
+    for i, c in enumerate(cnt):
+        bx.text(i, c, f"{c:,}", ha="center", va="bottom", fontsize=7)
+    fig.tight_layout()
+    _save(fig, out / "null_distribution.png")
+    return "figures/null_distribution.png"
+
+
+def fig_categories(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
+    vd = _table(summary_df, "visual_dependency", "zero_gain_share")
+    ce = _table(summary_df, "consensus_error", "unanimous")
+    if not len(vd) and not len(ce):
+        return None
+    cats = list(vd.sort_values("excess", ascending=True)["category"]) if len(vd) else []
+    cats += [c for c in ce["category"] if c not in cats]
+    panels = [p for p in (("vd", vd), ("ce", ce)) if len(p[1])]
+    plt = _plt()
+    h = max(3.0, 0.32 * len(cats) + 1.4)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels) + 1.5, h), sharey=True, squeeze=False)
+    pos = {c: i for i, c in enumerate(cats)}
+    alpha = getattr(result.config, "alpha", 0.05)
+    for ax, (kind, t) in zip(axes[0], panels):
+        t = t.set_index("category")
+        yy = np.array([pos[c] for c in t.index])
+        if kind == "vd":
+            ex = 100 * t["excess"].to_numpy(dtype=float)
+            sig = t["p_adjusted"].to_numpy(dtype=float) < alpha
+            ax.barh(yy, ex, color=np.where(sig, ORANGE, GREY))
+            ax.axvline(0, color="black", lw=0.8)
+            ax.set_xlabel("zero-gain excess over the null (pp)")
+            ax.set_title("(a) Zero-gain excess by category\norange: BH-adjusted p < %.2g" % alpha)
+            for yi, v, n in zip(yy, ex, t["n_items"].to_numpy()):
+                if np.isfinite(v):
+                    ax.text(v, yi, f" {v:+.1f}" if v >= 0 else f"{v:+.1f} ", va="center",
+                            ha="left" if v >= 0 else "right", fontsize=7)
+            lim = np.nanmax(np.abs(ex)) if np.isfinite(ex).any() else 1
+            ax.set_xlim(-1.35 * lim - 0.5, 1.35 * lim + 0.5)
+        else:
+            est = t["estimate"].to_numpy(dtype=float)
+            is_count = np.nanmax(est) > 1 if np.isfinite(est).any() else True
+            vals = est if is_count else 100 * est
+            ax.barh(yy, vals, color=BLUE)
+            ax.set_xlabel("questions" if is_count else "share of questions (%)")
+            ax.set_title("(b) Unanimous non-gold answers by category")
+            for yi, v in zip(yy, vals):
+                if np.isfinite(v):
+                    ax.text(v, yi, f" {v:.0f}" if is_count else f" {v:.1f}%", va="center", fontsize=7)
+            ax.set_xlim(0, (np.nanmax(vals) if np.isfinite(vals).any() else 1) * 1.18 + 0.5)
+    axes[0][0].set_yticks(np.arange(len(cats)), [str(c)[:40] for c in cats])
+    fig.tight_layout()
+    _save(fig, out / "categories.png")
+    return "figures/categories.png"
+
+
+def fig_judge(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
+    frame = result.frame
+    r = frame.runs
+    h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
+    both = (h >= 0) & (e >= 0)
+    if not both.any():
+        return None
+    a = _table(summary_df, "visual_dependency", "zero_gain_share", True)
+    b = _table(summary_df, "visual_dependency", "zero_gain_share", False)
+    m2 = a[["category", "estimate"]].merge(b[["category", "estimate"]], on="category", suffixes=("_j", "_e")) \
+        if len(a) and len(b) else pd.DataFrame()
+    plt = _plt()
+    ncol = 2 if len(m2) else 1
+    fig, axes = plt.subplots(1, ncol, figsize=(6.0 * ncol, 4.6), squeeze=False)
+    axes = axes[0]
+    if len(m2):
+        ax = axes[0]
+        xj, xe = 100 * m2["estimate_j"].to_numpy(float), 100 * m2["estimate_e"].to_numpy(float)
+        ax.scatter(xe, xj, color=BLUE, s=22, zorder=3)
+        lo, hi = np.nanmin([xj.min(), xe.min()]) - 2, np.nanmax([xj.max(), xe.max()]) + 2
+        ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--")
+        d = np.abs(xj - xe)
+        for i in np.argsort(-d)[:4]:
+            ax.annotate(str(m2["category"].iloc[i])[:24], (xe[i], xj[i]), fontsize=7, xytext=(4, -8),
+                        textcoords="offset points")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel("zero-gain share, exact match (%)")
+        ax.set_ylabel("zero-gain share, judged (%)")
+        ax.set_title(f"(a) Per-category shares: largest shift {np.nanmax(d):.1f} pp")
+    bx = axes[-1]
+    m = r["m"].to_numpy().astype(np.int64)
+    arm = r["arm"].to_numpy().astype(np.int64)
+    key = arm * frame.n_models + m
+    size = 2 * frame.n_models
+    n_both = np.bincount(key[both], minlength=size)
+    n_dis = np.bincount(key[both & (h != e)], minlength=size)
+    keys = np.flatnonzero(n_both)
+    labels = [f"{frame.models[k % frame.n_models][:28]}{' (blind)' if k >= frame.n_models else ''}" for k in keys]
+    share = 100 * n_dis[keys] / n_both[keys]
+    order = np.argsort(share)
+    bx.barh(np.arange(len(keys)), share[order], color=ORANGE)
+    bx.set_yticks(np.arange(len(keys)), [labels[i] for i in order], fontsize=8)
+    for i, j in enumerate(order):
+        bx.text(share[j], i, f" {n_dis[keys[j]]:,}", va="center", fontsize=7)
+    bx.set_xlabel("items where judge and exact match disagree (%)")
+    bx.set_title("(b) Where the judge and exact matching disagree\n(labels: number of items)")
+    bx.set_xlim(0, max(1.0, float(share.max()) * 1.25))
+    fig.tight_layout()
+    _save(fig, out / "judge.png")
+    return "figures/judge.png"
+
+
+def make_figures(result: Any, questions: pd.DataFrame, out: Path, summary_df: pd.DataFrame | None = None) -> dict[str, str]:
+    """Render every figure the inputs support into ``out``; return {name: relative path}."""
+    from .build import build_summary_table
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    sdf = summary_df if summary_df is not None else build_summary_table(result)
+    seed = int(getattr(result.config, "seed", 0) or 0)
+    figs = {
+        "full_vs_blind": fig_full_vs_blind(result, out, seed=seed),
+        "null_distribution": fig_null(result, out),
+        "categories": fig_categories(result, sdf, out),
+        "judge": fig_judge(result, sdf, out),
+    }
+    return {k: v for k, v in figs.items() if v}

@@ -1,0 +1,359 @@
+"""Iterative Bias Pruning (IBP) and its random-removal baseline.
+
+IBP repeats {run TsT on the remaining questions; remove the top-``step`` questions by
+s(x) - chance} until the budget is spent, the largest score falls below ``threshold``, or the
+per-category floors stop it. Ties are broken by question ID (scores compared at 12 decimals), so
+given the scores the ranking does not depend on row order. Budgets can be global, per answer
+format (``choice`` = mc + yes/no, ``numeric``) or per category; with per-format / per-category
+allocation each group is pruned on its own, TsT running on that group's questions only.
+
+The result is an *audit selection*: which questions a text-only diagnostic found learnable, to be
+inspected. It is not "the" debiased benchmark; a different diagnostic, allocation or seed selects a
+different set. Every comparison is reported beside random removal at the same rates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+
+ALLOCATIONS = ("global", "per_format", "per_category")
+
+
+@dataclass
+class PruneResult:
+    """What IBP returns (pure data; see :mod:`audit_hub.tst.release` for the writer).
+
+    ``removed``: one row per removed question in removal order (``order``, ``question_id``, ``group``,
+    ``iteration``, ``score`` = s(x) - chance at removal, ``tst_s``, ``category``, ``answer_type``).
+    ``kept_ids``: kept question IDs in frame order. ``trace``: one row per iteration.
+    ``first_scores``: per question, s(x) from the first iteration of its group.
+    ``gap``: vision-blind gap per paired model on the original / pruned / randomly pruned sets
+    (None without full and blind runs). ``random``: the random-removal baseline summary.
+    """
+
+    removed: pd.DataFrame
+    kept_ids: list[str]
+    trace: pd.DataFrame
+    first_scores: pd.DataFrame
+    settings: dict
+    stop_reasons: dict[str, str]
+    group_budgets: dict[str, int]
+    random: dict = field(default_factory=dict)
+    gap: pd.DataFrame | None = None
+    tst_after: dict = field(default_factory=dict)
+    keep_mask: np.ndarray | None = None
+    random_keep: np.ndarray | None = None
+
+
+# ---------------------------------------------------------------------------------------- budgets
+def largest_remainder(total: int, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Split ``total`` in proportion to ``sizes`` (Hamilton / largest remainder; ties by name)."""
+    names = sorted(sizes)
+    n = sum(sizes.values())
+    if n == 0:
+        return {k: 0 for k in names}
+    raw = {k: total * sizes[k] / n for k in names}
+    out = {k: int(np.floor(raw[k])) for k in names}
+    left = total - sum(out.values())
+    for k in sorted(names, key=lambda k: (-(raw[k] - out[k]), k))[:left]:
+        out[k] += 1
+    return out
+
+
+def _groups(frame, allocation: str, scorable: np.ndarray) -> dict[str, np.ndarray]:
+    """Question-code arrays of each allocation group (scorable questions only)."""
+    q = frame.questions
+    atype = q["answer_type"].to_numpy(dtype=object)
+    if allocation == "global":
+        return {"all": np.flatnonzero(scorable)}
+    if allocation == "per_format":
+        fmt = np.where(atype == "numeric", "numeric", "choice")
+        return {f: np.flatnonzero(scorable & (fmt == f)) for f in ("choice", "numeric")
+                if (scorable & (fmt == f)).any()}
+    if allocation == "per_category":
+        cat = q["category"].astype(str).to_numpy(dtype=object)
+        return {c: np.flatnonzero(scorable & (cat == c)) for c in sorted(set(cat[scorable]))}
+    raise InputError(f"unknown allocation {allocation!r}; use one of {ALLOCATIONS}")
+
+
+def _floors(frame, floors: int | Mapping[str, int]) -> tuple[np.ndarray, list[str], np.ndarray]:
+    codes, labels = frame.category_codes("category")
+    if isinstance(floors, Mapping):
+        unknown = sorted(set(floors) - set(labels))
+        if unknown:
+            raise InputError(f"floors name unknown categories {unknown}; categories: {labels}")
+        f = np.array([int(floors.get(c, 0)) for c in labels], dtype=np.int64)
+    else:
+        f = np.full(len(labels), int(floors), dtype=np.int64)
+    if (f < 0).any():
+        raise InputError("floors must be >= 0")
+    return codes.astype(np.int64), labels, f
+
+
+def _rank(scores: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Indices sorted by (-score rounded to 12 decimals, question ID); NaN scores excluded."""
+    ok = np.flatnonzero(np.isfinite(scores))
+    key = -np.round(scores[ok], 12)
+    order = np.lexsort((ids[ok].astype(str), key))
+    return ok[order]
+
+
+# ---------------------------------------------------------------------------------------- IBP
+def iterative_bias_pruning(frame, *, budget: int | None = None, step: int = 50, threshold: float | None = None,
+                           floors: int | Mapping[str, int] = 0, allocation: str = "global",
+                           budgets: Mapping[str, int] | None = None, frac: float | None = None,
+                           random_seeds: int = 200, random_tst_seeds: int = 3, seed: int = 0,
+                           field: str | None = None, tst_kwargs: dict | None = None,
+                           tst_fn: Callable | None = None,
+                           progress: Callable[[str], None] | None = None) -> PruneResult:
+    """Run IBP with TsT-RF (or any ``tst_fn(frame, **tst_kwargs) -> TstResult``).
+
+    Budgets: ``budget`` (total, split over groups by largest remainder for per-format / per-category
+    allocation), or ``budgets`` ({group: n}), or ``frac`` (remove round(frac * n) from every group).
+    ``floors``: minimum questions kept per category (int for all, or {category: n}).
+    ``threshold``: stop a group when its largest s(x) - chance is below it.
+    ``random_seeds``: random-removal baseline seeds (same number removed per group, same floors).
+    ``random_tst_seeds``: how many of those random sets also get a TsT run (for the TsT comparison).
+    """
+    from .rf import run_tst_rf
+
+    tst_fn = tst_fn or run_tst_rf
+    kw = {"k": 5, "repeats": 3, "seed": seed, "importances": False, "both_groupings": False}
+    kw.update(tst_kwargs or {})
+    if step < 1:
+        raise InputError("step must be >= 1")
+    if allocation not in ALLOCATIONS:
+        raise InputError(f"unknown allocation {allocation!r}; use one of {ALLOCATIONS}")
+    q = frame.questions
+    n_q = len(q)
+    ids = q["question_id"].astype(str).to_numpy(dtype=object)
+    atype = q["answer_type"].to_numpy(dtype=object)
+    scorable = np.isin(atype, ("mc", "yesno", "numeric"))
+    groups = _groups(frame, allocation, scorable)
+    sizes = {g: len(v) for g, v in groups.items()}
+    if budgets is not None:
+        unknown = sorted(set(budgets) - set(groups))
+        if unknown:
+            raise InputError(f"budgets name unknown groups {unknown}; groups for {allocation}: {sorted(groups)}")
+        gb = {g: int(budgets.get(g, 0)) for g in groups}
+        source = "explicit"
+    elif frac is not None:
+        if not 0 <= frac <= 1:
+            raise InputError("frac must be in [0, 1]")
+        gb = {g: int(round(frac * s)) for g, s in sizes.items()}
+        source = f"frac={frac}"
+    elif budget is not None:
+        gb = largest_remainder(int(budget), sizes)
+        source = f"budget={budget} split by largest remainder" if len(groups) > 1 else f"budget={budget}"
+    else:
+        raise InputError("give a budget, per-group budgets or a fraction")
+    if any(b < 0 for b in gb.values()):
+        raise InputError("budgets must be >= 0")
+    cat, cat_labels, floor = _floors(frame, floors)
+    kept_cat = np.bincount(cat, minlength=len(cat_labels)).astype(np.int64)
+    keep = np.ones(n_q, dtype=bool)
+    removed_rows: list[dict] = []
+    trace_rows: list[dict] = []
+    first_s = np.full(n_q, np.nan)
+    first_sc = np.full(n_q, np.nan)
+    stop: dict[str, str] = {}
+    kmin = int(kw.get("k", 5))
+    for g, members in groups.items():
+        remaining = members.copy()
+        removed_g = 0
+        it = 0
+        stop[g] = "budget"
+        while removed_g < gb[g]:
+            it += 1
+            if len(remaining) < 2 * kmin:
+                stop[g] = "too_few_questions"
+                break
+            mask = np.zeros(n_q, dtype=bool)
+            mask[remaining] = True
+            res = tst_fn(frame.subset_questions(mask), **kw)
+            pq = res.per_question
+            sc = pq["tst_s_minus_chance"].to_numpy(dtype=np.float64)
+            s_raw = pq["tst_s"].to_numpy(dtype=np.float64)
+            if it == 1:
+                first_s[remaining] = s_raw
+                first_sc[remaining] = sc
+            fin = np.isfinite(sc)
+            max_s = float(np.max(sc[fin])) if fin.any() else float("nan")
+            row = {"group": g, "iteration": it, "n_before": int(len(remaining)), "n_ranked": int(fin.sum()),
+                   "max_score": max_s, "mean_score": float(np.mean(sc[fin])) if fin.any() else float("nan"),
+                   "mean_tst_s": float(np.nanmean(s_raw)) if fin.any() else float("nan"),
+                   "tst_accuracy": res.summary.get("accuracy"), "n_removed": 0}
+            if not fin.any():
+                stop[g] = "nothing_scored"
+                trace_rows.append(row)
+                break
+            if threshold is not None and max_s < threshold:
+                stop[g] = "threshold"
+                trace_rows.append(row)
+                break
+            b = min(step, gb[g] - removed_g)
+            picked = []
+            for j in _rank(sc, ids[remaining]):
+                qc = remaining[j]
+                c = cat[qc]
+                if kept_cat[c] > floor[c]:
+                    picked.append(j)
+                    kept_cat[c] -= 1
+                    if len(picked) == b:
+                        break
+            if not picked:
+                stop[g] = "floors"
+                trace_rows.append(row)
+                break
+            for j in picked:
+                qc = remaining[j]
+                removed_rows.append({"order": len(removed_rows) + 1, "question_id": ids[qc], "group": g,
+                                     "iteration": it, "score": float(sc[j]), "tst_s": float(s_raw[j]),
+                                     "category": cat_labels[cat[qc]], "answer_type": atype[qc]})
+            row["n_removed"] = len(picked)
+            row["removed_ids"] = [ids[remaining[j]] for j in picked]
+            trace_rows.append(row)
+            keep[remaining[picked]] = False
+            remaining = np.delete(remaining, picked)
+            removed_g += len(picked)
+            if progress is not None:
+                progress(f"{g}: iteration {it}, removed {removed_g}/{gb[g]}")
+    removed = pd.DataFrame(removed_rows, columns=["order", "question_id", "group", "iteration", "score", "tst_s",
+                                                  "category", "answer_type"])
+    trace = pd.DataFrame(trace_rows)
+    if "removed_ids" in trace.columns:
+        trace["removed_ids"] = [list(v) if isinstance(v, list) else [] for v in trace["removed_ids"]]
+    first = pd.DataFrame({"question_id": ids, "tst_s": first_s, "tst_s_minus_chance": first_sc})
+
+    # ---- random removal at the same rates (same number per group, same floors)
+    n_removed_g = {g: int((removed["group"] == g).sum()) for g in groups}
+    rkeep = random_removal(frame, groups, n_removed_g, cat, floor, seeds=random_seeds, seed=seed)
+    settings = {
+        "allocation": allocation, "budget": budget, "budgets": dict(gb), "budget_source": source, "frac": frac,
+        "step": step, "threshold": threshold, "threshold_rule": "stop a group when max s(x)-chance < threshold",
+        "floors": dict(floors) if isinstance(floors, Mapping) else int(floors),
+        "score": "tst_s_minus_chance (s(x) - 1/K; numeric: MRA - baseline MRA)",
+        "tie_break": "(-score rounded to 12 decimals, question_id)",
+        "random_seeds": random_seeds, "random_seed_rule": f"numpy default_rng(seed={seed} + i), i < random_seeds",
+        "tst": {k_: v for k_, v in kw.items()}, "seed": seed, "n_questions": n_q,
+        "n_removed": int(len(removed)), "n_kept": int(keep.sum()),
+    }
+    result = PruneResult(removed=removed, kept_ids=[str(x) for x in ids[keep]], trace=trace, first_scores=first,
+                         settings=settings, stop_reasons=stop, group_budgets=gb, keep_mask=keep, random_keep=rkeep)
+    rs = 1 - rkeep.mean(axis=1) if len(rkeep) else np.array([])
+    result.random = {"n_seeds": int(len(rkeep)), "removed_share": float(1 - keep.mean()),
+                     "random_removed_share_mean": float(rs.mean()) if len(rs) else None}
+    # ---- the vision-blind gap, where both arms exist
+    result.gap = gap_table(frame, keep, rkeep, field=field)
+    # ---- TsT after pruning vs after random removal
+    if random_tst_seeds > 0 and len(removed):
+        after = {}
+        for name, m in [("pruned", keep)] + [(f"random_{i}", rkeep[i]) for i in range(min(random_tst_seeds, len(rkeep)))]:
+            try:
+                r = tst_fn(frame.subset_questions(m), **kw)
+                after[name] = {k_: r.summary.get(k_) for k_ in ("accuracy", "mean_p_gold", "chance",
+                                                               "majority_baseline")}
+                after[name]["mean_s_minus_chance"] = float(np.nanmean(r.per_question["tst_s_minus_chance"]))
+            except InputError as e:
+                after[name] = {"error": str(e)}
+        rnd = [v for k_, v in after.items() if k_.startswith("random_") and "error" not in v]
+        if rnd:
+            after["random_mean"] = {k_: float(np.mean([v[k_] for v in rnd if v.get(k_) is not None]))
+                                    for k_ in ("accuracy", "mean_p_gold", "mean_s_minus_chance")
+                                    if any(v.get(k_) is not None for v in rnd)}
+        result.tst_after = after
+    return result
+
+
+def random_removal(frame, groups: Mapping[str, np.ndarray], n_remove: Mapping[str, int], cat: np.ndarray,
+                   floor: np.ndarray, *, seeds: int, seed: int = 0) -> np.ndarray:
+    """(seeds, Q) keep masks: remove ``n_remove[g]`` random questions of each group under the floors.
+
+    Seed ``i`` uses ``np.random.default_rng(seed + i)``; groups are processed in the same order as IBP.
+    """
+    n_q = frame.n_questions
+    out = np.ones((seeds, n_q), dtype=bool)
+    base_cnt = np.bincount(cat, minlength=len(floor)).astype(np.int64)
+    for i in range(seeds):
+        rng = np.random.default_rng(seed + i)
+        kept = base_cnt.copy()
+        for g, members in groups.items():
+            n = int(n_remove.get(g, 0))
+            if n == 0:
+                continue
+            order = members[rng.permutation(len(members))]
+            c = cat[order]
+            # rank of each question within its category along the random order
+            srt = np.argsort(c, kind="stable")
+            starts = np.searchsorted(c[srt], c[srt], side="left")
+            rank = np.empty(len(order), dtype=np.int64)
+            rank[srt] = np.arange(len(order)) - starts
+            eligible = rank < (kept[c] - floor[c])
+            chosen = order[eligible][:n]
+            out[i, chosen] = False
+            np.subtract.at(kept, cat[chosen], 1)
+    return out
+
+
+def gap_table(frame, keep: np.ndarray, random_keep: np.ndarray, *, field: str | None = None) -> pd.DataFrame | None:
+    """Vision (full) and blind accuracy and their gap per paired model on the original, pruned and
+    randomly pruned question sets (the paper's Tables 2, 8 and 10 in form). None without both arms."""
+    models = frame.paired_models() if hasattr(frame, "paired_models") else []
+    if not models:
+        return None
+    if field is None:
+        field = "hit" if frame.has_judged("full") and frame.has_judged("blind") else "hit_exact"
+    full = frame.correctness("full", field, models=models)
+    blind = frame.correctness("blind", field, models=models)
+
+    def acc(masks: np.ndarray, mat: np.ndarray) -> np.ndarray:
+        m = masks.astype(np.float64)
+        num = m @ (mat == 1).astype(np.float64)
+        den = m @ (mat >= 0).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(den > 0, num / den, np.nan)
+
+    masks = np.vstack([np.ones(frame.n_questions, dtype=bool), keep])
+    vf, vb = acc(masks, full), acc(masks, blind)
+    rf_, rb = acc(random_keep, full), acc(random_keep, blind)
+    rg = rf_ - rb
+    pruned_gap = vf[1] - vb[1]
+    rows = []
+    for j, m in enumerate(models):
+        g = rg[:, j]
+        g = g[np.isfinite(g)]
+        rows.append({
+            "model": m, "field": field,
+            "n_original": int(frame.n_questions), "vision_original": vf[0, j], "blind_original": vb[0, j],
+            "gap_original": vf[0, j] - vb[0, j],
+            "n_pruned": int(keep.sum()), "vision_pruned": vf[1, j], "blind_pruned": vb[1, j],
+            "gap_pruned": pruned_gap[j],
+            "vision_random_mean": float(np.nanmean(rf_[:, j])) if len(rf_) else np.nan,
+            "blind_random_mean": float(np.nanmean(rb[:, j])) if len(rb) else np.nan,
+            "gap_random_mean": float(g.mean()) if len(g) else np.nan,
+            "gap_random_sd": float(g.std(ddof=1)) if len(g) > 1 else np.nan,
+            "gap_random_min": float(g.min()) if len(g) else np.nan,
+            "gap_random_max": float(g.max()) if len(g) else np.nan,
+            "n_random_seeds": int(len(g)),
+            "share_random_gap_ge_pruned": float((g >= pruned_gap[j] - 1e-12).mean()) if len(g) else np.nan,
+        })
+    return pd.DataFrame(rows)
+
+
+def as_dict(result: PruneResult) -> dict[str, Any]:
+    """JSON-serialisable summary of an IBP run."""
+    return {
+        "settings": result.settings, "stop_reasons": result.stop_reasons, "group_budgets": result.group_budgets,
+        "n_removed": int(len(result.removed)), "n_kept": len(result.kept_ids),
+        "removed_by_category": result.removed.groupby("category").size().to_dict() if len(result.removed) else {},
+        "random_baseline": result.random, "tst_after": result.tst_after,
+        "gap": result.gap.to_dict(orient="records") if result.gap is not None else None,
+        "n_iterations": int(len(result.trace)),
+    }

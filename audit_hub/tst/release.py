@@ -1,0 +1,254 @@
+"""Writers for ``benchaudit tst`` and ``benchaudit prune``: Hub-layout report folders and the pruned set.
+
+Both write the same layout as ``benchaudit audit`` (``README.md`` card whose YAML ``configs`` point at
+``data/<config>-*.parquet``, ``summary.json``, ``manifest.json``) through
+:func:`audit_hub.io_utils.write_hub_folder` inside :func:`audit_hub.io_utils.atomic_dir`, so a failed
+run never leaves a partial folder. ``prune`` also writes ``pruned_benchmark/``: the kept questions as
+a Hub dataset folder (publishable with ``benchaudit push``) whose card says how it was made.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+from ..io_utils import atomic_dir, to_jsonable, write_hub_folder
+
+
+def _yaml_configs(configs: list[tuple[str, str, str]], extra: str = "") -> str:
+    """YAML front matter: ``configs`` = [(config_name, split, path glob)]; the first is the default."""
+    lines = ["---", "configs:"]
+    for i, (name, split, path) in enumerate(configs):
+        lines += [f"- config_name: {name}", "  data_files:", f"  - split: {split}", f"    path: {path}"]
+        if i == 0:
+            lines.append("  default: true")
+    lines += ["tags:", "- benchaudit", "- test-set-stress-test"]
+    if extra:
+        lines.append(extra.rstrip("\n"))
+    lines.append("---")
+    return "\n".join(lines) + "\n"
+
+
+def _pct(x: Any) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{100 * float(x):.1f}"
+
+
+def _ci(pair: Any) -> str:
+    if not pair or pair[0] is None:
+        return ""
+    return f" [{_pct(pair[0])}, {_pct(pair[1])}]"
+
+
+def _md_table(header: list[str], rows: list[list[Any]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in r) + " |")
+    return "\n".join(out)
+
+
+def _versions() -> dict:
+    import sklearn
+
+    return {"benchaudit": __version__, "python": platform.python_version(), "numpy": np.__version__,
+            "pandas": pd.__version__, "scikit-learn": sklearn.__version__}
+
+
+def manifest(frame, command_line: list[str] | None, params: dict) -> dict:
+    return {"tool": "benchaudit", "command": list(command_line or []), "inputs": list(getattr(frame, "sources", [])),
+            "versions": _versions(), "params": params}
+
+
+# ---------------------------------------------------------------------------------------- TsT
+def tst_questions_table(frame, result) -> pd.DataFrame:
+    """Per-question report rows: question facts + the TsT columns (question-code order)."""
+    q = frame.questions
+    base = pd.DataFrame({"question_id": q["question_id"].astype(str).to_numpy(),
+                         "category": q["category"].astype(str).to_numpy(),
+                         "answer_type": q["answer_type"].astype(str).to_numpy(),
+                         "n_options": q["n_options"].astype(np.int16).to_numpy()})
+    pq = result.per_question.reset_index(drop=True)
+    return pd.concat([base, pq.drop(columns=["question_id"])], axis=1)
+
+
+def tst_card(summary: dict, llm: dict | None = None) -> str:
+    p = summary["params"]
+    rows = [[c["category"], c["n_scored"], _pct(c["accuracy"]), _pct(c["mean_p_gold"]), _pct(c["chance"]),
+             _pct(c["majority_baseline"])] for c in summary["per_category"]]
+    imp = [[d["group"], "" if d["drop_mean_p_gold"] is None else f"{d['drop_mean_p_gold']:.4f}",
+            "" if d["drop_numeric_mra"] is None else f"{d['drop_numeric_mra']:.4f}"]
+           for d in summary["feature_importances"]]
+    folds = summary.get("folds", {})
+    fold_rows = [[name, _pct(h["accuracy"]), _pct(h["mean_p_gold"])] for name, h in folds.items()]
+    text = [
+        _yaml_configs([("questions", "train", "data/questions-*.parquet"),
+                       ("per_category", "train", "data/per_category-*.parquet"),
+                       ("feature_importances", "train", "data/feature_importances-*.parquet")]),
+        "# Test-set Stress-Test (TsT-RF)\n",
+        "A random forest that sees only the question text and the answer options was trained on "
+        f"k-1 of k = {p['k']} folds of this test set and scored the held-out fold, {p['repeats']} times with "
+        f"fold seeds {p['fold_seeds']}. A held-out score far above chance means the test set's own "
+        "regularities let a blind model answer. Label-conditioned features (how often an option text "
+        "was gold, gold-position frequencies, typical gold values) are learned on the training folds "
+        "only, so these are designer-side audit statistics, not a model's blind ability.\n",
+        f"- TsT accuracy: **{_pct(summary['accuracy'])}%**{_ci(summary['accuracy_ci'])} "
+        "(multiple choice: argmax P(gold) correct; numeric: MRA)",
+        f"- mean P(gold): **{_pct(summary['mean_p_gold'])}%**{_ci(summary['mean_p_gold_ci'])}",
+        f"- chance (mean 1/K): {_pct(summary['chance'])}%",
+        f"- majority-answer baseline: {_pct(summary['majority_baseline'])}%",
+        f"- questions scored: {summary['n_scored']} of {summary['n_questions']} "
+        f"({summary['n_choice']} choice, {summary['n_numeric']} numeric; free-form not scored)",
+        f"- group column: {p['group_column'] or '(none: every question its own group)'}\n",
+    ]
+    if len(fold_rows) > 1:
+        text += ["## Grouped vs ungrouped folds\n", _md_table(["folds", "accuracy %", "mean P(gold) %"], fold_rows),
+                 ""]
+    text += ["## Per category\n", _md_table(["category", "n scored", "TsT acc %", "mean P(gold) %", "chance %",
+                                             "majority %"], rows), ""]
+    text += ["## Feature-group permutation importances\n",
+             "Drop in held-out mean P(gold) (choice) or MRA (numeric) when a feature group's columns "
+             "are permuted (repeat 0). Not Gini importances.\n",
+             _md_table(["group", "drop P(gold)", "drop MRA"], imp), ""]
+    if llm:
+        text += ["## TsT-LLM\n", f"- model: {llm.get('model')}",
+                 f"- zero-shot mean P(gold): {_pct(llm.get('zero_shot_mean_p_gold'))}%",
+                 f"- TsT (LoRA, k-fold) mean P(gold): {_pct(llm.get('tst_mean_p_gold'))}%",
+                 f"- ΔTsT: {_pct(llm.get('delta_tst'))} points\n"]
+    text += ["## Columns of `questions`\n",
+             "- `tst_s`: s(x), out-of-fold P(gold) over the options (numeric: MRA), mean over repeats",
+             "- `tst_s_minus_chance`: s(x) - 1/K (numeric: MRA minus the numeric baseline MRA)",
+             "- `tst_chance`, `tst_pred`, `tst_correct` (tie-aware), `tst_mra`, `tst_majority`, `tst_format`\n",
+             f"Made with benchaudit {__version__}; seeds and parameters are in `summary.json`.\n"]
+    return "\n".join(text)
+
+
+def write_tst_report(frame, result, out: str | os.PathLike, *, command_line: list[str] | None = None,
+                     llm: Any = None) -> Path:
+    """Write the ``benchaudit tst`` folder; returns its path."""
+    summary = {"tst": result.summary}
+    configs = {"questions": tst_questions_table(frame, result),
+               "per_category": pd.DataFrame(result.summary["per_category"]),
+               "feature_importances": pd.DataFrame(result.summary["feature_importances"],
+                                                   columns=["group", "drop_mean_p_gold", "drop_numeric_mra"])}
+    llm_summary = None
+    if llm is not None:
+        llm_summary = llm.summary
+        summary["tst_llm"] = llm.summary
+        q = configs["questions"]
+        lpq = llm.per_question.set_index("question_id")
+        for c in lpq.columns:
+            q[c] = lpq[c].reindex(q["question_id"]).to_numpy()
+    with atomic_dir(out) as tmp:
+        write_hub_folder(tmp, configs, tst_card(result.summary, llm_summary), to_jsonable(summary),
+                         manifest(frame, command_line, result.summary["params"]))
+    return Path(out)
+
+
+# ---------------------------------------------------------------------------------------- prune
+def prune_card(res, frame, tst_summary: dict | None) -> str:
+    s = res.settings
+    gap_rows = []
+    if res.gap is not None:
+        for r in res.gap.to_dict(orient="records"):
+            gap_rows.append([r["model"], _pct(r["vision_original"]), _pct(r["blind_original"]),
+                             _pct(r["gap_original"]), _pct(r["vision_pruned"]), _pct(r["blind_pruned"]),
+                             _pct(r["gap_pruned"]),
+                             f"{_pct(r['gap_random_mean'])} ± {_pct(r['gap_random_sd'])}",
+                             f"{_pct(r['gap_random_min'])} to {_pct(r['gap_random_max'])}"])
+    trace = res.trace
+    cats = res.removed.groupby("category").size() if len(res.removed) else pd.Series(dtype=int)
+    all_cats = frame.questions["category"].astype(str).value_counts().sort_index()
+    cat_rows = [[c, int(n), int(cats.get(c, 0)), _pct(cats.get(c, 0) / n), int(n - cats.get(c, 0))]
+                for c, n in all_cats.items()]
+    text = [
+        _yaml_configs([("questions", "train", "data/questions-*.parquet"),
+                       ("removed", "train", "data/removed-*.parquet"),
+                       ("kept", "train", "data/kept-*.parquet"),
+                       ("trace", "train", "data/trace-*.parquet"),
+                       ("gap", "train", "data/gap-*.parquet")]),
+        "# Iterative Bias Pruning (IBP): an audit selection\n",
+        "IBP repeatedly ran TsT-RF on the remaining questions and removed those a text-only random forest "
+        "scored highest above chance. The removed questions are an *audit selection* to inspect: another "
+        "diagnostic, allocation or seed would select a different set. This is not \"the\" debiased "
+        "benchmark.\n",
+        f"- allocation: {s['allocation']}; budgets: {s['budgets']} ({s['budget_source']})",
+        f"- step: {s['step']} per iteration; threshold: {s['threshold']}; floors per category: {s['floors']}",
+        f"- ranking: {s['score']}; ties: {s['tie_break']}",
+        f"- TsT settings: {s['tst']}",
+        f"- removed {s['n_removed']} of {s['n_questions']} questions in {len(trace)} TsT runs; "
+        f"stop reasons: {res.stop_reasons}",
+        f"- random-removal baseline: {s['random_seeds']} seeds ({s['random_seed_rule']}), same number per "
+        "group, same floors\n",
+    ]
+    if gap_rows:
+        text += ["## Vision-blind gap (accuracy %, full minus blind)\n",
+                 _md_table(["model", "vision", "blind", "gap", "vision pruned", "blind pruned", "gap pruned",
+                            "gap random (mean ± sd)", "gap random range"], gap_rows), ""]
+    if res.tst_after:
+        rows = [[k, _pct(v.get("accuracy")), _pct(v.get("mean_p_gold")), _pct(v.get("mean_s_minus_chance"))]
+                for k, v in res.tst_after.items() if "error" not in v]
+        text += ["## TsT-RF after pruning vs random removal\n",
+                 _md_table(["set", "TsT acc %", "mean P(gold) %", "mean s-chance (pts)"], rows), ""]
+    text += ["## Removal by category\n", _md_table(["category", "original", "removed", "removed %", "kept"],
+                                                    cat_rows), ""]
+    text += ["`pruned_benchmark/` holds the kept questions as a Hugging Face dataset folder.\n",
+             f"Made with benchaudit {__version__}; every setting and seed is in `summary.json`.\n"]
+    return "\n".join(text)
+
+
+def pruned_card(res, frame, source: str) -> str:
+    s = res.settings
+    return "\n".join([
+        _yaml_configs([("default", "test", "data/test-*.parquet")]),
+        "# Pruned benchmark (benchaudit IBP audit selection)\n",
+        f"The questions of `{source}` that Iterative Bias Pruning kept: {s['n_kept']} of {s['n_questions']} "
+        f"({s['n_removed']} removed). IBP repeatedly ran TsT-RF (a random forest on the question text and "
+        "options only, k-fold on the test set itself) and removed the questions it scored highest above "
+        "chance.\n",
+        "This is an audit selection, not \"the\" debiased benchmark: another diagnostic, allocation or seed "
+        "selects a different set. Report scores on it beside scores on the original set.\n",
+        "## How it was made\n",
+        "```json",
+        __import__("json").dumps(to_jsonable({"settings": s, "stop_reasons": res.stop_reasons}), indent=2),
+        "```",
+        f"\nbenchaudit {__version__}. Removed IDs, in removal order, are in the parent report's `removed` config.\n",
+    ])
+
+
+def write_prune_report(frame, res, out: str | os.PathLike, *, command_line: list[str] | None = None,
+                       source: str = "<questions>") -> Path:
+    """Write the ``benchaudit prune`` folder (report + ``pruned_benchmark/``); returns its path."""
+    from .prune import as_dict
+
+    q = frame.questions
+    removed_order = pd.Series(res.removed["order"].to_numpy(), index=res.removed["question_id"].astype(str))
+    removed_iter = pd.Series(res.removed["iteration"].to_numpy(), index=res.removed["question_id"].astype(str))
+    ids = q["question_id"].astype(str)
+    questions = pd.DataFrame({
+        "question_id": ids.to_numpy(), "category": q["category"].astype(str).to_numpy(),
+        "answer_type": q["answer_type"].astype(str).to_numpy(),
+        "tst_s": res.first_scores["tst_s"].to_numpy(),
+        "tst_s_minus_chance": res.first_scores["tst_s_minus_chance"].to_numpy(),
+        "ibp_removed": ~res.keep_mask,
+        "ibp_removal_order": removed_order.reindex(ids).astype("Int64").to_numpy(),
+        "ibp_removal_iteration": removed_iter.reindex(ids).astype("Int64").to_numpy(),
+    })
+    trace = res.trace.copy()
+    if "removed_ids" in trace.columns:
+        trace["removed_ids"] = trace["removed_ids"].apply(lambda v: [str(x) for x in v])
+    kept = pd.DataFrame({"question_id": res.kept_ids})
+    configs = {"questions": questions, "removed": res.removed, "kept": kept, "trace": trace,
+               "gap": res.gap if res.gap is not None else pd.DataFrame({"model": pd.Series([], dtype=str)})}
+    summary = {"prune": as_dict(res)}
+    kept_q = frame.questions_table()[res.keep_mask].reset_index(drop=True)
+    with atomic_dir(out) as tmp:
+        write_hub_folder(tmp, configs, prune_card(res, frame, None), to_jsonable(summary),
+                         manifest(frame, command_line, res.settings))
+        write_hub_folder(Path(tmp) / "pruned_benchmark", {"test": kept_q}, pruned_card(res, frame, source),
+                         to_jsonable({"prune": as_dict(res)}), manifest(frame, command_line, res.settings))
+    return Path(out)

@@ -1,0 +1,75 @@
+"""answer_options_distribution: is the gold answer spread evenly over the option positions?
+
+A thin ``evaluate`` adapter over ``audit_hub.detectors.answer_options_distribution`` (package ``benchaudit``).
+"""
+
+import datasets
+import evaluate
+
+from audit_hub import metric_adapter  # From: benchaudit
+
+_CITATION = """\
+@misc{degtiarev2026auditing,
+  title  = {Auditing VLM Benchmarks from Existing Evaluation Runs},
+  author = {Degtiarev, Denis and Gromova, Anna and Katkov, Sergey and Mikhailin, Artem and
+            Mukhamedshina, Safina and Nasybullin, Albert and Shaikhutdinova, Karina and Tuzov, Artem},
+  year   = {2026},
+  note   = {Innopolis University}
+}
+"""
+
+_DESCRIPTION = """\
+Position bias of a multiple-choice benchmark: the histogram of gold-answer letters, tested against
+uniform within each number-of-options stratum (chi-squares and degrees of freedom summed over strata;
+Monte Carlo p-value when expected counts are small), Cohen's w, and the accuracy of always answering
+the most common gold letter against chance. When per-model predictions are given, each model's
+predicted-letter distribution is compared with the gold distribution. Judge-free; works on the
+questions alone (no model runs needed).
+"""
+
+_KWARGS_DESCRIPTION = """
+Args (one row per question, or per (question, model) pair when models are given):
+    question_ids (`list` of `str`): question of each row.
+    references (`list` of `str`): gold option letter of the row's question.
+    Default configuration:
+    n_options (`list` of `int`): number of options of the row's question.
+    Configuration "options" (`evaluate.load(..., "options")`):
+    options (`list` of `list` of `str`): option texts of the row's question.
+    Optional keywords: models, predictions, blind_predictions (`list` of `str`, per row: per-model
+    predicted-letter distributions), categories, answer_types, seed (default 0), return_per_question.
+    Any other keyword goes to `audit_hub.detectors.answer_options_distribution.run`.
+    Question-level columns (references, n_options, options, categories) repeat on every row of a
+    question; rows of one question must agree.
+
+Returns:
+    A dict of plain Python values: the detector's summary (gold_position_counts, chi2, dof, p_value,
+    ...) plus n_questions, n_models, n_flagged_questions, flagged_question_ids and severity_counts.
+"""
+
+_TEXT = datasets.Value("string")
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class AnswerOptionsDistribution(evaluate.Metric):
+    """Gold-position histogram and its tests (see the metric card)."""
+
+    def _info(self):
+        if self.config_name == "options":
+            features = {"question_ids": _TEXT, "references": _TEXT, "options": datasets.Sequence(_TEXT)}
+        elif self.config_name == "default":
+            features = {"question_ids": _TEXT, "references": _TEXT, "n_options": datasets.Value("int32")}
+        else:
+            raise ValueError(f"unknown configuration {self.config_name!r}; use 'default' or 'options'")
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(features),
+            homepage="https://huggingface.co/spaces/benchaudit/answer_options_distribution",
+            reference_urls=["https://huggingface.co/spaces/benchaudit/answer_options_distribution"],
+        )
+
+    def _compute(self, question_ids, references, n_options=None, options=None, seed=0, **kwargs):
+        return metric_adapter.compute(
+            "answer_options_distribution", question_ids=question_ids, references=references,
+            n_options=n_options, options=options, seed=seed, **kwargs)

@@ -1,0 +1,256 @@
+"""Publishing end to end through the real huggingface_hub client against tests/hub_server.py.
+
+The server runs on 127.0.0.1 (no network); HF_ENDPOINT points at it. We check that the folder the
+server receives equals the report folder byte for byte, that a second push is a no-op, that stale
+shards go away in the same single commit, that bad input gives one clear message, and that
+``evaluate.load("benchaudit/<name>")`` works over HTTP after ``push-metrics``.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hub_server import TOKEN, HubServer  # noqa: E402
+from test_report import make_fake_result  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _tree(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def assert_same_folder(received: Path, local: Path) -> None:
+    got = [p for p in _tree(received) if p != ".gitattributes"]
+    assert got == _tree(local)
+    _, mismatch, errors = filecmp.cmpfiles(local, received, got, shallow=False)
+    assert not mismatch and not errors, (mismatch, errors)
+
+
+@pytest.fixture()
+def hub(tmp_path, monkeypatch):
+    import huggingface_hub.constants as hc
+
+    with HubServer(tmp_path / "hub") as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_TOKEN", TOKEN)
+        monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+        monkeypatch.setattr(hc, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+        yield server
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    from audit_hub.report import write_report
+
+    out = tmp_path_factory.mktemp("pub") / "report"
+    write_report(make_fake_result(), out, command_line=["benchaudit", "audit"], inputs=[])
+    return out
+
+
+def test_push_roundtrip_noop_and_stale_shards(hub, report, tmp_path):
+    from audit_hub.publish import push_report
+    from audit_hub.report import write_report
+
+    res = push_report(report, "benchaudit/tiny-audit")
+    assert not res["no_op"] and res["deleted"] == []
+    received = hub.state.folder("dataset", "benchaudit/tiny-audit")
+    assert_same_folder(received, report)
+    repo = hub.state.repo("dataset", "benchaudit/tiny-audit")
+    n_commits = len(repo.commits)
+    assert n_commits == 2  # initial + the report, in ONE commit
+
+    # the same folder again: no new commit
+    res2 = push_report(report, "benchaudit/tiny-audit")
+    assert res2["no_op"] and res2["commit"] == res["commit"]
+    assert len(repo.commits) == n_commits
+
+    # a re-sharded report: new shards added and the old ones deleted in the same commit
+    sharded = tmp_path / "sharded"
+    write_report(make_fake_result(), sharded, command_line=["x"], inputs=[], figures=False, shard_bytes=1)
+    assert (sharded / "data" / "questions-00005-of-00006.parquet").is_file()
+    res3 = push_report(sharded, "benchaudit/tiny-audit")
+    assert len(repo.commits) == n_commits + 1
+    assert "data/questions-00000-of-00001.parquet" in res3["deleted"]
+    assert "figures/judge.png" in res3["deleted"]
+    assert_same_folder(received, sharded)
+    assert (received / ".gitattributes").is_file()  # never deleted
+
+    # what arrived still loads as a dataset
+    import datasets
+
+    q = datasets.load_dataset(str(received), "questions", split="train")
+    assert q.num_rows == 6
+
+
+def test_push_to_branch_and_pr_leave_main_alone(hub, report):
+    from audit_hub.publish import push_report
+
+    res = push_report(report, "benchaudit/branchy", revision="audit-v2")
+    assert res["revision"] == "audit-v2"
+    assert_same_folder(hub.state.folder("dataset", "benchaudit/branchy", "audit-v2"), report)
+    assert _tree(hub.state.folder("dataset", "benchaudit/branchy")) == [".gitattributes"]
+    pr = push_report(report, "benchaudit/branchy", create_pr=True)
+    assert pr["pr_url"] and pr["pr_url"].endswith("discussions/1")
+    assert_same_folder(hub.state.folder("dataset", "benchaudit/branchy", "refs/pr/1"), report)
+    assert _tree(hub.state.folder("dataset", "benchaudit/branchy")) == [".gitattributes"]
+
+
+def test_private_flag_reaches_the_hub(hub, report):
+    from audit_hub.publish import push_report
+
+    push_report(report, "benchaudit/secret", private=True)
+    assert hub.state.repo("dataset", "benchaudit/secret").private
+
+
+@pytest.mark.parametrize("bad", ["no-namespace", "org/with space", "org/a--b", "a/b/c", "", "org/.hidden"])
+def test_bad_repo_id_one_clear_message(hub, report, bad):
+    from audit_hub.errors import InputError
+    from audit_hub.publish import push_report
+
+    with pytest.raises(InputError, match="ORG/NAME"):
+        push_report(report, bad)
+    assert not [r for r in hub.state.requests if r[0] == "POST"]
+
+
+def test_missing_and_rejected_token(hub, report, monkeypatch, capsys):
+    from audit_hub.cli import main
+    from audit_hub.publish import PublishError, push_report
+
+    monkeypatch.delenv("HF_TOKEN")
+    with pytest.raises(PublishError, match="no Hugging Face token found: set HF_TOKEN"):
+        push_report(report, "benchaudit/x")
+    assert main(["push", str(report), "--repo-id", "benchaudit/x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: no Hugging Face token found")
+
+    wrong = "hf_wrongwrongwrongwrong"
+    monkeypatch.setenv("HF_TOKEN", wrong)
+    with pytest.raises(PublishError) as ei:
+        push_report(report, "benchaudit/x")
+    assert "rejected the token" in str(ei.value) and "401" in str(ei.value)
+    assert wrong not in str(ei.value)
+    assert main(["push", str(report), "--repo-id", "bad id"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ORG/NAME" in err[0]
+
+
+def test_not_a_report_folder(hub, tmp_path):
+    from audit_hub.errors import InputError
+    from audit_hub.publish import push_report
+
+    with pytest.raises(InputError, match="does not exist"):
+        push_report(tmp_path / "missing", "benchaudit/x")
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "README.md").write_text("---\nlicense: mit\n---\n")
+    with pytest.raises(InputError, match="missing manifest.json"):
+        push_report(tmp_path / "half", "benchaudit/x")
+
+
+def test_resolve_hub_revision(hub, report):
+    from audit_hub.errors import InputError
+    from audit_hub.publish import push_report, resolve_hub_revision
+
+    res = push_report(report, "benchaudit/resolvable")
+    assert resolve_hub_revision("benchaudit/resolvable") == res["commit"]
+    assert resolve_hub_revision("benchaudit/resolvable", "main") == res["commit"]
+    with pytest.raises(InputError, match="cannot resolve dataset benchaudit/resolvable@nope"):
+        resolve_hub_revision("benchaudit/resolvable", "nope")
+    with pytest.raises(InputError, match="cannot resolve dataset benchaudit/absent@main"):
+        resolve_hub_revision("benchaudit/absent")
+
+
+@pytest.mark.slow
+def test_push_script_subprocess(tmp_path, report):
+    """scripts/push_report.py in a fresh process (HF_ENDPOINT read before huggingface_hub is imported)."""
+    with HubServer(tmp_path / "hub") as server:
+        env = {**os.environ, "HF_ENDPOINT": server.url, "HF_TOKEN": TOKEN, "HF_HOME": str(tmp_path / "hfhome"),
+               "HF_HUB_DISABLE_XET": "1"}
+        p = subprocess.run([sys.executable, str(REPO / "scripts" / "push_report.py"), str(report), "--repo-id",
+                            "benchaudit/scripted"], env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert "pushed" in p.stdout and TOKEN not in p.stdout + p.stderr
+        assert_same_folder(server.state.folder("dataset", "benchaudit/scripted"), report)
+        p = subprocess.run([sys.executable, str(REPO / "scripts" / "push_report.py"), str(report), "--repo-id", "x"],
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2 and p.stderr.startswith("error:") and len(p.stderr.strip().splitlines()) == 1
+
+
+TINY_METRIC = '''\
+"""A tiny metric used only to prove the Space round trip."""
+
+import datasets
+import evaluate
+
+
+class TinyCount(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(description="count", citation="", inputs_description="",
+                                   features=datasets.Features({"predictions": datasets.Value("int32"),
+                                                               "references": datasets.Value("int32")}))
+
+    def _compute(self, predictions, references):
+        return {"n_equal": sum(int(p == r) for p, r in zip(predictions, references))}
+'''
+
+
+@pytest.mark.slow
+def test_push_metrics_then_evaluate_load_over_http(tmp_path, hub):
+    from audit_hub.publish import push_metrics
+
+    mdir = tmp_path / "metrics"
+    (mdir / "tiny_count").mkdir(parents=True)
+    (mdir / "tiny_count" / "tiny_count.py").write_text(TINY_METRIC)
+    (mdir / "tiny_count" / "README.md").write_text("---\ntitle: tiny\nsdk: gradio\napp_file: app.py\n---\n")
+    res = push_metrics("benchaudit", metrics_dir=mdir)
+    assert [r["repo_id"] for r in res] == ["benchaudit/tiny_count"]
+    assert hub.state.repo("space", "benchaudit/tiny_count").sdk == "gradio"
+    real = REPO / "metrics"
+    have_real = (real / "visual_dependency" / "visual_dependency.py").is_file()
+    if have_real:
+        res = push_metrics("benchaudit", metrics_dir=real)
+        assert {r["repo_id"] for r in res} >= {"benchaudit/visual_dependency"}
+        assert_same_folder(hub.state.folder("space", "benchaudit/visual_dependency"), real / "visual_dependency")
+        again = push_metrics("benchaudit", metrics_dir=real, names=["visual_dependency"])
+        assert again[0]["no_op"]
+
+    code = textwrap.dedent("""
+        import json, evaluate
+        out = {}
+        m = evaluate.load("benchaudit/tiny_count")
+        out["tiny"] = m.compute(predictions=[1, 2, 3], references=[1, 0, 3])
+        if HAVE_REAL:
+            vd = evaluate.load("benchaudit/visual_dependency")
+            # 2 models x 4 questions; per question (f, b): q1 (2, 2), q2 (2, 0), q3 (0, 0), q4 (1, 0)
+            qs = ["q1", "q1", "q2", "q2", "q3", "q3", "q4", "q4"]
+            ms = ["m0", "m1"] * 4
+            pred = ["A", "A", "B", "B", "C", "D", "C", "A"]
+            blind = ["A", "A", "A", "C", "C", "D", "B", "B"]
+            ref = ["A", "A", "B", "B", "A", "A", "C", "C"]
+            r = vd.compute(question_ids=qs, models=ms, predictions=pred, blind_predictions=blind, references=ref,
+                           n_permutations=99, seed=0)
+            out["vd"] = {k: r[k] for k in ("zero_gain_share", "null_mean", "excess", "p_value")}
+        print("RESULT " + json.dumps(out))
+    """).replace("HAVE_REAL", str(have_real))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_EVALUATE_OFFLINE", "HF_HUB_OFFLINE"))}
+    env.update({"HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hfhome"), "HF_MODULES_CACHE": str(tmp_path / "mods"),
+                "HF_DATASETS_OFFLINE": "0", "HF_TOKEN": TOKEN})
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    out = json.loads(line[len("RESULT "):])
+    assert out["tiny"] == {"n_equal": 2}
+    got = {path for method, path in hub.state.requests if method == "GET"}
+    assert "/spaces/benchaudit/tiny_count/resolve/main/tiny_count.py" in got
+    if have_real:
+        assert "/spaces/benchaudit/visual_dependency/resolve/main/visual_dependency.py" in got
+        assert out["vd"]["zero_gain_share"] == pytest.approx(0.5)

@@ -1,0 +1,87 @@
+"""Interval, test and multiplicity helpers against hand values, scipy and statsmodels."""
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from audit_hub import stats
+
+
+def test_wilson_matches_statsmodels_and_hand_value():
+    from statsmodels.stats.proportion import proportion_confint
+
+    k = np.array([0, 3, 10, 50, 20])
+    n = np.array([10, 10, 10, 200, 20])
+    lo, hi = stats.wilson_ci(k, n)
+    slo, shi = proportion_confint(k, n, alpha=0.05, method="wilson")
+    assert np.allclose(lo, slo) and np.allclose(hi, shi)
+    # hand: k=3, n=10, z^2=3.841459: centre (0.3 + 0.192073) / 1.384146 = 0.355507
+    assert (lo[1] + hi[1]) / 2 == pytest.approx(0.355507, abs=1e-5)
+
+
+def test_clopper_pearson_matches_statsmodels():
+    from statsmodels.stats.proportion import proportion_confint
+
+    lo, hi = stats.clopper_pearson_ci([0, 4, 9], [9, 9, 9])
+    slo, shi = proportion_confint([0, 4, 9], [9, 9, 9], method="beta")
+    assert np.allclose(lo, slo) and np.allclose(hi, shi)
+
+
+def test_fleiss_matches_statsmodels():
+    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
+
+    rng = np.random.default_rng(0)
+    counts = rng.multinomial(6, [0.5, 0.3, 0.2], size=40)
+    assert stats.fleiss_kappa(counts) == pytest.approx(sm_fleiss(counts, method="fleiss"))
+    # perfect agreement on varied categories -> 1
+    perfect = np.array([[4, 0], [0, 4], [4, 0]])
+    assert stats.fleiss_kappa(perfect) == pytest.approx(1.0)
+
+
+def test_cochrans_q_matches_statsmodels_and_hand_case():
+    from statsmodels.stats.contingency_tables import cochrans_q as sm_q
+
+    rng = np.random.default_rng(1)
+    x = (rng.random((60, 4)) < np.array([0.3, 0.5, 0.6, 0.8])).astype(int)
+    q, df, p = stats.cochrans_q(x)
+    ref = sm_q(x)
+    assert q == pytest.approx(ref.statistic) and p == pytest.approx(ref.pvalue) and df == 3
+    # hand: 3 items x 2 raters, (1,0), (1,0), (1,1): C=(3,1), R=(1,1,2), T=4 -> Q = 1*(2*10-16)/(8-6) = 2
+    q2, df2, _ = stats.cochrans_q(np.array([[1, 0], [1, 0], [1, 1]]))
+    assert q2 == pytest.approx(2.0) and df2 == 1
+
+
+def test_jeffreys_interval():
+    mean, lo, hi = stats.jeffreys_interval([0, 3, 5], [5, 5, 5])
+    assert mean.tolist() == pytest.approx([0.5 / 6, 3.5 / 6, 5.5 / 6])
+    assert lo[0] == 0.0 and hi[2] == 1.0
+    assert lo[1] == pytest.approx(st.beta.ppf(0.025, 3.5, 2.5))
+
+
+def test_benjamini_hochberg_matches_statsmodels():
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.array([0.01, 0.04, 0.03, 0.2, np.nan, 0.5])
+    adj = stats.benjamini_hochberg(p)
+    ok = ~np.isnan(p)
+    assert np.allclose(adj[ok], multipletests(p[ok], method="fdr_bh")[1])
+    assert np.isnan(adj[4])
+    assert np.allclose(stats.holm(p)[ok], multipletests(p[ok], method="holm")[1])
+
+
+def test_permutation_p_value_correction():
+    null = np.array([1, 2, 3, 4, 5, 6, 7, 8, 9])
+    assert stats.permutation_p_value(null, 9) == pytest.approx(2 / 10)
+    assert stats.permutation_p_value(null, 10) == pytest.approx(1 / 10)
+    assert stats.permutation_p_value(null, 1, alternative="less") == pytest.approx(2 / 10)
+
+
+def test_table_bootstrap_equals_item_bootstrap_in_distribution():
+    """Multinomial over cells == resampling items: mean share replicate SD matches the binomial SD."""
+    counts = np.array([30, 70])        # 30 'zero gain' items of 100
+    lo, hi, reps = stats.table_bootstrap(counts, lambda t: t[:, 0, 0] / 100, n_boot=4000, seed=0)
+    assert reps.std() == pytest.approx(np.sqrt(0.3 * 0.7 / 100), rel=0.08)
+    assert lo < 0.3 < hi
+    # stratified: each stratum keeps its size
+    _, _, r2 = stats.table_bootstrap(np.array([[5, 5], [0, 10]]), lambda t: t.sum(axis=2)[:, 1], n_boot=50, seed=1)
+    assert (r2 == 10).all()

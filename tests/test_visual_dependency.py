@@ -1,0 +1,165 @@
+"""visual_dependency: hand-computed cases, planted leakage, pool level, missing values, LOMO, judge."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from sim import simulate_frame  # noqa: E402
+
+from audit_hub.detectors import visual_dependency as vd  # noqa: E402
+from audit_hub.errors import DetectorSkipped  # noqa: E402
+from audit_hub.frame import AuditFrame  # noqa: E402
+
+
+def _frame(full: np.ndarray, blind: np.ndarray, *, full_models=None, blind_models=None, cats=None):
+    """Frame from explicit 0/1/-1 matrices (-1 = no row)."""
+    Q = full.shape[0]
+    fm = full_models or [f"m{j}" for j in range(full.shape[1])]
+    bm = blind_models or fm[: blind.shape[1]]
+    qs = pd.DataFrame({"question_id": [f"q{i}" for i in range(Q)], "question": "x",
+                       "options": [["a", "b", "c", "d"]] * Q, "answer": "A",
+                       "category": cats if cats is not None else ["c0"] * Q})
+    rows = []
+    for arm, mat, names in (("full", full, fm), ("blind", blind, bm)):
+        for i in range(Q):
+            for j, m in enumerate(names):
+                if mat[i, j] >= 0:
+                    h = int(mat[i, j])
+                    rows.append({"question_id": f"q{i}", "model": m, "arm": arm, "prediction": "A" if h else "B",
+                                 "answer": "A" if h else "B", "hit": h, "hit_exact": h})
+    return AuditFrame.from_tables(qs, pd.DataFrame(rows))
+
+
+def test_hand_computed_small_case():
+    # 2 models, 4 items: f = (2, 1, 0, 2), b = (2, 0, 0, 1) -> zero gain on items 0 and 2
+    full = np.array([[1, 1], [1, 0], [0, 0], [1, 1]])
+    blind = np.array([[1, 1], [0, 0], [0, 0], [1, 0]])
+    r = vd.run(_frame(full, blind), n_permutations=199, n_boot=200)
+    s = r.summary
+    assert s["n_items"] == 4 and s["n_zero_gain"] == 2 and s["zero_gain_share"] == 0.5
+    # margins: f counts (r0, r1, r2) = (1, 1, 2); b counts (c0, c1, c2) = (2, 1, 1): E = (2 + 1 + 2)/4
+    assert s["null_mean"] == pytest.approx(5 / 4 / 4)
+    assert s["excess"] == pytest.approx(0.5 - 5 / 16)
+    assert s["three_way"]["positive"]["count"] == 2 and s["three_way"]["negative"]["count"] == 0
+    pq = r.per_question
+    assert pq["visual_dependency_f"].tolist() == [2, 1, 0, 2]
+    assert pq["visual_dependency_b"].tolist() == [2, 0, 0, 1]
+    assert pq["visual_dependency_gain"].tolist() == pytest.approx([0, 0.5, 0, 0.5])
+    # item 0 solved blind by both models but < 3 blind models -> medium; (0, 0) -> low
+    assert pq["visual_dependency_severity"].tolist() == ["medium", "info", "low", "info"]
+    assert pq["is_visual_dependency_issue"].tolist() == [True, False, False, False]
+    assert pq["visual_dependency_score"].tolist() == pytest.approx([0.0, 1.0, 0.75, 1.0])
+    assert s["diagonal_decomposition"]["f=2,b=2 (all right both ways: blind-solvable)"] == pytest.approx((1 - 2 * 1 / 4) / 4)
+    assert len(s["leave_one_model_out"]) == 2
+
+
+def test_planted_leakage_found_and_localised():
+    f = simulate_frame(2000, 6, accuracy_full=0.55, accuracy_blind=0.35, planted={"blind_solvable": 120}, seed=11)
+    r = vd.run(f, seed=3, n_boot=300)
+    s = r.summary
+    assert s["p_value"] <= 0.002 and s["excess"] > 0.03
+    assert s["excess_ci"][0] > 0
+    assert s["null_sd"] > 0 and s["z"] > 4
+    # the null sample agrees with the closed form
+    assert s["null_permutation_mean"] == pytest.approx(s["null_mean"], abs=3 * s["null_sd"] / np.sqrt(999) + 1e-4)
+    cells = s["diagonal_cells"]
+    top = max(cells, key=lambda c: c["excess"])
+    assert (top["f"], top["b"]) == (6, 6)
+    planted = set(f.meta["planted"]["blind_solvable"])
+    high = set(r.per_question.loc[r.per_question["visual_dependency_severity"] == "high", "question_id"])
+    assert planted <= high
+    assert s["fragile"] is False
+    assert all(row["p_value"] <= 0.002 and row["excess"] > 0 for row in s["leave_one_model_out"])
+    # per-category table: BH adjusted p >= raw p
+    t = r.table[(r.table["statistic"] == "zero_gain_share") & (r.table["category"] != "(all)")]
+    assert len(t) == 3 and (t["p_adjusted"].astype(float) >= t["p_value"].astype(float) - 1e-12).all()
+
+
+def test_no_effect_gives_unremarkable_p_on_average():
+    ps = [vd.run(simulate_frame(400, 4, seed=s), seed=s, n_permutations=199, n_boot=0,
+                 leave_one_out=False).summary["p_value"] for s in range(20)]
+    ps = np.array(ps)
+    assert 0.25 < ps.mean() < 0.75
+    assert (ps <= 0.05).sum() <= 4
+
+
+def test_pool_level_when_no_model_is_paired():
+    f = simulate_frame(600, 11, accuracy_blind=0.3, blind_models=["gpt4_text"], seed=5)
+    r = vd.run(f, n_permutations=199, n_boot=100)
+    s = r.summary
+    assert s["pool_level"] is True and "pool level" in s["note"]
+    assert s["models_blind"] == ["gpt4_text"] and len(s["models_full"]) == 11
+    pq = r.per_question
+    fz = pq["visual_dependency_f"].to_numpy()
+    bz = pq["visual_dependency_b"].to_numpy()
+    zero = pq["visual_dependency_zero_gain"].to_numpy()
+    assert np.array_equal(zero, (fz * 1 == bz * 11) & (fz >= 0))
+    assert {(c["f"], c["b"]) for c in s["diagonal_cells"]} == {(0, 0), (11, 1)}
+    # LOMO drops full-arm models only (the single blind model cannot be dropped)
+    assert len(s["leave_one_model_out"]) == 11 and {x["arm"] for x in s["leave_one_model_out"]} == {"full"}
+
+
+def test_missing_values_are_excluded_and_counted():
+    full = np.array([[1, 1], [1, -1], [0, 0], [1, 1], [0, 1]])
+    blind = np.array([[1, 1], [0, 0], [0, -1], [1, 0], [0, 1]])
+    r = vd.run(_frame(full, blind), n_permutations=99, n_boot=50)
+    assert r.summary["n_items"] == 3 and r.summary["n_excluded"] == 2
+    pq = r.per_question
+    assert pq["visual_dependency_excluded"].tolist() == [False, True, True, False, False]
+    assert pq.loc[1, "visual_dependency_f"] == -1 and pq.loc[1, "visual_dependency_severity"] == "info"
+
+
+def test_leave_one_model_out_flags_a_single_model_effect():
+    rng = np.random.default_rng(0)
+    Q = 300
+    m0 = (rng.random(Q) < 0.5).astype(int)      # model 0: identical outcome with and without image
+    full = np.column_stack([m0, (rng.random(Q) < 0.6).astype(int)])
+    blind = np.column_stack([m0, (rng.random(Q) < 0.4).astype(int)])
+    r = vd.run(_frame(full, blind), n_permutations=199, n_boot=0)
+    s = r.summary
+    assert s["p_value"] <= 0.01
+    by = {x["dropped_model"]: x for x in s["leave_one_model_out"]}
+    assert by["m1"]["p_value"] <= 0.01 and by["m0"]["p_value"] > 0.05
+    assert s["fragile"] is True and "m0" in s["fragile_reason"]
+
+
+def test_stratified_shuffle():
+    f = simulate_frame(800, 4, n_options=np.r_[np.full(400, 2), np.full(400, 5)], seed=8)
+    a = vd.run(f, n_permutations=99, n_boot=0, leave_one_out=False)
+    b = vd.run(f, n_permutations=99, n_boot=0, leave_one_out=False, stratify=["category", "n_options"])
+    assert a.summary["zero_gain_share"] == b.summary["zero_gain_share"]
+    assert a.summary["null_mean"] != b.summary["null_mean"]
+    assert b.summary["params"]["stratify"] == ["category", "n_options"]
+    with pytest.raises(ValueError):
+        vd.run(f, stratify="bogus")
+
+
+def test_skips_without_blind_arm():
+    f = simulate_frame(50, 3, accuracy_blind=None, seed=1)
+    with pytest.raises(DetectorSkipped):
+        vd.run(f)
+
+
+def test_judge_dependence_localises_disagreement():
+    f = simulate_frame(400, 3, seed=4)
+    runs = f.runs_table()
+    m = (runs["model"] == "model_02") & (runs["arm"] == "full")
+    flip = m & (np.random.default_rng(0).random(len(runs)) < 0.3)
+    runs["hit_exact"] = runs["hit"].astype(bool)
+    runs.loc[flip, "hit_exact"] = ~runs.loc[flip, "hit"].astype(bool)
+    f2 = AuditFrame.from_tables(f.questions_table(), runs)
+    rh = vd.run(f2, field="hit", n_permutations=99, n_boot=0)
+    re = vd.run(f2, field="hit_exact", n_permutations=99, n_boot=0)
+    jd = vd.judge_dependence(f2, rh, re)
+    assert jd["top_model"]["model"] == "model_02" and jd["top_model"]["arm"] == "full"
+    assert jd["top_model"]["share_of_all_disagreement"] == 1.0
+    assert jd["n_disagree"] == int(flip.sum())
+    cats = jd["per_category"]
+    assert set(cats) == {"cat0", "cat1", "cat2"}
+    largest = jd["largest_difference"]
+    assert abs(largest["difference"]) == max(abs(v["difference"]) for v in cats.values())
+    assert jd["overall"]["hit"] == rh.summary["zero_gain_share"]
