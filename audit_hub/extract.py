@@ -91,9 +91,11 @@ _CONTAINS_WHOLE_TEXT_MAX = 300
 # ---------------------------------------------------------------------------------------------
 # cleaning
 
-_SUPERSCRIPT_UNIT = re.compile(r"(?<=[A-Za-zµμ])[²³¹]")
-_SUPERSCRIPT_DIGIT = re.compile(r"(?<=\d)([²³])")
-_LATEX_CARET_UNIT = re.compile(r"(?<=[A-Za-z}])\^\{?\d\}?")
+_UNITS = r"(?:[kcmdµμ]?m|in|ft|yd|mi|units?|cm|dm|km|mm)"
+_SUPERSCRIPT_UNIT = re.compile(r"\b(" + _UNITS + r")\s*[²³]")
+_SUPERSCRIPT = re.compile(r"[²³]")
+_LATEX_CARET_UNIT = re.compile(r"\b(" + _UNITS + r")\}?\s*\^\s*\{?\s*[23]\s*\}?")
+_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree\b|\\circ\b")
 _MD_MARKS = re.compile(r"\*\*|__|`+")
 _MD_ITALIC = re.compile(r"(?<![\w*])\*([^*\s][^*\n]{0,80}?)\*(?![\w*])")
 _LATEX_WRAP = re.compile(
@@ -132,8 +134,8 @@ def _unbox(s: str) -> str:
 def _clean(s: str) -> str:
     """Normalise a raw prediction (see module docstring). Boxed content is kept in sentinels."""
     if not s.isascii():
-        s = _SUPERSCRIPT_UNIT.sub("", s)
-        s = _SUPERSCRIPT_DIGIT.sub(lambda m: "^" + ("2" if m.group(1) == "²" else "3"), s)
+        s = _SUPERSCRIPT_UNIT.sub(r"\1", s)
+        s = _SUPERSCRIPT.sub(lambda m: "^2" if m.group(0) == "²" else "^3", s)
         s = s.replace("\u2212", "-")
         s = unicodedata.normalize("NFKC", s)
     if "*" in s or "_" in s or "`" in s:
@@ -150,7 +152,9 @@ def _clean(s: str) -> str:
                 break
             s = s2
         s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-        s = _LATEX_CARET_UNIT.sub("", s)
+        s = _LATEX_CARET_UNIT.sub(r"\1", s)
+        if "circ" in s or "degree" in s:
+            s = _DEGREE.sub("°", s)
         s = _LATEX_SPACES.sub(" ", s)
         s = _LATEX_DELIMS.sub("", s)
     return s.strip()
@@ -176,6 +180,77 @@ _LETTER_FIRST = re.compile(
     r"(?:is|would\s+be|should\s+be|seems\s+to\s+be)\s+(?:the\s+)?"
     r"(?:(?:most\s+)?(?:correct|right|best)(?:\s+(?:answer|option|choice))?|answer)\b",
     re.IGNORECASE)
+# Speed: the full regexes above are slow to scan a long text with, so a cheap keyword scan of the
+# lower-cased text finds where they can match and they run only in a window around each keyword.
+_CUE_KW = re.compile(r"answer|option|choice|choose|pick|select|go with|opt for|答案|选|選")
+_LETTER_FIRST_KW = re.compile(r"correct|right|best|answer")
+
+
+_NOUN_CUE = re.compile(
+    r"(?:answer|option|choice|letter)s?(?:\s+(?:option|choice|letter))?"
+    r"(?:\s+(?:to|for)\s+(?:this|the)\s+(?:question|problem))?(" + _CONNECT + r")?", re.IGNORECASE)
+_NOUN_BEFORE = re.compile(r"(?:final|correct|right|best|proper|true|my|the|your)\s+(?:answer\s+)?$")
+_VERB_BEFORE = re.compile(r"\b(?:i|we)(?:\s+would|\s+will|'d|'ll)?\s+$")
+_CJK_CUE = re.compile(r"答案\s*(?:是|为|為|[:：])?|[选選]择?\s*(?=[A-Za-z(\[])")
+
+
+def _find_cues(t: str, low: str):
+    """(start, end) of explicit answer statements; the answer span starts at ``end``.
+
+    Same language as :data:`_CUE`, but anchored at keywords found by a fast scan."""
+    last_end = 0
+    for k in _CUE_KW.finditer(low):
+        p = k.start()
+        if p < last_end:
+            continue
+        w = k.group()
+        if w in ("answer", "option", "choice"):
+            if p > 0 and low[p - 1].isalpha():
+                continue
+            m = _NOUN_CUE.match(t, p)
+            if m is None:
+                continue
+            before = _NOUN_BEFORE.search(low, max(0, p - 24), p)
+            if m.group(1) is None:
+                # "Final answer B" needs no connector; anything else does
+                if before is None or not before.group().startswith("final"):
+                    continue
+            elif w != "answer" and before is None:
+                continue  # "option is" alone ("this option is wrong") is no answer statement
+            start = before.start() if before is not None else p
+            last_end = m.end()
+            yield start, m.end()
+        elif w in ("答案", "选", "選"):
+            m = _CJK_CUE.match(t, p)
+            if m is not None:
+                last_end = m.end()
+                yield p, m.end()
+        else:  # choose / pick / select / go with / opt for: needs "I" / "we" before it
+            if (p > 0 and low[p - 1].isalpha()) or (k.end() < len(low) and low[k.end()].isalpha()):
+                continue
+            b = _VERB_BEFORE.search(low, max(0, p - 16), p)
+            if b is not None:
+                last_end = k.end()
+                yield b.start(), k.end()
+
+
+def _letter_first(t: str, low: str, same: bool):
+    """Matches of :data:`_LETTER_FIRST` ("B is the correct answer"), searched near keywords only."""
+    if not same:
+        yield from _LETTER_FIRST.finditer(t)
+        return
+    last_end = 0
+    for k in _LETTER_FIRST_KW.finditer(low):
+        p = k.start()
+        pre = low[max(0, p - 24):p]
+        if p < last_end or (" is " not in pre and " be " not in pre):
+            continue
+        m = _LETTER_FIRST.search(t, max(last_end, p - 48), min(len(t), k.end() + 8))
+        if m is not None and m.end() >= k.end():
+            last_end = m.end()
+            yield m
+
+
 _SPAN_END = re.compile(r"\n|[.!?;。](?=\s|$)")
 _BOXED_CONTENT = re.compile(_BOX_OPEN + "([^" + _BOX_OPEN + _BOX_CLOSE + "]*)" + _BOX_CLOSE)
 
@@ -188,14 +263,16 @@ def _candidates(t: str) -> list[tuple[int, str, str | None]]:
     if _BOX_OPEN in t:
         for m in _BOXED_CONTENT.finditer(t):
             out.append((m.start(), m.group(1).strip(), None))
-    for m in _CUE.finditer(t):
-        rest = t[m.end(): m.end() + 240]
+    low = t.lower()
+    same = len(low) == len(t)
+    for start, end in (_find_cues(t, low) if same else ((m.start(), m.end()) for m in _CUE.finditer(t))):
+        rest = t[end: end + 240]
         e = _SPAN_END.search(rest)
         span = rest[: e.start()] if e else rest
         if _BOX_OPEN in span or _BOX_CLOSE in span:
             span = span.replace(_BOX_OPEN, "").replace(_BOX_CLOSE, "")
-        out.append((m.start(), span.strip(), None))
-    for m in _LETTER_FIRST.finditer(t):
+        out.append((start, span.strip(), None))
+    for m in _letter_first(t, low, same):
         out.append((m.start(), "", (m.group(1) or m.group(2)).upper()))
     if len(out) > 1:
         out.sort(key=lambda c: c[0])
@@ -226,7 +303,7 @@ _TRAIL = re.compile(
     r"[(\[]?([A-Za-z])[)\]]?"
     r"|\b(?:option|choice)\s+[(\[]?([A-Za-z])[)\]]?"
     r"|[(\[]([A-Za-z])[)\]]"
-    r"|[:：]\s*[(\[]?((?-i:[A-Z]))[)\]]?"
+    r"|(?:[:：=]|\b(?:get|choose|pick|select)\b)\s*[(\[]?((?-i:[A-Z]))[)\]]?"
     r"|\n\s*[(\[]?((?-i:[A-Z]))[)\]]?)"
     r"\s*[.!]?\s*$",
     re.IGNORECASE)
@@ -277,7 +354,11 @@ def _lead_letter(t: str) -> tuple[int, bool]:
 
 def _trail_letter(t: str) -> int:
     """Letter of a trailing convention ("... Therefore, B."), -1 none, -3 conflicting."""
-    tail = t[-160:]
+    # cheap pre-check: the text must end with a standalone letter (plus ")", "]", ".", "!")
+    e = t.rstrip(" \t\n.!").rstrip(")]")
+    if not e or not e[-1].isascii() or not e[-1].isalpha() or (len(e) > 1 and e[-2].isalnum()):
+        return _NO_LETTER
+    tail = t[-80:]
     m = _TRAIL.search(tail)
     if m is None:
         return _NO_LETTER
@@ -310,8 +391,17 @@ _REFUSAL = re.compile(
     re.IGNORECASE)
 
 
+_REFUSAL_KW = re.compile(r"not|n't|sorry|unable|impossible|none|no |without|provide|insufficient|as an ai")
+
+
 def _is_refusal(t: str) -> bool:
-    return _REFUSAL.search(t) is not None
+    low = t.lower()
+    if len(low) != len(t):
+        return _REFUSAL.search(t) is not None
+    for k in _REFUSAL_KW.finditer(low):
+        if _REFUSAL.search(t, max(0, k.start() - 24), min(len(t), k.end() + 64)) is not None:
+            return True
+    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -364,9 +454,12 @@ def _numbers(t: str) -> list[float]:
     return out
 
 
+_HAS_DIGIT = re.compile(r"\d")
+
+
 def _num_full(s: str, allow_unit: bool = False) -> float | None:
     """The value of a text that is a single number (fraction, %, thousands) -- else None."""
-    if not s or not any(c.isdigit() for c in s):
+    if not s or _HAS_DIGIT.search(s) is None:
         return None
     t = _clean(s) if ("\\" in s or "$" in s or not s.isascii()) else s
     if "\\frac" in t:
@@ -387,6 +480,13 @@ def _canon_num(x: float) -> str:
 # option matching (option-dependent rules)
 
 _LOOSE_DROP = re.compile(r"[\W_]+")
+_SPACES = re.compile(r"\s+")
+_BRACE1 = re.compile(r"\{(\w)\}")
+
+
+def _compact(strict: str) -> str:
+    """Math-safe comparison key: no whitespace, ``{x}`` -> ``x`` for one character, no final period."""
+    return _BRACE1.sub(r"\1", _SPACES.sub("", strict)).rstrip(".")
 
 
 def _strict(s: str) -> str:
@@ -398,22 +498,29 @@ def _strict(s: str) -> str:
 class _Options:
     """Normalised forms of one question's options (built once per question)."""
 
-    __slots__ = ("k", "strict", "loose", "nums", "patterns", "allow_refusal")
+    __slots__ = ("k", "strict", "compact", "loose", "nums", "patterns", "allow_refusal")
 
     def __init__(self, options: Sequence[str]):
         self.k = len(options)
         self.strict = [_strict(str(o)) for o in options]
+        self.compact = [_compact(s) for s in self.strict]
         self.loose = [_LOOSE_DROP.sub("", s) for s in self.strict]
         self.nums = [_num_full(s, allow_unit=True) for s in self.strict]
-        self.patterns: list[re.Pattern | None] = []
-        for s in self.strict:
-            if len(s) >= 2:
-                lb = r"(?<![\w.-])" if s[0].isdigit() else r"(?<![\w.])"
-                self.patterns.append(re.compile(lb + re.escape(s) + r"(?![\w]|\.\d)"))
-            else:
-                self.patterns.append(None)
+        self.patterns: list[re.Pattern | None] | None = None  # compiled on first use
         # a question whose options contain a refusal phrase ("This cannot be worked out") keeps it
         self.allow_refusal = not any(_is_refusal(s) for s in self.strict)
+
+    def _patterns(self) -> list[re.Pattern | None]:
+        if self.patterns is None:
+            pats: list[re.Pattern | None] = []
+            for s in self.strict:
+                if len(s) >= 2:
+                    lb = r"(?<![\w.-])" if s[0].isdigit() else r"(?<![\w.])"
+                    pats.append(re.compile(lb + re.escape(s) + r"(?![\w]|\.\d)"))
+                else:
+                    pats.append(None)
+            self.patterns = pats
+        return self.patterns
 
     def exact(self, text: str) -> int:
         """Index of the single option the whole text equals, else -1."""
@@ -432,6 +539,12 @@ class _Options:
                 return hits[0]
             if any(v is not None for v in self.nums):
                 return -1  # numbers compare numerically only ("-3" is not "3")
+        c = _compact(s)
+        hits = [j for j, o in enumerate(self.compact) if o == c]
+        if len(hits) == 1:
+            return hits[0]
+        if len(hits) > 1:
+            return -1
         lo = _LOOSE_DROP.sub("", s)
         if lo:
             hits = [j for j, o in enumerate(self.loose) if o == lo]
@@ -445,7 +558,7 @@ class _Options:
         if len(t) > _CONTAINS_WHOLE_TEXT_MAX:
             t = _last_sentence(t)
         spans: list[tuple[int, int, int]] = []
-        for j, p in enumerate(self.patterns):
+        for j, p in enumerate(self._patterns()):
             if p is not None:
                 spans.extend((m.start(), m.end(), j) for m in p.finditer(t))
         if not spans:
@@ -467,13 +580,15 @@ def _last_sentence(t: str) -> str:
 
 
 def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-12)
+    return abs(a - b) <= max(REL_TOL * max(abs(a), abs(b)), 1e-12)
 
 
 # ---------------------------------------------------------------------------------------------
 # per-text parses (option-independent, memoised)
 
 _DEPENDS = -2  # the letter depends on the option texts
+_ROMAN = frozenset(_letter_code(c) for c in "IVXLCDM")
+_ROMAN_MASK = np.array([c in "IVXLCDM" for c in LETTERS], dtype=bool)
 
 
 class _MCParse:
@@ -522,8 +637,7 @@ def _resolve_mc(p: _MCParse, opts: _Options) -> int:
         if code >= 0:
             if code < k:
                 return code
-            j = opts.exact(span) if span else -1
-            return j
+            return opts.exact(span) if (span and code in _ROMAN) else -1
         if span:
             j = opts.exact(span)
             if j < 0:
@@ -535,7 +649,8 @@ def _resolve_mc(p: _MCParse, opts: _Options) -> int:
     if p.lead >= 0:
         if p.lead < k:
             return p.lead
-        return opts.exact(p.text)  # Roman numerals "I", "V", ... beyond the letter range
+        # a Roman numeral ("I", "V", ...) beyond the letter range may still be an option text
+        return opts.exact(p.text) if p.lead in _ROMAN else -1
     j = opts.exact(p.text)
     if j >= 0:
         return j
@@ -707,7 +822,7 @@ def score_exact(extracted: str | None, gold: str, answer_type: str) -> bool | No
     if answer_type == "yesno":
         return e.lower() == g
     e_norm = _free_norm(_clean(e))
-    if e_norm == g:
+    if e_norm == g or (e_norm is not None and _compact(e_norm) == _compact(g)):
         return True
     xe = _num_full(e, allow_unit=answer_type == "numeric")
     xg = _num_full(str(gold).strip(), allow_unit=answer_type == "numeric")
@@ -763,11 +878,12 @@ def _factorize(ca: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
         if not chunks:
             return np.full(len(ca), -1, np.int32), []
         dictionary = chunks[0].dictionary
-        parts = [pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False) for c in chunks]
+        parts = [(pc.fill_null(c.indices, -1) if c.null_count else c.indices).to_numpy(zero_copy_only=False)
+                 for c in chunks]
         codes = parts[0] if len(parts) == 1 else np.concatenate(parts)
     else:
         dictionary = enc.dictionary
-        codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)
+        codes = (pc.fill_null(enc.indices, -1) if enc.null_count else enc.indices).to_numpy(zero_copy_only=False)
     return codes.astype(np.int32, copy=False), dictionary.to_pylist()
 
 
@@ -777,79 +893,170 @@ class _Context:
     def __init__(self, questions: pd.DataFrame):
         self.questions = questions
         self.nq = len(questions)
-        types = questions["answer_type"].astype(str).to_numpy(dtype=object)
-        self.type_code = np.array([_TYPE_CODE.get(t, 3) for t in types], dtype=np.int8)
+        tc = pd.Categorical(questions["answer_type"].astype(str), categories=list(ANSWER_TYPES)).codes
+        self.type_code = np.where(tc < 0, _TYPE_CODE["free"], tc).astype(np.int8)
         if "n_options" in questions.columns:
             self.k = questions["n_options"].to_numpy().astype(np.int32)
         else:
             self.k = np.array([len(o) for o in questions["options"]], dtype=np.int32)
-        self._opts: dict[int, _Options] = {}
         self._options_col = questions["options"].tolist()
+        # questions sharing the same option texts share one _Options ("option group")
+        self._group = np.full(self.nq, -1, dtype=np.int32)
+        self._group_ids: dict[tuple, int] = {}
+        self._group_opts: list[_Options | None] = []
+        self._group_keys: list[tuple] = []
 
-    def options(self, qi: int) -> _Options:
-        o = self._opts.get(qi)
+    def groups(self, qs: np.ndarray) -> np.ndarray:
+        """Option-group id of each question code in ``qs`` (assigned on first use)."""
+        g = self._group[qs]
+        if (g < 0).any():
+            ids, keys, col = self._group_ids, self._group_keys, self._options_col
+            for qi in np.unique(qs[g < 0]).tolist():
+                key = tuple(col[qi])
+                gid = ids.get(key)
+                if gid is None:
+                    gid = len(keys)
+                    ids[key] = gid
+                    keys.append(key)
+                    self._group_opts.append(None)
+                self._group[qi] = gid
+            g = self._group[qs]
+        return g
+
+    @property
+    def n_groups(self) -> int:
+        return len(self._group_keys)
+
+    def group_options(self, gid: int) -> _Options:
+        o = self._group_opts[gid]
         if o is None:
-            o = _Options([str(x) for x in self._options_col[qi]])
-            self._opts[qi] = o
+            o = _Options([str(x) for x in self._group_keys[gid]])
+            self._group_opts[gid] = o
         return o
+
+    def gold_codes(self, table: _Table) -> np.ndarray:
+        """(n_questions,) table code of each canonical gold answer (-1 when unusable)."""
+        gold = np.full(self.nq, -1, dtype=np.int32)
+        tc = self.type_code
+        answers = self.questions["answer"]
+        mc = tc == _TYPE_CODE["mc"]
+        if mc.any():
+            if "gold_index" in self.questions.columns:
+                gi = self.questions["gold_index"].to_numpy().astype(np.int32)
+                gold[mc] = np.where((gi[mc] >= 0) & (gi[mc] < self.k[mc]), gi[mc], -1)
+            else:
+                gold[mc] = [table.code(canonical_gold(a, "mc")) for a in answers[mc].tolist()]
+        yn = tc == _TYPE_CODE["yesno"]
+        if yn.any():
+            low = answers[yn].astype(str).str.strip().str.lower().to_numpy(dtype=object)
+            gold[yn] = np.where(low == "yes", table.code("yes"), np.where(low == "no", table.code("no"), -1))
+        other = np.flatnonzero(tc >= 2)
+        if len(other):
+            vals = answers.to_numpy(dtype=object)[other]
+            gold[other] = [table.code(canonical_gold(v, ANSWER_TYPES[t])) for v, t in zip(vals, tc[other])]
+        return gold
 
 
 def _extract_rows(ca: pa.ChunkedArray, qrows: np.ndarray, ctx: _Context, table: _Table) -> np.ndarray:
     """Table codes (int32, -1 unparseable/null) of the answers read from ``ca`` (one per row)."""
     n = len(qrows)
-    out = np.full(n, -1, dtype=np.int32)
     codes, uniques = _factorize(ca)
     nu = len(uniques)
     if nu == 0:
-        return out
-    tcode = ctx.type_code[qrows]
-    present = np.unique(ctx.type_code) if ctx.nq < n else np.unique(tcode)
+        return np.full(n, -1, dtype=np.int32)
+    has_null = bool((codes < 0).any())
+    types_present = np.flatnonzero(np.bincount(ctx.type_code, minlength=4))
+    if len(types_present) == 1:
+        tcode = None
+        present = types_present
+    else:
+        tcode = ctx.type_code[qrows]
+        present = np.flatnonzero(np.bincount(tcode, minlength=4))
+    out = None
     for t in present.tolist():
-        if len(present) == 1:
-            rows = np.flatnonzero(codes >= 0) if (codes < 0).any() else None
+        if tcode is None:
+            rows = np.flatnonzero(codes >= 0) if has_null else None
         else:
             rows = np.flatnonzero((tcode == t) & (codes >= 0))
             if len(rows) == 0:
                 continue
         ci = codes if rows is None else codes[rows]
         qi = qrows if rows is None else qrows[rows]
-        seen = np.zeros(nu, dtype=bool)
-        seen[ci] = True
-        uidx = np.flatnonzero(seen)
+        if rows is None and tcode is None:
+            uidx = np.arange(nu)  # every distinct text occurs in these rows
+        else:
+            seen = np.zeros(nu, dtype=bool)
+            seen[ci] = True
+            uidx = np.flatnonzero(seen)
         if t == _TYPE_CODE["mc"]:
             res = _fill_mc(ci, qi, uidx, uniques, ctx)
         else:
-            fn = {1: _resolve_yesno, 2: _resolve_numeric, 3: _resolve_free}[t]
+            # uncached: each distinct text is read once here, the LRU cache would only churn
+            fn = {1: _resolve_yesno, 2: _resolve_numeric, 3: _resolve_free}[t].__wrapped__
             lut = np.full(nu, -1, dtype=np.int32)
             for u in uidx.tolist():
                 lut[u] = table.code(fn(uniques[u]))
             res = lut[ci]
         if rows is None:
-            out[:] = res
-        else:
-            out[rows] = res
-    return out
+            return res
+        if out is None:
+            out = np.full(n, -1, dtype=np.int32)
+        out[rows] = res
+    return out if out is not None else np.full(n, -1, dtype=np.int32)
+
+
+_LUT2_MAX = 4_000_000  # entries of the (text, n_options) lookup table before falling back
 
 
 def _fill_mc(ci: np.ndarray, qi: np.ndarray, uidx: np.ndarray, uniques: list[str], ctx: _Context) -> np.ndarray:
-    """Letter codes for mc rows: vectorised for option-independent texts, per pair otherwise."""
+    """Letter codes for mc rows: vectorised for option-independent texts, per pair otherwise.
+
+    A text whose letter does not depend on the options ("B", "(c)", "The answer is D") resolves
+    through a (text, n_options) lookup table; the rest (option texts, trailing conventions,
+    letters beyond the option range) are resolved once per (text, option list) pair."""
     nu = len(uniques)
     indep = np.full(nu, _DEPENDS, dtype=np.int32)
+    parsed: dict[int, _MCParse] = {}
     for u in uidx.tolist():
-        indep[u] = _mc_parse(uniques[u]).indep
-    li = indep[ci]
-    k = ctx.k[qi]
-    res = np.where((li >= 0) & (li < k), li, -1).astype(np.int32)
-    slow = (li == _DEPENDS) | (li >= k)
+        p = _MCParse(uniques[u])
+        indep[u] = p.indep
+        if p.indep == _DEPENDS or p.indep >= 0:
+            parsed[u] = p
+    # beyond the option range: unparseable, unless a Roman numeral that may equal an option text
+    roman = np.zeros(nu, dtype=bool)
+    pos = indep >= 0
+    roman[pos] = _ROMAN_MASK[indep[pos]]
+    kmin, kmax = (int(ctx.k.min()), int(ctx.k.max()) + 1) if ctx.nq else (0, 1)
+    if nu * kmax <= _LUT2_MAX:
+        # res = lut2[text, k]: letter if in range, -1 unparseable, -2 needs the option texts
+        kk = np.arange(kmax, dtype=np.int32)[None, :]
+        li = indep[:, None]
+        beyond = np.where(roman[:, None], _DEPENDS, -1)
+        lut2 = np.where(li == _DEPENDS, _DEPENDS, np.where(li < 0, -1, np.where(li < kk, li, beyond)))
+        lut2 = lut2.astype(np.int32)
+        if kmin == kmax - 1:  # every question has the same number of options: one gather
+            res = lut2[:, kmin][ci]
+        else:
+            flat = ci * np.int32(kmax)
+            flat += ctx.k[qi]
+            res = lut2.ravel()[flat]
+            del flat
+        slow = res == _DEPENDS
+    else:
+        kq = ctx.k[qi]
+        li = indep[ci]
+        res = np.where((li >= 0) & (li < kq), li, -1).astype(np.int32)
+        slow = (li == _DEPENDS) | ((li >= kq) & roman[ci])
     if slow.any():
         srows = np.flatnonzero(slow)
-        pair = ci[srows].astype(np.int64) * max(ctx.nq, 1) + qi[srows]
+        og = ctx.groups(qi[srows])
+        ng = max(ctx.n_groups, 1)
+        pair = ci[srows].astype(np.int64) * ng + og
         pcodes, puniq = pd.factorize(pair)
         lut = np.empty(len(puniq), dtype=np.int32)
-        nq = max(ctx.nq, 1)
         for j, key in enumerate(puniq.tolist()):
-            u, qq = divmod(int(key), nq)
-            lut[j] = _resolve_mc(_mc_parse(uniques[u]), ctx.options(qq))
+            u, gid = divmod(int(key), ng)
+            lut[j] = _resolve_mc(parsed[u], ctx.group_options(gid))
         res[srows] = lut[pcodes]
     return res
 
@@ -862,68 +1069,83 @@ def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame):
     A non-null ``answer`` (the harness's own extraction) is normalised by the same rules ("b" ->
     "B", "(C)" -> "C", "Hexagon" -> the matching letter); when it cannot be read, the answer is
     re-extracted from ``prediction``. ``hit_exact`` is 1/0 against the gold (an unparseable answer
-    is 0) and -1 only for rows with neither a prediction nor an answer (no output at all).
+    is 0) and -1 only for rows with neither a prediction nor an answer (no output at all), or
+    when the gold itself is unusable.
 
     Returns ``(answer, hit_exact)``: an Arrow-backed string array and an int8 numpy array.
     """
     n = len(runs)
-    qrows = runs["q"].to_numpy().astype(np.int64, copy=False)
+    qrows = runs["q"].to_numpy()
     ctx = _Context(questions)
     table = _Table()
-    out = np.full(n, -1, dtype=np.int32)
-    pred = _as_chunked(runs["prediction"]) if "prediction" in runs.columns else pa.chunked_array(
-        [pa.nulls(n, pa.string())])
-    ans = _as_chunked(runs["answer"]) if "answer" in runs.columns else pa.chunked_array(
-        [pa.nulls(n, pa.string())])
-    ans_nulls = ans.null_count
-    if ans_nulls < n:
-        if ans_nulls == 0:
-            out[:] = _extract_rows(ans, qrows, ctx, table)
+    nulls = pa.chunked_array([pa.nulls(n, pa.string())])
+    pred = _as_chunked(runs["prediction"]) if "prediction" in runs.columns else nulls
+    ans = _as_chunked(runs["answer"]) if "answer" in runs.columns else nulls
+    out = None
+    if ans.null_count < n:
+        if ans.null_count == 0:
+            out = _extract_rows(ans, qrows, ctx, table)
         else:
+            out = np.full(n, -1, dtype=np.int32)
             rows = np.flatnonzero(pc.is_valid(ans).to_numpy(zero_copy_only=False))
             out[rows] = _extract_rows(pc.take(ans, pa.array(rows)), qrows[rows], ctx, table)
-    pred_valid = None
     if pred.null_count < n:
-        need = out < 0
-        if pred.null_count:
-            pred_valid = pc.is_valid(pred).to_numpy(zero_copy_only=False)
-            need &= pred_valid
-        if need.all():
-            out[:] = _extract_rows(pred, qrows, ctx, table)
-        elif need.any():
-            rows = np.flatnonzero(need)
-            out[rows] = _extract_rows(pc.take(pred, pa.array(rows)), qrows[rows], ctx, table)
+        if out is None and pred.null_count == 0:
+            out = _extract_rows(pred, qrows, ctx, table)
+        else:
+            need = out < 0 if out is not None else np.ones(n, dtype=bool)
+            if pred.null_count:
+                need &= pc.is_valid(pred).to_numpy(zero_copy_only=False)
+            if need.any():
+                if out is None:
+                    out = np.full(n, -1, dtype=np.int32)
+                rows = np.flatnonzero(need)
+                out[rows] = _extract_rows(pc.take(pred, pa.array(rows)), qrows[rows], ctx, table)
+    if out is None:
+        out = np.full(n, -1, dtype=np.int32)
     # --- hit_exact
-    golds = questions["answer"].tolist()
-    types = questions["answer_type"].astype(str).tolist()
-    gold_code = np.array([table.code(canonical_gold(g, t)) for g, t in zip(golds, types)], dtype=np.int32)
-    hit = np.zeros(n, dtype=np.int8)
-    if n:
-        g = gold_code[qrows]
-        hit[(out >= 0) & (out == g)] = 1
-        numlike = (ctx.type_code >= 2)
-        if numlike.any():
-            rows = np.flatnonzero(numlike[qrows] & (out >= 0) & (hit == 0))
-            if len(rows):
-                tnum = np.array([_num_full(s) if i >= 28 else None for i, s in enumerate(table.strings)],
-                                dtype=np.float64)
-                gnum = np.array([_num_full(str(gv).strip(), allow_unit=(t == "numeric"))
-                                 if tc >= 2 else None for gv, t, tc in zip(golds, types, ctx.type_code)],
-                                dtype=np.float64)
-                a, b = tnum[out[rows]], gnum[qrows[rows]]
-                ok = np.isfinite(a) & np.isfinite(b)
-                close = np.zeros(len(rows), dtype=bool)
-                close[ok] = np.isclose(a[ok], b[ok], rtol=REL_TOL, atol=1e-12)
-                hit[rows[close]] = 1
+    gold_code = ctx.gold_codes(table)
+    g = gold_code[qrows]
+    hit = (out == g).view(np.int8)  # out = -1 never equals a usable gold (>= 0)
+    numlike = ctx.type_code >= 2
+    if numlike.any():
+        rows = np.flatnonzero(numlike[qrows] & (out >= 0) & (hit == 0))
+        if len(rows):
+            _numeric_hits(rows, out, qrows, gold_code, ctx, table, hit)
+    if (gold_code < 0).any():
         hit[g < 0] = -1
-        if ans_nulls and pred.null_count:
-            ans_valid = pc.is_valid(ans).to_numpy(zero_copy_only=False)
-            hit[~ans_valid & ~pred_valid] = -1  # no output at all
+    if ans.null_count and pred.null_count:
+        no_output = ~pc.is_valid(ans).to_numpy(zero_copy_only=False)
+        no_output &= ~pc.is_valid(pred).to_numpy(zero_copy_only=False)
+        hit[no_output] = -1  # no output at all
     # --- answer strings
     dictionary = pa.array(table.strings, pa.string())
     idx = pa.array(out, type=pa.int32(), mask=out < 0)
     answer = pd.arrays.ArrowExtensionArray(pc.take(dictionary, idx))
     return answer, hit
+
+
+def _numeric_hits(rows: np.ndarray, out: np.ndarray, qrows: np.ndarray, gold_code: np.ndarray,
+                  ctx: _Context, table: _Table, hit: np.ndarray) -> None:
+    """Set ``hit`` to 1 on numeric/free rows whose answer equals the gold numerically (relative
+    tolerance REL_TOL) or by the math-safe compact key ("27000 - 4500\\pi" == "27000-4500\\pi")."""
+    answers = ctx.questions["answer"].to_numpy(dtype=object)
+    tnum = np.array([_num_full(s) if i >= 28 else None for i, s in enumerate(table.strings)], dtype=np.float64)
+    gnum = np.full(ctx.nq, np.nan)
+    qs = np.unique(qrows[rows])
+    for q in qs.tolist():
+        x = _num_full(str(answers[q]).strip(), allow_unit=bool(ctx.type_code[q] == _TYPE_CODE["numeric"]))
+        if x is not None:
+            gnum[q] = x
+    a, b = tnum[out[rows]], gnum[qrows[rows]]
+    ok = np.isfinite(a) & np.isfinite(b)
+    close = np.zeros(len(rows), dtype=bool)
+    close[ok] = np.abs(a[ok] - b[ok]) <= np.maximum(REL_TOL * np.maximum(np.abs(a[ok]), np.abs(b[ok])), 1e-12)
+    keys: dict[str, int] = {}
+    tkey = np.array([keys.setdefault(_compact(x), len(keys)) for x in table.strings], dtype=np.int64)
+    gk = gold_code[qrows[rows]]
+    close |= (gk >= 0) & (tkey[out[rows]] == tkey[np.maximum(gk, 0)])
+    hit[rows[close]] = 1
 
 
 def unparseable_share(frame) -> pd.DataFrame:

@@ -119,13 +119,16 @@ class AuditFrame:
         return ARMS.index(arm)
 
     def has_arm(self, arm: str) -> bool:
-        return bool((self.runs["arm"].to_numpy() == self.arm_code(arm)).any())
+        return len(self.models_in(arm)) > 0
 
     def models_in(self, arm: str) -> list[str]:
         """Model names with at least one row in ``arm``, in model-code order."""
-        a = self.runs["arm"].to_numpy()
-        present = np.unique(self.runs["m"].to_numpy()[a == self.arm_code(arm)])
-        return [self.models[i] for i in present]
+        key = ("_models_in", arm)
+        if key not in self.meta:
+            a = self.runs["arm"].to_numpy()
+            counts = np.bincount(self.runs["m"].to_numpy()[a == self.arm_code(arm)], minlength=len(self.models))
+            self.meta[key] = [self.models[i] for i in np.flatnonzero(counts)]
+        return list(self.meta[key])
 
     def paired_models(self) -> list[str]:
         """Models present in both arms (visual_dependency pairs by model name)."""
@@ -133,8 +136,7 @@ class AuditFrame:
         return [m for m in self.models_in("full") if m in blind]
 
     def has_judged(self, arm: str = "full") -> bool:
-        sel = self.runs["arm"].to_numpy() == self.arm_code(arm)
-        return bool((self.runs["hit"].to_numpy()[sel] >= 0).any())
+        return bool((self.correctness(arm, "hit") >= 0).any())
 
     @property
     def gold_index(self) -> np.ndarray:
@@ -164,14 +166,28 @@ class AuditFrame:
             raise KeyError(f"models not in the frame: {missing}")
         return np.array([lookup[m] for m in models], dtype=np.int64)
 
-    def _dense(self, arm: str, values: np.ndarray, dtype, models: Sequence[str] | None) -> np.ndarray:
-        sel = self.runs["arm"].to_numpy() == self.arm_code(arm)
-        qc = self.runs["q"].to_numpy()[sel]
-        mc = self.runs["m"].to_numpy()[sel]
-        out_full = np.full((self.n_questions, len(self.models)), MISSING, dtype=dtype)
-        out_full[qc, mc] = values[sel]
-        idx = self._model_index(models)
-        return out_full if models is None else out_full[:, idx]
+    def _dense(self, arm: str, values: np.ndarray, dtype, models: Sequence[str] | None,
+               cache_key: str | None = None) -> np.ndarray:
+        """Dense (Q, M) matrix of one run column; cached per (column, arm). Callers get a copy-free
+        read-only view for all models, or a fresh array for a model subset."""
+        key = ("_dense", cache_key, arm)
+        out_full = self.meta.get(key) if cache_key else None
+        if out_full is None:
+            code = self.arm_code(arm)
+            a = self.runs["arm"].to_numpy()
+            if (a == code).all():
+                qc, mc, vals = self.runs["q"].to_numpy(), self.runs["m"].to_numpy(), values
+            else:
+                sel = a == code
+                qc, mc, vals = self.runs["q"].to_numpy()[sel], self.runs["m"].to_numpy()[sel], values[sel]
+            out_full = np.full((self.n_questions, len(self.models)), MISSING, dtype=dtype)
+            out_full[qc, mc] = vals
+            out_full.setflags(write=False)
+            if cache_key:
+                self.meta[key] = out_full
+        if models is None:
+            return out_full
+        return out_full[:, self._model_index(models)]
 
     def correctness(self, arm: str = "full", field: str = "hit",
                     models: Sequence[str] | None = None) -> np.ndarray:
@@ -182,7 +198,7 @@ class AuditFrame:
         """
         if field not in ("hit", "hit_exact"):
             raise ValueError("field must be 'hit' or 'hit_exact'")
-        return self._dense(arm, self.runs[field].to_numpy(), np.int8, models)
+        return self._dense(arm, self.runs[field].to_numpy(), np.int8, models, cache_key=field)
 
     def answer_codes(self, arm: str = "full", models: Sequence[str] | None = None) -> np.ndarray:
         """(n_questions, n_models) int32 matrix of chosen-answer codes, -1 unparseable/missing.
@@ -191,7 +207,7 @@ class AuditFrame:
         equal exactly when the normalised extracted answers are equal (yes=0, no=1 for yes/no);
         compare against :meth:`gold_codes`.
         """
-        return self._dense(arm, self._answer_code_vector(), np.int32, models)
+        return self._dense(arm, self._answer_code_vector(), np.int32, models, cache_key="answer_codes")
 
     def gold_codes(self) -> np.ndarray:
         """(n_questions,) gold answer in the code space of :meth:`answer_codes`."""
@@ -267,7 +283,7 @@ class AuditFrame:
         r = self.runs[rq >= 0].reset_index(drop=True)
         r["q"] = rq[rq >= 0].astype(np.int32)
         return AuditFrame(questions=q, runs=r, models=self.models, sources=self.sources,
-                          meta={k: v for k, v in self.meta.items() if not k.startswith("_")})
+                          meta=_public_meta(self.meta))
 
     def without_models(self, drop: Iterable[str]) -> AuditFrame:
         drop = set(drop)
@@ -280,7 +296,12 @@ class AuditFrame:
         r["m"] = rm[rm >= 0].astype(np.int16)
         return AuditFrame(questions=self.questions, runs=r, models=tuple(keep_models),
                           sources=self.sources,
-                          meta={k: v for k, v in self.meta.items() if not k.startswith("_")})
+                          meta=_public_meta(self.meta))
+
+
+def _public_meta(meta: dict) -> dict:
+    """Meta without caches (tuple keys or keys starting with '_'), for derived frames."""
+    return {k: v for k, v in meta.items() if isinstance(k, str) and not k.startswith("_")}
 
 
 def _int8_to_bool(a: np.ndarray) -> pd.Series:

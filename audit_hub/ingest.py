@@ -214,8 +214,14 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
                 raise InputError("this is a MATH-V questions file (data/test.jsonl); pass it as the questions, "
                                  "not as a run", file=path)
             return "MATH-V questions file"
+    def keep(cols: list[str]) -> list[str] | None:
+        """Without questions, a VLMEvalKit sheet needs only its ID, prediction and judge columns."""
+        if with_questions or "model" in cols or not vlmevalkit.is_vlmevalkit_sheet(cols):
+            return None
+        return [c for c in cols if c in vlmevalkit.RUN_COLUMNS]
+
     try:
-        df = generic.read_table(path, column_map)
+        df = generic.read_table(path, column_map, keep=keep)
     except InputError:
         if explicit or ext != ".json":
             raise
@@ -256,7 +262,7 @@ def _model_arm_keys(df: pd.DataFrame) -> set[tuple[str, str]]:
     if isinstance(m.dtype, pd.CategoricalDtype) and isinstance(a.dtype, pd.CategoricalDtype):
         mc = m.cat.codes.to_numpy().astype(np.int64)
         ac = a.cat.codes.to_numpy().astype(np.int64)
-        k = np.unique(mc * (len(a.cat.categories) + 1) + ac)
+        k = np.flatnonzero(np.bincount(mc * (len(a.cat.categories) + 1) + ac))
         mcat, acat = list(m.cat.categories), list(a.cat.categories)
         return {(str(mcat[x // (len(acat) + 1)]), str(acat[x % (len(acat) + 1)]).strip().lower()) for x in k}
     pairs = pd.DataFrame({"m": m.astype(object).astype(str), "a": a.astype(object).astype(str)}).drop_duplicates()
@@ -383,6 +389,9 @@ def _runs_from_results(results: list[ReadResult], model_map: dict[str, str] | No
             r.judges = {model_map.get(k, k): v for k, v in r.judges.items()}
         r.runs = df
         frames.append(df)
+    if len(frames) == 1:  # one file: nothing to merge across files
+        judges_one = {k: v for k, v in results[0].judges.items() if v}
+        return _concat_runs(frames), judges_one
     keys = [_model_arm_keys(f) for f in frames]
     count: dict[tuple[str, str], int] = {}
     for ks in keys:

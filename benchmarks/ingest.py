@@ -8,8 +8,9 @@ Builds (once, under --dir) a synthetic benchmark of N questions x M models:
   answer, category, l2-category, prediction) plus ``SYNTH_BENCH.tsv`` as the dataset file;
 * ``xlsx/``: the same sheets as .xlsx for a smaller subset (openpyxl is slow).
 
-Each measurement runs in a fresh child process and reports wall time, rows/s and the child's peak
-RSS (``ru_maxrss``). Usage::
+Each measurement runs in a fresh child process and reports wall time, rows/s, CPU time (rows per
+CPU-second is the figure to compare on a shared, loaded machine) and the child's peak RSS
+(``ru_maxrss``). Usage::
 
     .venv/bin/python benchmarks/ingest.py                       # 100,000 x 50 (5M rows)
     .venv/bin/python benchmarks/ingest.py --questions 10000 --models 5
@@ -98,6 +99,7 @@ def measure(kind: str, directory: str) -> dict:
     from audit_hub.frame import AuditFrame
 
     t0 = time.perf_counter()
+    c0 = time.process_time()
     if kind == "parquet":
         q = ingest.load_questions(os.path.join(directory, "parquet", "questions.parquet"))
         t1 = time.perf_counter()
@@ -120,11 +122,13 @@ def measure(kind: str, directory: str) -> dict:
             exact = False
         frame = AuditFrame.from_tables(q, r, compute_exact=exact)
     t3 = time.perf_counter()
+    cpu = time.process_time() - c0
     rows = len(frame.runs)
     return {"kind": kind, "rows": rows, "questions": frame.n_questions, "models": frame.n_models,
             "load_questions_s": round(t1 - t0, 3), "load_runs_s": round(t2 - t1, 3),
             "validate_s": round(t3 - t2, 3), "total_s": round(t3 - t0, 3),
-            "rows_per_s": round(rows / (t3 - t0)), "peak_rss_mb": round(
+            "rows_per_s": round(rows / (t3 - t0)), "cpu_s": round(cpu, 3),
+            "rows_per_cpu_s": round(rows / max(cpu, 1e-9)), "peak_rss_mb": round(
                 resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "exact_extraction": exact}
 
@@ -156,7 +160,7 @@ def main() -> None:
             continue
         res = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"{kind:8s} {res['rows']:>9,d} run rows ({res['questions']:,d} q x {res['models']} models): "
-              f"{res['rows_per_s']:>10,d} rows/s  total {res['total_s']:.2f}s (questions {res['load_questions_s']:.2f}s,"
+              f"{res['rows_per_s']:>10,d} rows/s wall ({res['rows_per_cpu_s']:,d} rows per CPU-second)  total {res['total_s']:.2f}s (questions {res['load_questions_s']:.2f}s,"
               f" runs {res['load_runs_s']:.2f}s, validate {res['validate_s']:.2f}s)  peak RSS {res['peak_rss_mb']:,d} MB"
               f"  exact extraction: {res['exact_extraction']}",
               flush=True)

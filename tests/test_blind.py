@@ -205,6 +205,12 @@ def test_output_is_a_blind_run_for_the_audit_frame(tiny, tmp_path):
     rc = json.loads((out / "run_config.json").read_text())
     assert rc["fingerprint"]["mode"] == "logprob" and rc["seed"] == 0
     assert "data/blind-*.parquet" in (out / "README.md").read_text()
+    # `benchaudit audit --blind OUT` reads the folder as it is
+    from audit_hub.ingest import build_frame
+
+    via_ingest = build_frame(tiny["questions"], [], [str(out)])
+    assert via_ingest.models_in("blind") == ["tiny"]
+    np.testing.assert_array_equal(via_ingest.correctness("blind", "hit_exact")[:, 0], expect)
 
 
 # ------------------------------------------------------------------------------------------- resume

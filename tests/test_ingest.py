@@ -150,7 +150,7 @@ def _tables(draw):
     return pd.DataFrame(qrows), pd.DataFrame(rrows)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(tables=_tables())
 def test_round_trip_save_load(tmp_path_factory, tables):

@@ -93,8 +93,10 @@ def direct(name: str, frame: AuditFrame, **params) -> dict:
     return to_jsonable(mod.run(frame, field=params.pop("field", "hit"), seed=params.pop("seed", 0), **params).summary)
 
 
-def strip_added(out: dict) -> dict:
-    return {k: v for k, v in out.items() if k not in ADDED_KEYS}
+def assert_same(out: dict, expected: dict) -> None:
+    """The metric returns the detector's summary unchanged, plus only the adapter's own keys."""
+    assert {k: out.get(k, "<missing>") for k in expected} == expected
+    assert set(out) - set(expected) <= ADDED_KEYS
 
 
 # ---------------------------------------------------------------------------------- evaluate fixture
@@ -133,7 +135,7 @@ def test_visual_dependency_module_equals_detector_and_hand_values(ev):
         question_ids=r["question_ids"], models=r["models"], predictions=r["predictions"],
         blind_predictions=r["blind_predictions"], references=r["references"], options=r["options"],
         categories=r["categories"], n_permutations=199, seed=3)
-    assert strip_added(out) == direct("visual_dependency", reference_frame(), n_permutations=199, seed=3)
+    assert_same(out, direct("visual_dependency", reference_frame(), n_permutations=199, seed=3))
     # f = (3,2,0,2,1,3), b = (3,0,0,0,1,2): zero gain on q1, q3, q5
     assert out["zero_gain_share"] == pytest.approx(3 / 6)
     # E[#diagonal] = sum_k r_k c_k / N with f margins {0:1,1:1,2:2,3:2}, b margins {0:3,1:1,2:1,3:1}
@@ -177,7 +179,7 @@ def test_consensus_error_module_equals_detector(ev):
     out = load_local(ev, "consensus_error").compute(
         question_ids=r["question_ids"], models=r["models"], predictions=r["predictions"],
         references=r["references"], options=r["options"], categories=r["categories"])
-    assert strip_added(out) == direct("consensus_error", reference_frame(blind=False))
+    assert_same(out, direct("consensus_error", reference_frame(blind=False)))
     assert out["n_unanimous_non_gold"] == 1  # q3: every model chose D, gold C
     assert "q3" in out["flagged_question_ids"]
 
@@ -188,7 +190,7 @@ def test_fleiss_kappa_module_equals_detector_and_hand_value(ev):
         question_ids=r["question_ids"], models=r["models"], predictions=r["predictions"],
         options=r["options"], categories=r["categories"])
     frame = reference_frame(blind=False)
-    assert strip_added(out) == direct("fleiss_kappa_agreement", frame)
+    assert_same(out, direct("fleiss_kappa_agreement", frame))
     # P_i = 1, 1/3, 1, 1/3, 0, 1 -> P_bar = 11/18; p = (5, 6, 2, 5)/18 -> P_e = 90/324 = 5/18
     assert out["kappa"] == pytest.approx((11 / 18 - 5 / 18) / (1 - 5 / 18))
     from statsmodels.stats.inter_rater import fleiss_kappa
@@ -202,7 +204,7 @@ def test_correctness_agreement_module_equals_detector_both_configurations(ev):
     out = load_local(ev, "correctness_agreement").compute(
         question_ids=r["question_ids"], models=r["models"], predictions=r["predictions"],
         references=r["references"], options=r["options"], categories=r["categories"])
-    assert strip_added(out) == direct("correctness_agreement", reference_frame(blind=False))
+    assert_same(out, direct("correctness_agreement", reference_frame(blind=False)))
     assert (out["n_saturated"], out["n_floor"]) == (2, 1)  # q1, q6 all right; q3 all wrong
     hits = [int(p == g) for p, g in zip(r["predictions"], r["references"])]
     out_h = load_local(ev, "correctness_agreement", "hits").compute(
@@ -215,7 +217,7 @@ def test_answer_options_distribution_module_equals_detector_both_configurations(
              "categories": [q[3] for q in QUESTIONS]}
     out = load_local(ev, "answer_options_distribution", "options").compute(
         **per_q, options=[list(q[2]) for q in QUESTIONS])
-    assert strip_added(out) == direct("answer_options_distribution", reference_frame(with_runs=False))
+    assert_same(out, direct("answer_options_distribution", reference_frame(with_runs=False)))
     assert out["gold_position_counts"] == {"A": 2, "B": 2, "C": 1, "D": 1}
     assert out["dof"] == 3
     # chi-square against uniform: expected 1.5 each -> (0.25*2 + 0.25*2) / 1.5
@@ -229,7 +231,7 @@ def test_distractor_similarity_module_equals_detector(ev):
     per_q = {"question_ids": [q[0] for q in QUESTIONS], "options": [list(q[2]) for q in QUESTIONS],
              "references": [q[1] for q in QUESTIONS]}
     out = load_local(ev, "distractor_similarity").compute(**per_q)
-    assert strip_added(out) == direct("distractor_similarity", reference_frame(with_runs=False))
+    assert_same(out, direct("distractor_similarity", reference_frame(with_runs=False)))
     assert out["n_exact_duplicates"] == 1  # q3: "green" (gold C) == "Green " (D) after normalisation
     assert "q3" in out["flagged_question_ids"]
     assert out["severity_counts"]["critical"] >= 1
@@ -404,34 +406,49 @@ def test_modules_cache_dir_follows_evaluate_config(monkeypatch, tmp_path):
     assert mi.modules_cache_dir() == tmp_path / "mods"
 
 
+def test_cli_list_and_user_error(tmp_path, capsys):
+    from audit_hub.cli import main
+
+    assert main(["metrics", "list", "--cache-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.count("not installed") == 6
+    assert main(["metrics", "install", "consensus_error", "--cache-dir", str(tmp_path)]) == 0
+    assert "1 metric module(s) installed" in capsys.readouterr().out
+    assert main(["metrics", "list", "--cache-dir", str(tmp_path)]) == 0
+    listing = capsys.readouterr().out
+    assert listing.count("not installed") == 5 and re.search(r"benchaudit/consensus_error\s+installed", listing)
+    assert main(["metrics", "install", "nope", "--cache-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: unknown metric(s) ['nope']")
+
+
+PROBE = """
+import json, sys
+from audit_hub.cli import main
+rc = main(["metrics", "install"])
+assert rc == 0, rc
+assert "evaluate" not in sys.modules  # evaluate reads its cache and offline settings at import
+import evaluate
+args = json.loads(sys.argv[1])
+m = evaluate.load("benchaudit/visual_dependency")
+out = m.compute(**args, n_permutations=99, seed=0)
+print("RESULT=" + json.dumps({k: out[k] for k in ("zero_gain_share", "null_mean", "excess", "p_value")}))
+"""
+
+
 @pytest.mark.slow
 def test_cli_install_then_offline_load_in_subprocess(tmp_path):
+    """End to end as a user does it: `benchaudit metrics install`, then evaluate.load offline."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update({"HF_HOME": str(tmp_path / "hf"), "HF_MODULES_CACHE": str(tmp_path / "modules"),
                 "HF_EVALUATE_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
-    p = subprocess.run([sys.executable, "-m", "audit_hub.cli", "metrics", "install"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    assert "6 metric module(s) installed" in p.stdout
-    p = subprocess.run([sys.executable, "-m", "audit_hub.cli", "metrics", "list"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0 and p.stdout.count(" installed ") == 6, p.stdout
     r = rows()
-    probe = (
-        "import json, sys, evaluate\n"
-        "args = json.loads(sys.argv[1])\n"
-        "m = evaluate.load('benchaudit/visual_dependency')\n"
-        "out = m.compute(**args, n_permutations=99, seed=0)\n"
-        "print('RESULT=' + json.dumps({k: out[k] for k in ('zero_gain_share', 'null_mean', 'excess', 'p_value')}))\n"
-    )
     args = {k: r[k] for k in ("question_ids", "models", "predictions", "blind_predictions", "references")}
-    p = subprocess.run([sys.executable, "-c", probe, json.dumps(args)], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=180)
+    p = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args)], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
+    assert "6 metric module(s) installed" in p.stdout
+    assert (tmp_path / "modules" / "evaluate_modules" / "metrics" / "benchaudit--visual_dependency").is_dir()
     res = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT=")][-1][len("RESULT="):])
     assert res["zero_gain_share"] == pytest.approx(0.5)
     assert res["null_mean"] == pytest.approx(8 / 36)
+    assert res["excess"] == pytest.approx(0.5 - 8 / 36)
     assert 0 < res["p_value"] <= 1
-    p = subprocess.run([sys.executable, "-m", "audit_hub.cli", "metrics", "install", "nope"], cwd=tmp_path,
-                       env=env, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith("error: unknown metric")

@@ -223,7 +223,11 @@ def test_push_metrics_then_evaluate_load_over_http(tmp_path, hub):
         again = push_metrics("benchaudit", metrics_dir=real, names=["visual_dependency"])
         assert again[0]["no_op"]
 
+    # evaluate imports transformers (and torch) only for its Evaluator; loading a metric does not need it, and
+    # blocking it saves most of the start-up time on a loaded machine.
     code = textwrap.dedent("""
+        import sys
+        sys.modules["transformers.pipelines"] = None
         import json, evaluate
         out = {}
         m = evaluate.load("benchaudit/tiny_count")

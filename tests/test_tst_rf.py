@@ -157,7 +157,7 @@ def test_grouped_and_ungrouped_both_reported():
 
 def test_free_questions_unscored_and_yesno_scored():
     rows = [{"question_id": f"y{i}", "question": f"Is there a cat number {i}?", "options": [],
-             "answer": "yes" if i % 3 else "no", "answer_type": "yesno", "category": "yn"} for i in range(60)]
+             "answer": "yes" if i % 3 else "no", "answer_type": "yesno", "category": "yn"} for i in range(150)]
     rows += [{"question_id": f"f{i}", "question": "Name it", "options": [], "answer": "a dog",
               "answer_type": "free", "category": "free"} for i in range(5)]
     f = AuditFrame.from_tables(pd.DataFrame(rows))
@@ -168,4 +168,4 @@ def test_free_questions_unscored_and_yesno_scored():
     assert res.summary["chance"] == pytest.approx(0.5)
     # 2/3 of the gold answers are "yes": the position statistic learns it (majority accuracy 2/3)
     assert res.summary["accuracy"] > 0.6
-    assert res.summary["majority_baseline"] == pytest.approx(40 / 60)
+    assert res.summary["majority_baseline"] == pytest.approx(100 / 150)

@@ -350,6 +350,10 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
             "tokens of such prompts (rows are then marked truncated), or --max-length to override the limit",
             file=cfg.questions, column="question")
 
+    if not state.is_main_process:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one set of loading bars, not one per process
     model, is_vlm = load_model(cfg, mconfig, state.device)
     forward = ForwardFn(model, pass_position_ids=not is_vlm)
     kmax = max([len(options[it["i"]]) for it in items if atype[it["i"]] == "mc" and not it["gen"]], default=0)

@@ -41,26 +41,34 @@ _CHUNK = 200_000
 
 
 def _item_rest(x: np.ndarray, w: np.ndarray, rest_num: np.ndarray, rest_den: np.ndarray) -> np.ndarray:
-    """Weighted Pearson correlation per row between x (0/1) and the rest score, over known cells."""
+    """Pearson correlation per row between x (0/1) and the rest score, over the known cells.
+
+    The rest score of model m on item i is ``y_im = (T_m - x_im) / (n_m - 1) = a_m - c_m x_im`` with
+    ``a = T / (n - 1)``, ``c = 1 / (n - 1)``; so every sum the correlation needs is a matrix-vector
+    product of the 0/1 matrices with a few model vectors (BLAS, chunked over rows).
+    """
     out = np.full(x.shape[0], np.nan)
+    ok_m = rest_den > 1
+    a = np.where(ok_m, rest_num / np.maximum(rest_den - 1, 1), 0.0)
+    c = np.where(ok_m, 1.0 / np.maximum(rest_den - 1, 1), 0.0)
+    vx = np.stack([a, c, a * c, c * c], axis=1)            # for X @ .
+    vw = np.stack([np.ones_like(a), a, a * a], axis=1)     # for W @ .
+    okf = ok_m.astype(np.float64)
     for s in range(0, x.shape[0], _CHUNK):
-        xs = x[s:s + _CHUNK].astype(np.float64)
-        ws = w[s:s + _CHUNK].astype(np.float64)
-        den = rest_den[None, :] - ws
+        ws = (w[s:s + _CHUNK] & ok_m[None, :]).astype(np.float64)
+        xs = (x[s:s + _CHUNK] & w[s:s + _CHUNK]).astype(np.float64) * okf[None, :]
+        px = xs @ vx
+        pw = ws @ vw
+        sw, sx = pw[:, 0], xs.sum(axis=1)
+        sy = pw[:, 1] - px[:, 1]
+        sxy = px[:, 0] - px[:, 1]
+        syy = pw[:, 2] - 2 * px[:, 2] + px[:, 3]
         with np.errstate(invalid="ignore", divide="ignore"):
-            y = np.where(den > 0, (rest_num[None, :] - xs * ws) / den, 0.0)
-        ws = ws * (den > 0)
-        sw = ws.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mx = (ws * xs).sum(axis=1) / sw
-            my = (ws * y).sum(axis=1) / sw
-            dx = (xs - mx[:, None]) * ws
-            dy = (y - my[:, None]) * ws
-            sxy = (dx * dy).sum(axis=1)
-            sxx = (dx * dx).sum(axis=1)
-            syy = (dy * dy).sum(axis=1)
-            r = sxy / np.sqrt(sxx * syy)
-        ok = (sxx > 1e-12) & (syy > 1e-12)
+            cov = sxy - sx * sy / sw
+            vxx = sx - sx * sx / sw
+            vyy = syy - sy * sy / sw
+            r = cov / np.sqrt(vxx * vyy)
+        ok = (sw >= 2) & (vxx > 1e-9) & (vyy > 1e-12)
         out[s:s + _CHUNK] = np.where(ok, np.clip(r, -1.0, 1.0), np.nan)
     return out
 
@@ -70,13 +78,18 @@ def guttman_inversions(x: np.ndarray, known: np.ndarray, order: np.ndarray) -> t
 
     ``order`` lists model columns from weakest to strongest. Unknown cells count on neither side.
     """
-    xs = (x[:, order] == 1) & known[:, order]
-    wrong = (~(x[:, order] == 1)) & known[:, order]
-    # wrong models stronger than column j: reverse cumulative sum excluding j
-    wrong_after = np.cumsum(wrong[:, ::-1], axis=1, dtype=np.int64)[:, ::-1] - wrong
-    inv = (xs * wrong_after).sum(axis=1)
-    k = xs.sum(axis=1)
-    n = known.sum(axis=1)
+    inv = np.zeros(x.shape[0], dtype=np.int64)
+    k = np.zeros(x.shape[0], dtype=np.int64)
+    n = np.zeros(x.shape[0], dtype=np.int64)
+    for s in range(0, x.shape[0], _CHUNK):
+        xo, ko = x[s:s + _CHUNK][:, order], known[s:s + _CHUNK][:, order]
+        xs = (xo == 1) & ko
+        wrong = (xo != 1) & ko
+        # wrong models stronger than column j: reverse cumulative sum excluding j
+        wrong_after = np.cumsum(wrong[:, ::-1], axis=1, dtype=np.int16)[:, ::-1] - wrong
+        inv[s:s + _CHUNK] = (xs * wrong_after).sum(axis=1, dtype=np.int64)
+        k[s:s + _CHUNK] = xs.sum(axis=1, dtype=np.int64)
+        n[s:s + _CHUNK] = ko.sum(axis=1, dtype=np.int64)
     mx = k * (n - k)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(mx > 0, inv / np.maximum(mx, 1), np.nan)
@@ -99,7 +112,10 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 
     M = len(models)
     k = right.sum(axis=1, dtype=np.int64)
     n = known.sum(axis=1, dtype=np.int64)
-    p_mean, p_lo, p_hi = jeffreys_interval(k, n)
+    # Jeffreys on the (few) distinct (k, n) pairs, then broadcast back
+    pair, inv_pair = np.unique(k * (M + 1) + n, return_inverse=True)
+    pm, pl, ph = jeffreys_interval(pair // (M + 1), pair % (M + 1))
+    p_mean, p_lo, p_hi = pm[inv_pair], pl[inv_pair], ph[inv_pair]
     saturated = (n >= 2) & (k == n)
     floor = (n >= 2) & (k == 0)
 
@@ -120,6 +136,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 
     tested = np.zeros(frame.n_questions, dtype=bool)
     if M >= MIN_MODELS_ITEM_REST:
         item_rest = _item_rest(right, known, tot.astype(np.float64), cnt.astype(np.float64))
+        # rest scores need n_m - 1 > 0; the matrix form ignores models with a single known item
         tested = ~np.isnan(item_rest) & (n >= MIN_MODELS_ITEM_REST)
         r = np.where(tested, item_rest, 0.0)
         dfree = np.maximum(n - 2, 1)

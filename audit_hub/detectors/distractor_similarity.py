@@ -152,7 +152,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
 
     # ---- all option pairs (i < j) of each item, grouped by number of options
     items_l, a_l, b_l = [], [], []
-    for k in np.unique(K[compared]):
+    for k in np.flatnonzero(np.bincount(K[compared])) if compared.any() else []:
         idx = np.flatnonzero(compared & (K == k))
         ia, ib = np.triu_indices(int(k), 1)
         items_l.append(np.repeat(idx, len(ia)))
@@ -190,7 +190,10 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
         ucls = np.zeros(len(ukey), np.int8)  # 0 none, 1 near, 2 contrastive
         if len(cand):
             # texts that differ only in their numbers are numeric differences, not near duplicates
-            involved = np.unique(np.concatenate([ulo[cand], uhi[cand]]))
+            mark = np.zeros(n_norm, bool)
+            mark[ulo[cand]] = True
+            mark[uhi[cand]] = True
+            involved = np.flatnonzero(mark)
             sk_codes = np.full(n_norm, -1, np.int64)
             sk = pa.array(skeletons(pa.array(norm_texts[involved], type=pa.string())), type=pa.string())
             sk_codes[involved] = sk.dictionary_encode().indices.to_numpy(zero_copy_only=False)

@@ -281,14 +281,17 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
         elif pool_level:
             drops = ([(name, "full", j) for j, name in enumerate(mf_names)] if mf >= 2 else []) + \
                     ([(name, "blind", j) for j, name in enumerate(mb_names)] if mb >= 2 else [])
-        full_k = full[idx] if drops else None
-        blind_k = blind[idx] if drops else None
+        # (models, items) contiguous 0/1 rows: one column per drop is a contiguous read
+        full_k = np.ascontiguousarray((full[idx] == 1).T) if drops else None
+        blind_k = np.ascontiguousarray((blind[idx] == 1).T) if drops else None
+        base_f = f
+        base_b = b
         for name, arm, j in drops:
             fd, bd, mfd, mbd = f, b, mf, mb
             if arm in ("both", "full"):
-                fd, mfd = f - (full_k[:, j] == 1), mf - 1
+                fd, mfd = base_f - full_k[j], mf - 1
             if arm in ("both", "blind"):
-                bd, mbd = b - (blind_k[:, j] == 1), mb - 1
+                bd, mbd = base_b - blind_k[j], mb - 1
             Rd, Cd = mfd + 1, mbd + 1
             pr = matched_pairs(Rd, Cd)
             td = np.bincount(strata * (Rd * Cd) + fd * Cd + bd, minlength=n_strata * Rd * Cd).reshape(n_strata, Rd, Cd)
@@ -308,7 +311,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
             fragile = bool(changed or flipped)
             parts = []
             if changed:
-                parts.append(("significance at alpha=%g " % alpha)
+                parts.append(f"significance at alpha={alpha:g} "
                              + ("lost" if sig else "gained") + " without " + ", ".join(changed))
             if flipped:
                 parts.append("sign of the excess flips without " + ", ".join(flipped))

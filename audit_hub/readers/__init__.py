@@ -118,6 +118,10 @@ def to_str_series(s: pd.Series, *, strip: bool = False) -> pd.Series:
         return pd.Series([], dtype=object, index=s.index)
     if pd.api.types.is_integer_dtype(s.dtype) and not s.isna().any():
         return pd.Series(s.astype("int64").astype(str).to_numpy(dtype=object), index=s.index, dtype=object)
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        cats = to_str_series(pd.Series(s.cat.categories), strip=strip).to_numpy(dtype=object)
+        table = np.append(cats, None).astype(object)
+        return pd.Series(table[s.cat.codes.to_numpy()], index=s.index, dtype=object)
     if isinstance(s.dtype, (pd.StringDtype, pd.ArrowDtype)) and pd.api.types.is_string_dtype(s.dtype):
         t = s.str.strip() if strip else s
         return pd.Series(t.to_numpy(dtype=object, na_value=None), index=s.index, dtype=object)

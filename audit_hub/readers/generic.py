@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InputError
 from . import (
@@ -58,17 +60,34 @@ def _types_mapper(t: pa.DataType):
 
 
 # ---------------------------------------------------------------------------------------- reading
-def read_table(path: str, column_map: dict[str, str] | None = None) -> pd.DataFrame:
-    """Read a CSV/TSV/JSONL/JSON/Parquet/XLSX table; adds ``source_row``; skips media columns."""
+def read_table(path: str, column_map: dict[str, str] | None = None, *,
+               keep: Callable[[list[str]], list[str] | None] | None = None) -> pd.DataFrame:
+    """Read a CSV/TSV/JSONL/JSON/Parquet/XLSX table; adds ``source_row``; skips media columns.
+
+    ``keep`` (CSV/TSV/Parquet only) receives the header (after ``column_map``) and returns the
+    column names to read, or None for all: readers that need a few columns of a wide sheet skip
+    parsing the rest."""
+
+    def select(names: list[str]) -> list[str]:
+        cols = [n for n in names if n not in MEDIA_COLUMNS]
+        if keep is None:
+            return cols
+        cmap = column_map or {}
+        wanted = keep([cmap.get(n, n) for n in cols])
+        if wanted is None:
+            return cols
+        wanted_set = set(wanted)
+        return [n for n in cols if cmap.get(n, n) in wanted_set]
+
     ext = ext_of(path)
     if ext in PICKLE_EXTENSIONS:
         from . import refuse_pickle
         refuse_pickle(path)
     ensure_nonempty(path)
     if ext in (".csv", ".tsv"):
-        df = _read_delimited(path, "\t" if ext == ".tsv" else ",")
+        df = _read_delimited(path, "\t" if ext == ".tsv" else ",", select)
     elif ext == ".parquet":
-        df = _read_parquet(path)
+        df = _read_parquet(path, select)
     elif ext == ".xlsx":
         df = _read_excel(path)
     elif ext == ".jsonl":
@@ -117,11 +136,11 @@ def _header(path: str, sep: str) -> list[str]:
     return names
 
 
-def _read_delimited(path: str, sep: str) -> pd.DataFrame:
+def _read_delimited(path: str, sep: str, select: Callable[[list[str]], list[str]]) -> pd.DataFrame:
     import pyarrow.csv as pacsv
 
     names = _header(path, sep)
-    include = [n for n in names if n not in MEDIA_COLUMNS]
+    include = select(names)
     try:
         table = pacsv.read_csv(
             path,
@@ -159,24 +178,32 @@ def _find_bad_row(path: str, sep: str, n_fields: int) -> None:
         raise InputError(f"malformed {'TSV' if sep == chr(9) else 'CSV'} ({e})", file=path) from None
 
 
-def _read_parquet(path: str) -> pd.DataFrame:
+def _read_parquet(path: str, select: Callable[[list[str]], list[str]]) -> pd.DataFrame:
     import pyarrow.parquet as pq
 
     try:
         schema = pq.read_schema(path)
-        cols = [n for n in schema.names if n not in MEDIA_COLUMNS]
+        cols = select(list(schema.names))
         dict_cols = [n for n in cols if n in DICT_COLUMNS or n == "source_file"]
         table = pq.read_table(path, columns=cols, read_dictionary=dict_cols)
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"not a readable Parquet file ({str(e).splitlines()[0]})", file=path) from None
     # list-of-string columns (options) come back as numpy arrays per row; that is fine downstream
     list_cols = [f.name for f in table.schema if pa.types.is_list(f.type) or pa.types.is_large_list(f.type)]
-    lists = {c: table.column(c).to_pylist() for c in list_cols}  # plain lists of str, built in C
+    lists = {}
+    clean = []
+    for c in list_cols:  # plain Python lists, built in C; null items inside string lists become ""
+        col = table.column(c).combine_chunks()
+        if pa.types.is_string(col.type.value_type) or pa.types.is_large_string(col.type.value_type):
+            col = type(col).from_arrays(col.offsets, pc.fill_null(col.values, ""), mask=col.is_null())
+            clean.append(c)
+        lists[c] = col.to_pylist()
     if list_cols:
         table = table.drop_columns(list_cols)
     df = table.to_pandas(types_mapper=_types_mapper, split_blocks=True, self_destruct=True)
     for c in list_cols:
         df[c] = pd.Series(lists[c], dtype=object, index=df.index)
+    df.attrs["clean_list_columns"] = clean
     for c in dict_cols:  # categories as plain str (Arrow-backed categories slow down .astype(str))
         s = df[c]
         if isinstance(s.dtype, pd.CategoricalDtype) and not isinstance(s.cat.categories.dtype, np.dtype):
@@ -202,8 +229,8 @@ def _read_excel(path: str) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------- questions
-def _options_cell(v: Any, file: str, row: int) -> list[str]:
-    if type(v) is list and all(type(x) is str for x in v):
+def _options_cell(v: Any, file: str, row: int, clean: bool = False) -> list[str]:
+    if type(v) is list and (clean or all(type(x) is str for x in v)):
         return v
     if isinstance(v, (list, tuple, np.ndarray)):
         return ["" if is_null(x) else str(x) for x in v]
@@ -256,7 +283,9 @@ def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answ
     opt_col = first_present(df.columns, ("options", "choices"))
     options: list[list[str]] | None = None
     if opt_col is not None:
-        options = [_options_cell(v, file, int(rows[i])) for i, v in enumerate(df[opt_col].tolist())]
+        clean = opt_col in df.attrs.get("clean_list_columns", ())
+        options = [[] if v is None else _options_cell(v, file, int(rows[i]), clean)
+                   for i, v in enumerate(df[opt_col].tolist())]
     if options is None or not any(options):
         letter_opts = options_from_letter_columns(df)
         if letter_opts is not None:

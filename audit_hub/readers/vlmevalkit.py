@@ -46,6 +46,8 @@ KNOWN_DATASETS: tuple[str, ...] = (
 )
 #: judge names that contain an underscore (everything else is the last ``_`` segment)
 KNOWN_JUDGES_WITH_UNDERSCORE: tuple[str, ...] = ("exact_matching",)
+#: the columns a sheet needs for its runs (the rest only describe the questions)
+RUN_COLUMNS = frozenset({"index", "question_id", "prediction", "hit", "log", "extracted", "score", "res"})
 JUDGE_MODELS = {"openai": "chatgpt-0125 (gpt-3.5-turbo-0125)", "gpt4": "gpt-4-0125"}
 
 

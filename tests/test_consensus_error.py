@@ -1,0 +1,101 @@
+"""consensus_error: hand-computed cases, the independence expectation, planted and null simulations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as st
+from sim import simulate_frame
+
+from audit_hub.detectors import consensus_error as ce
+from audit_hub.errors import DetectorSkipped
+from audit_hub.frame import AuditFrame
+
+
+def _hand_frame():
+    qs = pd.DataFrame({
+        "question_id": ["u1", "u2", "maj", "tie", "ok", "dup", "num"],
+        "options": [["w", "x", "y"], ["w", "x", "y"], ["w", "x", "y"], ["w", "x", "y"], ["w", "x", "y"],
+                    ["cat", "1/2", "0.5"], []],
+        "answer": ["A", "A", "A", "A", "A", "B", "7"],
+    })
+    full = {  # 4 models
+        "u1": ["B", "B", "B", "B"],      # unanimous non-gold; blind picks B too -> high
+        "u2": ["C", "C", "C", None],     # unanimous among 3 parseable (>= M-1); blind says A -> critical
+        "maj": ["B", "B", "B", "A"],     # strict majority non-gold -> medium
+        "tie": ["B", "B", "A", "A"],     # 2-2: no majority
+        "ok": ["A", "A", "A", "B"],
+        "dup": ["C", "C", "C", "C"],     # chosen option '0.5' == gold '1/2' -> critical
+        "num": ["8", "8.0", "8", "8"],   # numeric unanimous wrong (open item)
+    }
+    rows = []
+    for qid, ans in full.items():
+        for m, a in enumerate(ans):
+            rows.append((qid, f"m{m}", "full", a, a, None))
+    rows += [("u1", "m0", "blind", "B", "B", None), ("u2", "m0", "blind", "A", "A", None),
+             ("u2", "m1", "blind", "A", "A", None)]
+    runs = pd.DataFrame(rows, columns=["question_id", "model", "arm", "prediction", "answer", "hit"])
+    runs["hit_exact"] = None
+    return AuditFrame.from_tables(qs, runs)
+
+
+def test_hand_case_flags_and_severity():
+    r = ce.run(_hand_frame())
+    pq = r.per_question.set_index("question_id")
+    assert pq["consensus_error_severity"].to_dict() == {
+        "u1": "high", "u2": "critical", "maj": "medium", "tie": "info", "ok": "info", "dup": "critical",
+        "num": "high"}
+    assert pq.loc["u2", "consensus_error_n_parseable"] == 3
+    assert pq.loc["u2", "consensus_error_consensus_answer"] == "C"
+    assert pq.loc["u2", "consensus_error_blind_agreement"] == 0.0
+    assert pq.loc["u1", "consensus_error_blind_agreement"] == 1.0
+    assert bool(pq.loc["dup", "consensus_error_duplicates_gold"])
+    assert pq.loc["num", "consensus_error_consensus_answer"] in ("8", "8.0")
+    assert pq.loc["maj", "consensus_error_consensus_share"] == 0.75
+    assert pq.loc["maj", "consensus_error_score"] == pytest.approx(0.25)
+    assert pq.loc["tie", "consensus_error_consensus_code"] == -1
+    s = r.summary
+    assert s["n_unanimous_non_gold"] == 4 and s["n_majority_non_gold"] == 5 and s["n_open_items_excluded"] == 1
+    # expectation by hand: error rates over closed items (u1,u2,maj,tie,ok,dup)
+    e = np.array([5 / 6, 5 / 6, 4 / 6, 3 / 5])
+    k1 = 2.0  # K - 1 for three options
+    exp = 0.0
+    for parse in ([1, 1, 1, 1],) * 5 + ([1, 1, 1, 0],):
+        p = np.asarray(parse, bool)
+        exp += np.prod(e[p]) * k1 ** (1 - p.sum())
+    # all closed items are eligible (n_parseable >= 3)
+    assert s["expected_under_independence"] == pytest.approx(exp)
+    assert s["p_value"] == pytest.approx(st.poisson.sf(3 - 1, exp))
+    lo, hi = s["unanimous_share_ci"]
+    assert lo < 4 / 7 < hi
+
+
+def test_min_answered_and_skip():
+    r = ce.run(_hand_frame(), min_answered=4)
+    assert r.per_question.set_index("question_id").loc["u2", "consensus_error_severity"] == "medium"
+    f = simulate_frame(50, 1, seed=0)
+    with pytest.raises(DetectorSkipped):
+        ce.run(f)
+
+
+def test_planted_consensus_found():
+    f = simulate_frame(3000, 8, planted={"consensus_wrong": 25}, seed=3)
+    r = ce.run(f)
+    un = set(r.per_question.loc[r.per_question.consensus_error_unanimous, "question_id"])
+    assert un == set(f.meta["planted"]["consensus_wrong"])  # 8 models at 60%: chance unanimity ~0
+    assert r.summary["p_value"] < 1e-20
+    # the simulator's blind runs pick the same wrong option: high, not critical
+    assert set(r.per_question.set_index("question_id").loc[list(un), "consensus_error_severity"]) == {"high"}
+
+
+def test_null_matches_independence_expectation():
+    obs, exp, ps = 0, 0.0, []
+    for s in range(12):
+        f = simulate_frame(1500, 3, n_options=3, accuracy_full=[0.2, 0.3, 0.4], seed=100 + s)
+        r = ce.run(f).summary
+        obs += r["n_unanimous_closed"]
+        exp += r["expected_under_independence"]
+        ps.append(r["p_value"])
+    assert abs(obs - exp) < 4 * np.sqrt(exp)
+    assert np.mean(np.array(ps) < 0.05) <= 0.25

@@ -1,0 +1,137 @@
+"""Iterative Bias Pruning: planted questions first, floors, ties, budgets, random baseline, gap, outputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from audit_hub.errors import InputError
+from audit_hub.frame import AuditFrame
+from audit_hub.tst.prune import _rank, gap_table, iterative_bias_pruning, largest_remainder, random_removal
+from audit_hub.tst.synthetic import make_synthetic
+
+FAST = {"k": 4, "repeats": 1}
+
+
+def test_largest_remainder_hand_case():
+    assert largest_remainder(10, {"a": 5, "b": 3, "c": 2}) == {"a": 5, "b": 3, "c": 2}
+    assert largest_remainder(3, {"a": 1, "b": 1, "c": 1}) == {"a": 1, "b": 1, "c": 1}
+    # 7 * (5, 3, 2) / 10 = 3.5, 2.1, 1.4 -> floors 3, 2, 1, one left goes to the largest remainder (a)
+    assert largest_remainder(7, {"a": 5, "b": 3, "c": 2}) == {"a": 4, "b": 2, "c": 1}
+
+
+def test_rank_breaks_ties_by_question_id_and_skips_nan():
+    scores = np.array([0.2, 0.5, 0.2 + 1e-15, np.nan, 0.5])
+    ids = np.array(["q3", "q9", "q1", "q0", "q2"], dtype=object)
+    assert list(ids[_rank(scores, ids)]) == ["q2", "q9", "q1", "q3"]
+
+
+def test_ibp_removes_planted_questions_first():
+    df = make_synthetic(700, planted=True, seed=11)
+    f = AuditFrame.from_tables(df)
+    n_t0 = int((df["category"] == "t0").sum())
+    res = iterative_bias_pruning(f, budget=60, step=30, tst_kwargs=FAST, random_seeds=20, random_tst_seeds=1)
+    assert len(res.removed) == 60 and len(res.kept_ids) == 700 - 60
+    share = (res.removed["category"] == "t0").mean()
+    assert share >= 0.9, (share, n_t0)
+    assert list(res.removed["order"]) == list(range(1, 61))
+    assert list(res.trace["n_removed"]) == [30, 30]
+    # the random baseline removes 60 at random: about 1/8 of them from t0
+    rnd_t0 = (~res.random_keep[:, (df["category"] == "t0").to_numpy()]).sum(axis=1).mean()
+    assert rnd_t0 < 20
+    # TsT after pruning is lower than after random removal
+    assert res.tst_after["pruned"]["mean_p_gold"] < res.tst_after["random_0"]["mean_p_gold"]
+
+
+def test_floors_stop_removal_in_a_category():
+    df = make_synthetic(500, planted=True, seed=12)
+    f = AuditFrame.from_tables(df)
+    n_t0 = int((df["category"] == "t0").sum())
+    res = iterative_bias_pruning(f, budget=80, step=40, floors={"t0": n_t0 - 5}, tst_kwargs=FAST, random_seeds=10,
+                                 random_tst_seeds=0)
+    assert (res.removed["category"] == "t0").sum() == 5
+    kept_t0 = (np.asarray(res.random_keep)[:, (df["category"] == "t0").to_numpy()]).sum(axis=1)
+    assert (kept_t0 >= n_t0 - 5).all()  # random removal obeys the same floor
+
+
+def test_threshold_stops_before_removing():
+    f = AuditFrame.from_tables(make_synthetic(200, planted=False, seed=13))
+    res = iterative_bias_pruning(f, budget=50, step=10, threshold=5.0, tst_kwargs=FAST, random_seeds=5)
+    assert len(res.removed) == 0 and res.stop_reasons == {"all": "threshold"}
+    assert len(res.trace) == 1
+
+
+def test_per_format_budgets_and_bad_input():
+    f = AuditFrame.from_tables(make_synthetic(300, planted=True, numeric_share=0.3, seed=14))
+    res = iterative_bias_pruning(f, budget=20, step=10, allocation="per_format", tst_kwargs=FAST, random_seeds=5,
+                                 random_tst_seeds=0)
+    n_choice = int((f.questions["answer_type"] == "mc").sum())
+    assert res.group_budgets == largest_remainder(20, {"choice": n_choice, "numeric": 300 - n_choice})
+    assert res.removed.groupby("group").size().to_dict() == {k: v for k, v in res.group_budgets.items() if v}
+    with pytest.raises(InputError):
+        iterative_bias_pruning(f, budget=5, allocation="per_banana")
+    with pytest.raises(InputError):
+        iterative_bias_pruning(f, budgets={"nope": 3}, allocation="per_format")
+
+
+def test_random_removal_counts_and_seeds():
+    f = AuditFrame.from_tables(make_synthetic(100, seed=15))
+    cat, _ = f.category_codes("category")
+    groups = {"all": np.arange(100)}
+    a = random_removal(f, groups, {"all": 30}, cat, np.zeros(cat.max() + 1, dtype=np.int64), seeds=8, seed=3)
+    b = random_removal(f, groups, {"all": 30}, cat, np.zeros(cat.max() + 1, dtype=np.int64), seeds=8, seed=3)
+    assert (a.sum(axis=1) == 70).all() and np.array_equal(a, b)
+    assert len({tuple(r) for r in a}) == 8
+
+
+def _gap_frame():
+    q = pd.DataFrame({"question_id": ["q0", "q1", "q2", "q3"], "question": ["a", "b", "c", "d"],
+                      "options": [["x", "y"]] * 4, "answer": ["A"] * 4, "category": ["c"] * 4})
+    runs = []
+    for arm, hits in (("full", [1, 1, 1, 0]), ("blind", [1, 1, 0, 0])):
+        for i, h in enumerate(hits):
+            runs.append({"question_id": f"q{i}", "model": "m1", "arm": arm, "prediction": "A" if h else "B",
+                         "answer": "A" if h else "B", "hit": h, "hit_exact": h})
+    return AuditFrame.from_tables(q, pd.DataFrame(runs))
+
+
+def test_gap_table_hand_computed():
+    f = _gap_frame()
+    keep = np.array([False, False, True, True])
+    rnd = np.array([[True, True, False, False], [True, False, True, False]])
+    g = gap_table(f, keep, rnd).iloc[0]
+    assert g["gap_original"] == pytest.approx(0.75 - 0.5)
+    assert g["vision_pruned"] == pytest.approx(0.5) and g["blind_pruned"] == pytest.approx(0.0)
+    assert g["gap_pruned"] == pytest.approx(0.5)
+    assert g["gap_random_mean"] == pytest.approx(0.25)
+    assert g["gap_random_sd"] == pytest.approx(np.std([0.0, 0.5], ddof=1))
+    assert g["share_random_gap_ge_pruned"] == pytest.approx(0.5)
+    assert gap_table(AuditFrame.from_tables(make_synthetic(20)), keep, rnd) is None
+
+
+def test_prune_report_layout(tmp_path):
+    from audit_hub.tst.release import write_prune_report
+
+    f = AuditFrame.from_tables(make_synthetic(240, planted=True, seed=16))
+    res = iterative_bias_pruning(f, budget=20, step=10, tst_kwargs=FAST, random_seeds=5, random_tst_seeds=0)
+    out = write_prune_report(f, res, tmp_path / "rep", command_line=["benchaudit", "prune"], source="synthetic")
+    assert (out / "README.md").read_text().startswith("---\nconfigs:")
+    s = json.loads((out / "summary.json").read_text())["prune"]
+    assert s["n_removed"] == 20 and s["settings"]["step"] == 10
+    qs = pd.read_parquet(out / "data" / "questions-00000-of-00001.parquet")
+    assert qs["ibp_removed"].sum() == 20 and "tst_s" in qs and "tst_s_minus_chance" in qs
+    removed = pd.read_parquet(out / "data" / "removed-00000-of-00001.parquet")
+    assert list(removed["question_id"]) == list(res.removed["question_id"])
+    pb = out / "pruned_benchmark"
+    kept = pd.read_parquet(pb / "data" / "test-00000-of-00001.parquet")
+    assert len(kept) == 220 and set(kept["question_id"]).isdisjoint(set(removed["question_id"]))
+    card = (pb / "README.md").read_text()
+    assert "audit selection" in card and "path: data/test-*.parquet" in card
+    # the pruned folder loads back as questions
+    from audit_hub.ingest import load_questions
+
+    back = AuditFrame.from_tables(load_questions(str(pb)))
+    assert back.n_questions == 220
