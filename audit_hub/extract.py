@@ -25,11 +25,16 @@ Multiple choice (``mc``, K options, letters ``A`` .. K-th letter):
    unparseable.
    A letter is never read from an English word: a lone "A"/"I"/"a" (or any lower-case letter)
    followed by a word ("A cat is", "I think", "a triangle") is not a letter unless it is bracketed.
-   A letter beyond the K options is unparseable unless the text equals an option text (rule 3),
-   which reads Roman-numeral options ("I", "II", ..) correctly.
+   Letters and option texts that are letters (rules 1, 2, 4): a letter beyond the K options is
+   read as the option whose text it is ("$S$", Roman "I", "O" among ["S","I","M","O","N"]) or as
+   an option the whole text/span equals ("I. only"), else unparseable; a letter inside the range
+   whose text is *another* option's text (options ["A","B","C","E",..], answer "E") is ambiguous
+   -> unparseable. Options that are their own letters (MATH-Vision ["A",..,"E"]) read normally.
 3. The whole text equals exactly one option text after normalisation (NFKC, casefold, LaTeX
-   unwrapped; first whitespace-collapsed, then with all punctuation and spaces removed; numbers
-   compared numerically, so "45.0" = "45" and a unit word after a number is ignored).
+   unwrapped, ``^\\circ`` -> °): compared whitespace-collapsed, then numerically if the text is a
+   number (a unit word after the number is ignored, so "45.0" = "45", "15°" = "$15^{\\circ}$",
+   "-3" != "3"), then with whitespace removed ("$\\pi$:$12$" = "$\\pi: 12$"), then with all
+   punctuation removed. Two options matching at one level -> unparseable.
 4. Trailing-letter conventions at the very end: "... Therefore, B.", "... so (C)", "... option D",
    "...: B", a lone letter on the last line, "... (E)." ("A or (B)." at the end -> unparseable).
 5. Refusals -> unparseable: "cannot determine", "can't be determined", "not enough information",
@@ -105,7 +110,6 @@ _LATEX_SPACES = re.compile(r"\\[,;:! ]|~|\\quad|\\qquad|\\left|\\right|\\display
 _LATEX_DELIMS = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$")
 _DIGIT_GROUP = re.compile(r"(?<=\d)(?:\{,\}|\\,)(?=\d{3}\b)")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_WS = re.compile(r"[ \t\r\f\v]+")
 
 
 def _unbox(s: str) -> str:
@@ -498,7 +502,7 @@ def _strict(s: str) -> str:
 class _Options:
     """Normalised forms of one question's options (built once per question)."""
 
-    __slots__ = ("k", "strict", "compact", "loose", "nums", "patterns", "allow_refusal")
+    __slots__ = ("k", "strict", "compact", "loose", "nums", "patterns", "allow_refusal", "letter_text")
 
     def __init__(self, options: Sequence[str]):
         self.k = len(options)
@@ -506,6 +510,11 @@ class _Options:
         self.compact = [_compact(s) for s in self.strict]
         self.loose = [_LOOSE_DROP.sub("", s) for s in self.strict]
         self.nums = [_num_full(s, allow_unit=True) for s in self.strict]
+        # options whose text is a single letter ("$S$", "(c)", Roman "I"): letter code -> option index
+        self.letter_text: dict[int, int] = {}
+        for j, lo in enumerate(self.loose):
+            if len(lo) == 1 and "a" <= lo <= "z":
+                self.letter_text.setdefault(_letter_code(lo), j)
         self.patterns: list[re.Pattern | None] | None = None  # compiled on first use
         # a question whose options contain a refusal phrase ("This cannot be worked out") keeps it
         self.allow_refusal = not any(_is_refusal(s) for s in self.strict)
@@ -587,8 +596,6 @@ def _close(a: float, b: float) -> bool:
 # per-text parses (option-independent, memoised)
 
 _DEPENDS = -2  # the letter depends on the option texts
-_ROMAN = frozenset(_letter_code(c) for c in "IVXLCDM")
-_ROMAN_MASK = np.array([c in "IVXLCDM" for c in LETTERS], dtype=bool)
 
 
 class _MCParse:
@@ -626,18 +633,30 @@ def _mc_parse(raw: str) -> _MCParse:
     return _MCParse(raw)
 
 
+def _read_letter(code: int, opts: _Options) -> int:
+    """Option index a letter reading stands for, given option texts that are letters themselves.
+
+    A letter whose text is *another* option's text (options ``["A", "B", "D", "F", "G"]``,
+    answer "D") is ambiguous -> -1. A letter beyond the K options is read as the option whose
+    text it is ("$S$", Roman numeral "I"), else -1."""
+    j = opts.letter_text.get(code, -1)
+    if code < opts.k:
+        return code if j < 0 or j == code else -1
+    return j
+
+
 def _resolve_mc(p: _MCParse, opts: _Options) -> int:
     """Apply the mc rules in priority order; letter index or -1."""
-    k = opts.k
     if not p.text:
         return -1
     for code, span in reversed(p.cands):
         if code == _CONFLICTING:
             return -1
         if code >= 0:
-            if code < k:
-                return code
-            return opts.exact(span) if (span and code in _ROMAN) else -1
+            j = _read_letter(code, opts)
+            if j < 0 and code >= opts.k and span:
+                j = opts.exact(span)  # "I. only" as an option text
+            return j
         if span:
             j = opts.exact(span)
             if j < 0:
@@ -647,17 +666,17 @@ def _resolve_mc(p: _MCParse, opts: _Options) -> int:
     if p.lead == _CONFLICTING:
         return -1
     if p.lead >= 0:
-        if p.lead < k:
-            return p.lead
-        # a Roman numeral ("I", "V", ...) beyond the letter range may still be an option text
-        return opts.exact(p.text) if p.lead in _ROMAN else -1
+        j = _read_letter(p.lead, opts)
+        if j < 0 and p.lead >= opts.k:
+            j = opts.exact(p.text)  # "I. only", "V" as option texts
+        return j
     j = opts.exact(p.text)
     if j >= 0:
         return j
     if p.trail == _CONFLICTING:
         return -1
     if p.trail >= 0:
-        return p.trail if p.trail < k else -1
+        return _read_letter(p.trail, opts)
     if p.refusal and opts.allow_refusal:
         return -1
     return opts.contains(p.text)
@@ -905,6 +924,7 @@ class _Context:
         self._group_ids: dict[tuple, int] = {}
         self._group_opts: list[_Options | None] = []
         self._group_keys: list[tuple] = []
+        self._letter_flags: np.ndarray | None | bool = False  # not computed yet
 
     def groups(self, qs: np.ndarray) -> np.ndarray:
         """Option-group id of each question code in ``qs`` (assigned on first use)."""
@@ -922,6 +942,33 @@ class _Context:
                 self._group[qi] = gid
             g = self._group[qs]
         return g
+
+    def letter_option_flags(self) -> np.ndarray | None:
+        """(n_questions,) bool: some option text is a single letter other than its own position
+        ("$S$" as option A, Roman numerals); None when no question has one. A vectorised regex
+        pre-selects the few short candidate options; only those are normalised in Python."""
+        if self._letter_flags is not False:
+            return self._letter_flags
+        flags = None
+        col = self._options_col
+        if self.nq:
+            lst = pa.array(col, type=pa.list_(pa.string()))
+            flat = lst.flatten()
+            if len(flat):
+                cand = pc.match_substring_regex(flat, _LETTERISH_OPTION)
+                idx = np.flatnonzero(cand.to_numpy(zero_copy_only=False))
+                if len(idx):
+                    offsets = lst.offsets.to_numpy()
+                    qs = np.searchsorted(offsets, idx, side="right") - 1
+                    pos = idx - offsets[qs]
+                    for qi, j in zip(qs.tolist(), pos.tolist()):
+                        lo = _LOOSE_DROP.sub("", _strict(str(col[qi][j])))
+                        if len(lo) == 1 and "a" <= lo <= "z" and _letter_code(lo) != j:
+                            if flags is None:
+                                flags = np.zeros(self.nq, dtype=bool)
+                            flags[qi] = True
+        self._letter_flags = flags
+        return flags
 
     @property
     def n_groups(self) -> int:
@@ -1005,6 +1052,8 @@ def _extract_rows(ca: pa.ChunkedArray, qrows: np.ndarray, ctx: _Context, table: 
     return out if out is not None else np.full(n, -1, dtype=np.int32)
 
 
+# an option that may normalise to a single letter: one letter among non-alphanumerics, or LaTeX
+_LETTERISH_OPTION = r"^[^A-Za-z0-9\\]{0,8}[A-Za-z][^A-Za-z0-9]{0,8}$|^.{0,40}\\(?:text|math|mbox)"
 _LUT2_MAX = 4_000_000  # entries of the (text, n_options) lookup table before falling back
 
 
@@ -1016,22 +1065,22 @@ def _fill_mc(ci: np.ndarray, qi: np.ndarray, uidx: np.ndarray, uniques: list[str
     letters beyond the option range) are resolved once per (text, option list) pair."""
     nu = len(uniques)
     indep = np.full(nu, _DEPENDS, dtype=np.int32)
+    pure = np.zeros(nu, dtype=bool)  # the text is nothing but a letter ("B", "(c)", "E.")
     parsed: dict[int, _MCParse] = {}
     for u in uidx.tolist():
         p = _MCParse(uniques[u])
         indep[u] = p.indep
-        if p.indep == _DEPENDS or p.indep >= 0:
-            parsed[u] = p
-    # beyond the option range: unparseable, unless a Roman numeral that may equal an option text
-    roman = np.zeros(nu, dtype=bool)
-    pos = indep >= 0
-    roman[pos] = _ROMAN_MASK[indep[pos]]
+        pure[u] = p.pure and not p.cands
+        parsed[u] = p
+    # questions whose option texts are letters in other positions need the per-pair rules
+    flagged = ctx.letter_option_flags()
     kmin, kmax = (int(ctx.k.min()), int(ctx.k.max()) + 1) if ctx.nq else (0, 1)
     if nu * kmax <= _LUT2_MAX:
         # res = lut2[text, k]: letter if in range, -1 unparseable, -2 needs the option texts
         kk = np.arange(kmax, dtype=np.int32)[None, :]
         li = indep[:, None]
-        beyond = np.where(roman[:, None], _DEPENDS, -1)
+        # beyond the range: a bare letter is unparseable, other texts may still equal an option text
+        beyond = np.where(pure, -1, _DEPENDS)[:, None]
         lut2 = np.where(li == _DEPENDS, _DEPENDS, np.where(li < 0, -1, np.where(li < kk, li, beyond)))
         lut2 = lut2.astype(np.int32)
         if kmin == kmax - 1:  # every question has the same number of options: one gather
@@ -1041,12 +1090,16 @@ def _fill_mc(ci: np.ndarray, qi: np.ndarray, uidx: np.ndarray, uniques: list[str
             flat += ctx.k[qi]
             res = lut2.ravel()[flat]
             del flat
+        if flagged is not None:
+            res[flagged[qi]] = _DEPENDS
         slow = res == _DEPENDS
     else:
         kq = ctx.k[qi]
         li = indep[ci]
         res = np.where((li >= 0) & (li < kq), li, -1).astype(np.int32)
-        slow = (li == _DEPENDS) | ((li >= kq) & roman[ci])
+        slow = (li == _DEPENDS) | ((li >= kq) & ~pure[ci])
+        if flagged is not None:
+            slow |= flagged[qi]
     if slow.any():
         srows = np.flatnonzero(slow)
         og = ctx.groups(qi[srows])

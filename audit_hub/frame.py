@@ -654,6 +654,8 @@ def to_arrow_strings(series: pd.Series) -> pd.api.extensions.ExtensionArray:
 def _dictionary_codes(series: pd.Series) -> tuple[np.ndarray, list[str]]:
     """(codes with -1 for null, unique strings) of a string column, computed in Arrow."""
     arr = pa.array(to_arrow_strings(series))
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
     enc = arr.dictionary_encode()
     idx = enc.indices.to_numpy(zero_copy_only=False)
     codes = np.where(pd.isna(idx), -1, idx).astype(np.int64) if enc.null_count else idx.astype(np.int64)

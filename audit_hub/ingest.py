@@ -22,6 +22,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -326,15 +327,18 @@ def _merge_parts(parts: list[tuple[ReadResult, pd.DataFrame]], key: tuple[str, s
     for c in ("hit", "hit_exact"):
         if merged[c].notna().any():
             vals = []
-            for v in merged[c].tolist():
-                if _nullable(v):
+            for i, v in enumerate(merged[c].tolist()):
+                k = None if _nullable(v) else str(v).strip().lower()
+                if k is None or k in ("", "nan", "none", "null"):
                     vals.append(None)
-                elif isinstance(v, str):
-                    k = v.strip().lower()
-                    vals.append(1 if k in ("1", "true", "1.0", "yes") else 0 if k in ("0", "false", "0.0", "no")
-                                else None)
+                elif k in ("1", "true", "1.0", "yes", "correct"):
+                    vals.append(1)
+                elif k in ("0", "false", "0.0", "no", "incorrect", "wrong"):
+                    vals.append(0)
                 else:
-                    vals.append(int(bool(float(v))))
+                    raise InputError(f"{c} must be 0/1/true/false or empty, got {v!r}",
+                                     file=str(merged["source_file"].iloc[i]),
+                                     row=int(merged["source_row"].iloc[i]), column=c)
             out[c] = pd.array(vals, dtype="Int8")
     out["source_file"] = merged["source_file"].astype(str).to_numpy(dtype=object)
     out["source_row"] = pd.to_numeric(merged["source_row"]).to_numpy().astype(np.int64)
@@ -450,13 +454,52 @@ def load_runs(specs: Sequence[str] | str, *, arm: str = "full", questions: pd.Da
         specs = [str(specs)]
     if arm not in ("full", "blind"):
         raise InputError(f"arm must be 'full' or 'blind', got {arm!r}")
+    specs, hub = _materialise_hub_specs(specs)
     results, skipped = _read_all(specs, arm=arm, questions=questions, column_map=column_map,
                                  dataset_hint=dataset_hint, model=model, metric=metric, with_questions=False)
     df, judges = _runs_from_results(results, model_map)
     df.attrs["judges"] = judges
-    df.attrs["sources"] = [_source(r.path, r.kind, r.rows, r.info, hash_files=hash_files) for r in results]
+    sources = [_source(r.path, r.kind, r.rows, r.info, hash_files=hash_files) for r in results]
+    for src in sources:
+        for folder, info in hub.items():
+            if os.path.abspath(str(src.get("path", ""))).startswith(folder + os.sep):
+                src.update(info)
+    df.attrs["sources"] = sources
     df.attrs["skipped"] = skipped
     return df
+
+
+def _materialise_hub_specs(specs: Sequence[str]) -> tuple[list[str], dict[str, dict]]:
+    """Replace Hub dataset ids (``org/name[@revision]``) among run specs by local snapshot folders.
+
+    A spec that exists on disk, or looks like a glob, is left alone. The snapshot is fetched with
+    ``huggingface_hub.snapshot_download`` (the usual cache and token; offline mode honoured) and
+    its resolved commit is recorded for the manifest."""
+    from .readers import hf
+
+    out: list[str] = []
+    hub: dict[str, dict] = {}
+    for spec in specs:
+        spec = str(spec)
+        parsed = None
+        if not os.path.exists(spec) and not any(ch in spec for ch in "*?[") and not spec.endswith(TABLE_EXTENSIONS):
+            parsed = hf.parse_hub_spec(spec)
+        if parsed is None:
+            out.append(spec)
+            continue
+        repo, config, rev = parsed
+        try:
+            from huggingface_hub import snapshot_download
+
+            folder = snapshot_download(repo_id=repo, repo_type="dataset", revision=rev)
+        except Exception as e:  # noqa: BLE001 - one clear message whatever the client raises
+            first = str(e).splitlines()[0] if str(e) else ""
+            raise InputError(f"cannot fetch the Hub dataset ({type(e).__name__}: {first})", file=spec) from None
+        folder = os.path.abspath(folder)
+        sha = os.path.basename(folder) if re.fullmatch(r"[0-9a-f]{40}", os.path.basename(folder)) else None
+        hub[folder] = {"repo_id": repo, "config": config, "revision": rev, "resolved_commit": sha, "hub_spec": spec}
+        out.append(os.path.join(folder, "data") if os.path.isdir(os.path.join(folder, "data")) else folder)
+    return out, hub
 
 
 def _questions_from_results(results: list[ReadResult]) -> pd.DataFrame:

@@ -99,7 +99,14 @@ def _is_missing(v: Any) -> bool:
 
 
 def _text_or_none(values: list) -> list:
-    return [None if _is_missing(v) else str(v).strip() for v in values]
+    """Stripped strings, None for missing/empty. Converts each *distinct* value once (columns of
+    letters, model names or question ids have far fewer distinct values than rows)."""
+    try:
+        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+    except TypeError:  # unhashable entries (lists): convert one by one
+        return [None if _is_missing(v) else str(v).strip() for v in values]
+    table = np.array([None if _is_missing(u) else str(u).strip() for u in uniques] + [None], dtype=object)
+    return table[codes].tolist()
 
 
 def _first_per_question(name: str, values: list, qcodes: np.ndarray, qids: np.ndarray,
@@ -134,17 +141,15 @@ def _first_rows(qcodes: np.ndarray, nq: int) -> np.ndarray:
 
 
 def _int_column(name: str, values: list, lo: int, hi: int) -> np.ndarray:
-    out = np.empty(len(values), dtype=np.int64)
-    for i, v in enumerate(values):
-        try:
-            x = float(v)
-        except (TypeError, ValueError):
-            x = float("nan")
-        if not np.isfinite(x) or x != int(x) or not lo <= x <= hi:
-            raise MetricInputError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}",
-                                   file=SOURCE, row=i + 1, column=name)
-        out[i] = int(x)
-    return out
+    x = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=np.float64,
+                                                                                  na_value=np.nan)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(x) | (x != np.round(x)) | (x < lo) | (x > hi)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise MetricInputError(f"{name} must be an integer in [{lo}, {hi}], got {values[i]!r}",
+                               file=SOURCE, row=i + 1, column=name)
+    return x.astype(np.int64)
 
 
 def _options_column(values: list) -> list[list[str]]:

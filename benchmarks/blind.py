@@ -18,7 +18,6 @@ Run: ``.venv/bin/python benchmarks/blind.py`` (under a minute on one idle CPU co
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 import time
@@ -106,8 +105,8 @@ def per_option_mode(model, tok, prompts_ids, bs, device):
 
 def cpu_benchmark(args) -> None:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from tiny_model import build_tiny_llama
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from audit_hub.blind.prompt import ChatFormatter, default_prompt
 

@@ -280,7 +280,9 @@ def test_generate_mode_uses_exact_match_parser(tiny, tmp_path):
     assert df["option_logprobs"].isna().all() and df["gold_prob"].isna().all()
     for _, r in df.iterrows():
         ex = extract_answer(r["prediction"], list(q.loc[r["question_id"], "options"]), "mc")
-        assert (None if ex is None else str(ex)) == r["answer"]
+        got = None if pd.isna(r["answer"]) else r["answer"]
+        assert got == ex
+        assert bool(r["hit_exact"]) == (ex == q.loc[r["question_id"], "answer"])  # unparseable counts as wrong
 
 
 def test_push_to_hub_calls_upload_folder(tmp_path):
@@ -313,3 +315,17 @@ def test_bad_options_are_input_errors(tiny, tmp_path):
         run_blind(cfg(tiny, tmp_path / "o", mode="beam"))
     with pytest.raises(InputError, match="--truncate"):
         run_blind(cfg(tiny, tmp_path / "o", truncate="right"))
+
+
+def test_numeric_items_are_generated_in_logprob_mode(tiny, tmp_path):
+    from audit_hub.blind.runner import run_blind
+
+    q = make_questions(n_mc=2, n_yn=1)
+    q = pd.concat([q, pd.DataFrame([{"question_id": "n0", "question": "What is the area?", "options": [],
+                                     "answer": "12", "answer_type": "numeric", "category": "n", "hint": None}])])
+    qp = tmp_path / "q.parquet"
+    q.to_parquet(qp)
+    df = run_blind(cfg({**tiny, "questions": str(qp)}, tmp_path / "o", max_new_tokens=3)).table.set_index("question_id")
+    assert df.loc["n0", "scoring"] == "generate" and df.loc["n0", "option_logprobs"] is None
+    assert df.loc["n0", "hit_exact"] in (False, True)  # unparseable generation is wrong, not unknown
+    assert set(df.drop(index="n0")["scoring"]) == {"logprob"}

@@ -16,7 +16,7 @@ PROBE = (
 )
 
 
-@pytest.mark.parametrize("args", [["--help"], ["audit", "--help"], ["blind", "--help"], ["tst", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], ["audit", "--help"], ["blind", "--help"], ["tst", "--help"], ["metrics", "--help"], ["push", "--help"]])
 def test_help_is_light(args):
     p = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60)
     assert "Usage" in p.stdout, p.stderr

@@ -325,7 +325,7 @@ def test_module_folder_is_space_ready(name):
 def test_packaged_copy_is_identical_to_metrics_folder():
     packaged = mi.packaged_metrics_dir()
     for name in NAMES:
-        for f in (METRICS / name).iterdir():
+        for f in (p for p in (METRICS / name).iterdir() if p.is_file()):
             twin = packaged / name / f.name
             assert twin.is_file() and filecmp.cmp(f, twin, shallow=False), (
                 f"{twin} differs from {f}; run `python -m audit_hub.metrics_install` to refresh the copy")
@@ -387,6 +387,14 @@ def test_install_layout_and_offline_load_in_process(ev, monkeypatch):
     out = m.compute(question_ids=r["question_ids"], models=r["models"], predictions=r["predictions"],
                     blind_predictions=r["blind_predictions"], references=r["references"], n_permutations=99)
     assert out["zero_gain_share"] == pytest.approx(0.5)
+
+
+def test_install_without_a_checkout_uses_the_packaged_copy(tmp_path, monkeypatch):
+    """After a plain `pip install` there is no metrics/ folder: the copy inside the package is used."""
+    monkeypatch.setattr(mi, "repo_metrics_dir", lambda: tmp_path / "no-checkout")
+    assert mi.source_dir() == mi.packaged_metrics_dir()
+    done = mi.install(names=["distractor_similarity"], cache_dir=tmp_path / "cache")
+    assert done[0].path.read_bytes() == (METRICS / "distractor_similarity" / "distractor_similarity.py").read_bytes()
 
 
 def test_install_rejects_bad_requests(tmp_path):

@@ -25,6 +25,12 @@ def register(app: typer.Typer) -> None:
         column_map: list[str] | None = typer.Option(
             None, "--map", help="Column rename OLD=NEW for other layouts; repeatable."),
         revision: str | None = typer.Option(None, "--revision", help="Hub revision for --questions."),
+        dataset: str | None = typer.Option(
+            None, "--dataset", help="Dataset name inside VLMEvalKit file names ({model}_{dataset}.xlsx) when it "
+                                    "cannot be inferred (default: the questions file's stem)."),
+        blind_model: str | None = typer.Option(
+            None, "--blind-model", help="Model name to give the blind runs (pairs a single blind file with a "
+                                        "full-arm model of that name)."),
         seed: int = typer.Option(0, "--seed", help="Seed for every random draw (recorded in the report)."),
         n_permutations: int = typer.Option(999, "--n-permutations", help="Permutations for the zero-gain null."),
         calibration_sims: int = typer.Option(
@@ -55,7 +61,7 @@ def register(app: typer.Typer) -> None:
             cmap = parse_column_map(column_map or [])
             with console.status("reading and validating inputs"):
                 frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
-                                    revision=revision)
+                                    revision=revision, dataset_hint=dataset, blind_model=blind_model)
             inputs = frame.sources
         pool = frame.meta.get("pool") or {}
         if pool.get("note"):

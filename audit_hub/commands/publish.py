@@ -7,7 +7,6 @@ Top-level imports stay light (typer, pathlib, typing); the implementation lives 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -18,10 +17,10 @@ def register(app: typer.Typer) -> None:
         folder: Path = typer.Argument(..., help="Report folder written by `benchaudit audit --out DIR`."),
         repo_id: str = typer.Option(..., "--repo-id", help="Target dataset repo ORG/NAME (created if missing)."),
         private: bool = typer.Option(False, "--private", help="Create the repo private (ignored if it exists)."),
-        revision: Optional[str] = typer.Option(None, "--revision",
+        revision: str | None = typer.Option(None, "--revision",
                                                help="Branch to commit to (created from main if missing)."),
         create_pr: bool = typer.Option(False, "--create-pr", help="Open a pull request instead of committing."),
-        message: Optional[str] = typer.Option(None, "--message", "-m", help="Commit message."),
+        message: str | None = typer.Option(None, "--message", "-m", help="Commit message."),
     ) -> None:
         """Push a report folder to the Hub as a dataset, in one atomic commit (token: HF_TOKEN or the login cache)."""
         from ..publish import push_report
@@ -39,9 +38,9 @@ def register(app: typer.Typer) -> None:
     def push_metrics_cmd(
         namespace: str = typer.Option("benchaudit", "--namespace",
                                       help="Hub user or organisation that will own the Spaces."),
-        metrics_dir: Optional[Path] = typer.Option(None, "--metrics-dir",
+        metrics_dir: Path | None = typer.Option(None, "--metrics-dir",
                                                    help="Folder of metric modules (default: the repo's metrics/)."),
-        name: Optional[list[str]] = typer.Option(None, "--name", help="Only this metric; repeatable."),
+        name: list[str] | None = typer.Option(None, "--name", help="Only this metric; repeatable."),
         private: bool = typer.Option(False, "--private", help="Create the Spaces private."),
     ) -> None:
         """Publish each metrics/<name>/ folder as the Space NAMESPACE/<name>, so evaluate.load("NAMESPACE/<name>") works."""

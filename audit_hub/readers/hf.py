@@ -118,5 +118,6 @@ def load_hub_questions(spec: str, *, revision: str | None = None, column_map: di
     info: dict[str, Any] = {"path": os.path.abspath(spec) if local else spec, "kind": "hf-local" if local else "hf-hub",
                             "rows": len(df), "split": split, "dropped_media_columns": drop}
     if not local:
-        info.update({"repo_id": repo, "config": config, "revision": rev, "commit_sha": _resolved_sha(repo, rev)})
+        sha = _resolved_sha(repo, rev)
+        info.update({"repo_id": repo, "config": config, "revision": rev, "commit_sha": sha, "resolved_commit": sha})
     return questions, info

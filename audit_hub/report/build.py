@@ -93,25 +93,31 @@ def _phrase(name: str, pq: pd.DataFrame, flagged: np.ndarray, sev: pd.Series) ->
             out = (label + " (" + _fmt_num(f) + "/" + _fmt_num(mf) + " right with it, " + _fmt_num(b) + "/"
                    + _fmt_num(mb) + " right blind)")
     elif name == "consensus_error":
-        letter = _col(p, f"{name}_consensus_letter", f"{name}_consensus_answer", f"{name}_consensus")
-        n_agree = _col(p, f"{name}_n_agree", f"{name}_n_consensus")
+        letter = _col(p, f"{name}_consensus_answer", f"{name}_consensus_letter", f"{name}_consensus")
         n_parse = _col(p, f"{name}_n_parseable")
+        share = _col(p, f"{name}_consensus_share")
+        unan = _col(p, f"{name}_unanimous")
         gold = _col(p, f"{name}_gold", f"{name}_gold_letter")
         if gold is None and "answer" in pq.columns:
             gold = p["answer"]
         if letter is not None:
             who = "models"
             if n_parse is not None:
-                who = (_fmt_num(n_agree) + "/" + _fmt_num(n_parse) if n_agree is not None
-                       else "all " + _fmt_num(n_parse)) + " parseable models"
+                npv = pd.to_numeric(n_parse, errors="coerce")
+                who = "all " + _fmt_num(npv) + " parseable models"
+                if share is not None:
+                    k = (pd.to_numeric(share, errors="coerce") * npv).round()
+                    part = _fmt_num(k) + " of " + _fmt_num(npv) + " parseable models"
+                    is_all = (k == npv).to_numpy() if unan is None else unan.fillna(False).astype(bool).to_numpy()
+                    who = who.where(is_all, part)
             out = label + ": " + who + " chose " + _str(letter)
             if gold is not None:
                 out = out + " (gold " + _str(gold) + ")"
-        blind = _col(p, f"{name}_blind_agrees", f"{name}_blind_agreement")
+        blind = _col(p, f"{name}_blind_agreement", f"{name}_blind_agrees")
         if blind is not None:
             bv = pd.to_numeric(blind, errors="coerce")
-            out = out.where(~(bv == 0).to_numpy(), out + "; blind runs disagree")
-            out = out.where(~(bv == 1).to_numpy(), out + "; blind runs agree")
+            out = out.where(~(bv < 0.5).to_numpy(), out + "; blind runs disagree")
+            out = out.where(~(bv >= 0.5).to_numpy(), out + "; blind runs agree")
         dup = _col(p, f"{name}_duplicates_gold", f"{name}_dup_gold", f"{name}_chosen_duplicates_gold")
         if dup is not None:
             out = out.where(~dup.fillna(False).astype(bool).to_numpy(), out + "; chosen option duplicates the gold text")
@@ -233,6 +239,24 @@ def suggested_actions(sev_by: dict[str, np.ndarray], overall: np.ndarray, result
     return np.select(conds, ["rewrite distractor", "relabel", "drop", "review"], default="keep").astype(object)
 
 
+def _to_float(v: Any) -> float:
+    """A float from numbers, 0-d arrays, numpy scalars, None/NA/strings (-> nan)."""
+    if v is None or v is pd.NA:
+        return np.nan
+    if isinstance(v, np.ndarray):
+        v = v.item() if v.size == 1 else np.nan
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return np.nan
+
+
+def _float_column(s: pd.Series) -> np.ndarray:
+    if s.dtype.kind in "fiub":
+        return s.to_numpy(dtype=np.float64)
+    return np.array([_to_float(v) for v in s.tolist()], dtype=np.float64)
+
+
 def build_summary_table(result: Any) -> pd.DataFrame:
     """One row per detector x category x arm/field x statistic: estimates, intervals, nulls, p-values.
 
@@ -262,8 +286,8 @@ def build_summary_table(result: Any) -> pd.DataFrame:
     for c in ("detector", "category", "arm", "field", "statistic"):
         df[c] = df[c].astype(object).where(df[c].notna(), None).map(lambda v: None if v is None else str(v))
     for c in ("estimate", "ci_low", "ci_high", "null_mean", "excess", "p_value", "p_adjusted"):
-        df[c] = pd.to_numeric(df[c], errors="coerce").astype(np.float64)
-    df["n_items"] = pd.to_numeric(df["n_items"], errors="coerce").astype("Int64")
+        df[c] = _float_column(df[c])
+    df["n_items"] = pd.array([None if np.isnan(v) else int(v) for v in _float_column(df["n_items"])], dtype="Int64")
     df["primary"] = df["primary"].astype(bool)
     return df.reset_index(drop=True)
 

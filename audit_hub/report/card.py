@@ -195,7 +195,7 @@ def _headline(result: Any) -> dict:
         out["vd_summary"] = vd
     ce = s.get("consensus_error") or {}
     if ce and not ce.get("skipped"):
-        txt = (f"**consensus_error**: {fmt_num(ce.get('n_unanimous_non_gold'))} questions on which every model that "
+        txt = (f"**consensus_error**: {fmt_num(ce.get('n_unanimous_non_gold'))} question(s) on which every model that "
                f"answered parseably chose the same non-gold option")
         if ce.get("n_unanimous_ci") or ce.get("unanimous_ci") or ce.get("ci"):
             txt += f" (95% CI {ci(ce.get('n_unanimous_ci') or ce.get('unanimous_ci') or ce.get('ci'), 'plain')})"
@@ -210,7 +210,7 @@ def _headline(result: Any) -> dict:
         out["others"].append(txt + ".")
     ca = s.get("correctness_agreement") or {}
     if ca and not ca.get("skipped"):
-        out["others"].append(f"**correctness_agreement**: {fmt_num(ca.get('n_saturated'))} questions every model gets "
+        out["others"].append(f"**correctness_agreement**: {fmt_num(ca.get('n_saturated'))} question(s) every model gets "
                              f"right (saturated), {fmt_num(ca.get('n_floor'))} every model gets wrong (floor).")
     ao = s.get("answer_options_distribution") or {}
     if ao and not ao.get("skipped"):
@@ -221,7 +221,7 @@ def _headline(result: Any) -> dict:
                              " (stratified by number of options).")
     dsm = s.get("distractor_similarity") or {}
     if dsm and not dsm.get("skipped"):
-        txt = (f"**distractor_similarity**: {fmt_num(dsm.get('n_exact_duplicates'))} questions with exact-duplicate "
+        txt = (f"**distractor_similarity**: {fmt_num(dsm.get('n_exact_duplicates'))} question(s) with exact-duplicate "
                f"options and {fmt_num(dsm.get('n_near_duplicates'))} with near-duplicates")
         if _isnum(dsm.get("n_bare_letter_option_items")) and dsm.get("n_bare_letter_option_items"):
             txt += (f"; {fmt_num(dsm.get('n_bare_letter_option_items'))} questions whose options are bare letters "
@@ -253,7 +253,10 @@ def _per_category(result: Any, summary_df: pd.DataFrame) -> str:
         ce_txt = "n/a"
         if e is not None:
             est = e["estimate"]
-            ce_txt = fmt_num(est) if _isnum(est) and float(est) >= 1 else pct(est)
+            if str(e["statistic"]).endswith("share") and _isnum(est) and _isnum(e["n_items"]):
+                ce_txt = f"{round(float(est) * float(e['n_items'])):,} ({pct(est)})"
+            else:
+                ce_txt = fmt_num(est)
         rows.append((float(v["excess"]) if v is not None and _isnum(v["excess"]) else -np.inf, [
             md_escape(c, 50), fmt_num(n_items),
             pct(v["estimate"]) if v is not None else "n/a", pct(v["null_mean"]) if v is not None else "n/a",
@@ -305,6 +308,17 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
             out["max_shift"] = (f"Zero-gain shares move by at most {100 * float(diff.max()):.1f} pp between the judged "
                                 f"and the exact-match correctness (largest in {md_escape(m2['category'].iloc[int(diff.values.argmax())], 50)}).")
     jd = result.judge_dependence or {}
+    ov = jd.get("overall") if isinstance(jd, dict) else None
+    if isinstance(ov, dict) and _isnum(ov.get("hit")) and _isnum(ov.get("hit_exact")):
+        txt = (f"Overall zero-gain share: {pct(ov['hit'])} judged vs {pct(ov['hit_exact'])} with exact matching")
+        if _isnum(ov.get("excess_hit")) and _isnum(ov.get("excess_exact")):
+            txt += (f"; excess over the null {pp(ov['excess_hit'])} (p = {fmt_p(ov.get('p_hit'))}) vs "
+                    f"{pp(ov['excess_exact'])} (p = {fmt_p(ov.get('p_exact'))})")
+        changes = jd.get("conclusion_changes")
+        if changes is not None:
+            txt += (". **The conclusion changes with the scoring rule.**" if changes
+                    else ". The conclusion does not change with the scoring rule.")
+        out["overall"] = txt
     if isinstance(jd, dict) and jd.get("note"):
         out["note"] = str(jd["note"])
     return out
@@ -409,7 +423,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
                     f"{pp(vd.get('excess'))} (p = {fmt_p(vd.get('p_value'))}).")
     ce = s.get("consensus_error") or {}
     if ce and not ce.get("skipped"):
-        lede.append(f"{fmt_num(ce.get('n_unanimous_non_gold'))} questions have a unanimous non-gold answer "
+        lede.append(f"{fmt_num(ce.get('n_unanimous_non_gold'))} question(s) have a unanimous non-gold answer "
                     f"({fmt_num(ce.get('expected_under_independence'))} expected under independent errors).")
     n_med = int((questions["severity"].map({lv: i for i, lv in enumerate(LEVELS)}) >= 2).sum())
     lede.append(f"{n_med:,} of {len(questions):,} questions have a finding at medium severity or above.")

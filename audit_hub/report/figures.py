@@ -78,8 +78,8 @@ def fig_full_vs_blind(result: Any, out: Path, seed: int = 0) -> str | None:
     idx = np.flatnonzero(ok)
     if len(idx) > MAX_POINTS:
         idx = np.sort(rng.choice(idx, MAX_POINTS, replace=False))
-    jx = rng.uniform(-0.32, 0.32, len(idx)) / mf
-    jy = rng.uniform(-0.32, 0.32, len(idx)) / mb
+    jx = rng.uniform(-0.3, 0.3, len(idx)) / mf
+    jy = rng.uniform(-0.3, 0.3, len(idx)) / mb
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 5.6))
     z = zero[idx]
@@ -88,18 +88,27 @@ def fig_full_vs_blind(result: Any, out: Path, seed: int = 0) -> str | None:
                label="gain differs from zero")
     ax.scatter(x[idx][z] + jx[z], y[idx][z] + jy[z], s=7, alpha=alpha, color=ORANGE, lw=0,
                label=f"zero gain ({int(zero.sum()):,} questions, {100 * zero.sum() / ok.sum():.1f}%)")
-    ax.plot([0, 1], [0, 1], color="black", lw=0.8, ls="--", zorder=0)
+    ax.plot([0, 1], [0, 1], color=GREY, lw=0.8, ls="--", zorder=0, label="equal accuracy with and without")
     # cell counts when the grid is small enough to read
     if mf <= 12 and mb <= 12:
         cells = pd.DataFrame({"kf": kf[ok], "kb": kb[ok], "nf": nf[ok], "nb": nb[ok]})
         cells = cells[(cells.nf == mf) & (cells.nb == mb)].value_counts(["kf", "kb"])
         for (a, b), cnt in cells.items():
-            ax.text(a / mf, b / mb + 0.42 / mb, f"{cnt:,}", ha="center", va="bottom", fontsize=7, color="#333333")
+            ax.text(a / mf, b / mb + 0.4 / mb, f"{cnt:,}", ha="center", va="bottom", fontsize=7, color="#333333",
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.85}, zorder=5)
     ax.set_xlim(-0.6 / mf, 1 + 0.6 / mf)
     ax.set_ylim(-0.6 / mb, 1 + 0.75 / mb)
-    ax.set_xlabel(f"accuracy with the image (share of {mf} full-arm model{'s' if mf > 1 else ''})")
-    ax.set_ylabel(f"accuracy without it (share of {mb} blind-arm model{'s' if mb > 1 else ''})")
-    ax.set_title(f"Full vs blind accuracy per question ({'judged' if field == 'hit' else 'exact match'})")
+    what = "judged" if field == "hit" else "exact match"
+    if mf <= 12 and mb <= 12:
+        # small pools: label the grid by model counts, which is what a reader counts on the plot
+        ax.set_xticks(np.arange(mf + 1) / mf, [str(k) for k in range(mf + 1)])
+        ax.set_yticks(np.arange(mb + 1) / mb, [str(k) for k in range(mb + 1)])
+        ax.set_xlabel(f"models right WITH the image (of {mf} full-arm model{'s' if mf > 1 else ''})")
+        ax.set_ylabel(f"models right WITHOUT it (of {mb} blind-arm model{'s' if mb > 1 else ''})")
+    else:
+        ax.set_xlabel(f"accuracy with the image (share of {mf} full-arm models)")
+        ax.set_ylabel(f"accuracy without it (share of {mb} blind-arm models)")
+    ax.set_title(f"Full vs blind accuracy per question ({what}; jittered)\nnumbers: questions per cell")
     leg = ax.legend(loc="upper left", frameon=True, fontsize=8, markerscale=2.5)
     for h in leg.legend_handles:
         h.set_alpha(1)
@@ -138,7 +147,7 @@ def fig_null(result: Any, out: Path) -> str | None:
     elif sd:
         xs = np.linspace(mu - 4.5 * sd, mu + 4.5 * sd, 300)
         ax.fill_between(100 * xs, np.exp(-0.5 * ((xs - mu) / sd) ** 2), color=GREY, alpha=0.6,
-                        label="null (normal approximation from the exact mean and SD)")
+                        label="null (normal approx., exact mean and SD)")
         ax.set_yticks([])
     ax.axvline(100 * mu, color="black", ls="--", lw=1, label=f"null mean {100 * mu:.1f}%")
     ax.axvline(100 * obs, color=RED, lw=2, label=f"observed {100 * obs:.1f}%")
@@ -150,7 +159,7 @@ def fig_null(result: Any, out: Path) -> str | None:
     ax.set_title(ttl)
     ax.set_xlabel("share of questions with zero gain (%)")
     ax.set_ylabel("permutations" if draws is not None else "density")
-    ax.legend(fontsize=8, loc="upper left", frameon=False)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=3, frameon=False)
     lo = min(100 * obs, 100 * (draws.min() if draws is not None else mu - 4.5 * (sd or 0)))
     hi = max(100 * obs, 100 * (draws.max() if draws is not None else mu + 4.5 * (sd or 0)))
     pad = max(0.5, 0.08 * (hi - lo))
@@ -202,8 +211,8 @@ def fig_categories(result: Any, summary_df: pd.DataFrame, out: Path) -> str | No
             ax.barh(yy, ex, color=np.where(sig, ORANGE, GREY))
             ax.axvline(0, color="black", lw=0.8)
             ax.set_xlabel("zero-gain excess over the null (pp)")
-            ax.set_title("(a) Zero-gain excess by category\norange: BH-adjusted p < %.2g" % alpha)
-            for yi, v, n in zip(yy, ex, t["n_items"].to_numpy()):
+            ax.set_title(f"(a) Zero-gain excess by category\norange: BH-adjusted p < {alpha:.2g}")
+            for yi, v in zip(yy, ex):
                 if np.isfinite(v):
                     ax.text(v, yi, f" {v:+.1f}" if v >= 0 else f"{v:+.1f} ", va="center",
                             ha="left" if v >= 0 else "right", fontsize=7)
@@ -211,15 +220,19 @@ def fig_categories(result: Any, summary_df: pd.DataFrame, out: Path) -> str | No
             ax.set_xlim(-1.35 * lim - 0.5, 1.35 * lim + 0.5)
         else:
             est = t["estimate"].to_numpy(dtype=float)
-            is_count = np.nanmax(est) > 1 if np.isfinite(est).any() else True
-            vals = est if is_count else 100 * est
-            ax.barh(yy, vals, color=BLUE)
-            ax.set_xlabel("questions" if is_count else "share of questions (%)")
-            ax.set_title("(b) Unanimous non-gold answers by category")
-            for yi, v in zip(yy, vals):
-                if np.isfinite(v):
-                    ax.text(v, yi, f" {v:.0f}" if is_count else f" {v:.1f}%", va="center", fontsize=7)
-            ax.set_xlim(0, (np.nanmax(vals) if np.isfinite(vals).any() else 1) * 1.18 + 0.5)
+            n_it = pd.to_numeric(t["n_items"], errors="coerce").to_numpy(dtype=float)
+            is_share = str(t["statistic"].iloc[0]).endswith("share") or not (np.nanmax(est) > 1)
+            counts = np.round(est * n_it) if is_share else est
+            ax.barh(yy, counts, color=BLUE)
+            ax.set_xlabel("questions")
+            ax.set_title("(b) Unanimous non-gold answers by category\n(questions; share of the category)")
+            for yi, c, e in zip(yy, counts, est):
+                if np.isfinite(c):
+                    lab = f" {c:.0f}" + (f" ({100 * e:.1f}%)" if is_share else "")
+                    ax.text(c, yi, lab, va="center", fontsize=7)
+            top = np.nanmax(counts) if np.isfinite(counts).any() else 1
+            ax.set_xlim(0, max(top, 1) * 1.35)
+            ax.xaxis.get_major_locator().set_params(integer=True)
     axes[0][0].set_yticks(np.arange(len(cats)), [str(c)[:40] for c in cats])
     fig.tight_layout()
     _save(fig, out / "categories.png")
@@ -249,13 +262,15 @@ def fig_judge(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
         ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--")
         d = np.abs(xj - xe)
         for i in np.argsort(-d)[:4]:
-            ax.annotate(str(m2["category"].iloc[i])[:24], (xe[i], xj[i]), fontsize=7, xytext=(4, -8),
-                        textcoords="offset points")
+            ax.annotate(str(m2["category"].iloc[i])[:24], (xe[i], xj[i]), fontsize=7, xytext=(6, -3),
+                        textcoords="offset points", color="#333333")
+            ax.scatter([xe[i]], [xj[i]], s=40, facecolors="none", edgecolors=ORANGE, zorder=4)
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_xlabel("zero-gain share, exact match (%)")
         ax.set_ylabel("zero-gain share, judged (%)")
-        ax.set_title(f"(a) Per-category shares: largest shift {np.nanmax(d):.1f} pp")
+        ax.set_aspect("equal")
+        ax.set_title(f"(a) Zero-gain share per category, judged vs exact\nlargest shift {np.nanmax(d):.1f} pp (circled: 4 largest)")
     bx = axes[-1]
     m = r["m"].to_numpy().astype(np.int64)
     arm = r["arm"].to_numpy().astype(np.int64)
