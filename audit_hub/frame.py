@@ -421,13 +421,76 @@ def _validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
     return out
 
 
+def _arrow_chunks(series: pd.Series) -> pa.ChunkedArray | None:
+    """The Arrow chunks behind an ``ArrowDtype`` column (zero-copy), else None."""
+    if isinstance(series.dtype, pd.ArrowDtype):
+        arr = series.array._pa_array  # noqa: SLF001 (documented attribute of ArrowExtensionArray)
+        return arr if isinstance(arr, pa.ChunkedArray) else pa.chunked_array([arr])
+    return None
+
+
+def _small_int(n_values: int) -> type:
+    """Smallest signed int dtype that holds codes 0..n_values-1 and -1."""
+    if n_values < 127:
+        return np.int8
+    if n_values < 32767:
+        return np.int16
+    return np.int32
+
+
+def _dictionary_chunk_codes(chunks: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, uniques) of a chunked Arrow dictionary column without unifying dictionaries by hashing
+    every chunk: consecutive chunks with an equal dictionary (the usual case for Parquet row groups
+    written from one categorical) reuse the mapping, so the cost is one pass over the indices."""
+    n = len(chunks)
+    dicts: list[pa.Array] = []
+    seg_of_chunk: list[int] = []
+    prev = None
+    for ch in chunks.chunks:
+        d = ch.dictionary
+        if prev is None or not (d is prev or d.equals(prev)):
+            dicts.append(d)
+            prev = d
+        seg_of_chunk.append(len(dicts) - 1)
+    # one factorize over the distinct dictionaries (small next to the rows)
+    allv = pa.concat_arrays([d.cast(pa.string()) if not pa.types.is_string(d.type) else d for d in dicts]) \
+        if dicts else pa.array([], pa.string())
+    gcodes, uniques = pd.factorize(pd.Series(pd.arrays.ArrowExtensionArray(allv)), use_na_sentinel=True)
+    gcodes = gcodes.astype(np.int32)
+    bounds = np.cumsum([0] + [len(d) for d in dicts])
+    dtype = _small_int(len(uniques))
+    out = np.empty(n, dtype=dtype)
+    pos = 0
+    for ch, seg in zip(chunks.chunks, seg_of_chunk):
+        m = len(ch)
+        if m == 0:
+            continue
+        seg_map = gcodes[bounds[seg]:bounds[seg + 1]].astype(dtype)
+        idx = ch.indices
+        if idx.null_count:
+            iv = idx.fill_null(0).to_numpy()
+            v = seg_map[iv] if len(seg_map) else np.zeros(m, dtype)
+            v[~ch.is_valid().to_numpy(zero_copy_only=False)] = -1
+        else:
+            v = seg_map[idx.to_numpy()]
+        out[pos:pos + m] = v
+        pos += m
+    uniq = np.asarray([str(u) for u in uniques], dtype=object)
+    return out, uniq
+
+
 def _to_codes(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Factorize a (possibly categorical / arrow) column into (codes, uniques); fast for categoricals."""
+    """Factorize a column into (codes, uniques); -1 for null. Codes use the smallest int dtype that fits.
+
+    Categorical and Arrow dictionary columns reuse their codes (no hashing of the rows)."""
     if isinstance(series.dtype, pd.CategoricalDtype):
         cats = np.asarray(series.cat.categories.astype(str), dtype=object)
-        return series.cat.codes.to_numpy().astype(np.int64), cats
+        return series.cat.codes.to_numpy(), cats
+    chunks = _arrow_chunks(series)
+    if chunks is not None and pa.types.is_dictionary(chunks.type):
+        return _dictionary_chunk_codes(chunks)
     codes, uniques = pd.factorize(series, use_na_sentinel=True)
-    return codes.astype(np.int64), np.asarray([str(u) for u in uniques], dtype=object)
+    return codes.astype(_small_int(len(uniques)), copy=False), np.asarray([str(u) for u in uniques], dtype=object)
 
 
 def _hit_to_int8(series: pd.Series | None, n: int, file: str, col: str, src_rows) -> np.ndarray:
@@ -435,7 +498,18 @@ def _hit_to_int8(series: pd.Series | None, n: int, file: str, col: str, src_rows
         return np.full(n, MISSING, dtype=np.int8)
     s = series
     if s.dtype == bool:
-        return s.to_numpy().astype(np.int8)
+        return s.to_numpy().view(np.int8).copy()
+    chunks = _arrow_chunks(s)
+    if chunks is not None and (pa.types.is_boolean(chunks.type) or pa.types.is_integer(chunks.type)):
+        import pyarrow.compute as pc
+
+        if pa.types.is_integer(chunks.type):
+            bad = pc.and_(pc.not_equal(chunks, 0), pc.not_equal(chunks, 1))
+            if pc.any(bad).as_py():
+                i = int(np.flatnonzero(bad.to_numpy(zero_copy_only=False) == True)[0])  # noqa: E712
+                raise InputError(f"{col} must be 0/1/true/false or empty, got {chunks[i].as_py()!r}", file=file,
+                                 row=_row_of(src_rows, i), column=col)
+        return pc.fill_null(pc.cast(chunks, pa.int8()), -1).to_numpy().astype(np.int8, copy=False)
     if pd.api.types.is_bool_dtype(s.dtype):
         out = np.full(n, MISSING, dtype=np.int8)
         v = s.to_numpy(dtype=object, na_value=None)
@@ -497,13 +571,13 @@ def _validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_ex
     for c in ("question_id", "model"):
         if c not in runs.columns:
             raise InputError(f"missing required column {c!r}; found {list(runs.columns)}", file=file, column=c)
-    # question ids -> codes
+    # question ids -> codes (int32 / int16 / int8 throughout: 1e8 rows must stay within a few GB)
     qcodes_raw, quniq = _to_codes(runs["question_id"])
     if (qcodes_raw < 0).any():
         i = int(np.flatnonzero(qcodes_raw < 0)[0])
         raise InputError("question_id is empty", **where(i), column="question_id")
     quniq = np.array([s.strip() for s in quniq], dtype=object)
-    lookup = pd.Index(q["question_id"].astype(str)).get_indexer(quniq)
+    lookup = pd.Index(q["question_id"].astype(str)).get_indexer(quniq).astype(np.int32)
     qcodes = lookup[qcodes_raw]
     unknown = qcodes < 0
     if unknown.any():
@@ -513,38 +587,49 @@ def _validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_ex
             f"{len(bad_ids)} question ID(s) in the runs are not in the questions table "
             f"({int(unknown.sum())} rows); first five: {list(map(str, bad_ids[:5]))}",
             **where(i), column="question_id")
-    # models
+    del qcodes_raw, unknown
+    # models (first-appearance / category order, stripped of nothing: names are kept verbatim)
     mcodes, models = _to_codes(runs["model"])
     if (mcodes < 0).any():
         i = int(np.flatnonzero(mcodes < 0)[0])
         raise InputError("model is empty", **where(i), column="model")
     if len(models) > 32000:
         raise InputError(f"{len(models)} distinct models; at most 32,000 are supported", file=file, column="model")
+    mcodes = mcodes.astype(np.int16, copy=False)
     # arms
     if "arm" in runs.columns:
         acodes_raw, auniq = _to_codes(runs["arm"])
         amap = np.array([ARMS.index(a.strip().lower()) if a.strip().lower() in ARMS else -1 for a in auniq],
-                        dtype=np.int64)
+                        dtype=np.int8)
         if (acodes_raw < 0).any():
             i = int(np.flatnonzero(acodes_raw < 0)[0])
             raise InputError(f"arm is empty; expected one of {ARMS}", **where(i), column="arm")
-        acodes = amap[acodes_raw]
+        acodes = amap[acodes_raw] if len(amap) else np.zeros(n, np.int8)
+        del acodes_raw
         if (acodes < 0).any():
             i = int(np.flatnonzero(acodes < 0)[0])
-            raise InputError(f"unknown arm {auniq[acodes_raw[i]]!r}; expected one of {ARMS}", **where(i), column="arm")
+            raise InputError(f"unknown arm {auniq[_to_codes(runs['arm'])[0][i]]!r}; expected one of {ARMS}",
+                             **where(i), column="arm")
     else:
-        acodes = np.zeros(n, dtype=np.int64)
-    # duplicates of (question, model, arm): O(n) check through a dense fill, sort only on failure
+        acodes = np.zeros(n, dtype=np.int8)
+    # duplicates of (question, model, arm): O(n) check through a dense bitmap filled in chunks of int64
+    # keys (no n-long int64 array), sort only on failure
     nq, nm = len(q), len(models)
-    key = (acodes * nm + mcodes) * nq + qcodes
-    if nq * nm * 2 <= 400_000_000:
+
+    def keys(lo: int, hi: int) -> np.ndarray:
+        return (acodes[lo:hi].astype(np.int64) * nm + mcodes[lo:hi]) * nq + qcodes[lo:hi]
+
+    step = 1 << 23
+    if nq * nm * 2 <= 1_000_000_000:
         seen = np.zeros(nq * nm * 2, dtype=np.bool_)
-        seen[key] = True
-        has_dup = int(seen.sum()) != n
+        for lo in range(0, n, step):
+            seen[keys(lo, lo + step)] = True
+        has_dup = int(np.count_nonzero(seen)) != n
         del seen
     else:
         has_dup = True  # fall back to the sort below
     if has_dup:
+        key = keys(0, n)
         order = np.argsort(key, kind="stable")
         sk = key[order]
         d = np.flatnonzero(sk[1:] == sk[:-1])
@@ -555,20 +640,29 @@ def _validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_ex
                 f"duplicate row for question {q['question_id'].iloc[qcodes[i]]!r}, model {models[mcodes[i]]!r}, "
                 f"arm {ARMS[acodes[i]]!r} (first seen at row {where(first)['row']})",
                 **where(i), column="question_id")
+        del key, order, sk
 
     def str_col(name):
         if name not in runs.columns:
-            return pd.Series(pd.array([None] * n, dtype=_STR))
-        return pd.Series(to_arrow_strings(runs[name]))
+            return pd.arrays.ArrowExtensionArray(pa.nulls(n, pa.string()))
+        return to_arrow_strings(runs[name])
 
+    answer_dict = None
+    if "answer" in runs.columns and "hit_exact" in runs.columns:
+        col_a = runs["answer"]
+        if isinstance(col_a.dtype, pd.CategoricalDtype) or (
+                isinstance(col_a.dtype, pd.ArrowDtype) and pa.types.is_dictionary(col_a.dtype.pyarrow_dtype)):
+            answer_dict = _to_codes(col_a)  # the answer codes for encode_answers, at no hashing cost
     prediction = str_col("prediction")
     answer = str_col("answer")
     hit = _hit_to_int8(runs["hit"] if "hit" in runs.columns else None, n, file, "hit", src_rows)
     out = pd.DataFrame({
-        "q": qcodes.astype(np.int32), "m": mcodes.astype(np.int16), "arm": acodes.astype(np.int8),
-        "prediction": prediction.values,
-        "answer": answer.values, "hit": hit,
-    })
+        "q": qcodes.astype(np.int32, copy=False), "m": mcodes, "arm": acodes.astype(np.int8, copy=False),
+        "prediction": prediction,
+        "answer": answer, "hit": hit,
+    }, copy=False)
+    if answer_dict is not None:
+        out.attrs["_answer_dict"] = (answer_dict[0], answer_dict[1], out["answer"].array._pa_array)  # noqa: SLF001
     if "hit_exact" in runs.columns:
         out["hit_exact"] = _hit_to_int8(runs["hit_exact"], n, file, "hit_exact", src_rows)
     elif compute_exact:

@@ -106,6 +106,20 @@ class RfParams:
     n_jobs: int = 1
     n_inner: int = 5
     importances: bool = True
+    max_train_rows: int | None = 60_000  # forests fit on at most this many training rows (whole questions)
+
+
+def _cap_rows(q_of_row: np.ndarray, cap: int | None, seed: int) -> np.ndarray:
+    """Indices of a seeded random subset of whole questions with at most ``cap`` rows (all if None)."""
+    n = len(q_of_row)
+    if cap is None or n <= cap:
+        return np.arange(n)
+    uq, inv = np.unique(q_of_row, return_inverse=True)
+    per_q = n / len(uq)
+    rng = np.random.default_rng(seed)
+    keep = np.zeros(len(uq), dtype=bool)
+    keep[rng.permutation(len(uq))[: max(int(cap / per_q), 1)]] = True
+    return np.flatnonzero(keep[inv])
 
 
 def _make_rf(kind: str, p: RfParams, n_rows: int, seed: int):
@@ -166,6 +180,8 @@ def _cv_rf(data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, pa
             Xte, _ = _matrix(cols_te, names)
             Xtr = np.concatenate([_matrix(c, names)[0] for c in Xo_parts], axis=0)
             tr_rows = np.concatenate(tr_opt_parts)
+            sub = _cap_rows(data.opt_q[tr_rows], params.max_train_rows, fseed + 3)
+            Xtr, tr_rows = Xtr[sub], tr_rows[sub]
             y = labels.opt_gold[tr_rows]
             if len(np.unique(y)) < 2:
                 raise InputError("TsT-RF: a training fold has no gold (or only gold) options")
@@ -213,6 +229,8 @@ def _cv_rf(data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, pa
                 num_pred[r, te_n] = np.nan
             else:
                 Xtr = np.concatenate([_matrix(c, names)[0] for c in Xn_parts], axis=0)
+                sub = _cap_rows(tr_rows, params.max_train_rows, fseed + 5)
+                Xtr, tr_rows = Xtr[sub], tr_rows[sub]
                 reg = _make_rf("reg", params, len(tr_rows), fseed + 1)
                 reg.fit(Xtr, signed_log(labels.num_value[tr_rows]))
                 reg.set_params(n_jobs=1)
@@ -357,7 +375,7 @@ def _units(frame_questions: pd.DataFrame, group_column: str | None) -> np.ndarra
 def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_column: str | None = None,
                n_estimators: int = 50, n_jobs: int = 1, featurisers: Sequence[str] = ("generic",),
                min_samples_leaf: int = 5, max_samples: int = 10_000, n_inner: int = 5,
-               importances: bool = True, both_groupings: bool = True,
+               importances: bool = True, both_groupings: bool = True, max_train_rows: int | None = 60_000,
                progress: Callable[[], None] | None = None) -> TstResult:
     """TsT-RF on an :class:`~audit_hub.frame.AuditFrame` (pure: no I/O, deterministic for a seed).
 
@@ -375,7 +393,7 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
         raise InputError("TsT-RF found no multiple-choice, yes/no or numeric question to score")
     featuriser = make_featuriser(list(featurisers))
     params = RfParams(n_estimators=n_estimators, min_samples_leaf=min_samples_leaf, max_samples=max_samples,
-                      n_jobs=n_jobs, n_inner=n_inner, importances=importances)
+                      n_jobs=n_jobs, n_inner=n_inner, importances=importances, max_train_rows=max_train_rows)
     strata = data.category * 3 + np.where(data.kind == 1, 1, np.where(data.kind == 0, 0, 2))
     groups = _units(questions, group_column)
     runs: dict[str, tuple] = {}
@@ -427,6 +445,7 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
         "params": {"k": k, "repeats": repeats, "seed": seed, "fold_seeds": [seed + r for r in range(repeats)],
                    "group_column": group_column, "n_estimators": n_estimators, "min_samples_leaf": min_samples_leaf,
                    "max_samples_per_tree": max_samples, "n_inner_crossfit": n_inner,
+                   "max_train_rows": max_train_rows,
                    "featurisers": list(featurisers), "forest_seed_rule": "seed*1000003 + repeat*1009 + fold"},
     }
     arrays = {"p_opt": out["p_opt"], "opt_q": data.opt_q, "opt_pos": data.opt_pos,
