@@ -97,8 +97,11 @@ class AuditFrame:
         if runs is None:
             runs = pd.DataFrame({c: pd.Series([], dtype=object) for c in ("question_id", "model", "arm")})
         r, models = _validate_runs(runs, q, runs_source, compute_exact=compute_exact)
-        return cls(questions=q, runs=r, models=tuple(models), sources=list(sources or []),
-                   meta=dict(meta or {}))
+        meta = dict(meta or {})
+        answer_dict = r.attrs.pop("_answer_dict", None)
+        if answer_dict is not None:
+            meta["_answer_dict"] = answer_dict
+        return cls(questions=q, runs=r, models=tuple(models), sources=list(sources or []), meta=meta)
 
     # ------------------------------------------------------------------ basic facts
     @property
@@ -175,19 +178,33 @@ class AuditFrame:
         if out_full is None:
             code = self.arm_code(arm)
             a = self.runs["arm"].to_numpy()
-            if (a == code).all():
-                qc, mc, vals = self.runs["q"].to_numpy(), self.runs["m"].to_numpy(), values
-            else:
-                sel = a == code
-                qc, mc, vals = self.runs["q"].to_numpy()[sel], self.runs["m"].to_numpy()[sel], values[sel]
-            out_full = np.full((self.n_questions, len(self.models)), MISSING, dtype=dtype)
-            out_full[qc, mc] = vals
+            qc_all, mc_all = self.runs["q"].to_numpy(), self.runs["m"].to_numpy()
+            M, Q = len(self.models), self.n_questions
+            # filled transposed, (M, Q): runs usually come model by model, so the scatter walks memory
+            # in order; one blocked transpose then gives the C-ordered (Q, M) matrix
+            out_t = np.full((M, Q), MISSING, dtype=dtype)
+            flat = out_t.reshape(-1)
+            step = 1 << 22
+            for lo in range(0, len(a), step):
+                sel = a[lo:lo + step] == code
+                if sel.all():
+                    qc, mc, vals = qc_all[lo:lo + step], mc_all[lo:lo + step], values[lo:lo + step]
+                elif sel.any():
+                    qc, mc, vals = qc_all[lo:lo + step][sel], mc_all[lo:lo + step][sel], values[lo:lo + step][sel]
+                else:
+                    continue
+                flat[mc.astype(np.int64) * Q + qc] = vals
+            out_full = np.ascontiguousarray(out_t.T)
+            del out_t, flat
             out_full.setflags(write=False)
             if cache_key:
                 self.meta[key] = out_full
         if models is None:
             return out_full
-        return out_full[:, self._model_index(models)]
+        idx = self._model_index(models)
+        if len(idx) == out_full.shape[1] and (idx == np.arange(len(idx))).all():
+            return out_full  # all models in code order: the cached read-only matrix, no copy
+        return out_full[:, idx]
 
     def correctness(self, arm: str = "full", field: str = "hit",
                     models: Sequence[str] | None = None) -> np.ndarray:
@@ -218,7 +235,10 @@ class AuditFrame:
         cached = self.meta.get("_answer_codes")
         if cached is not None:
             return cached
-        codes, gold = encode_answers(self.questions, self.runs)
+        ad = self.meta.pop("_answer_dict", None)
+        if ad is not None and ad[2] is not self.runs["answer"].array._pa_array:  # noqa: SLF001 (answers changed)
+            ad = None
+        codes, gold = encode_answers(self.questions, self.runs, answer_dict=None if ad is None else ad[:2])
         self.meta["_answer_codes"] = codes
         self.meta["_gold_codes"] = gold
         return codes
@@ -247,20 +267,37 @@ class AuditFrame:
     def accuracy_table(self) -> pd.DataFrame:
         """Per model and arm: n items, judged and exact-match accuracy, unparseable share."""
         r = self.runs
-        df = pd.DataFrame({"m": r["m"].to_numpy(), "arm": r["arm"].to_numpy(),
-                           "hit": r["hit"].to_numpy(), "hit_exact": r["hit_exact"].to_numpy(),
-                           "unparsed": r["answer"].isna().to_numpy()})
+        M = len(self.models)
+        size = 2 * M
+        arm, mod = r["arm"].to_numpy(), r["m"].to_numpy()
+        h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
+        unp = r["answer"].isna().to_numpy() if len(r) else np.zeros(0, bool)
+        # one bincount over (arm, model, hit, hit_exact, unparsed): 18 cells per (arm, model)
+        cnt = np.zeros(size * 18, np.int64)
+        step = 1 << 22
+        for lo in range(0, len(r), step):
+            sl = slice(lo, lo + step)
+            key = arm[sl].astype(np.int32) * M + mod[sl]
+            c = ((key * 3 + (h[sl] + 1)) * 3 + (e[sl] + 1)) * 2 + unp[sl]
+            cnt += np.bincount(c, minlength=size * 18)
+        cnt = cnt.reshape(size, 3, 3, 2)
+        n_items = cnt.sum(axis=(1, 2, 3))
+        h_known, h_right = cnt[:, 1:].sum(axis=(1, 2, 3)), cnt[:, 2].sum(axis=(1, 2))
+        e_known, e_right = cnt[:, :, 1:].sum(axis=(1, 2, 3)), cnt[:, :, 2].sum(axis=(1, 2))
+        unparsed = cnt[..., 1].sum(axis=(1, 2))
         rows = []
-        for (m, a), g in df.groupby(["m", "arm"], sort=True):
-            h = g["hit"].to_numpy()
-            e = g["hit_exact"].to_numpy()
-            rows.append({
-                "model": self.models[m], "arm": ARMS[a], "n_items": len(g),
-                "n_judged": int((h >= 0).sum()),
-                "accuracy_judged": float((h == 1).sum() / max((h >= 0).sum(), 1)) if (h >= 0).any() else np.nan,
-                "accuracy_exact": float((e == 1).sum() / max((e >= 0).sum(), 1)) if (e >= 0).any() else np.nan,
-                "unparseable_share": float(g["unparsed"].mean()),
-            })
+        for mm in range(M):  # groupby order: model code, then arm
+            for aa in range(2):
+                k = aa * M + mm
+                if n_items[k] == 0:
+                    continue
+                rows.append({
+                    "model": self.models[mm], "arm": ARMS[aa], "n_items": int(n_items[k]),
+                    "n_judged": int(h_known[k]),
+                    "accuracy_judged": float(h_right[k] / max(h_known[k], 1)) if h_known[k] else np.nan,
+                    "accuracy_exact": float(e_right[k] / max(e_known[k], 1)) if e_known[k] else np.nan,
+                    "unparseable_share": float(unparsed[k] / n_items[k]),
+                })
         return pd.DataFrame(rows)
 
     def save(self, directory: str) -> None:
@@ -360,11 +397,17 @@ def _validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
             return df[name].tolist()
         return [default] * n
 
-    options = [_as_options(v, file, _row_of(src_rows, i)) for i, v in enumerate(col("options"))]
-    answers_in = col("answer")
-    types_in = col("answer_type")
-    answers, types, gold_idx = [], [], np.full(n, MISSING, dtype=np.int16)
-    for i in range(n):
+    options = _options_fast(df["options"]) if "options" in df.columns else [[] for _ in range(n)]
+    if options is None:
+        options = [_as_options(v, file, _row_of(src_rows, i)) for i, v in enumerate(col("options"))]
+    n_opt = np.fromiter((len(o) for o in options), dtype=np.int64, count=n)
+    answers, types, gold_idx, simple = _answers_fast(df, n_opt)
+    answers_in = types_in = None
+    for i in np.flatnonzero(~simple):
+        # the rows the vectorised pass could not settle (errors, gold given as option text, ...),
+        # one by one with the row-level rules; simple rows never raise, so the first error is the same
+        if answers_in is None:
+            answers_in, types_in = col("answer"), col("answer_type")
         a = answers_in[i]
         if _is_null(a) or str(a).strip() == "":
             raise InputError("gold answer is empty", file=file, row=_row_of(src_rows, i), column="answer")
@@ -398,12 +441,13 @@ def _validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
                 raise InputError(f"yes/no gold must be 'yes' or 'no', got {a!r}", file=file,
                                  row=_row_of(src_rows, i), column="answer")
             a = a.lower()
-        answers.append(a)
-        types.append(t)
+        answers[i] = a
+        types[i] = t
 
     def text_col(name):
-        vals = col(name)
-        return pd.Series([None if _is_null(v) else str(v) for v in vals], dtype=object)
+        if name not in df.columns:
+            return pd.Series([None] * n, dtype=object)
+        return _text_series(df[name])
 
     out = pd.DataFrame({
         "question_id": qid.to_numpy(dtype=object),
@@ -416,9 +460,110 @@ def _validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
         "group_id": text_col("group_id"),
         "hint": text_col("hint"),
     })
-    out["n_options"] = np.array([len(o) for o in options], dtype=np.int16)
+    out["n_options"] = n_opt.astype(np.int16)
     out["gold_index"] = gold_idx
     return out
+
+
+def _text_series(s: pd.Series) -> pd.Series:
+    """Object Series of ``str`` values with None for missing (str() of non-string values)."""
+    s = s.reset_index(drop=True)
+    null = s.isna().to_numpy()
+    obj = s.astype(object)
+    if pd.api.types.infer_dtype(obj, skipna=True) not in ("string", "empty"):
+        obj = obj.map(lambda v: v if isinstance(v, str) else str(v))
+    return obj.where(~null, None)
+
+
+def _options_fast(s: pd.Series) -> list[list[str]] | None:
+    """Option lists through Arrow when the column is a list of strings (Parquet / Arrow / Python lists);
+    None when a row needs the row-level parser (JSON strings, scalars, non-string elements)."""
+    import pyarrow.compute as pc
+
+    try:
+        chunks = _arrow_chunks(s)
+        arr = chunks.combine_chunks() if chunks is not None else pa.array(s, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
+        return None
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if pa.types.is_null(t):
+        return [[] for _ in range(len(arr))]
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return None
+    vt = t.value_type
+    if not (pa.types.is_string(vt) or pa.types.is_large_string(vt) or pa.types.is_null(vt)):
+        return None
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    values = pc.list_flatten(arr)
+    values = pc.fill_null(values.cast(pa.string()), "") if len(values) else values
+    import gc
+
+    ends = np.cumsum(lengths).tolist()
+    starts = [0] + ends[:-1]
+    was = gc.isenabled()
+    gc.disable()  # millions of new lists: the cyclic collector would rescan them over and over
+    try:
+        vals = values.to_pylist()
+        return [vals[a:b] for a, b in zip(starts, ends)]
+    finally:
+        if was:
+            gc.enable()
+
+
+_LETTER_INDEX = {c: i for i, c in enumerate(LETTERS)}
+
+
+def _answers_fast(df: pd.DataFrame, n_opt: np.ndarray) -> tuple[list, list, np.ndarray, np.ndarray]:
+    """Vectorised gold answers / answer types / gold letters for the rows that follow the plain rules.
+
+    Returns (answers, types, gold_index, simple); rows with ``simple`` False are left for the
+    row-level loop (which raises the errors)."""
+    n = len(df)
+    gold_idx = np.full(n, MISSING, dtype=np.int16)
+    ans = df["answer"].reset_index(drop=True)
+    null_a = ans.isna().to_numpy()
+    a = _text_series(ans).fillna("").str.strip()
+    ok = ~null_a & (a.str.len() > 0).to_numpy()
+    if "answer_type" in df.columns:
+        tcol = df["answer_type"].reset_index(drop=True)
+        t_raw = _text_series(tcol)
+        given = ~(tcol.isna().to_numpy() | (t_raw.fillna("") == "").to_numpy())
+        t = t_raw.fillna("").str.strip().str.lower().to_numpy(dtype=object)
+    else:
+        given = np.zeros(n, bool)
+        t = np.full(n, "", dtype=object)
+    # inferred types where none is given
+    low = a.str.lower()
+    inferred = np.where(n_opt > 0, "mc", np.where(low.isin(["yes", "no"]).to_numpy(), "yesno", "free")).astype(object)
+    maybe_num = (n_opt == 0) & ~low.isin(["yes", "no"]).to_numpy() & ~given
+    if maybe_num.any():
+        num = low[maybe_num].str.replace(",", "", regex=False).str.match(_NUM_RE.pattern).to_numpy(dtype=bool)
+        idx = np.flatnonzero(maybe_num)
+        inferred[idx[num]] = "numeric"
+    types = np.where(given, t, inferred).astype(object)
+    ok &= np.isin(types, ANSWER_TYPES)
+    answers = a.to_numpy(dtype=object).copy()
+    # mc: a single letter within the item's options
+    mc = ok & (types == "mc")
+    if mc.any():
+        up = a[mc].str.upper()
+        li = up.map(_LETTER_INDEX).to_numpy(dtype=np.float64, na_value=np.nan)
+        k = n_opt[mc]
+        good = ~np.isnan(li) & (k >= 1) & (k <= len(LETTERS)) & (np.nan_to_num(li, nan=99) < k)
+        idx = np.flatnonzero(mc)
+        gi = idx[good]
+        gold_idx[gi] = li[good].astype(np.int16)
+        answers[gi] = up.to_numpy(dtype=object)[good]
+        ok[idx[~good]] = False
+    yn = ok & (types == "yesno")
+    if yn.any():
+        lv = low.to_numpy(dtype=object)
+        good = (lv == "yes") | (lv == "no")
+        answers[yn & good] = lv[yn & good]
+        ok[yn & ~good] = False
+    return answers.tolist(), types.tolist(), gold_idx, ok
 
 
 def _arrow_chunks(series: pd.Series) -> pa.ChunkedArray | None:
@@ -673,8 +818,15 @@ def _validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_ex
     return out, list(models)
 
 
-def encode_answers(questions: pd.DataFrame, runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Map each run row's extracted answer and each question's gold to comparable int codes."""
+def encode_answers(questions: pd.DataFrame, runs: pd.DataFrame, *,
+                   answer_dict: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Map each run row's extracted answer and each question's gold to comparable int codes.
+
+    Works on the distinct answer strings only (Arrow dictionary encoding), then one gather per row.
+    ``answer_dict`` = (codes per row with -1 for null, unique strings), when the caller already has the
+    dictionary of ``runs["answer"]`` (a categorical / dictionary-encoded input column): then no string
+    is hashed at all.
+    """
     kmax = int(questions["n_options"].max()) if len(questions) else 0
     kmax = max(kmax, 2)
     atype = questions["answer_type"].to_numpy(dtype=object)
@@ -689,11 +841,12 @@ def encode_answers(questions: pd.DataFrame, runs: pd.DataFrame) -> tuple[np.ndar
     codes = np.full(n, MISSING, dtype=np.int32)
     if n == 0:
         return codes, gold
-    ans = runs["answer"]
-    valid = ans.notna().to_numpy()
-    fcodes, uniq = _dictionary_codes(ans)
+    if answer_dict is not None:
+        fcodes, uniq = answer_dict
+    else:
+        fcodes, uniq = _dictionary_codes(runs["answer"])
+    other_q = (atype == "numeric") | (atype == "free")
     if len(uniq) == 0:
-        other_q = (atype == "numeric") | (atype == "free")
         gold[other_q] = kmax + pd.factorize(pd.Series([normalise_value(g) for g in gold_ans[other_q]]))[0]
         return codes, gold
     uniq_norm = [str(u).strip() for u in uniq]
@@ -703,21 +856,34 @@ def encode_answers(questions: pd.DataFrame, runs: pd.DataFrame) -> tuple[np.ndar
                       dtype=np.int32)
     norm = [normalise_value(u) for u in uniq_norm]
     # free / numeric values share one global code space above the option range
-    free_codes_u, free_uniq = pd.factorize(pd.Series(norm + [normalise_value(g) for g in gold_ans]))
+    g_codes, g_uniq = pd.factorize(pd.Series(gold_ans, dtype=object))
+    g_norm = np.asarray([normalise_value(g) for g in g_uniq], dtype=object)[g_codes]
+    free_codes_u, free_uniq = pd.factorize(pd.Series(norm + g_norm.tolist()))
     free_u = free_codes_u[: len(uniq_norm)].astype(np.int32) + kmax
     gold_free = free_codes_u[len(uniq_norm):].astype(np.int32) + kmax
-    qt = atype[runs["q"].to_numpy()]
-    qk = questions["n_options"].to_numpy()[runs["q"].to_numpy()]
-    fc = np.where(valid, fcodes, 0)
-    li = letter_idx[fc]
-    mc_rows = valid & (qt == "mc")
-    codes[mc_rows] = np.where(li[mc_rows] < qk[mc_rows], li[mc_rows], MISSING)
-    yn_rows = valid & (qt == "yesno")
-    codes[yn_rows] = yn_idx[fc][yn_rows]
-    other = valid & ((qt == "numeric") | (qt == "free"))
-    codes[other] = free_u[fc][other]
-    other_q = (atype == "numeric") | (atype == "free")
     gold[other_q] = gold_free[other_q]
+    # per question: 0 mc, 1 yes/no, 2 numeric/free, 3 other; per (question type, unique answer): the code
+    qtype = np.full(len(questions), 3, np.int8)
+    qtype[is_mc] = 0
+    qtype[is_yn] = 1
+    qtype[other_q] = 2
+    qk = questions["n_options"].to_numpy().astype(np.int32)
+    # mc: letter index when it is within the item's options; chunked so no n-long temporaries pile up
+    table = np.full((4, len(uniq) + 1), MISSING, np.int32)   # last column: null / unparseable
+    table[0, :-1] = letter_idx
+    table[1, :-1] = yn_idx
+    table[2, :-1] = free_u
+    rq = runs["q"].to_numpy()
+    step = 1 << 22
+    for lo in range(0, n, step):
+        fc = np.asarray(fcodes[lo:lo + step]).astype(np.int32)
+        qq = rq[lo:lo + step]
+        fc[fc < 0] = len(uniq)
+        t = qtype[qq]
+        c = table[t, fc]
+        bad_letter = (t == 0) & (c >= qk[qq])
+        c[bad_letter] = MISSING
+        codes[lo:lo + step] = c
     return codes, gold
 
 
@@ -729,6 +895,9 @@ def to_arrow_strings(series: pd.Series) -> pd.api.extensions.ExtensionArray:
     s = series
     if isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_string(s.dtype.pyarrow_dtype):
         return s.array
+    chunks = _arrow_chunks(s)
+    if chunks is not None and pa.types.is_dictionary(chunks.type) and pa.types.is_string(chunks.type.value_type):
+        return pd.arrays.ArrowExtensionArray(chunks.cast(pa.string()))
     try:
         arr = pa.array(s, from_pandas=True)
         if pa.types.is_dictionary(arr.type):

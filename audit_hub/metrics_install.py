@@ -11,8 +11,8 @@ way holds an ``__init__.py``; "newest" is the ``<name>.py`` with the latest modi
 :func:`install` writes exactly that layout, so the metrics work without ever touching the Hub.
 
 The module sources are found in the repository (``metrics/`` beside the package) or, after a plain
-``pip install``, in the copy shipped inside the package (``audit_hub/metric_modules/``); the two
-are kept identical (a test checks it; :func:`sync_packaged_copy` refreshes the copy).
+``pip install``, inside the package as ``audit_hub/metric_modules/`` (pyproject maps ``metrics/``
+there at build time, so there is one copy in the repository).
 """
 
 from __future__ import annotations
@@ -189,28 +189,3 @@ def installed(*, namespace: str = "benchaudit", cache_dir: str | os.PathLike | N
             "up_to_date": newest is not None and newest.name == current,
         })
     return rows
-
-
-def sync_packaged_copy(src: str | os.PathLike | None = None, dest: str | os.PathLike | None = None) -> list[Path]:
-    """Refresh ``audit_hub/metric_modules/`` from the repository's ``metrics/`` (run before a build).
-
-    Returns the files written. Only the module files (``MODULE_FILES``) are copied.
-    """
-    src_p = Path(src) if src is not None else repo_metrics_dir()
-    dest_p = Path(dest) if dest is not None else packaged_metrics_dir()
-    if not _complete(src_p):
-        raise MetricsInstallError(f"{src_p} does not hold all metric modules")
-    written = []
-    for name in METRIC_NAMES:
-        (dest_p / name).mkdir(parents=True, exist_ok=True)
-        for pattern in MODULE_FILES:
-            f = src_p / name / pattern.format(name=name)
-            if f.is_file():
-                shutil.copyfile(f, dest_p / name / f.name)
-                written.append(dest_p / name / f.name)
-    return written
-
-
-if __name__ == "__main__":  # pragma: no cover - maintenance helper: python -m audit_hub.metrics_install
-    for p in sync_packaged_copy():
-        print(p)

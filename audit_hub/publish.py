@@ -202,10 +202,9 @@ def metric_folders(metrics_dir: str | os.PathLike) -> dict[str, Path]:
 
 def default_metrics_dir() -> Path:
     """The repository's ``metrics/`` when present, else the packaged copy ``audit_hub/metric_modules``."""
-    repo = Path(__file__).resolve().parents[1] / "metrics"
-    if repo.is_dir() and any(repo.glob("*/*.py")):
-        return repo
-    return Path(__file__).resolve().parent / "metric_modules"
+    from .metrics_install import source_dir
+
+    return source_dir()
 
 
 def push_metrics(namespace: str, *, metrics_dir: str | os.PathLike | None = None, names: list[str] | None = None,

@@ -27,7 +27,7 @@ t2 = time.perf_counter()
 cat = frame.questions["category"].to_numpy()
 s = res.per_question["tst_s"].to_numpy()
 print(json.dumps({"n_questions": n, "n_jobs": n_jobs, "build_frame_s": round(t1 - t0, 2),
-                  "tst_rf_s": round(t2 - t1, 2), "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                  "tst_rf_s": round(t2 - t1, 2), "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1), "cpu_s": round(resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime, 1),
                   "accuracy": res.summary["accuracy"], "mean_p_gold": res.summary["mean_p_gold"],
                   "chance": res.summary["chance"], "planted_mean_s": float(s[cat == "t0"].mean()),
                   "other_mean_s_choice": float(s[(cat != "t0") & (res.per_question["tst_format"] == "choice").to_numpy()].mean())}))

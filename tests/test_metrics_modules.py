@@ -11,7 +11,6 @@ cache is checked in-process (evaluate's offline switch patched) and end to end i
 from __future__ import annotations
 
 import doctest
-import filecmp
 import importlib
 import json
 import os
@@ -322,13 +321,14 @@ def test_module_folder_is_space_ready(name):
     assert "from evaluate import" not in src
 
 
-def test_packaged_copy_is_identical_to_metrics_folder():
-    packaged = mi.packaged_metrics_dir()
-    for name in NAMES:
-        for f in (p for p in (METRICS / name).iterdir() if p.is_file()):
-            twin = packaged / name / f.name
-            assert twin.is_file() and filecmp.cmp(f, twin, shallow=False), (
-                f"{twin} differs from {f}; run `python -m audit_hub.metrics_install` to refresh the copy")
+def test_pyproject_ships_metrics_folder_inside_the_package():
+    """metrics/ is mapped to audit_hub.metric_modules in the wheel (no second copy in the repo)."""
+    import tomllib
+
+    cfg = tomllib.loads((METRICS.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert cfg["package-dir"]["audit_hub.metric_modules"] == "metrics"
+    assert "audit_hub.metric_modules" in cfg["packages"]
+    assert set(cfg["package-data"]["audit_hub.metric_modules"]) >= {"*/*.py", "*/*.md", "*/*.txt"}
 
 
 class _LocalEvaluate:
@@ -392,7 +392,9 @@ def test_install_layout_and_offline_load_in_process(ev, monkeypatch):
 def test_install_without_a_checkout_uses_the_packaged_copy(tmp_path, monkeypatch):
     """After a plain `pip install` there is no metrics/ folder: the copy inside the package is used."""
     monkeypatch.setattr(mi, "repo_metrics_dir", lambda: tmp_path / "no-checkout")
-    assert mi.source_dir() == mi.packaged_metrics_dir()
+    # in an installed wheel, audit_hub/metric_modules is metrics/ (see pyproject's package-dir)
+    monkeypatch.setattr(mi, "packaged_metrics_dir", lambda: METRICS)
+    assert mi.source_dir() == METRICS
     done = mi.install(names=["distractor_similarity"], cache_dir=tmp_path / "cache")
     assert done[0].path.read_bytes() == (METRICS / "distractor_similarity" / "distractor_similarity.py").read_bytes()
 

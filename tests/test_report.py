@@ -317,12 +317,6 @@ def test_figures_are_real_pngs(report_dir):
             assert (arr < 200).mean() > 0.005
 
 
-def test_template_copies_identical():
-    a = (REPO / "cards" / "audit_card.md.j2").read_bytes()
-    b = (REPO / "audit_hub" / "templates" / "audit_card.md.j2").read_bytes()
-    assert a == b, "cards/audit_card.md.j2 and audit_hub/templates/audit_card.md.j2 differ; copy one onto the other"
-
-
 # ---------------------------------------------------------------------------------------------- atomicity
 def test_failed_write_leaves_previous_folder(tmp_path):
     from audit_hub.report import write_report

@@ -135,3 +135,20 @@ def test_prune_report_layout(tmp_path):
 
     back = AuditFrame.from_tables(load_questions(str(pb)))
     assert back.n_questions == 220
+
+
+def test_gap_table_pool_level_without_paired_models():
+    q = pd.DataFrame({"question_id": ["q0", "q1", "q2", "q3"], "question": ["a", "b", "c", "d"],
+                      "options": [["x", "y"]] * 4, "answer": ["A"] * 4, "category": ["c"] * 4})
+    runs = []
+    for model, arm, hits in (("f1", "full", [1, 1, 1, 0]), ("f2", "full", [1, 0, 0, 0]), ("b1", "blind", [0, 1, 0, 0])):
+        for i, h in enumerate(hits):
+            runs.append({"question_id": f"q{i}", "model": model, "arm": arm, "prediction": "A", "answer": "A",
+                         "hit": h, "hit_exact": h})
+    f = AuditFrame.from_tables(q, pd.DataFrame(runs))
+    keep = np.array([True, True, False, False])
+    g = gap_table(f, keep, np.array([[True, True, True, True]])).iloc[0]
+    assert g["model"] == "(pool)"
+    assert g["vision_original"] == pytest.approx((0.75 + 0.25) / 2) and g["blind_original"] == pytest.approx(0.25)
+    assert g["vision_pruned"] == pytest.approx((1.0 + 0.5) / 2) and g["blind_pruned"] == pytest.approx(0.5)
+    assert g["gap_random_mean"] == pytest.approx(0.25)

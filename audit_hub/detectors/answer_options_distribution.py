@@ -130,12 +130,21 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 999
         if not frame.has_arm(arm):
             continue
         models = frame.models_in(arm)
-        A = frame.answer_codes(arm, models=models)[mc]
-        g = gold[mc]
-        ok = (A >= 0) & (A < kmax)
-        mi = np.broadcast_to(np.arange(len(models)), A.shape)
-        pred = np.bincount((mi * kmax + A)[ok], minlength=len(models) * kmax).reshape(-1, kmax)
-        gcnt = np.bincount((mi * kmax + g[:, None])[ok], minlength=len(models) * kmax).reshape(-1, kmax)
+        A_all = frame.answer_codes(arm, models=models)
+        # per model x letter counts, chunked over rows, one comparison per letter (no int64 index arrays)
+        pred = np.zeros((len(models), kmax), np.int64)
+        gcnt = np.zeros((len(models), kmax), np.int64)
+        step = 1 << 18
+        for lo in range(0, Q, step):
+            sel = mc[lo:lo + step]
+            A = A_all[lo:lo + step][sel]
+            g = gold[lo:lo + step][sel]
+            ok = (A >= 0) & (A < kmax)
+            for j in range(kmax):
+                pred[:, j] += (A == j).sum(axis=0)
+                gj = g == j
+                if gj.any():
+                    gcnt[:, j] += ok[gj].sum(axis=0)
         for j, m in enumerate(models):
             n = int(pred[j].sum())
             if n == 0:

@@ -427,13 +427,19 @@ def judge_dependence(frame: AuditFrame, result_hit: DetectorResult | None,
                         "p_hit": ph, "p_exact": pe},
             "conclusion_changes": (ph is not None and pe is not None and (ph <= alpha) != (pe <= alpha)),
         })
-    r = frame.runs
-    h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
-    both = (h >= 0) & (e >= 0)
-    dis = both & (h != e)
-    key = r["arm"].to_numpy().astype(np.int64) * frame.n_models + r["m"].to_numpy()
-    nb = np.bincount(key[both], minlength=2 * frame.n_models)
-    nd = np.bincount(key[dis], minlength=2 * frame.n_models)
+    # per (arm, model) from the cached dense matrices (a cell is -1 when the run is absent or unknown)
+    nb = np.zeros(2 * frame.n_models, np.int64)
+    nd = np.zeros(2 * frame.n_models, np.int64)
+    for a, arm in enumerate(("full", "blind")):
+        if not frame.has_arm(arm):
+            continue
+        h, e = frame.correctness(arm, "hit"), frame.correctness(arm, "hit_exact")
+        sl = slice(a * frame.n_models, (a + 1) * frame.n_models)
+        for lo in range(0, frame.n_questions, 1 << 18):
+            hh, ee = h[lo:lo + (1 << 18)], e[lo:lo + (1 << 18)]
+            both = (hh >= 0) & (ee >= 0)
+            nb[sl] += both.sum(axis=0)
+            nd[sl] += (both & (hh != ee)).sum(axis=0)
     total = int(nd.sum())
     per_model = [{"model": frame.models[k % frame.n_models], "arm": ("full", "blind")[k // frame.n_models],
                   "n_both": int(nb[k]), "n_disagree": int(nd[k]),

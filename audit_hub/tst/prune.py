@@ -303,15 +303,19 @@ def random_removal(frame, groups: Mapping[str, np.ndarray], n_remove: Mapping[st
 
 
 def gap_table(frame, keep: np.ndarray, random_keep: np.ndarray, *, field: str | None = None) -> pd.DataFrame | None:
-    """Vision (full) and blind accuracy and their gap per paired model on the original, pruned and
-    randomly pruned question sets (the paper's Tables 2, 8 and 10 in form). None without both arms."""
-    models = frame.paired_models() if hasattr(frame, "paired_models") else []
-    if not models:
+    """Vision (full) and blind accuracy and their gap on the original, pruned and randomly pruned
+    question sets (the paper's Tables 2, 8 and 10 in form), one row per model present in both arms.
+
+    When no model is in both arms but both arms have runs, one ``(pool)`` row compares the mean
+    accuracy of the full-arm models with that of the blind-arm models. None without both arms.
+    """
+    full_models = frame.models_in("full") if hasattr(frame, "models_in") else []
+    blind_models = frame.models_in("blind") if hasattr(frame, "models_in") else []
+    if not full_models or not blind_models:
         return None
+    paired = frame.paired_models()
     if field is None:
         field = "hit" if frame.has_judged("full") and frame.has_judged("blind") else "hit_exact"
-    full = frame.correctness("full", field, models=models)
-    blind = frame.correctness("blind", field, models=models)
 
     def acc(masks: np.ndarray, mat: np.ndarray) -> np.ndarray:
         m = masks.astype(np.float64)
@@ -321,16 +325,29 @@ def gap_table(frame, keep: np.ndarray, random_keep: np.ndarray, *, field: str | 
             return np.where(den > 0, num / den, np.nan)
 
     masks = np.vstack([np.ones(frame.n_questions, dtype=bool), keep])
-    vf, vb = acc(masks, full), acc(masks, blind)
-    rf_, rb = acc(random_keep, full), acc(random_keep, blind)
+    if paired:
+        names = list(paired)
+        full = frame.correctness("full", field, models=paired)
+        blind = frame.correctness("blind", field, models=paired)
+        vf, vb = acc(masks, full), acc(masks, blind)
+        rf_, rb = acc(random_keep, full), acc(random_keep, blind)
+    else:  # pool level: mean over the models of each arm
+        names = ["(pool)"]
+        full = frame.correctness("full", field, models=full_models)
+        blind = frame.correctness("blind", field, models=blind_models)
+        vf, vb = np.nanmean(acc(masks, full), 1, keepdims=True), np.nanmean(acc(masks, blind), 1, keepdims=True)
+        rf_ = np.nanmean(acc(random_keep, full), 1, keepdims=True)
+        rb = np.nanmean(acc(random_keep, blind), 1, keepdims=True)
     rg = rf_ - rb
     pruned_gap = vf[1] - vb[1]
     rows = []
-    for j, m in enumerate(models):
+    for j, m in enumerate(names):
         g = rg[:, j]
         g = g[np.isfinite(g)]
         rows.append({
             "model": m, "field": field,
+            "full_models": ", ".join(full_models) if m == "(pool)" else m,
+            "blind_models": ", ".join(blind_models) if m == "(pool)" else m,
             "n_original": int(frame.n_questions), "vision_original": vf[0, j], "blind_original": vb[0, j],
             "gap_original": vf[0, j] - vb[0, j],
             "n_pruned": int(keep.sum()), "vision_pruned": vf[1, j], "blind_pruned": vb[1, j],

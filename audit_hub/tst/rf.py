@@ -101,7 +101,7 @@ def _mean(x: np.ndarray) -> float | None:
 class RfParams:
     n_estimators: int = 50
     min_samples_leaf: int = 5
-    max_samples: int = 10_000  # bootstrap sample cap per tree (speed on large benchmarks)
+    max_samples: int = 5_000  # bootstrap sample cap per tree (speed on large benchmarks)
     max_features: str | float = "sqrt"
     n_jobs: int = 1
     n_inner: int = 5
@@ -374,7 +374,7 @@ def _units(frame_questions: pd.DataFrame, group_column: str | None) -> np.ndarra
 
 def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_column: str | None = None,
                n_estimators: int = 50, n_jobs: int = 1, featurisers: Sequence[str] = ("generic",),
-               min_samples_leaf: int = 5, max_samples: int = 10_000, n_inner: int = 5,
+               min_samples_leaf: int = 5, max_samples: int = 5_000, n_inner: int = 5,
                importances: bool = True, both_groupings: bool = True, max_train_rows: int | None = 60_000,
                progress: Callable[[], None] | None = None) -> TstResult:
     """TsT-RF on an :class:`~audit_hub.frame.AuditFrame` (pure: no I/O, deterministic for a seed).
