@@ -166,3 +166,29 @@ def test_round_trip_save_load(tmp_path_factory, tables):
     assert frame.models == frame2.models
     np.testing.assert_array_equal(frame.correctness("full", "hit"), frame2.correctness("full", "hit"))
     np.testing.assert_array_equal(frame.answer_codes("full"), frame2.answer_codes("full"))
+
+
+def test_runs_from_a_hub_dataset_id_record_the_resolved_commit(tmp_path, monkeypatch):
+    """`--runs ORG/NAME@REV`: the snapshot is fetched with huggingface_hub and its commit lands in sources."""
+    import huggingface_hub
+    import pandas as pd
+
+    from audit_hub import ingest
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    snap = tmp_path / "snapshots" / sha
+    (snap / "data").mkdir(parents=True)
+    pd.DataFrame({"question_id": ["1", "2"], "model": "m", "prediction": ["A", "B"], "hit": [True, False]}) \
+        .to_parquet(snap / "data" / "runs-00000-of-00001.parquet")
+    calls = []
+
+    def fake_snapshot_download(repo_id, repo_type, revision):
+        calls.append((repo_id, repo_type, revision))
+        return str(snap)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    df = ingest.load_runs(["org/preds@v1"])
+    assert calls == [("org/preds", "dataset", "v1")]
+    assert list(df["prediction"]) == ["A", "B"]
+    src = df.attrs["sources"][0]
+    assert src["repo_id"] == "org/preds" and src["revision"] == "v1" and src["resolved_commit"] == sha

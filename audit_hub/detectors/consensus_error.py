@@ -96,6 +96,86 @@ def row_answer_stats(codes: np.ndarray, *, chunk: int = 200_000) -> dict[str, np
     return out
 
 
+def _stats_from_counts(C: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`row_answer_stats` of rows given as per-code counts ``C`` (R, K), codes 0..K-1.
+
+    Same values (and the same floating-point summation order for the entropy) as the sort-based
+    version: codes are visited in ascending order there too."""
+    R, K = C.shape
+    n = C.sum(axis=1, dtype=np.int64).astype(np.int32)
+    best = C.max(axis=1).astype(np.int32) if K else np.zeros(R, np.int32)
+    top = np.where(best > 0, C.argmax(axis=1) if K else 0, -1).astype(np.int64)
+    tied = (best > 0) & ((C == best[:, None]).sum(axis=1) > 1)
+    ssq = np.zeros(R, np.int64)
+    nd = np.zeros(R, np.int32)
+    llog = np.zeros(R, np.float64)
+    for j in range(K):
+        cur = C[:, j].astype(np.int32)
+        ssq += cur.astype(np.int64) * cur
+        nd += cur > 0
+        llog += np.where(cur > 0, cur * np.log(np.maximum(cur, 1)), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ent = np.where(n > 0, np.log(np.maximum(n, 1)) - llog / np.maximum(n, 1), 0.0)
+    return {"n": n, "top_value": top, "top_count": best, "top_tied": tied, "sum_sq": ssq, "n_distinct": nd,
+            "entropy": np.maximum(ent, 0.0)}
+
+
+def closed_code_counts(frame: AuditFrame, arm: str, models: list[str], *, chunk: int = 1 << 16
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, counts): the mc and yes/no items and, per item, how many models chose each answer code.
+
+    Their codes are below ``K`` = the largest number of options (>= 2), so a one-hot count over K
+    codes replaces the row sort (several times faster at 1e6 x 50). Cached in ``frame.meta`` per arm
+    and model list: consensus_error and fleiss_kappa_agreement share it.
+    """
+    key = ("_closed_code_counts", arm, tuple(models))
+    hit = frame.meta.get(key)
+    if hit is not None:
+        return hit
+    A = frame.answer_codes(arm, models=models)
+    atype = frame.answer_type
+    closed = (atype == "mc") | (atype == "yesno")
+    K = max(int(frame.n_options.max()) if frame.n_questions else 0, 2)
+    rows = np.flatnonzero(closed)
+    counts = np.zeros((len(rows), K), np.int32)
+    all_rows = len(rows) == frame.n_questions
+    for lo in range(0, len(rows), chunk):
+        a = A[lo:lo + chunk] if all_rows else A[rows[lo:lo + chunk]]
+        for j in range(K):
+            counts[lo:lo + chunk, j] = np.count_nonzero(a == j, axis=1)
+    frame.meta[key] = (rows, counts)
+    return rows, counts
+
+
+def answer_row_stats(frame: AuditFrame, arm: str, models: list[str], *, exclude_gold: bool = False,
+                     chunk: int = 200_000) -> dict[str, np.ndarray]:
+    """:func:`row_answer_stats` of the (Q, M) answer codes, optionally with gold answers left out
+    (as if they were unparseable): counts for mc / yes-no items, the row sort for the others."""
+    rows, counts = closed_code_counts(frame, arm, models)
+    Q = frame.n_questions
+    if exclude_gold and len(rows):
+        gold = frame.gold_codes().astype(np.int64)[rows]
+        counts = counts.copy()
+        g_ok = (gold >= 0) & (gold < counts.shape[1])
+        counts[np.flatnonzero(g_ok), gold[g_ok]] = 0
+    st = _stats_from_counts(counts)
+    if len(rows) == Q:
+        return st
+    out = {k: np.zeros(Q, v.dtype) for k, v in st.items()}
+    out["top_value"][:] = -1
+    for k, v in st.items():
+        out[k][rows] = v
+    other = np.setdiff1d(np.arange(Q), rows)
+    A = frame.answer_codes(arm, models=models)[other]
+    if exclude_gold:
+        g = frame.gold_codes().astype(np.int64)[other]
+        A = np.where((A == g[:, None]) & (g[:, None] >= 0), -1, A)
+    so = row_answer_stats(A, chunk=chunk)
+    for k, v in so.items():
+        out[k][other] = v
+    return out
+
+
 def _code_labels(frame: AuditFrame, code: np.ndarray, items: np.ndarray) -> np.ndarray:
     """Human label of answer codes for some items: letter (mc), yes/no, else the extracted answer text."""
     lab = np.full(len(items), "", dtype=object)
@@ -162,10 +242,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     n_p = parse.sum(axis=1).astype(np.int64)
     is_gold = (A == gold[:, None]) & (gold[:, None] >= 0)
     n_gold = is_gold.sum(axis=1).astype(np.int64)
-    wrong_codes = np.where(is_gold, -1, A)
-    rs = row_answer_stats(wrong_codes)
+    rs = answer_row_stats(frame, "full", models, exclude_gold=True)
     top, top_n, top_tied = rs["top_value"], rs["top_count"].astype(np.int64), rs["top_tied"]
-    del wrong_codes
     eligible = n_p >= thr
     unanimous = eligible & (top_n == n_p) & (n_p > 0) & (gold >= 0)
     majority = (n_p >= 2) & (2 * top_n > n_p) & (gold >= 0)
@@ -209,7 +287,10 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     log_e = np.where(e > 0, np.log(np.where(e > 0, e, 1.0)), -1e6)
     log_e = np.where(np.isnan(e), 0.0, log_e)
     exp_sel = eligible & closed & (k_opts >= 2) & (gold >= 0)
-    logp = parse.astype(np.float64) @ log_e + (1 - n_p) * np.log(np.maximum(k_opts - 1, 1))
+    pe = np.empty(Q)
+    for lo in range(0, Q, 1 << 17):  # chunked: no (Q, M) float64 copy
+        pe[lo:lo + (1 << 17)] = parse[lo:lo + (1 << 17)].astype(np.float64) @ log_e
+    logp = pe + (1 - n_p) * np.log(np.maximum(k_opts - 1, 1))
     p_item = np.where(exp_sel, np.exp(np.minimum(logp, 0.0)), 0.0)
     expected = float(p_item.sum())
     obs_closed = int((unanimous & exp_sel).sum())

@@ -37,7 +37,7 @@ from ..errors import DetectorSkipped
 from ..frame import AuditFrame
 from ..severity import severity_array
 from .base import DetectorResult, summary_rows
-from .consensus_error import row_answer_stats
+from .consensus_error import answer_row_stats
 
 NAME = "fleiss_kappa_agreement"
 JUDGE_DEPENDENT = False
@@ -87,7 +87,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
     rng = np.random.default_rng(seed)
     Q, M = frame.n_questions, len(models)
     A = frame.answer_codes("full", models=models)
-    rs = row_answer_stats(A, chunk=chunk)
+    rs = answer_row_stats(frame, "full", models, chunk=chunk)
     n = rs["n"].astype(np.int64)
     rated = n >= 2
     with np.errstate(invalid="ignore", divide="ignore"):
