@@ -99,3 +99,46 @@ def test_null_matches_independence_expectation():
         ps.append(r["p_value"])
     assert abs(obs - exp) < 4 * np.sqrt(exp)
     assert np.mean(np.array(ps) < 0.05) <= 0.25
+
+
+def test_count_based_row_stats_equal_the_row_sort():
+    """answer_row_stats (one-hot counts for mc / yes-no items, the row sort for the others) returns the
+    same arrays as row_answer_stats on the (Q, M) code matrix, with and without the gold left out."""
+    rng = np.random.default_rng(3)
+    n_q, models = 300, [f"m{i}" for i in range(7)]
+    types = rng.choice(["mc", "yesno", "numeric"], size=n_q, p=[0.6, 0.2, 0.2])
+    k = rng.integers(2, 6, size=n_q)
+    qs = pd.DataFrame({
+        "question_id": [f"q{i}" for i in range(n_q)],
+        "options": [[f"o{j}" for j in range(k[i])] if t == "mc" else [] for i, t in enumerate(types)],
+        "answer": ["ABCDE"[rng.integers(0, k[i])] if t == "mc" else ("yes" if t == "yesno" else str(i % 4))
+                   for i, t in enumerate(types)],
+        "answer_type": types,
+    })
+    rows = []
+    for i, t in enumerate(types):
+        for m in models:
+            if rng.random() < 0.15:
+                ans = None
+            elif t == "mc":
+                ans = "ABCDE"[rng.integers(0, k[i])]
+            elif t == "yesno":
+                ans = rng.choice(["yes", "no"])
+            else:
+                ans = str(rng.integers(0, 4))
+            rows.append((f"q{i}", m, "full", ans, ans, 0))
+    runs = pd.DataFrame(rows, columns=["question_id", "model", "arm", "prediction", "answer", "hit"])
+    f = AuditFrame.from_tables(qs, runs.assign(hit_exact=runs["hit"]))
+    A = f.answer_codes("full", models=models)
+    gold = f.gold_codes().astype(np.int64)
+    for exclude in (False, True):
+        codes = np.where((A == gold[:, None]) & (gold[:, None] >= 0), -1, A) if exclude else A
+        want = ce.row_answer_stats(codes)
+        got = ce.answer_row_stats(f, "full", models, exclude_gold=exclude)
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+            assert got[key].dtype == want[key].dtype, key
+    # ties: smallest code wins and top_tied is set
+    st_ = ce._stats_from_counts(np.array([[2, 2, 0], [0, 0, 0], [1, 3, 1]], np.int32))
+    assert st_["top_value"].tolist() == [0, -1, 1] and st_["top_tied"].tolist() == [True, False, False]
+    assert st_["sum_sq"].tolist() == [8, 0, 11] and st_["n_distinct"].tolist() == [2, 0, 3]

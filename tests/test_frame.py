@@ -165,3 +165,39 @@ def test_large_frame_memory_is_compact():
     per_row = sum(f.runs[c].to_numpy().itemsize for c in ("q", "m", "arm", "hit", "hit_exact"))
     assert per_row == 4 + 2 + 1 + 1 + 1
     assert f.correctness("full").shape == (nq, nm)
+
+
+def test_arrow_dictionary_runs_match_plain_strings():
+    """Runs read from Parquet as Arrow dictionary chunks (one dictionary per row group, equal or not)
+    give the same frame as plain string columns."""
+    import pyarrow as pa
+
+    runs = _runs().assign(hit_exact=_runs()["hit"])
+    plain = AuditFrame.from_tables(_questions(), runs)
+    half = len(runs) // 2
+
+    def chunked(col, dicts):
+        parts = []
+        for (lo, hi), d in zip(((0, half), (half, len(runs))), dicts):
+            vals = [v if pd.notna(v) else None for v in runs[col].iloc[lo:hi].tolist()]
+            dd = pa.array(d, pa.string())
+            idx = pa.array([None if v is None else d.index(v) for v in vals], pa.int32())
+            parts.append(pa.DictionaryArray.from_arrays(idx, dd))
+        return pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array(parts)))
+
+    cols = {}
+    for c in ("question_id", "model", "arm", "answer"):
+        u = sorted({v for v in runs[c] if pd.notna(v)})
+        cols[c] = chunked(c, [u, u[::-1]])  # different dictionaries per chunk
+    cols["hit"] = pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array([pa.array(runs["hit"].astype(bool))])))
+    cols["hit_exact"] = cols["hit"]
+    cols["prediction"] = runs["prediction"]
+    arrow = AuditFrame.from_tables(_questions(), pd.DataFrame(cols))
+    for arm in ("full", "blind"):
+        np.testing.assert_array_equal(arrow.correctness(arm), plain.correctness(arm))
+        np.testing.assert_array_equal(arrow.answer_codes(arm), plain.answer_codes(arm))
+    np.testing.assert_array_equal(arrow.gold_codes(), plain.gold_codes())
+    assert set(arrow.models) == set(plain.models)
+    assert arrow.runs["answer"].isna().sum() == plain.runs["answer"].isna().sum()
+    pd.testing.assert_frame_equal(arrow.accuracy_table().sort_values(["model", "arm"]).reset_index(drop=True),
+                                  plain.accuracy_table().sort_values(["model", "arm"]).reset_index(drop=True))

@@ -163,7 +163,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 999
             }
 
     per_question = pd.DataFrame({
-        "question_id": frame.question_ids,
+        "question_id": frame.question_id_column(),
         f"{NAME}_score": 1.0 - excess,
         f"is_{NAME}_issue": flag,
         f"{NAME}_severity": severity_array(sev),

@@ -301,7 +301,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     n_el = int(eligible.sum())
     lo, hi = wilson_ci(n_un, n_el)
     per_question = pd.DataFrame({
-        "question_id": frame.question_ids,
+        "question_id": frame.question_id_column(),
         f"{NAME}_score": 1.0 - share,
         f"is_{NAME}_issue": flagged,
         f"{NAME}_severity": severity_array(sev),

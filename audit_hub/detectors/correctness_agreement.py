@@ -167,7 +167,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 
     score = np.where(tested, np.nan_to_num(p_neg, nan=1.0), 1.0)
     score = np.where(floor, np.minimum(score, 0.75), score)
     per_question = pd.DataFrame({
-        "question_id": frame.question_ids,
+        "question_id": frame.question_id_column(),
         f"{NAME}_score": np.clip(score, 0.0, 1.0),
         f"is_{NAME}_issue": rank >= 2,
         f"{NAME}_severity": severity_array(rank),

@@ -37,7 +37,7 @@ from ..errors import DetectorSkipped
 from ..frame import AuditFrame
 from ..severity import severity_array
 from .base import DetectorResult, summary_rows
-from .consensus_error import answer_row_stats
+from .consensus_error import answer_row_stats, closed_code_counts
 
 NAME = "fleiss_kappa_agreement"
 JUDGE_DEPENDENT = False
@@ -101,8 +101,15 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
     # ---- answer-code totals over rated items (chunked bincount)
     max_code = int(A.max()) if A.size else -1
     totals = np.zeros(max_code + 2, np.float64)
-    for s in range(0, Q, chunk):
-        a = A[s:s + chunk][rated[s:s + chunk]]
+    # mc / yes-no items: from the shared per-item code counts; the others (numeric/free) row by row
+    crows, ccounts = closed_code_counts(frame, "full", models)
+    orows = np.setdiff1d(np.arange(Q), crows) if len(crows) < Q else np.zeros(0, np.int64)
+    cr = rated[crows]
+    kc = min(ccounts.shape[1], max_code + 1)
+    totals[:kc] += ccounts[cr][:, :kc].sum(axis=0)
+    for s in range(0, len(orows), chunk):
+        r_ = orows[s:s + chunk]
+        a = A[r_[rated[r_]]]
         a = a[a >= 0]
         totals[: max_code + 1] += np.bincount(a, minlength=max_code + 1)[: max_code + 1]
     sum_n = float(n[rated].sum())
@@ -158,9 +165,15 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
     ustats[:, _SUM_INVK] = np.bincount(ur, weights=inv_k[rated], minlength=U)
     if D:
         flat = np.zeros(U * D, np.float64)
-        for s in range(0, Q, chunk):
-            a = A[s:s + chunk]
-            u = unit[s:s + chunk]
+        uc = unit[crows]
+        okc = uc >= 0
+        for j in range(kc):
+            if code_map[j] >= 0:
+                flat += np.bincount(uc[okc] * D + code_map[j], weights=ccounts[okc, j], minlength=U * D)
+        for s in range(0, len(orows), chunk):
+            r_ = orows[s:s + chunk]
+            a = A[r_]
+            u = unit[r_]
             d = np.where(a >= 0, code_map[np.maximum(a, 0)], -1)
             ok = (d >= 0) & (u[:, None] >= 0)
             idx = (u[:, None] * D + d)[ok]
@@ -214,7 +227,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
     flag = rated & (n >= 3) & (p_i <= p_e + 1e-12)
     sev = np.where(flag, 2, 0)
     per_question = pd.DataFrame({
-        "question_id": frame.question_ids,
+        "question_id": frame.question_id_column(),
         f"{NAME}_score": np.where(rated, p_i, 1.0),
         f"is_{NAME}_issue": flag,
         f"{NAME}_severity": severity_array(sev),

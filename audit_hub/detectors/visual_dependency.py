@@ -282,19 +282,25 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
             drops = ([(name, "full", j) for j, name in enumerate(mf_names)] if mf >= 2 else []) + \
                     ([(name, "blind", j) for j, name in enumerate(mb_names)] if mb >= 2 else [])
         # (models, items) contiguous 0/1 rows: one column per drop is a contiguous read
-        full_k = np.ascontiguousarray((full[idx] == 1).T) if drops else None
-        blind_k = np.ascontiguousarray((blind[idx] == 1).T) if drops else None
-        base_f = f
-        base_b = b
+        all_items = n_items == frame.n_questions
+        full_k = np.ascontiguousarray(((full if all_items else full[idx]) == 1).T).view(np.int8) if drops else None
+        blind_k = np.ascontiguousarray(((blind if all_items else blind[idx]) == 1).T).view(np.int8) if drops else None
+        # the cell index with model j dropped is (cell of the full pool) - (j's contribution): an
+        # incremental update of f and b per drop, in int32 (the counts are the same integers)
+        cell_base: dict[tuple[int, int], np.ndarray] = {}
         for name, arm, j in drops:
-            fd, bd, mfd, mbd = f, b, mf, mb
-            if arm in ("both", "full"):
-                fd, mfd = base_f - full_k[j], mf - 1
-            if arm in ("both", "blind"):
-                bd, mbd = base_b - blind_k[j], mb - 1
+            mfd = mf - 1 if arm in ("both", "full") else mf
+            mbd = mb - 1 if arm in ("both", "blind") else mb
             Rd, Cd = mfd + 1, mbd + 1
+            if (Rd, Cd) not in cell_base:
+                cell_base[(Rd, Cd)] = (strata * (Rd * Cd) + f * Cd + b).astype(np.int32)
+            cd = cell_base[(Rd, Cd)]
+            if arm in ("both", "full"):
+                cd = cd - full_k[j].astype(np.int32) * Cd
+            if arm in ("both", "blind"):
+                cd = cd - blind_k[j]
             pr = matched_pairs(Rd, Cd)
-            td = np.bincount(strata * (Rd * Cd) + fd * Cd + bd, minlength=n_strata * Rd * Cd).reshape(n_strata, Rd, Cd)
+            td = np.bincount(cd, minlength=n_strata * Rd * Cd).reshape(n_strata, Rd, Cd)
             nd = _Null(td, pr, np.zeros(n_strata, dtype=np.int64), 1, B, rng)
             zd = int(nd.observed[0])
             lo, hi = wilson_ci(zd, n_items)
@@ -335,7 +341,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     rank[zq & (b_all == mb) & known] = 3 if mb >= 3 else 2
     score = np.where(zq, 1.0 - (0.25 + 0.75 * bshare), 1.0)
     per_question = pd.DataFrame({
-        "question_id": frame.question_ids,
+        "question_id": frame.question_id_column(),
         f"{NAME}_score": score,
         f"is_{NAME}_issue": rank >= 2,
         f"{NAME}_severity": severity_array(rank),
