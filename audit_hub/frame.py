@@ -877,7 +877,7 @@ def encode_answers(questions: pd.DataFrame, runs: pd.DataFrame, *,
         fcodes_raw, remap = None, None
     other_q = (atype == "numeric") | (atype == "free")
     if len(uniq) == 0:
-        gold[other_q] = kmax + pd.factorize(pd.Series([normalise_value(g) for g in gold_ans[other_q]]))[0]
+        gold[other_q] = kmax + pd.factorize(pd.Series(_canonical_gold_values(questions, other_q)[other_q]))[0]
         return codes, gold
     uniq_norm = [str(u).strip() for u in uniq]
     letter_idx = np.array([LETTERS.index(u.upper()) if len(u) == 1 and u.upper() in LETTERS else -1
@@ -885,9 +885,9 @@ def encode_answers(questions: pd.DataFrame, runs: pd.DataFrame, *,
     yn_idx = np.array([0 if u.lower() == "yes" else (1 if u.lower() == "no" else -1) for u in uniq_norm],
                       dtype=np.int32)
     norm = [normalise_value(u) for u in uniq_norm]
-    # free / numeric values share one global code space above the option range
-    g_codes, g_uniq = pd.factorize(pd.Series(gold_ans, dtype=object))
-    g_norm = np.asarray([normalise_value(g) for g in g_uniq], dtype=object)[g_codes]
+    # free / numeric values share one global code space above the option range; golds go through the
+    # parser's canonical form first (e.g. "\\frac{2}{5}" -> "0.4"), as extracted answers did
+    g_norm = _canonical_gold_values(questions, other_q)
     free_codes_u, free_uniq = pd.factorize(pd.Series(norm + g_norm.tolist()))
     free_u = free_codes_u[: len(uniq_norm)].astype(np.int32) + kmax
     gold_free = free_codes_u[len(uniq_norm):].astype(np.int32) + kmax
@@ -921,6 +921,26 @@ def encode_answers(questions: pd.DataFrame, runs: pd.DataFrame, *,
         c[c >= limit[qq]] = MISSING
         codes[lo:lo + step] = c
     return codes, gold
+
+
+def _canonical_gold_values(questions: pd.DataFrame, other_q: np.ndarray) -> np.ndarray:
+    """(Q,) object array: for numeric / free items the gold in the exact-match parser's canonical form
+    passed through :func:`normalise_value`; "" elsewhere. Computed once per distinct (gold, type)."""
+    from .extract import canonical_gold
+
+    out = np.full(len(questions), "", dtype=object)
+    if not other_q.any():
+        return out
+    gold = questions["answer"].astype(str).to_numpy(dtype=object)[other_q]
+    typ = questions["answer_type"].to_numpy(dtype=object)[other_q]
+    pairs = pd.MultiIndex.from_arrays([gold, typ])
+    codes, uniq = pd.factorize(pairs)
+    vals = []
+    for g, t in uniq:
+        c = canonical_gold(g, t)
+        vals.append(normalise_value(c if c is not None else g))
+    out[other_q] = np.asarray(vals, dtype=object)[codes]
+    return out
 
 
 def _first_appearance(codes: np.ndarray, n_values: int, step: int = 1 << 22) -> np.ndarray:

@@ -9,9 +9,10 @@ critical   4      The item is very likely broken as released (e.g. two options i
 high       3      Strong, specific evidence of a defect (unanimous non-gold consensus; exact
                   duplicate distractors; item solved by every model without the image).
                   Review soon.
-medium     2      Evidence worth a look (majority non-gold; near-duplicate options; zero gain
-                  from the image where most models are right blind; very low agreement).
-low        1      Weak or pool-dependent signal; read together with other detectors.
+medium     2      Evidence worth a look (near-duplicate options; zero gain from the image where
+                  most models are right blind; very low agreement; negative discrimination).
+low        1      Weak or pool-dependent signal (e.g. a non-gold majority short of unanimity);
+                  read together with other detectors.
 info       0      No finding, or a descriptive statistic only.
 =========  =====  ==============================================================================
 
@@ -30,9 +31,10 @@ DESCRIPTIONS = {
                 "runs agree on one non-gold option). Relabel or drop before the next release.",
     "high": "Strong, specific evidence of a defect (unanimous non-gold consensus, exact-duplicate "
             "distractors, solved by every model without the image). Review soon.",
-    "medium": "Evidence worth a look (majority non-gold, near-duplicate options, no gain from the image "
-              "while most models are right blind, very low inter-model agreement).",
-    "low": "Weak or pool-dependent signal; read together with the other detectors.",
+    "medium": "Evidence worth a look (near-duplicate options, no gain from the image while most models "
+              "are right blind, very low inter-model agreement, negative discrimination).",
+    "low": "Weak or pool-dependent signal (e.g. a non-gold majority short of unanimity); read together "
+           "with the other detectors.",
     "info": "No finding, or a descriptive statistic only.",
 }
 

@@ -23,7 +23,7 @@ def _hand_frame():
     full = {  # 4 models
         "u1": ["B", "B", "B", "B"],      # unanimous non-gold; blind picks B too -> high
         "u2": ["C", "C", "C", None],     # unanimous among 3 parseable (>= M-1); blind says A -> critical
-        "maj": ["B", "B", "B", "A"],     # strict majority non-gold -> medium
+        "maj": ["B", "B", "B", "A"],     # strict majority non-gold -> low, not an issue
         "tie": ["B", "B", "A", "A"],     # 2-2: no majority
         "ok": ["A", "A", "A", "B"],
         "dup": ["C", "C", "C", "C"],     # chosen option '0.5' == gold '1/2' -> critical
@@ -44,8 +44,10 @@ def test_hand_case_flags_and_severity():
     r = ce.run(_hand_frame())
     pq = r.per_question.set_index("question_id")
     assert pq["consensus_error_severity"].to_dict() == {
-        "u1": "high", "u2": "critical", "maj": "medium", "tie": "info", "ok": "info", "dup": "critical",
+        "u1": "high", "u2": "critical", "maj": "low", "tie": "info", "ok": "info", "dup": "critical",
         "num": "high"}
+    assert pq["is_consensus_error_issue"].to_dict() == {
+        "u1": True, "u2": True, "maj": False, "tie": False, "ok": False, "dup": True, "num": True}
     assert pq.loc["u2", "consensus_error_n_parseable"] == 3
     assert pq.loc["u2", "consensus_error_consensus_answer"] == "C"
     assert pq.loc["u2", "consensus_error_blind_agreement"] == 0.0
@@ -73,7 +75,8 @@ def test_hand_case_flags_and_severity():
 
 def test_min_answered_and_skip():
     r = ce.run(_hand_frame(), min_answered=4)
-    assert r.per_question.set_index("question_id").loc["u2", "consensus_error_severity"] == "medium"
+    # u2 has only 3 parseable answers: with min_answered=4 it is a (low) non-gold majority, not unanimous
+    assert r.per_question.set_index("question_id").loc["u2", "consensus_error_severity"] == "low"
     f = simulate_frame(50, 1, seed=0)
     with pytest.raises(DetectorSkipped):
         ce.run(f)

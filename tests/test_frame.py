@@ -201,3 +201,16 @@ def test_arrow_dictionary_runs_match_plain_strings():
     assert arrow.runs["answer"].isna().sum() == plain.runs["answer"].isna().sum()
     pd.testing.assert_frame_equal(arrow.accuracy_table().sort_values(["model", "arm"]).reset_index(drop=True),
                                   plain.accuracy_table().sort_values(["model", "arm"]).reset_index(drop=True))
+
+
+def test_numeric_gold_codes_use_the_parser_canonical_form():
+    """A LaTeX / formatted gold ("\\frac{2}{5}", "1,000") gets the same code as an equal extracted value,
+    so consensus and agreement detectors agree with hit_exact."""
+    q = pd.DataFrame({"question_id": ["a", "b"], "answer": ["\\frac{2}{5}", "1,000"],
+                      "answer_type": ["numeric", "numeric"]})
+    r = pd.DataFrame({"question_id": ["a", "b", "a"], "model": ["m", "m", "n"],
+                      "prediction": ["The answer is 0.4", "1000", "2/5"]})
+    f = AuditFrame.from_tables(q, r)
+    codes, gold = f.answer_codes("full"), f.gold_codes()
+    assert codes[0].tolist() == [gold[0], gold[0]] and codes[1, 0] == gold[1] and gold[0] != gold[1]
+    np.testing.assert_array_equal(f.correctness("full", "hit_exact"), [[1, 1], [1, -1]])

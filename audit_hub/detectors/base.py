@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 SUMMARY_TABLE_COLUMNS = (
     "detector", "category", "arm", "field", "statistic", "estimate", "ci_low", "ci_high",
     "null_mean", "excess", "p_value", "p_adjusted", "n_items",
 )
+
+NUMERIC_COLUMNS = ("estimate", "ci_low", "ci_high", "null_mean", "excess", "p_value", "p_adjusted", "n_items")
 
 
 @dataclass
@@ -57,4 +60,6 @@ def summary_rows(detector: str, rows: list[dict]) -> pd.DataFrame:
     for c in SUMMARY_TABLE_COLUMNS:
         if c not in df.columns:
             df[c] = None
+    for c in NUMERIC_COLUMNS:  # plain float64 (detectors may hand over 0-d numpy arrays or None)
+        df[c] = np.array([np.nan if v is None else float(v) for v in df[c].tolist()], dtype=np.float64)
     return df[list(SUMMARY_TABLE_COLUMNS)]

@@ -11,7 +11,8 @@ every answer type; unparseable/missing answers are left out):
   or when the chosen option's text equals the gold option's text after normalisation (a duplicate
   option, so the "error" is in the options).
 * **majority non-gold**: a strict majority (more than half of the parseable answers; a 50/50 split is
-  a tie, i.e. no majority) picks one non-gold code. Severity medium when not unanimous.
+  a tie, i.e. no majority) picks one non-gold code. Severity low and not flagged when not unanimous
+  (with weak models a non-gold majority mostly reflects shared difficulty, not a wrong label).
   ``n_majority_non_gold`` counts every item with a non-gold strict majority (unanimous ones included).
 * **expected under independence**: if each model erred independently with its own error rate ``e_m``
   (wrong / parseable over mc and yes/no items) and picked uniformly among the ``K - 1`` wrong options,
@@ -267,8 +268,10 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     dup_gold = np.zeros(Q, bool)
     dup_gold[un_items] = _duplicates_gold(frame, un_items, cons)
 
-    sev = np.where(unanimous, np.where(blind_disagrees | dup_gold, 4, 3), np.where(majority, 2, 0))
-    flagged = sev >= 2
+    # only unanimous non-gold consensus is an issue; a non-gold majority is recorded (low) because on a
+    # hard benchmark with weak models it mostly reflects shared difficulty, not a wrong label
+    sev = np.where(unanimous, np.where(blind_disagrees | dup_gold, 4, 3), np.where(majority, 1, 0))
+    flagged = sev >= 3
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(n_p > 0, top_n / np.maximum(n_p, 1), 0.0)
         gold_share = np.where(n_p > 0, n_gold / np.maximum(n_p, 1), np.nan)

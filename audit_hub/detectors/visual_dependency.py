@@ -383,6 +383,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
         "z": zscore,
         "null_permutation_mean": float(overall.draws[0].mean() / n_items) if B > 0 else None,
         "null_permutation_sd": float(overall.draws[0].std() / n_items) if B > 0 else None,
+        # the B permuted zero-gain shares themselves (for the report's null-distribution figure)
+        "null_distribution": (overall.draws[0] / n_items).round(8).tolist() if B > 0 else [],
         "three_way": three_way,
         "diagonal_decomposition": {c["label"]: c["excess"] for c in cells},
         "diagonal_cells": cells,
