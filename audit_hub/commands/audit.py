@@ -35,6 +35,9 @@ def register(app: typer.Typer) -> None:
         n_permutations: int = typer.Option(999, "--n-permutations", help="Permutations for the zero-gain null."),
         calibration_sims: int = typer.Option(
             50, "--calibration-sims", help="Simulated null benchmarks per detector for the calibration check (0 = skip)."),
+        stratify: list[str] | None = typer.Option(
+            None, "--stratify", help="Stratify the zero-gain permutation null: 'category' and/or 'n_options' "
+                                     "(repeatable; default: one global shuffle)."),
         tst: bool = typer.Option(False, "--tst", help="Also run the TsT-RF stress test and add tst_s to the report."),
         figures: bool = typer.Option(True, "--figures/--no-figures", help="Render PNG figures for the card."),
     ) -> None:
@@ -66,8 +69,12 @@ def register(app: typer.Typer) -> None:
         pool = frame.meta.get("pool") or {}
         if pool.get("note"):
             console.print(f"[yellow]note:[/yellow] {pool['note']}")
+        bad = sorted(set(stratify or []) - {"category", "n_options"})
+        if bad:
+            raise InputError(f"--stratify takes 'category' or 'n_options', got {bad}")
+        params = {"visual_dependency": {"stratify": list(stratify)}} if stratify else {}
         config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
-                             run_calibration=calibration_sims > 0, run_tst=tst)
+                             run_calibration=calibration_sims > 0, run_tst=tst, params=params)
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         steps = list(config.detectors) + ["judge dependence", "calibration"] + (["tst"] if tst else [])
