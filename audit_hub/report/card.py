@@ -330,7 +330,9 @@ def _calibration(result: Any) -> str:
     for name, c in cal.items():
         if not isinstance(c, dict):
             continue
-        status = "**out of calibration**" if c.get("out_of_calibration") else "within calibration"
+        ooc = c.get("out_of_calibration")
+        status = ("**out of calibration**" if ooc else "within calibration" if ooc is not None
+                  else "descriptive (no nominal rate)")
         rows.append([name, pct(c.get("fpr")), ci(c.get("fpr_ci")) if c.get("fpr_ci") else "", pct(c.get("nominal")),
                      fmt_num(c.get("n_sims")), status, md_escape(c.get("note", ""), 160)])
     return md_table(["Detector", "False-positive rate", "95% CI", "Nominal", "Simulations", "Status", "Note"], rows,
