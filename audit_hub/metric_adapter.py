@@ -34,16 +34,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .audit import DETECTORS
 from .errors import DetectorSkipped, InputError
 
-METRIC_NAMES: tuple[str, ...] = (
-    "visual_dependency",
-    "consensus_error",
-    "fleiss_kappa_agreement",
-    "correctness_agreement",
-    "answer_options_distribution",
-    "distractor_similarity",
-)
+METRIC_NAMES: tuple[str, ...] = DETECTORS  # one evaluate module per detector
 
 #: Where errors say the data came from (evaluate has no file names).
 SOURCE = "<evaluate compute inputs>"

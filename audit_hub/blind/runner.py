@@ -25,7 +25,7 @@ from .. import __version__
 from ..errors import InputError
 from . import shards as sh
 from .prompt import LETTERS, ChatFormatter, PromptBuilder
-from .scoring import AnswerTokens, ForwardFn, answer_scores, restricted_log_probs
+from .scoring import AnswerTokens, ForwardFn, answer_scores, pad_left, restricted_log_probs
 
 MODES = ("logprob", "generate")
 TRUNCATE = ("error", "left")
@@ -201,18 +201,6 @@ def _exact(extracted, gold: str, answer_type: str) -> bool | None:
     return None if iv < 0 else bool(iv)
 
 
-def _pad_left(seqs: list[list[int]], pad_id: int, device):
-    import torch
-
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-        mask[i, width - len(s):] = 1
-    return ids.to(device), mask.to(device)
-
-
 def _round_robin_split(state, order: list[int]) -> list[int]:
     """This process's share of ``order`` (sorted by length): items ``rank, rank+n, ...``.
 
@@ -378,7 +366,7 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
         with torch.inference_mode():
             for b in range(0, len(lp_items), cfg.batch_size):
                 batch = lp_items[b: b + cfg.batch_size]
-                ids, mask = _pad_left([it["ids"] for it in batch], tok.pad_token_id, state.device)
+                ids, mask = pad_left([it["ids"] for it in batch], tok.pad_token_id, state.device)
                 last = forward(ids, mask)
                 rows = []
                 lt = answer_scores(last, letter_tokens) if letter_tokens is not None else None
@@ -414,7 +402,7 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
 
                 for b in range(0, len(gen_items), cfg.batch_size):
                     batch = gen_items[b: b + cfg.batch_size]
-                    ids, mask = _pad_left([it["ids"] for it in batch], tok.pad_token_id, state.device)
+                    ids, mask = pad_left([it["ids"] for it in batch], tok.pad_token_id, state.device)
                     gen_out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=cfg.max_new_tokens,
                                              do_sample=False, num_beams=1, pad_token_id=tok.pad_token_id)
                     texts_out = tok.batch_decode(gen_out[:, ids.shape[1]:], skip_special_tokens=True)

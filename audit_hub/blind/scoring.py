@@ -111,6 +111,20 @@ def restricted_log_probs(scores_row: Sequence[float], k: int) -> list[float]:
     return [x - lz for x in s]
 
 
+def pad_left(seqs: list[list[int]], pad_id: int, device):
+    """Left-pad token id lists into (ids, attention_mask) tensors on ``device`` (the answer position is
+    then the last column for every row)."""
+    import torch
+
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
+        mask[i, width - len(s):] = 1
+    return ids.to(device), mask.to(device)
+
+
 def position_ids_from_mask(attention_mask):
     """Positions 0.. counted over real tokens only, so left padding does not shift them."""
     pos = attention_mask.long().cumsum(-1) - 1

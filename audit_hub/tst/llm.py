@@ -110,24 +110,12 @@ def _encode(tok, texts: list[str], add_special: bool, max_length: int) -> list[l
     return [ids[-max_length:] for ids in enc]
 
 
-def _pad_left(seqs: list[list[int]], pad_id: int, device):
-    import torch
-
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-        mask[i, width - len(s):] = 1
-    return ids.to(device), mask.to(device)
-
-
 def _score(accelerator, model, tok, enc: list[list[int]], rows: np.ndarray, K: np.ndarray, gold: np.ndarray,
            yn: np.ndarray, tokens_mc, tokens_yn, batch_size: int) -> np.ndarray:
     """P(gold) for ``rows`` (indices into the prompt arrays), split between processes and gathered."""
     import torch
 
-    from ..blind.scoring import ForwardFn, answer_scores, restricted_log_probs
+    from ..blind.scoring import ForwardFn, answer_scores, pad_left, restricted_log_probs
 
     fwd = ForwardFn(accelerator.unwrap_model(model))
     out: dict[int, float] = {}
@@ -135,7 +123,7 @@ def _score(accelerator, model, tok, enc: list[list[int]], rows: np.ndarray, K: n
         mine = np.asarray(mine, dtype=np.int64)
         with torch.no_grad():
             for b in _batches(mine, batch_size):
-                ids, mask = _pad_left([enc[i] for i in b], tok.pad_token_id, accelerator.device)
+                ids, mask = pad_left([enc[i] for i in b], tok.pad_token_id, accelerator.device)
                 last = fwd(ids, mask)
                 for is_yn, toks in ((False, tokens_mc), (True, tokens_yn)):
                     sel = np.flatnonzero(yn[b] == is_yn)
@@ -171,15 +159,15 @@ def _train_fold(accelerator, cfg: LlmConfig, model_factory, tok, enc, train_rows
     order = train_rows[rng.permutation(len(train_rows))]
     loader = torch.utils.data.DataLoader(list(map(int, order)), batch_size=cfg.batch_size, shuffle=False,
                                          collate_fn=lambda b: b)
+    from ..blind.scoring import pad_left, position_ids_from_mask
+
     model, opt, loader = accelerator.prepare(model, opt, loader)
     steps = 0
     done = False
     losses = []
     for _ in range(cfg.epochs):
         for batch in loader:
-            ids, mask = _pad_left([enc[i] for i in batch], tok.pad_token_id, accelerator.device)
-            from ..blind.scoring import position_ids_from_mask
-
+            ids, mask = pad_left([enc[i] for i in batch], tok.pad_token_id, accelerator.device)
             logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask),
                            use_cache=False).logits[:, -1, :].float()
             target = torch.as_tensor(gold_tok[np.asarray(batch)], device=logits.device)
