@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .errors import InputError
 from .readers import (
@@ -90,15 +91,18 @@ def _source(path: str, kind: str, rows: int, info: dict | None = None, *, hash_f
 
 # ---------------------------------------------------------------------------------------- questions
 def load_questions(spec: str, *, column_map: dict[str, str] | None = None, revision: str | None = None,
-                   split: str | None = None) -> pd.DataFrame:
-    """Questions in the public format (not yet validated); ``df.attrs['sources']`` records provenance."""
+                   split: str | None = None, arrow_options: bool = False) -> pd.DataFrame:
+    """Questions in the public format (not yet validated); ``df.attrs['sources']`` records provenance.
+
+    ``arrow_options=True`` (used by :func:`build_frame`) lets a Parquet list-of-string ``options``
+    column stay a ``pd.ArrowDtype`` list column instead of Python lists; the frame validates either."""
     from .readers import generic, hf, lmms_eval, mathv, vlmevalkit
 
     spec = str(spec)
     if os.path.isdir(spec):
         saved = os.path.join(spec, "questions.parquet")
         if os.path.isfile(saved):
-            return load_questions(saved, column_map=column_map)
+            return load_questions(saved, column_map=column_map, arrow_options=arrow_options)
         if hf.is_hub_layout_folder(spec):
             q, info = hf.load_hub_questions(spec, revision=revision, column_map=column_map, split=split)
             q.attrs["sources"] = [info]
@@ -136,7 +140,7 @@ def load_questions(spec: str, *, column_map: dict[str, str] | None = None, revis
             q = res.questions
             q.attrs["sources"] = [_source(spec, "lmms-eval-samples", len(q))]
             return q
-    df = generic.read_table(spec, column_map)
+    df = generic.read_table(spec, column_map, dictionary=False, arrow_lists=arrow_options)
     if "image" in df.columns:
         df = df.drop(columns=["image"])
     if vlmevalkit.is_vlmevalkit_sheet(df.columns) or "index" in df.columns:
@@ -215,6 +219,14 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
                 raise InputError("this is a MATH-V questions file (data/test.jsonl); pass it as the questions, "
                                  "not as a run", file=path)
             return "MATH-V questions file"
+    if ext == ".parquet":  # a long run table: zero-copy Arrow columns, row numbers left implicit
+        cmap = column_map or {}
+        cols = [cmap.get(c, c) for c in generic.parquet_column_names(path)]
+        if not ("model" not in cols and vlmevalkit.is_vlmevalkit_sheet(cols)) and generic.is_generic_run_table(cols):
+            df = generic.read_parquet_runs(path, column_map)
+            return generic.generic_runs(df, path, arm=arm, model=model, with_questions=with_questions,
+                                        implicit_rows=True)
+
     def keep(cols: list[str]) -> list[str] | None:
         """Without questions, a VLMEvalKit sheet needs only its ID, prediction and judge columns."""
         if with_questions or "model" in cols or not vlmevalkit.is_vlmevalkit_sheet(cols):
@@ -256,6 +268,17 @@ def _read_all(specs: Sequence[str], *, arm: str, questions: pd.DataFrame | None,
         reasons = "; ".join(f"{os.path.basename(s['path'])}: {s['reason']}" for s in skipped[:5])
         raise InputError(f"no run files recognised in {where}" + (f" (skipped {reasons})" if reasons else ""))
     return results, skipped
+
+
+def _with_provenance(df: pd.DataFrame, path: str) -> pd.DataFrame:
+    """Add ``source_file``/``source_row`` to a one-file run table that left them implicit (row ``i`` is
+    data row ``i + 1`` of ``path``); needed before its rows are mixed with another file's."""
+    if "source_row" in df.columns:
+        return df
+    from .readers.generic import constant_categorical
+
+    n = len(df)
+    return df.assign(source_file=constant_categorical(path, n), source_row=np.arange(1, n + 1, dtype=np.int64))
 
 
 def _model_arm_keys(df: pd.DataFrame) -> set[tuple[str, str]]:
@@ -357,7 +380,7 @@ def _concat_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
     out_cols: dict[str, Any] = {}
     n = sum(len(f) for f in frames)
     for c in ("question_id", "model", "arm", "source_file"):
-        series = [f[c] for f in frames]
+        series = [_arrow_dictionary_to_categorical(f[c]) for f in frames]
         if all(isinstance(s.dtype, pd.CategoricalDtype) for s in series):
             series = [s.cat.rename_categories([str(x) for x in s.cat.categories]) for s in series]
             out_cols[c] = union_categoricals([s.array for s in series])
@@ -366,16 +389,70 @@ def _concat_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
     for c in ("prediction", "answer"):
         parts = [f[c] if c in f.columns else pd.Series(pd.array([None] * len(f), dtype=ARROW_STR)) for f in frames]
         out_cols[c] = pd.concat([p.astype(ARROW_STR).reset_index(drop=True) for p in parts], ignore_index=True).array
-    for c in ("hit",):
-        if any(has[c]):
-            parts = [f[c].astype("Int8") if c in f.columns else pd.Series(pd.array([None] * len(f), dtype="Int8"))
-                     for f in frames]
-            out_cols[c] = pd.concat([p.reset_index(drop=True) for p in parts], ignore_index=True).array
+    if any(has["hit"]):
+        out_cols["hit"] = _concat_flags([f["hit"] if "hit" in f.columns else None for f in frames],
+                                        [len(f) for f in frames])
     if all(has["hit_exact"]):  # mixed: drop it so the frame extracts the same way for every row
-        out_cols["hit_exact"] = pd.concat([f["hit_exact"].astype("Int8").reset_index(drop=True) for f in frames],
-                                          ignore_index=True).array
+        out_cols["hit_exact"] = _concat_flags([f["hit_exact"] for f in frames], [len(f) for f in frames])
     out_cols["source_row"] = np.concatenate([np.asarray(f["source_row"], dtype=np.int64) for f in frames])
     return pd.DataFrame(out_cols)
+
+
+def _concat_flags(parts: list[pd.Series | None], lengths: list[int]):
+    """hit / hit_exact of several files as one column: nullable Int8 when every part converts (bool,
+    0/1 numbers or digit strings); otherwise object values (text such as "True" from CSV stays text, so
+    the frame applies its own 0/1/true/false rules and names the bad row)."""
+    try:
+        cols = [p.astype("Int8") if p is not None else pd.Series(pd.array([None] * k, dtype="Int8"))
+                for p, k in zip(parts, lengths)]
+        return pd.concat([c.reset_index(drop=True) for c in cols], ignore_index=True).array
+    except (ValueError, TypeError):
+        pass
+    vals = [np.full(k, None, dtype=object) if p is None else p.astype(object).where(p.notna(), None).to_numpy()
+            for p, k in zip(parts, lengths)]
+    return np.concatenate(vals)
+
+
+def _arrow_dictionary_to_categorical(s: pd.Series) -> pd.Series:
+    """An Arrow dictionary column (from :func:`generic.read_parquet_runs`) -> pandas Categorical with
+    str categories, for the code paths that merge several files; other columns are returned as they are."""
+    if not (isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_dictionary(s.dtype.pyarrow_dtype)):
+        return s
+    arr = s.array._pa_array  # noqa: SLF001 (documented attribute of ArrowExtensionArray)
+    arr = arr.unify_dictionaries() if isinstance(arr, pa.ChunkedArray) else pa.chunked_array([arr])
+    if arr.num_chunks == 0:
+        return pd.Series(pd.Categorical([]), index=s.index)
+    cats = arr.chunk(0).dictionary
+    cats = cats.cast(pa.string()) if not pa.types.is_string(cats.type) else cats
+    codes = np.concatenate([c.indices.fill_null(-1).to_numpy().astype(np.int32) for c in arr.chunks])
+    return pd.Series(pd.Categorical.from_codes(codes, categories=np.asarray(cats.to_pylist(), dtype=object)),
+                     index=s.index)
+
+
+def _public_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """The zero-copy Arrow columns of :func:`generic.read_parquet_runs` -> the documented public dtypes
+    (categorical IDs/models/arms, Arrow string texts, nullable Int8 flags), as every other reader gives."""
+    from .readers.generic import ARROW_STR
+
+    new: dict[str, Any] = {}
+    for c in df.columns:
+        s = df[c]
+        if c in ("prediction", "answer") and isinstance(s.dtype, pd.CategoricalDtype):
+            new[c] = pd.Series(pd.arrays.ArrowExtensionArray(pa.array(s, from_pandas=True).cast(pa.string())),
+                               index=df.index)
+            continue
+        if not isinstance(s.dtype, pd.ArrowDtype):
+            continue
+        t = s.dtype.pyarrow_dtype
+        if c in ("question_id", "model", "arm", "source_file") and pa.types.is_dictionary(t):
+            new[c] = _arrow_dictionary_to_categorical(s)
+        elif c in ("prediction", "answer") and pa.types.is_dictionary(t):
+            new[c] = s.astype(ARROW_STR)
+        elif c in _OPTIONAL_RUN_COLS and pa.types.is_boolean(t):
+            new[c] = s.astype("Int8")
+    if "prediction" not in df.columns:  # the fast reader leaves an absent prediction column out
+        new["prediction"] = pd.Series(pd.arrays.ArrowExtensionArray(pa.nulls(len(df), pa.string())), index=df.index)
+    return df.assign(**new) if new else df
 
 
 def _runs_from_results(results: list[ReadResult], model_map: dict[str, str] | None = None,
@@ -384,8 +461,12 @@ def _runs_from_results(results: list[ReadResult], model_map: dict[str, str] | No
     for r in results:
         df = r.runs
         assert df is not None
+        if len(results) > 1:  # rows of several files are merged or stacked: each row needs its file and row
+            df = _with_provenance(df, r.path)
+            df = df.assign(**{c: _arrow_dictionary_to_categorical(df[c]) for c in ("question_id", "model", "arm")
+                              if c in df.columns})
         if model_map:
-            m = df["model"]
+            m = _arrow_dictionary_to_categorical(df["model"])
             if isinstance(m.dtype, pd.CategoricalDtype):
                 df = df.assign(model=m.cat.rename_categories([model_map.get(str(x), str(x)) for x in m.cat.categories]))
             else:
@@ -458,6 +539,7 @@ def load_runs(specs: Sequence[str] | str, *, arm: str = "full", questions: pd.Da
     results, skipped = _read_all(specs, arm=arm, questions=questions, column_map=column_map,
                                  dataset_hint=dataset_hint, model=model, metric=metric, with_questions=False)
     df, judges = _runs_from_results(results, model_map)
+    df = _public_runs(_with_provenance(df, results[0].path))  # the public table always names file and row
     df.attrs["judges"] = judges
     sources = [_source(r.path, r.kind, r.rows, r.info, hash_files=hash_files) for r in results]
     for src in sources:
@@ -582,7 +664,8 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
                                      dataset_hint=dataset_hint, model=blind_model, metric=metric,
                                      with_questions=need_q) if blind else ([], [])
     if questions_spec is not None:
-        questions = load_questions(str(questions_spec), column_map=column_map, revision=revision, split=split)
+        questions = load_questions(str(questions_spec), column_map=column_map, revision=revision, split=split,
+                                   arrow_options=True)
         sources.extend(questions.attrs.get("sources", []))
         qsrc = str(questions_spec)
         # MATH-V outputs: single-letter answers become option letters only for mc questions
@@ -601,11 +684,18 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
         qsrc = "<questions from the run files>"
     full_df, full_judges = _runs_from_results(full_res, model_map) if full_res else (None, {})
     blind_df, blind_judges = _runs_from_results(blind_res, model_map) if blind_res else (None, {})
+    runs_source = ", ".join(map(str, runs + blind))
+    if full_df is not None and blind_df is not None:
+        full_df = _with_provenance(full_df, full_res[0].path)  # implicit rows only when one file per arm
+        blind_df = _with_provenance(blind_df, blind_res[0].path)
+    elif "source_row" not in (full_df if full_df is not None else blind_df).columns:
+        runs_source = (full_res or blind_res)[0].path  # one file: row i of the table is its data row i + 1
     runs_df = _concat_runs([d for d in (full_df, blind_df) if d is not None])
+    del full_df, blind_df
     for r in full_res + blind_res:
         sources.append(_source(r.path, r.kind, r.rows, r.info))
     frame = AuditFrame.from_tables(
-        questions, runs_df, questions_source=qsrc, runs_source=", ".join(map(str, runs + blind)),
+        questions, runs_df, questions_source=qsrc, runs_source=runs_source,
         sources=sources, compute_exact=compute_exact,
         meta={"judges": full_judges, "judges_blind": blind_judges, "skipped": skipped + skipped_b,
               "column_map": dict(column_map or {}), "dataset": dataset_hint},

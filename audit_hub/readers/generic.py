@@ -61,12 +61,17 @@ def _types_mapper(t: pa.DataType):
 
 # ---------------------------------------------------------------------------------------- reading
 def read_table(path: str, column_map: dict[str, str] | None = None, *,
-               keep: Callable[[list[str]], list[str] | None] | None = None) -> pd.DataFrame:
+               keep: Callable[[list[str]], list[str] | None] | None = None,
+               dictionary: bool = True, arrow_lists: bool = False) -> pd.DataFrame:
     """Read a CSV/TSV/JSONL/JSON/Parquet/XLSX table; adds ``source_row``; skips media columns.
 
     ``keep`` (CSV/TSV/Parquet only) receives the header (after ``column_map``) and returns the
     column names to read, or None for all: readers that need a few columns of a wide sheet skip
-    parsing the rest."""
+    parsing the rest. ``dictionary=False`` reads Parquet ID columns as plain strings instead of
+    categoricals (a questions table has one row per ID: a dictionary only costs time there).
+    ``arrow_lists=True`` keeps Parquet list-of-string columns as ``pd.ArrowDtype`` lists (null items
+    become "") instead of Python lists: a million option lists stay one Arrow buffer, and the audit
+    frame reads them without converting back (listed in ``df.attrs['arrow_list_columns']``)."""
 
     def select(names: list[str]) -> list[str]:
         cols = [n for n in names if n not in MEDIA_COLUMNS]
@@ -87,7 +92,7 @@ def read_table(path: str, column_map: dict[str, str] | None = None, *,
     if ext in (".csv", ".tsv"):
         df = _read_delimited(path, "\t" if ext == ".tsv" else ",", select)
     elif ext == ".parquet":
-        df = _read_parquet(path, select)
+        df = _read_parquet(path, select, dictionary=dictionary, arrow_lists=arrow_lists)
     elif ext == ".xlsx":
         df = _read_excel(path)
     elif ext == ".jsonl":
@@ -178,13 +183,14 @@ def _find_bad_row(path: str, sep: str, n_fields: int) -> None:
         raise InputError(f"malformed {'TSV' if sep == chr(9) else 'CSV'} ({e})", file=path) from None
 
 
-def _read_parquet(path: str, select: Callable[[list[str]], list[str]]) -> pd.DataFrame:
+def _read_parquet(path: str, select: Callable[[list[str]], list[str]], *, dictionary: bool = True,
+                  arrow_lists: bool = False) -> pd.DataFrame:
     import pyarrow.parquet as pq
 
     try:
         schema = pq.read_schema(path)
         cols = select(list(schema.names))
-        dict_cols = [n for n in cols if n in DICT_COLUMNS or n == "source_file"]
+        dict_cols = [n for n in cols if n in DICT_COLUMNS or n == "source_file"] if dictionary else []
         table = pq.read_table(path, columns=cols, read_dictionary=dict_cols)
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"not a readable Parquet file ({str(e).splitlines()[0]})", file=path) from None
@@ -192,24 +198,205 @@ def _read_parquet(path: str, select: Callable[[list[str]], list[str]]) -> pd.Dat
     list_cols = [f.name for f in table.schema if pa.types.is_list(f.type) or pa.types.is_large_list(f.type)]
     lists = {}
     clean = []
-    for c in list_cols:  # plain Python lists, built in C; null items inside string lists become ""
+    kept = []
+    for c in list_cols:  # plain Python lists; null items inside string lists become ""
         col = table.column(c).combine_chunks()
         if pa.types.is_string(col.type.value_type) or pa.types.is_large_string(col.type.value_type):
-            col = type(col).from_arrays(col.offsets, pc.fill_null(col.values, ""), mask=col.is_null())
+            if arrow_lists:
+                lists[c] = pd.Series(pd.arrays.ArrowExtensionArray(type(col).from_arrays(
+                    col.offsets, pc.fill_null(col.values, ""), mask=col.is_null())))
+                kept.append(c)
+            else:
+                lists[c] = _string_lists(col)
             clean.append(c)
-        lists[c] = col.to_pylist()
+        else:
+            lists[c] = col.to_pylist()
     if list_cols:
         table = table.drop_columns(list_cols)
     df = table.to_pandas(types_mapper=_types_mapper, split_blocks=True, self_destruct=True)
     for c in list_cols:
-        df[c] = pd.Series(lists[c], dtype=object, index=df.index)
+        df[c] = lists[c].set_axis(df.index) if c in kept else pd.Series(lists[c], dtype=object, index=df.index)
     df.attrs["clean_list_columns"] = clean
+    df.attrs["arrow_list_columns"] = kept
     for c in dict_cols:  # categories as plain str (Arrow-backed categories slow down .astype(str))
         s = df[c]
         if isinstance(s.dtype, pd.CategoricalDtype) and not isinstance(s.cat.categories.dtype, np.dtype):
             df[c] = s.cat.rename_categories(np.asarray(s.cat.categories.astype(object), dtype=object))
     df["source_row"] = np.arange(1, len(df) + 1, dtype=np.int64)
     return df
+
+
+def _string_lists(col: pa.Array) -> list[list[str] | None]:
+    """A list<string> Arrow array -> Python lists (None for a null list, "" for a null item).
+
+    ``to_pylist()`` builds each row through a Python-level scalar (2.8 s for a million rows of option
+    lists); converting the flat values once and slicing is ~10x faster."""
+    import gc
+
+    n = len(col)
+    lengths = pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    values = pc.list_flatten(col)  # respects offsets and slicing; null lists contribute nothing
+    values = pc.fill_null(values.cast(pa.string()), "") if len(values) else values
+    ends = np.cumsum(lengths).tolist()
+    starts = [0] + ends[:-1]
+    null_rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False)).tolist() if col.null_count else []
+    was = gc.isenabled()
+    gc.disable()  # a million new lists: the cyclic collector would rescan them over and over
+    try:
+        vals = values.to_pylist()
+        out: list[list[str] | None] = [vals[a:b] for a, b in zip(starts, ends)]
+    finally:
+        if was:
+            gc.enable()
+    for i in null_rows:
+        out[i] = None
+    assert len(out) == n
+    return out
+
+
+def parquet_column_names(path: str) -> list[str]:
+    """Column names of a Parquet file from its footer (no data read); unreadable files raise InputError."""
+    import pyarrow.parquet as pq
+
+    ensure_nonempty(path)
+    try:
+        return list(pq.read_schema(path).names)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(f"not a readable Parquet file ({str(e).splitlines()[0]})", file=path) from None
+
+
+def read_parquet_runs(path: str, column_map: dict[str, str] | None = None) -> pd.DataFrame:
+    """A long run table in Parquet -> DataFrame for 1e8-row files, without per-row Python work.
+
+    Unlike :func:`read_table` this adds no ``source_row`` column: row ``i`` of the result is data row
+    ``i + 1`` of the file, which is what the audit frame assumes when the column is absent.
+
+    The file is read one row group at a time (the allocator then reuses each group's buffers: about
+    half the time and memory of one ``read_table`` over the whole file). String ID/model/arm/answer
+    columns are read dictionary-encoded; when every row group carries the same dictionary (a file
+    written from one categorical, the usual case) each group's indices are copied straight into one
+    code array of the smallest integer type and the column becomes a pandas Categorical whose codes
+    the audit frame uses as they are (no ``unify_dictionaries`` hashing of 1e8 rows, no second copy).
+    A column whose dictionary changes between groups stays a chunked Arrow dictionary column (indices
+    narrowed to int8 when the dictionary has < 127 values), which the frame also reads without hashing
+    the rows. Everything else is zero-copy ``pd.ArrowDtype``. Media columns are skipped."""
+    import pyarrow.parquet as pq
+
+    ensure_nonempty(path)
+    cmap = column_map or {}
+    try:
+        schema = pq.read_schema(path)
+        cols = [n for n in schema.names if n not in MEDIA_COLUMNS]
+        dict_cols = [n for n in cols if cmap.get(n, n) in DICT_COLUMNS + ("answer",)
+                     and _is_string_like(schema.field(n).type)]
+        pf = pq.ParquetFile(path, read_dictionary=dict_cols)
+        n_total = pf.metadata.num_rows
+        chunks: dict[str, list[pa.Array]] = {c: [] for c in cols}
+        shared: dict[str, _SharedCodes | None] = {c: _SharedCodes(n_total) for c in dict_cols}
+        for g in range(pf.num_row_groups):
+            rows = pf.metadata.row_group(g).num_rows
+            if rows == 0:
+                continue
+            if rows <= 1 << 24:
+                parts = [pf.read_row_group(g, columns=cols)]
+            else:  # one huge row group: bounded batches so that the int32 indices never exist all at once
+                parts = [pa.Table.from_batches([b]) for b in pf.iter_batches(batch_size=1 << 24, row_groups=[g],
+                                                                              columns=cols)]
+            for part in parts:
+                for c in cols:
+                    for ch in part.column(c).chunks:
+                        sc = shared.get(c)
+                        if sc is not None and sc.add(ch):
+                            continue
+                        if sc is not None:  # the dictionary changed: back to Arrow chunks for this column
+                            chunks[c].extend(sc.as_arrow_chunks())
+                            shared[c] = None
+                        chunks[c].append(_narrow_dictionary(ch))
+            del parts
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(f"not a readable Parquet file ({str(e).splitlines()[0]})", file=path) from None
+    if not cols or n_total == 0:
+        raise InputError("the file has a header but no data rows", file=path)
+    for c in cols:  # a column narrowed in some row groups only (a dictionary that grew past 126): widen back
+        kinds = {ch.type for ch in chunks[c]}
+        if len(kinds) > 1:
+            wide = next(t for t in kinds if not pa.types.is_int8(t.index_type))
+            chunks[c] = [ch if ch.type == wide else pa.DictionaryArray.from_arrays(
+                ch.indices.cast(wide.index_type), ch.dictionary) for ch in chunks[c]]
+    cats = {}
+    for c, sc in shared.items():
+        if sc is None:
+            continue
+        try:
+            cats[c] = sc.categorical()
+        except ValueError:  # a dictionary with repeated values cannot be categories: keep it in Arrow
+            chunks[c] = sc.as_arrow_chunks()
+    table = pa.table({c: pa.chunked_array(chunks[c]) for c in cols if c not in cats})
+    del chunks
+    arrow_df = table.to_pandas(types_mapper=pd.ArrowDtype, self_destruct=True)
+    del table
+    df = pd.DataFrame({c: pd.Series(cats[c], copy=False) if c in cats else arrow_df[c] for c in cols}, copy=False)
+    del arrow_df, cats
+    pa.default_memory_pool().release_unused()  # the int32 index buffers freed above go back to the system
+    return apply_column_map(df, column_map, path)
+
+
+class _SharedCodes:
+    """Collects the indices of dictionary chunks that share one dictionary into a preallocated code
+    array (int8/int16/int32 by dictionary size; -1 for null)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.pos = 0
+        self.dictionary: pa.Array | None = None
+        self.codes: np.ndarray | None = None
+
+    def add(self, ch: pa.Array) -> bool:
+        """Append a chunk; False (nothing appended) when its dictionary is not the one seen first."""
+        if not pa.types.is_dictionary(ch.type):
+            return False
+        d = ch.dictionary
+        if self.dictionary is None:
+            if d.null_count:
+                return False
+            self.dictionary = d
+            k = len(d)
+            self.codes = np.empty(self.n, dtype=np.int8 if k < 127 else np.int16 if k < 32767 else np.int32)
+        elif not (d is self.dictionary or d.equals(self.dictionary)):
+            return False
+        assert self.codes is not None
+        m = len(ch)
+        idx = ch.indices
+        self.codes[self.pos:self.pos + m] = idx.fill_null(-1).to_numpy() if idx.null_count else idx.to_numpy()
+        self.pos += m
+        return True
+
+    def as_arrow_chunks(self) -> list[pa.Array]:
+        """What was collected so far, as one Arrow dictionary chunk (for the fallback)."""
+        if self.codes is None or self.pos == 0:
+            return []
+        c = self.codes[:self.pos]
+        return [pa.DictionaryArray.from_arrays(pa.array(c, mask=c < 0), self.dictionary)]
+
+    def categorical(self) -> pd.Categorical:
+        """The collected column; ValueError when the dictionary repeats a value."""
+        assert self.dictionary is not None and self.codes is not None and self.pos == self.n
+        cats = pd.Index(np.asarray(self.dictionary.cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object),
+                        dtype=object)
+        return pd.Categorical.from_codes(self.codes, dtype=pd.CategoricalDtype(cats))
+
+
+def _narrow_dictionary(arr: pa.Array) -> pa.Array:
+    """Dictionary array with int32 indices and a dictionary of < 127 values -> the same with int8 indices."""
+    if pa.types.is_dictionary(arr.type) and len(arr.dictionary) < 127 and pa.types.is_int32(arr.type.index_type):
+        return pa.DictionaryArray.from_arrays(arr.indices.cast(pa.int8()), arr.dictionary)
+    return arr
+
+
+def _is_string_like(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
 def _read_excel(path: str) -> pd.DataFrame:
@@ -282,16 +469,25 @@ def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answ
     # options
     opt_col = first_present(df.columns, ("options", "choices"))
     options: list[list[str]] | None = None
+    arrow_options: pd.Series | None = None  # Arrow list<string> column kept as it is (see read_table)
     if opt_col is not None:
         clean = opt_col in df.attrs.get("clean_list_columns", ())
-        options = [[] if v is None else _options_cell(v, file, int(rows[i]), clean)
-                   for i, v in enumerate(df[opt_col].tolist())]
-    if options is None or not any(options):
+        if opt_col in df.attrs.get("arrow_list_columns", ()):
+            lengths = pc.list_value_length(pa.array(df[opt_col].array))
+            if n and (pc.max(lengths).as_py() or 0) > 0:
+                arrow_options = df[opt_col].reset_index(drop=True)  # (null rows read as [] by the frame)
+        if arrow_options is None:
+            cells = df[opt_col].tolist()
+            if clean:  # lists of str from _read_parquet: nothing to check per row
+                options = [[] if v is None else v for v in cells]
+            else:
+                options = [[] if v is None else _options_cell(v, file, int(rows[i])) for i, v in enumerate(cells)]
+    if arrow_options is None and (options is None or not any(options)):
         letter_opts = options_from_letter_columns(df)
         if letter_opts is not None:
             options = letter_opts
     qtext = question.tolist()
-    if options is None or not any(options):
+    if arrow_options is None and (options is None or not any(options)):
         options = [[] for _ in range(n)]
         for i, t in enumerate(qtext):
             stem, opts = split_embedded_options(t) if t is not None else (t, [])
@@ -318,7 +514,7 @@ def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answ
     out = pd.DataFrame({
         "question_id": obj(qid.tolist()),
         "question": obj(qtext),
-        "options": obj(options),
+        "options": arrow_options if arrow_options is not None else obj(options),
         "answer": obj(gold),
         "answer_type": text("answer_type"),
         "category": text("category"),
@@ -351,52 +547,94 @@ def constant_categorical(value: str, n: int) -> pd.Categorical:
     return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[value])
 
 
+def _is_arrow_dictionary(s: pd.Series) -> bool:
+    return isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_dictionary(s.dtype.pyarrow_dtype)
+
+
+def _is_arrow_bool(s: pd.Series) -> bool:
+    return isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_boolean(s.dtype.pyarrow_dtype)
+
+
+def _null_strings(n: int, index: pd.Index) -> pd.Series:
+    """An all-null Arrow string column of length ``n`` (built in C, not from a list of Nones)."""
+    return pd.Series(pd.arrays.ArrowExtensionArray(pa.nulls(n, pa.string())), index=index)
+
+
 def generic_runs(df: pd.DataFrame, file: str, *, arm: str = "full", model: str | None = None,
-                 with_questions: bool = True) -> ReadResult:
+                 with_questions: bool = True, implicit_rows: bool = False) -> ReadResult:
     """A long run table (``question_id, model, arm, prediction, answer, hit, hit_exact``).
 
     ``model`` (or the file stem, when the table has no ``model`` column) names the model; an ``arm``
     column in the file wins over the ``arm`` argument. ``answer`` here is the model's extracted
     answer; a ``gold`` column, when present, is kept for :func:`questions` derivation only.
+
+    ``implicit_rows=True`` with a ``df`` that has no ``source_row`` column (from
+    :func:`read_parquet_runs`) leaves out ``source_file``/``source_row``: row ``i`` is data row
+    ``i + 1`` of ``file``, and :func:`audit_hub.ingest` adds the columns only when it has to merge
+    several files (two int64/category columns of 1e8 rows are 0.9 GB). Arrow dictionary and Arrow
+    boolean columns are passed through unchanged; the frame reads them without a copy.
     """
     n = len(df)
+    implicit = implicit_rows and "source_row" not in df.columns
+    if implicit and with_questions and "gold" in df.columns and "question" in df.columns:
+        df = df.assign(source_row=np.arange(1, n + 1, dtype=np.int64))  # the questions need real rows
+        implicit = False
     idcol = "question_id" if "question_id" in df.columns else pick_id_column(df.columns)
     if idcol is None:
         raise InputError(f"no question ID column (looked for question_id, id, index, qid, doc_id); found "
                          f"{[c for c in df.columns if c != 'source_row']}; use --map OLD=question_id",
                          file=file, column="question_id")
-    out = pd.DataFrame(index=df.index)
+    out: dict[str, Any] = {}  # columns; one DataFrame(copy=False) at the end (setitem would copy each)
     q = df[idcol]
-    out["question_id"] = q if isinstance(q.dtype, pd.CategoricalDtype) else to_str_series(q, strip=True)
+    out["question_id"] = q if isinstance(q.dtype, pd.CategoricalDtype) or _is_arrow_dictionary(q) \
+        else to_str_series(q, strip=True)
     if model is not None:
         out["model"] = constant_categorical(model, n)
     elif "model" in df.columns:
         m = df["model"]
-        out["model"] = m if isinstance(m.dtype, pd.CategoricalDtype) else to_str_series(m, strip=True)
+        out["model"] = m if isinstance(m.dtype, pd.CategoricalDtype) or _is_arrow_dictionary(m) \
+            else to_str_series(m, strip=True)
     else:
         out["model"] = constant_categorical(stem_of(file), n)
     if "arm" in df.columns:
         out["arm"] = df["arm"]
     else:
         out["arm"] = constant_categorical(arm, n)
+
+    def text(col: str | None) -> pd.Series:
+        if col is None:
+            return _null_strings(n, df.index)
+        s = df[col]
+        if _is_arrow_dictionary(s) and _is_string_like(s.dtype.pyarrow_dtype):
+            return s  # dictionary of strings: the frame decodes it in C (and reuses its codes for answers)
+        if implicit and isinstance(s.dtype, pd.CategoricalDtype) \
+                and pd.api.types.infer_dtype(s.cat.categories, skipna=False) == "string":
+            return s  # (read_parquet_runs) likewise: the frame converts a categorical of strings in C
+        return as_arrow_str(s)
+
+    def flag(col: str) -> pd.Series:
+        s = df[col]
+        return s if _is_arrow_bool(s) else bool_to_int8(s)
+
     pcol = first_present(df.columns, PREDICTION_ALIASES)
-    out["prediction"] = as_arrow_str(df[pcol]) if pcol else pd.Series(pd.array([None] * n, dtype=ARROW_STR),
-                                                                       index=df.index)
-    acol = first_present(df.columns, ("answer", "extracted", "extracted_answer"))
-    out["answer"] = as_arrow_str(df[acol]) if acol else pd.Series(pd.array([None] * n, dtype=ARROW_STR),
-                                                                   index=df.index)
+    if pcol is not None or not implicit:  # (fast path: an absent column costs nothing; the frame fills nulls)
+        out["prediction"] = text(pcol)
+    out["answer"] = text(first_present(df.columns, ("answer", "extracted", "extracted_answer")))
     hcol = first_present(df.columns, HIT_ALIASES)
     if hcol:
-        out["hit"] = bool_to_int8(df[hcol])
+        out["hit"] = flag(hcol)
     if "hit_exact" in df.columns:
-        out["hit_exact"] = bool_to_int8(df["hit_exact"])
-    out["source_file"] = constant_categorical(file, n)
-    out["source_row"] = df["source_row"].to_numpy() if "source_row" in df.columns else np.arange(1, n + 1)
+        out["hit_exact"] = flag("hit_exact")
+    if not implicit:
+        out["source_file"] = constant_categorical(file, n)
+        out["source_row"] = df["source_row"].to_numpy() if "source_row" in df.columns else np.arange(1, n + 1)
+    runs = pd.DataFrame({k: pd.Series(v, index=df.index, copy=False) if not isinstance(v, pd.Series) else v
+                         for k, v in out.items()}, copy=False).reset_index(drop=True)
     questions = None
     if with_questions and "gold" in df.columns and "question" in df.columns:
         qdf = df.drop(columns=[c for c in ("answer", "prediction") if c in df.columns])
         questions = normalise_questions(qdf.drop_duplicates(subset=[idcol]), file, gold_column="gold")
-    return ReadResult(path=file, kind="generic", runs=out.reset_index(drop=True), questions=questions, rows=n)
+    return ReadResult(path=file, kind="generic", runs=runs, questions=questions, rows=n)
 
 
 def is_generic_run_table(columns) -> bool:
@@ -406,5 +644,5 @@ def is_generic_run_table(columns) -> bool:
                        or "hit_exact" in cols)
 
 
-__all__ = ["read_table", "normalise_questions", "generic_runs", "is_generic_run_table", "as_arrow_str",
+__all__ = ["read_table", "read_parquet_runs", "parquet_column_names", "normalise_questions", "generic_runs", "is_generic_run_table", "as_arrow_str",
            "bool_to_int8", "constant_categorical", "cell_to_str", "LETTERS"]
