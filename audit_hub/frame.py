@@ -657,7 +657,8 @@ def _to_codes(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(_small_int(len(uniques)), copy=False), np.asarray([str(u) for u in uniques], dtype=object)
 
 
-def _hit_to_int8(series: pd.Series | None, n: int, file: str, col: str, src_rows) -> np.ndarray:
+def _hit_to_int8(series: pd.Series | None, n: int, where, col: str) -> np.ndarray:
+    """A correctness column -> int8 (1/0/-1). ``where(i)`` gives the file and row of run row ``i``."""
     if series is None:
         return np.full(n, MISSING, dtype=np.int8)
     s = series
@@ -671,8 +672,8 @@ def _hit_to_int8(series: pd.Series | None, n: int, file: str, col: str, src_rows
             bad = pc.and_(pc.not_equal(chunks, 0), pc.not_equal(chunks, 1))
             if pc.any(bad).as_py():
                 i = int(np.flatnonzero(bad.to_numpy(zero_copy_only=False) == True)[0])  # noqa: E712
-                raise InputError(f"{col} must be 0/1/true/false or empty, got {chunks[i].as_py()!r}", file=file,
-                                 row=_row_of(src_rows, i), column=col)
+                raise InputError(f"{col} must be 0/1/true/false or empty, got {chunks[i].as_py()!r}",
+                                 **where(i), column=col)
         return pc.fill_null(pc.cast(chunks, pa.int8()), -1).to_numpy().astype(np.int8, copy=False)
     if pd.api.types.is_bool_dtype(s.dtype):
         out = np.full(n, MISSING, dtype=np.int8)
@@ -685,8 +686,8 @@ def _hit_to_int8(series: pd.Series | None, n: int, file: str, col: str, src_rows
         bad = ~np.isnan(v) & (v != 0) & (v != 1)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise InputError(f"{col} must be 0/1/true/false or empty, got {v[i]!r}", file=file,
-                             row=_row_of(src_rows, i), column=col)
+            raise InputError(f"{col} must be 0/1/true/false or empty, got {v[i]!r}",
+                             **where(i), column=col)
         out = np.full(n, MISSING, dtype=np.int8)
         ok = ~np.isnan(v)
         out[ok] = v[ok].astype(np.int8)
@@ -709,8 +710,8 @@ def _hit_to_int8(series: pd.Series | None, n: int, file: str, col: str, src_rows
             table[j] = MISSING
         else:
             i = int(np.flatnonzero(codes == j)[0])
-            raise InputError(f"{col} must be 0/1/true/false or empty, got {u!r}", file=file,
-                             row=_row_of(src_rows, i), column=col)
+            raise InputError(f"{col} must be 0/1/true/false or empty, got {u!r}",
+                             **where(i), column=col)
     out = np.full(n, MISSING, dtype=np.int8)
     ok = codes >= 0
     out[ok] = table[codes[ok]]
@@ -822,7 +823,7 @@ def _validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_ex
             answer_dict = _to_codes(col_a)  # the answer codes for encode_answers, at no hashing cost
     prediction = str_col("prediction")
     answer = str_col("answer")
-    hit = _hit_to_int8(runs["hit"] if "hit" in runs.columns else None, n, file, "hit", src_rows)
+    hit = _hit_to_int8(runs["hit"] if "hit" in runs.columns else None, n, where, "hit")
     out = pd.DataFrame({
         "q": qcodes.astype(np.int32, copy=False), "m": mcodes, "arm": acodes.astype(np.int8, copy=False),
         "prediction": prediction,
@@ -831,7 +832,7 @@ def _validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_ex
     if answer_dict is not None:
         out.attrs["_answer_dict"] = (answer_dict[0], answer_dict[1], out["answer"].array._pa_array)  # noqa: SLF001
     if "hit_exact" in runs.columns:
-        out["hit_exact"] = _hit_to_int8(runs["hit_exact"], n, file, "hit_exact", src_rows)
+        out["hit_exact"] = _hit_to_int8(runs["hit_exact"], n, where, "hit_exact")
     elif compute_exact:
         from .extract import fill_answers_and_exact
         out["answer"], out["hit_exact"] = fill_answers_and_exact(q, out)

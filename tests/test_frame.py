@@ -214,3 +214,13 @@ def test_numeric_gold_codes_use_the_parser_canonical_form():
     codes, gold = f.answer_codes("full"), f.gold_codes()
     assert codes[0].tolist() == [gold[0], gold[0]] and codes[1, 0] == gold[1] and gold[0] != gold[1]
     np.testing.assert_array_equal(f.correctness("full", "hit_exact"), [[1, 1], [1, -1]])
+
+
+def test_bad_hit_error_names_the_file_it_came_from():
+    r = _runs()
+    r["hit"] = r["hit"].astype(object)
+    r.loc[9, "hit"] = "perhaps"
+    r["source_file"] = ["full.csv"] * 8 + ["blind.csv"] * 2
+    r["source_row"] = list(range(1, 9)) + [1, 2]
+    e = _err(_questions(), r, runs_source="full.csv, blind.csv")
+    assert (e.file, e.row, e.column) == ("blind.csv", 2, "hit")
