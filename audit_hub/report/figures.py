@@ -142,7 +142,13 @@ def fig_null(result: Any, out: Path) -> str | None:
     plt = _plt()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11.5, 4.2), gridspec_kw={"width_ratios": [1.25, 1]})
     if draws is not None:
-        ax.hist(100 * draws, bins=min(40, max(10, len(np.unique(draws)))), color=GREY, edgecolor="white",
+        # the null takes values k / n_items: bin edges between those values (grouping a few adjacent
+        # counts per bin when there are many), so bars do not alias
+        n_items = int(vd.get("n_items") or 0) or 1
+        ks = np.rint(draws * n_items).astype(np.int64)
+        width = max(1, int(np.ceil((ks.max() - ks.min() + 1) / 40)))
+        edges = (np.arange(ks.min(), ks.max() + width + 1, width) - 0.5) / n_items
+        ax.hist(100 * draws, bins=100 * edges, color=GREY, edgecolor="white",
                 label=f"null ({len(draws):,} permutations)")
     elif sd:
         xs = np.linspace(mu - 4.5 * sd, mu + 4.5 * sd, 300)
