@@ -178,18 +178,9 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
 
 
 def _pool(frame: AuditFrame) -> dict:
-    full, blind = frame.models_in("full"), frame.models_in("blind")
-    paired = frame.paired_models()
-    pool_level = bool(blind) and set(full) != set(blind)
-    note = ""
-    if not blind:
-        note = "no blind arm: visual_dependency cannot run"
-    elif pool_level and not paired:
-        note = ("the blind pool shares no model with the full pool; full and blind accuracy are compared "
-                "at pool level, not per model")
-    elif pool_level:
-        note = f"only {len(paired)} model(s) appear in both arms; unpaired models are left out of pairing"
-    return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level, "note": note}
+    from .ingest import pool_summary
+
+    return pool_summary(frame.models_in("full"), frame.models_in("blind"))
 
 
 def _version() -> str:

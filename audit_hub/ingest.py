@@ -24,6 +24,7 @@ import hashlib
 import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -626,14 +627,18 @@ def pool_summary(full_models: Sequence[str], blind_models: Sequence[str]) -> dic
     """Which models pair by name across arms; a note when the blind pool is a different set."""
     full, blind = list(full_models), list(blind_models)
     paired = [m for m in full if m in set(blind)]
-    pool_level = bool(blind) and set(blind) != set(full)
+    # visual_dependency pairs models by name; only with no model in both arms does it fall back to
+    # comparing the two pools' mean accuracies (pool level)
+    pool_level = bool(blind) and bool(full) and not paired
     note = None
     if pool_level:
-        only_blind = [m for m in blind if m not in set(full)]
-        note = (f"the blind pool ({len(blind)} model(s)) is not the same set of models as the full pool "
-                f"({len(full)} model(s)); {len(paired)} model(s) pair by name"
-                + (f", blind-only: {only_blind[:5]}" if only_blind else "")
-                + ". Full-vs-blind comparisons are made at pool level (pool means), not per model.")
+        note = (f"no model appears in both arms (full: {len(full)}, blind: {len(blind)}); full-vs-blind "
+                "comparisons are made at pool level (pool means), not per model")
+    elif blind and set(blind) != set(full):
+        unpaired = [m for m in full + blind if m not in set(paired)]
+        note = (f"the blind pool ({len(blind)} model(s)) differs from the full pool ({len(full)} model(s)); "
+                f"visual_dependency pairs the {len(paired)} model(s) present in both arms and leaves out "
+                f"{unpaired[:5]}" + (" ..." if len(unpaired) > 5 else ""))
     return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level, "note": note}
 
 
@@ -698,7 +703,25 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
         questions, runs_df, questions_source=qsrc, runs_source=runs_source,
         sources=sources, compute_exact=compute_exact,
         meta={"judges": full_judges, "judges_blind": blind_judges, "skipped": skipped + skipped_b,
-              "column_map": dict(column_map or {}), "dataset": dataset_hint},
+              "column_map": dict(column_map or {}), "dataset_hint": dataset_hint,
+              "dataset": _dataset_meta(questions_spec, dataset_hint, sources)},
     )
+    frame.meta["benchmark"] = frame.meta["dataset"]["name"]
     frame.meta["pool"] = pool_summary(frame.models_in("full"), frame.models_in("blind"))
     return frame
+
+
+def _dataset_meta(questions_spec: str | None, dataset_hint: str | None, sources: list[dict]) -> dict:
+    """What was audited, for the card and manifest: a name, and the Hub repo / revision / resolved
+    commit when the questions came from the Hub."""
+    name = dataset_hint
+    if not name and questions_spec:
+        spec = str(questions_spec)
+        name = Path(spec).stem if os.path.exists(spec) else spec.split("@")[0]
+    out: dict = {"name": name or "benchmark"}
+    for src in sources:
+        if src.get("repo_id"):
+            out.update({"repo_id": src["repo_id"], "revision": src.get("revision"),
+                        "resolved_commit": src.get("resolved_commit") or src.get("commit_sha")})
+            break
+    return out

@@ -47,8 +47,9 @@ def test_build_frame_vlmevalkit_full_and_blind(tmp_path):
     assert frame.meta["judges_blind"] == {}
     pool = frame.meta["pool"]
     assert pool == {"full_models": ["modelA", "modelB"], "blind_models": ["modelA"], "paired": ["modelA"],
-                    "pool_level": True, "note": pool["note"]}
-    assert "1 model(s) pair by name" in pool["note"]
+                    "pool_level": False, "note": pool["note"]}
+    # pools differ, but modelA is in both arms: visual_dependency pairs it (not pool level) and says so
+    assert "pairs the 1 model(s) present in both arms" in pool["note"] and "modelB" in pool["note"]
     # provenance: the questions file and five sheets, with streamed sha256 equal to hashlib's
     paths = [s["path"] for s in frame.sources]
     assert paths[0] == os.path.abspath(MMB_TSV)
