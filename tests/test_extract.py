@@ -1,7 +1,7 @@
 """Tests of the judge-free answer parser (audit_hub/extract.py).
 
 Expected outputs are hand-checked. Strings marked "MATH-V" are real responses from the MATH-Vision
-evaluation outputs (github.com/mathllm/MATH-V, /work/shared/data/mathv), with the real options.
+evaluation outputs (github.com/mathllm/MATH-V, ../shared/data/mathv beside the repository), with the real options.
 """
 
 from __future__ import annotations
@@ -354,7 +354,8 @@ def test_unparseable_share_hand_computed():
     assert u.loc[("m1", "blind"), "unparseable_share"] == 1.0
 
 
-_MATHV = "/work/shared/data/mathv"
+# the project's shared data sits beside the repository (../shared), in CI as here
+_MATHV = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "mathv")
 
 
 @pytest.mark.skipif(not os.path.isdir(_MATHV), reason="MATH-Vision snapshot not available")

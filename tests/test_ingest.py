@@ -95,7 +95,8 @@ def test_questions_from_runs_conflicting_gold(tmp_path):
 
 
 def test_questions_from_runs_needs_questions():
-    mathv = "/work/shared/data/mathv/outputs/open-source/LLavA/LLaVA-v1.5-7B.jsonl"
+    mathv = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data",
+                         "mathv", "outputs", "open-source", "LLavA", "LLaVA-v1.5-7B.jsonl")
     if not os.path.exists(mathv):
         pytest.skip("MATH-V snapshot absent")
     with pytest.raises(InputError, match="carries the questions"):

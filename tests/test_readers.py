@@ -21,7 +21,8 @@ from audit_hub.readers.vlmevalkit import parse_sheet_name
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 MMB_TSV = os.path.join(FIX, "vlmevalkit", "MMBench_DEV_EN.tsv")
-MATHV = "/work/shared/data/mathv"
+# the project's shared data sits beside the repository (../shared), in CI as here
+MATHV = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "mathv")
 
 SHEET_COLS = ["index", "question", "hint", "A", "B", "C", "D", "answer", "category", "source", "l2-category",
               "comment", "split"]
