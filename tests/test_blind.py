@@ -269,7 +269,6 @@ def test_context_overflow_is_an_error_or_a_marked_truncation(tmp_path):
 
 # ------------------------------------------------------------------------------------------- misc
 def test_generate_mode_uses_exact_match_parser(tiny, tmp_path):
-    pytest.importorskip("audit_hub.extract")
     from audit_hub.blind.runner import run_blind
     from audit_hub.extract import extract_answer
 

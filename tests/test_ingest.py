@@ -77,7 +77,6 @@ def test_same_pools_are_not_pool_level(tmp_path):
 
 
 def test_build_frame_with_exact_extraction(tmp_path):
-    pytest.importorskip("audit_hub.extract")
     out = tmp_path / "outputs"
     _write_vlmevalkit_outputs(out, "modelA", ["A", "B", "C", "A", "A"], None)
     frame = ingest.build_frame(MMB_TSV, [str(out)])
