@@ -20,7 +20,6 @@ is true and ``meta['pool']['note']`` says so; the audit continues with a pool-le
 from __future__ import annotations
 
 import glob
-import hashlib
 import os
 import re
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .errors import InputError
+from .io_utils import sha256_file
 from .readers import (
     PICKLE_EXTENSIONS,
     TABLE_EXTENSIONS,
@@ -68,16 +68,9 @@ def parse_column_map(items: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
-def file_sha256(path: str, chunk: int = 1 << 22) -> str:
+def file_sha256(path: str) -> str:
     """Streamed SHA-256 of a file (constant memory)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while True:
-            b = fh.read(chunk)
-            if not b:
-                break
-            h.update(b)
-    return h.hexdigest()
+    return sha256_file(path)
 
 
 def _source(path: str, kind: str, rows: int, info: dict | None = None, *, hash_files: bool = True) -> dict:

@@ -39,6 +39,17 @@ from .errors import DetectorSkipped, InputError
 
 METRIC_NAMES: tuple[str, ...] = DETECTORS  # one evaluate module per detector
 
+#: The audit paper, cited by every metric module.
+CITATION = """\
+@misc{degtiarev2026auditing,
+  title  = {Auditing VLM Benchmarks from Existing Evaluation Runs},
+  author = {Degtiarev, Denis and Gromova, Anna and Katkov, Sergey and Mikhailin, Artem and
+            Mukhamedshina, Safina and Nasybullin, Albert and Shaikhutdinova, Karina and Tuzov, Artem},
+  year   = {2026},
+  note   = {Innopolis University}
+}
+"""
+
 #: Where errors say the data came from (evaluate has no file names).
 SOURCE = "<evaluate compute inputs>"
 _QSOURCE = "<questions from the compute inputs>"

@@ -374,3 +374,19 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
         if _hook is not None:
             _hook(tmp)
     return target.resolve()
+
+
+def judge_disagreement_counts(frame: Any) -> dict[str, np.ndarray]:
+    """Per (arm, model) key ``arm * n_models + model``: rows scored both ways (``n_both``), rows where
+    the judge and exact matching disagree (``n_dis``), all rows (``n_all``) and unparseable rows
+    (``unparsed``). Used by the card's judge-dependence table and by its figure."""
+    r = frame.runs
+    h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
+    both = (h >= 0) & (e >= 0)
+    key = r["arm"].to_numpy().astype(np.int64) * frame.n_models + r["m"].to_numpy().astype(np.int64)
+    size = 2 * frame.n_models
+    return {"n_both": np.bincount(key[both], minlength=size),
+            "n_dis": np.bincount(key[both & (h != e)], minlength=size),
+            "n_all": np.bincount(key, minlength=size),
+            "unparsed": np.bincount(key[r["answer"].isna().to_numpy()], minlength=size)}
+

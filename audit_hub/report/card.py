@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..severity import DESCRIPTIONS, LEVELS
-from .build import ACTION_RULES, ACTIONS, DETECTOR_LABELS
+from .build import ACTION_RULES, ACTIONS, DETECTOR_LABELS, judge_disagreement_counts
 
 TEMPLATE_NAME = "audit_card.md.j2"
 TAGS = ["benchaudit", "benchmark-audit", "evaluation", "vision-language-models", "data-quality"]
@@ -277,14 +277,8 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
         out["text"] = ("Only one correctness field is available (" + str(result.primary_field) + "), so judge "
                        "dependence could not be measured.")
         return out
-    m = r["m"].to_numpy().astype(np.int64)
-    arm = r["arm"].to_numpy().astype(np.int64)
-    key = arm * frame.n_models + m
-    size = 2 * frame.n_models
-    n_both = np.bincount(key[both], minlength=size)
-    n_dis = np.bincount(key[both & (h != e)], minlength=size)
-    n_all = np.bincount(key, minlength=size)
-    unparsed = np.bincount(key[r["answer"].isna().to_numpy()], minlength=size)
+    c = judge_disagreement_counts(frame)
+    n_both, n_dis, n_all, unparsed = c["n_both"], c["n_dis"], c["n_all"], c["unparsed"]
     rows = []
     for k in np.flatnonzero(n_all):
         a, mm = divmod(int(k), frame.n_models)

@@ -278,12 +278,10 @@ def fig_judge(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
         ax.set_aspect("equal")
         ax.set_title(f"(a) Zero-gain share per category, judged vs exact\nlargest shift {np.nanmax(d):.1f} pp (circled: 4 largest)")
     bx = axes[-1]
-    m = r["m"].to_numpy().astype(np.int64)
-    arm = r["arm"].to_numpy().astype(np.int64)
-    key = arm * frame.n_models + m
-    size = 2 * frame.n_models
-    n_both = np.bincount(key[both], minlength=size)
-    n_dis = np.bincount(key[both & (h != e)], minlength=size)
+    from .build import judge_disagreement_counts
+
+    c = judge_disagreement_counts(frame)
+    n_both, n_dis = c["n_both"], c["n_dis"]
     keys = np.flatnonzero(n_both)
     labels = [f"{frame.models[k % frame.n_models][:28]}{' (blind)' if k >= frame.n_models else ''}" for k in keys]
     share = 100 * n_dis[keys] / n_both[keys]

@@ -8,15 +8,7 @@ import evaluate
 
 from audit_hub import metric_adapter  # From: benchaudit
 
-_CITATION = """\
-@misc{degtiarev2026auditing,
-  title  = {Auditing VLM Benchmarks from Existing Evaluation Runs},
-  author = {Degtiarev, Denis and Gromova, Anna and Katkov, Sergey and Mikhailin, Artem and
-            Mukhamedshina, Safina and Nasybullin, Albert and Shaikhutdinova, Karina and Tuzov, Artem},
-  year   = {2026},
-  note   = {Innopolis University}
-}
-"""
+_CITATION = metric_adapter.CITATION
 
 _DESCRIPTION = """\
 Label-conflict candidates of a benchmark: questions on which every model that answered parseably
