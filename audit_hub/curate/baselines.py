@@ -4,9 +4,9 @@
   ``n_draws`` seeded draws (a distribution, not one draw).
 * ``lime_pass_count``: LIME-style pass-count filter: drop items every selecting model passes or fails,
   keep those whose pass count is closest to half the models (ties by question code).
-* ``kmeans_anchors``: tinyBenchmarks-style anchors: k-means (``size`` clusters) on the items' correctness
-  vectors over the selecting models (reduced to at most ``kmeans_dims`` principal components), the item
-  nearest each centroid, scored with cluster-size weights.
+* ``kmeans_anchors``: tinyBenchmarks-style anchors: k-means (at most 500 clusters) on the items'
+  correctness vectors over the selecting models (reduced to at most 4 principal components), items
+  nearest each centroid (several per cluster, in proportion to its size), scored with cluster-size weights.
 * ``point_biserial``: the top item-rest point-biserial items of the whole pool (no stages), with the
   same category floor as the curated selection.
 * ``ibp``: Iterative Bias Pruning (TsT work) down to the same size, through its public entry point
@@ -56,9 +56,10 @@ def lime_pass_count(right: np.ndarray, known: np.ndarray, size: int) -> np.ndarr
 
 
 def kmeans_anchors(right: np.ndarray, known: np.ndarray, size: int, seed: int, *, dims: int = 4,
-                   max_iter: int = 5) -> np.ndarray:
+                   max_iter: int = 5, max_clusters: int = 500) -> np.ndarray:
     """Weights (Q,) of ``size`` anchor items from k-means on the correctness vectors (reduced by SVD to at
-    most ``dims`` components); see :func:`audit_hub.curate.irt.kmeans_anchor_weights`."""
+    most ``dims`` components) with at most ``max_clusters`` clusters (a bigger anchor set takes several
+    items per cluster, nearest its centroid first); see :func:`audit_hub.curate.irt.kmeans_anchor_weights`."""
     from .irt import kmeans_anchor_weights
 
     Q, M = right.shape
@@ -66,7 +67,7 @@ def kmeans_anchors(right: np.ndarray, known: np.ndarray, size: int, seed: int, *
     z = z - z.mean(axis=0, keepdims=True)
     r = int(min(dims, M))
     u, s, _ = np.linalg.svd(z, full_matrices=False)
-    return kmeans_anchor_weights(u[:, :r] * s[:r], size, seed, max_iter=max_iter)
+    return kmeans_anchor_weights(u[:, :r] * s[:r], size, seed, max_iter=max_iter, max_clusters=max_clusters)
 
 
 def top_point_biserial(right: np.ndarray, known: np.ndarray, categories: np.ndarray, size: int,

@@ -4,11 +4,16 @@
 L2 penalties): ``theta ~ N(0, 1)``, ``a ~ N(1, 0.75^2)`` with ``a >= 0.05``, ``d ~ N(0, 3^2)``; after every
 sweep the abilities are standardised (mean 0, SD 1) and the item parameters rescaled so the likelihood is
 unchanged. Each sweep is one Newton step per model (1-D) and one per item (2-D, closed-form 2x2 inverse),
-vectorised over all models / items: O(Q M) per sweep, no Python loop over items.
+vectorised over all models / items from one evaluation of the probabilities: O(Q M) per sweep, no
+Python loop over items.
 
-Score estimation follows tinyBenchmarks (Maia Polo et al., 2024): anchor items are the items nearest the
-centroids of a k-means clustering of the items' IRT parameters, weighted by their cluster size; a new model
-answers only the anchors; its ability is the MAP estimate from those answers, and
+Score estimation. A new model answers only ``n`` anchor items; its ability is the MAP estimate from those
+answers. Two designs, each with its own ``n`` anchors:
+
+* the estimator this package reports (``mae_points``): **p-IRT on information anchors** (metabench-style:
+  the items most informative across the fitting models' ability range, :func:`information_anchors`);
+* the reference, tinyBenchmarks' **gp-IRT** (Maia Polo et al., 2024): anchors nearest the centroids of a
+  k-means clustering of the items' IRT parameters, weighted by cluster size, and
 
 * ``anchor``: the cluster-weighted accuracy on the anchors;
 * ``p-IRT``: observed answers on the anchors plus the 2PL probabilities on every other item, averaged;
@@ -27,7 +32,11 @@ A_PRIOR, A_SD, D_SD, A_MIN = 1.0, 0.75, 3.0, 0.05
 
 
 def _sig(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
+    z = np.clip(z, -30, 30, out=z if z.flags.writeable else None)
+    np.negative(z, out=z)
+    np.exp(z, out=z)
+    z += 1.0
+    return np.reciprocal(z, out=z)
 
 
 @dataclass
@@ -50,35 +59,27 @@ class Irt2PL:
 
 def fit_2pl(right: np.ndarray, known: np.ndarray, *, n_iter: int = 60, tol: float = 1e-4) -> Irt2PL:
     """Penalised JML fit of a 2PL to a (Q, M) 0/1 matrix with a known-cell mask."""
-    x = np.asarray(right, dtype=np.float64)
-    k = np.asarray(known, dtype=np.float64)
+    x = np.asarray(right, dtype=np.float32)
+    k = np.asarray(known, dtype=np.float32)
+    x = x * k
     Q, M = x.shape
     # start: abilities from standardised accuracies, intercepts from item means
     acc = (x * k).sum(axis=0) / np.maximum(k.sum(axis=0), 1)
-    theta = (acc - acc.mean()) / (acc.std() + 1e-9)
+    theta = ((acc - acc.mean()) / (acc.std() + 1e-9)).astype(np.float32)
     pm = np.clip(((x * k).sum(axis=1) + 0.5) / (k.sum(axis=1) + 1.0), 0.02, 0.98)
-    d = np.log(pm / (1 - pm))
-    a = np.full(Q, A_PRIOR)
+    d = np.log(pm / (1 - pm)).astype(np.float32)
+    a = np.full(Q, A_PRIOR, dtype=np.float32)
     converged = False
     it = 0
     while it < n_iter:
         it += 1
-        # ---- abilities (1-D Newton per model)
+        # one evaluation of p per sweep; abilities (1-D Newton per model) and items (2-D Newton per item
+        # on (a, d)) are updated from it together (a Jacobi sweep), then the abilities are standardised
         p = _sig(a[:, None] * theta[None, :] + d[:, None])
-        r = k * (x - p)
+        r = x - k * p
         w = k * p * (1 - p)
         g = a @ r - theta
         h = (a * a) @ w + 1.0
-        theta = theta + np.clip(g / h, -1.0, 1.0)
-        mu, sd = theta.mean(), theta.std()
-        if sd > 1e-9:
-            theta = (theta - mu) / sd
-            d = d + a * mu
-            a = a * sd
-        # ---- items (2-D Newton per item on (a, d))
-        p = _sig(a[:, None] * theta[None, :] + d[:, None])
-        r = k * (x - p)
-        w = k * p * (1 - p)
         ga = r @ theta - (a - A_PRIOR) / A_SD ** 2
         gd = r.sum(axis=1) - d / D_SD ** 2
         haa = w @ (theta * theta) + 1.0 / A_SD ** 2
@@ -87,15 +88,22 @@ def fit_2pl(right: np.ndarray, known: np.ndarray, *, n_iter: int = 60, tol: floa
         det = haa * hdd - had * had
         da = (hdd * ga - had * gd) / det
         dd = (haa * gd - had * ga) / det
-        step = np.maximum(1.0, np.maximum(np.abs(da), np.abs(dd)) / 1.0)
-        a_new = np.maximum(a + da / step, A_MIN)
-        d_new = d + dd / step
+        step = np.maximum(1.0, np.maximum(np.abs(da), np.abs(dd)))
+        a_new = np.maximum(a + da / step, A_MIN).astype(np.float32)
+        d_new = (d + dd / step).astype(np.float32)
+        theta = (theta + np.clip(g / h, -1.0, 1.0)).astype(np.float32)
         change = max(float(np.max(np.abs(a_new - a))), float(np.max(np.abs(d_new - d))))
         a, d = a_new, d_new
+        mu, sd = theta.mean(), theta.std()
+        if sd > 1e-9:
+            theta = (theta - mu) / sd
+            d = d + a * mu
+            a = a * sd
         if change < tol:
             converged = True
             break
-    return Irt2PL(a=a, d=d, theta=theta, n_iter=it, converged=converged)
+    return Irt2PL(a=a.astype(np.float64), d=d.astype(np.float64), theta=theta.astype(np.float64), n_iter=it,
+                  converged=converged)
 
 
 def estimate_ability(model: Irt2PL, right: np.ndarray, known: np.ndarray, items: np.ndarray | None = None,
@@ -128,10 +136,11 @@ def anchors_kmeans(model: Irt2PL, n_anchors: int, seed: int) -> tuple[np.ndarray
     return idx, w[idx] / w[idx].sum()
 
 
-def kmeans_anchor_weights(emb: np.ndarray, size: int, seed: int, max_iter: int = 20) -> np.ndarray:
+def kmeans_anchor_weights(emb: np.ndarray, size: int, seed: int, max_iter: int = 20,
+                          max_clusters: int | None = None) -> np.ndarray:
     """Anchor weights (Q,) from a k-means clustering of the item embedding ``emb`` (Q, D).
 
-    ``k = min(size // 2, distinct rows)`` clusters (at least 1); every cluster gives one anchor and the
+    ``k = min(size // 2, distinct rows, max_clusters)`` clusters (at least 1); every cluster gives one anchor and the
     other ``size - k`` anchors are shared out in proportion to the cluster sizes (largest remainder), so a
     big cluster is represented by several anchors rather than one heavily weighted item; within a cluster
     the items nearest its centroid come first (ties by item index). An anchor's weight is its cluster's
@@ -147,7 +156,7 @@ def kmeans_anchor_weights(emb: np.ndarray, size: int, seed: int, max_iter: int =
     size = int(min(size, Q))
     if size <= 0:
         return np.zeros(Q)
-    k = int(max(1, min(size // 2, len(np.unique(np.round(emb, 9), axis=0)))))
+    k = int(max(1, min(size // 2, len(np.unique(np.round(emb, 9), axis=0)), max_clusters or size)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, init="random", random_state=seed).fit(emb)
@@ -164,6 +173,23 @@ def kmeans_anchor_weights(emb: np.ndarray, size: int, seed: int, max_iter: int =
     w = np.zeros(Q)
     w[take] = sizes[lab[take]] / np.maximum(n_pick[lab[take]], 1)
     return w
+
+
+def information_anchors(model: Irt2PL, n_anchors: int, margin: float = 0.5) -> np.ndarray:
+    """Anchors that pin down ability everywhere in the fitting models' range (metabench-style): for ``n``
+    abilities evenly spaced from ``min(theta) - margin`` to ``max(theta) + margin``, in turn, the unused item
+    with the largest Fisher information ``a^2 p (1 - p)`` at that ability (ties by item index)."""
+    n = int(min(n_anchors, len(model.a)))
+    grid = np.linspace(model.theta.min() - margin, model.theta.max() + margin, n)
+    p = model.prob(grid)
+    info = model.a[:, None] ** 2 * p * (1 - p)
+    used = np.zeros(len(model.a), dtype=bool)
+    out = np.empty(n, dtype=np.int64)
+    for j in range(n):
+        i = int(np.argmax(np.where(used, -1.0, info[:, j])))
+        used[i] = True
+        out[j] = i
+    return np.sort(out)
 
 
 def estimate_scores(model: Irt2PL, anchors: np.ndarray, weights: np.ndarray, right_a: np.ndarray,
@@ -183,7 +209,7 @@ def estimate_scores(model: Irt2PL, anchors: np.ndarray, weights: np.ndarray, rig
     return {"anchor": anchor, "pirt": pirt, "gpirt": lam * pirt + (1 - lam) * anchor, "theta": theta}
 
 
-def choose_lambda(right: np.ndarray, known: np.ndarray, n_anchors: int, seed: int, n_iter: int = 30) -> float:
+def choose_lambda(right: np.ndarray, known: np.ndarray, n_anchors: int, seed: int, n_iter: int = 20) -> float:
     """The gp-IRT mixing weight, validated on models outside the fit: the fitting models are split in
     two (seeded); a 2PL is fitted to one half, anchors are drawn from it, and lambda (grid of 21) minimises
     the mean absolute error on the other half. (Choosing it on the fitted models themselves favours the

@@ -8,7 +8,8 @@ bootstrap replicates, random draws and the curated set all go through one matrix
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import math
 
 import numpy as np
 
@@ -16,21 +17,31 @@ import numpy as np
 # ---------------------------------------------------------------------------------------- scores
 def weighted_accuracy(weights: np.ndarray, right: np.ndarray, known: np.ndarray) -> np.ndarray:
     """Per weight row and model: sum_i w_i x_im / sum_i w_i k_im. ``weights`` (R, Q) -> (R, M)."""
-    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
-    num = w @ right
+    w = np.atleast_2d(np.asarray(weights))
+    if w.dtype.kind != "f":
+        w = w.astype(np.float64)
+    num = w @ (right * known)
     den = w @ known
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
 
 
-def boot_weights(rng: np.random.Generator, n: int, n_boot: int, batch: int = 100) -> Iterator[np.ndarray]:
-    """Batches of multinomial resampling counts over ``n`` items (a bootstrap replicate = one row)."""
-    done = 0
-    p = np.full(n, 1.0 / n)
-    while done < n_boot:
-        b = min(batch, n_boot - done)
-        yield rng.multinomial(n, p, size=b).astype(np.float64)
-        done += b
+_POISSON1_CDF = np.cumsum([np.exp(-1.0) / math.factorial(k) for k in range(16)]).astype(np.float32)
+
+
+@functools.lru_cache(maxsize=4)
+def boot_weights(seed_key: tuple, n: int, n_boot: int, batch: int = 100) -> tuple[np.ndarray, ...]:
+    """Poisson(1) bootstrap weights over ``n`` items: ``n_boot`` replicates as uint8 batches (b, n).
+
+    Batch ``i`` is drawn from ``numpy.random.default_rng([*seed_key, i])`` (uniform float32 through the
+    Poisson(1) CDF), so every caller with the same key sees the same replicates (the folds share them);
+    cached because they cost more to draw than to use."""
+    out = []
+    for bi, start in enumerate(range(0, n_boot, batch)):
+        b = min(batch, n_boot - start)
+        u = np.random.default_rng([*seed_key, bi]).random((b, n), dtype=np.float32)
+        out.append(np.searchsorted(_POISSON1_CDF, u, side="right").astype(np.uint8))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------------------------- rank agreement
@@ -116,26 +127,26 @@ def point_biserial(right: np.ndarray, known: np.ndarray, subset: np.ndarray | No
     return np.where((sw >= 3) & (vx > 1e-12) & (vy > 1e-18), np.clip(r, -1, 1), np.nan)
 
 
-def significant_pairs(weights_mask: np.ndarray, right: np.ndarray, known: np.ndarray, *, rng: np.random.Generator,
+def significant_pairs(mask: np.ndarray, right: np.ndarray, known: np.ndarray, *, seed_key: tuple,
                       n_boot: int = 500, alpha: float = 0.05) -> float:
     """Share of model pairs whose accuracy difference on the item subset is significant under a paired
-    bootstrap over items (percentile interval of the difference excludes 0)."""
-    idx = np.flatnonzero(weights_mask)
+    bootstrap over items (Poisson(1) item weights; percentile interval of the difference excludes 0)."""
+    mask = np.asarray(mask, dtype=bool)
     M = right.shape[1]
-    if len(idx) < 2 or M < 2:
+    if mask.sum() < 2 or M < 2:
         return float("nan")
-    x, k = right[idx], known[idx]
+    x, k = right[mask].astype(np.float32), known[mask].astype(np.float32)
     iu = np.triu_indices(M, 1)
     diffs = []
-    for w in boot_weights(rng, len(idx), n_boot):
-        acc = weighted_accuracy(w, x, k)
+    for w in boot_weights(tuple(seed_key), int(mask.sum()), int(n_boot)):
+        acc = weighted_accuracy(w.astype(np.float32), x, k)
         diffs.append(acc[:, iu[0]] - acc[:, iu[1]])
     d = np.concatenate(diffs)
     lo, hi = np.nanquantile(d, [alpha / 2, 1 - alpha / 2], axis=0)
     return float(((lo > 0) | (hi < 0)).mean())
 
 
-def discrimination(mask: np.ndarray, right: np.ndarray, known: np.ndarray, *, rng: np.random.Generator,
+def discrimination(mask: np.ndarray, right: np.ndarray, known: np.ndarray, *, seed_key: tuple,
                    n_boot: int = 500) -> dict:
     """Discrimination of an item subset three ways: SD of model accuracies, mean item point-biserial,
     share of model pairs significantly different under a paired bootstrap over items."""
@@ -144,7 +155,7 @@ def discrimination(mask: np.ndarray, right: np.ndarray, known: np.ndarray, *, rn
     pb = point_biserial(right[mask], known[mask])
     return {"sd": float(np.nanstd(acc, ddof=1)) if np.isfinite(acc).sum() > 1 else None,
             "point_biserial": float(np.nanmean(pb)) if np.isfinite(pb).any() else None,
-            "significant_pairs": significant_pairs(mask, right, known, rng=rng, n_boot=n_boot),
+            "significant_pairs": significant_pairs(mask, right, known, seed_key=seed_key, n_boot=n_boot),
             "n_items": int(mask.sum())}
 
 

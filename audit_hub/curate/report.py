@@ -143,7 +143,7 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
     ranking_table = md_table(["set", "Spearman rho [95% CI]", "Kendall tau [95% CI]"], ranking, ["l", "r", "r"])
     disc = md_table(["measure", "full pool", "curated", "change"],
                     [[lab, fmt_num(s["discrimination_before"][k]), fmt_num(s["discrimination_after"][k]),
-                      pct(s["discrimination_change"][k], 0) if s["discrimination_change"][k] is not None else "n/a"]
+                      f"{100 * s['discrimination_change'][k]:+.0f}%" if s["discrimination_change"][k] is not None else "n/a"]
                      for k, lab in (("sd", "SD of model accuracies"), ("point_biserial", "mean item point-biserial"),
                                     ("significant_pairs", "share of model pairs significantly different"))])
     vd = s["visual_dependency"]
@@ -163,7 +163,9 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
         "bench": md_escape(bench), "n_before": fmt_num(s["n_before"]), "n_after": fmt_num(s["n_after"]),
         "reduction": pct(s["reduction"]), "pipeline": pipeline, "overlaps": overlaps, "ranking": ranking_table,
         "versus_random": md_escape(s.get("versus_random") or "", 400), "discrimination": disc, "visual": vis,
-        "junk": junk_table, "score": se, "score_mae": fmt_num(se.get("mae_points")) if se.get("mae_points") is not None else None,
+        "junk": junk_table, "score": se,
+        "score_ci": (f"[{se['mae_points_ci'][0]:.2f}, {se['mae_points_ci'][1]:.2f}]" if se.get("mae_points_ci") else "n/a"),
+        "score_by": ", ".join(f"{md_escape(k)} {v:.2f}" for k, v in (se.get("mae_points_by_estimator") or {}).items()), "score_mae": fmt_num(se.get("mae_points")) if se.get("mae_points") is not None else None,
         "thresholds": thresholds, "statement": s["statement"], "figures": figures, "files": files,
         "selection": s["selection"], "method": md_escape(s["selection"].get("method") or "none"),
         "models": ", ".join(md_escape(m, 60) for m in s["models"]), "n_models": len(s["models"]),
@@ -190,6 +192,8 @@ def render_card(result, files: dict[str, list[str]], figures: dict[str, str], fo
     for d in info:
         if d["config_name"] == "test":
             d["config_name"] = "default"
+            for sp in d.get("splits", []):
+                sp["name"] = "test"
     lic = str((result.frame.meta.get("dataset") or {}).get("license") or "other").lower()
     data = DatasetCardData(license=lic, tags=["benchaudit", "curated-benchmark", "evaluation", "vision-language-models"],
                            configs=configs, dataset_info=info,

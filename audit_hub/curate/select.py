@@ -8,8 +8,9 @@ Items left after the stages are ranked by a per-item score computed on the *sele
   their abilities (tinyBenchmarks / metabench's criterion);
 
 and the top ``target`` items are kept, subject to a category floor: every category keeps at least
-``floor_share`` of its proportional share of the target (``floor_share * target * n_c / n``, rounded
-up, capped by what it has), so no capability dimension disappears. Ties break by question code.
+``floor_share`` of its proportional share of the target (``floor_share * target * n_c / n`` rounded
+down, at least one item, capped by what it has), so no capability dimension disappears. When the floors
+alone exceed the target, the best-scoring floor items win. Ties break by question code.
 
 ``max_rank_loss`` picks the size instead: the smallest size on a geometric grid whose ranking loss
 ``1 - Spearman rho`` is at most ``X`` in an inner k-fold over the selecting models (scores from the
@@ -60,7 +61,8 @@ def select_top(scores: np.ndarray, candidates: np.ndarray, categories: np.ndarra
     cats = categories[order]
     G = int(categories.max()) + 1 if len(categories) else 1
     n_c = np.bincount(categories[cand], minlength=G)
-    floors = np.minimum(np.ceil(floor_share * target * n_c / max(len(cand), 1)).astype(np.int64), n_c)
+    floors = np.floor(floor_share * target * n_c / max(len(cand), 1)).astype(np.int64)
+    floors = np.minimum(np.maximum(floors, (n_c > 0) & (floor_share > 0)), n_c)
     # rank of each item within its category (in score order)
     first = np.zeros(len(order), dtype=np.int64)
     srt = np.argsort(cats, kind="stable")

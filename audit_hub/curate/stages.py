@@ -7,8 +7,9 @@ flagged by every pair of stages regardless of order.
 
 * ``text_ablation``: answerable without the image. From visual_dependency's per-item counts: the blind
   share ``b / Mb >= blind_min_share`` and the gain from the image ``f / Mf - b / Mb <= max_gain``
-  (defaults 0.75 and 0.10: the blind-solvable corner of the (f, b) table, with a margin for a few models
-  missing it). When TsT s(x) is given, also ``s(x) - chance >= tst_min_excess`` (text-only learnability).
+  (defaults 0.75 and 0.25: the blind-solvable corner of the (f, b) table, with a margin for a few models
+  missing it; at a blind share of 0.75 the gain cannot exceed 0.25, so by default the gain condition only
+  bites when ``blind_min_share`` is lowered). When TsT s(x) is given, also ``s(x) - chance >= tst_min_excess`` (text-only learnability).
 * ``saturation``: correctness_agreement's saturated items (share of models right ``>= saturated_share``,
   default 1.0 = every model) and floor items (share right ``<= floor_share``, default 0.0 = none),
   with at least ``min_models`` models known.
@@ -37,7 +38,7 @@ _SEV = ("info", "low", "medium", "high", "critical")
 @dataclass
 class StageThresholds:
     blind_min_share: float = 0.75
-    max_gain: float = 0.10
+    max_gain: float = 0.25
     tst_min_excess: float = 0.5
     saturated_share: float = 1.0
     floor_share: float = 0.0
