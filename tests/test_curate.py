@@ -156,6 +156,28 @@ def test_irt_recovers_abilities_and_estimates_scores():
     assert np.abs(est["gpirt"] - truth).mean() < 0.035
 
 
+def test_heldout_selection_never_sees_the_heldout_models(monkeypatch):
+    """Every fold's audit runs on the training models only, and the folds partition the models."""
+    import audit_hub.curate.pipeline as pl
+
+    seen = []
+    real = pl.audit_findings
+
+    def spy(frame, **kw):
+        seen.append(tuple(frame.models_in("full")))
+        return real(frame, **kw)
+
+    monkeypatch.setattr(pl, "audit_findings", spy)
+    frame = simulate_pool(600, 9, seed=11)
+    res = run_curation(frame, CurateConfig(target_size=200, junk_fractions=(), **{**FAST, "score_budget": 0}))
+    folds = res.summary["folds"]
+    assert len(seen) == 1 + len(folds) and len(seen[0]) == 9
+    held = [m for f in folds for m in f["test_models"]]
+    assert sorted(held) == sorted(frame.models_in("full"))
+    for models, f in zip(seen[1:], folds):
+        assert not set(models) & set(f["test_models"]) and len(models) + len(f["test_models"]) == 9
+
+
 def test_max_rank_loss_picks_a_size():
     frame = simulate_pool(1200, 12, seed=7)
     res = run_curation(frame, CurateConfig(max_rank_loss=0.05, junk_fractions=(), **{**FAST, "score_budget": 0}))

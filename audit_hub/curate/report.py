@@ -82,7 +82,7 @@ def _figures(result, folder: Path) -> dict[str, str]:
     ax.set_xlabel("accuracy on the whole pool (%)")
     ax.set_ylabel("accuracy on the curated set (%)")
     ax.set_title(f"Ranking preservation: {s['n_before']:,} -> {s['n_after']:,} items")
-    ax.legend(fontsize=8, loc="upper left", frameon=False)
+    ax.legend(fontsize=8, loc="lower right", frameon=False)
     _save(fig, folder / "ranking_preservation.png")
     out["ranking_preservation"] = "figures/ranking_preservation.png"
 
