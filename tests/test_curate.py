@@ -178,6 +178,15 @@ def test_heldout_selection_never_sees_the_heldout_models(monkeypatch):
         assert not set(models) & set(f["test_models"]) and len(models) + len(f["test_models"]) == 9
 
 
+def test_too_few_models_or_nothing_to_do_is_an_input_error():
+    from audit_hub.errors import InputError
+
+    with pytest.raises(InputError, match="at least 3 models"):
+        run_curation(simulate_pool(60, 2, seed=1), CurateConfig(junk_fractions=(), **FAST))
+    with pytest.raises(InputError, match="nothing would be curated"):
+        run_curation(simulate_pool(60, 4, seed=1), CurateConfig(stages=(), junk_fractions=(), **FAST))
+
+
 def test_max_rank_loss_picks_a_size():
     frame = simulate_pool(1200, 12, seed=7)
     res = run_curation(frame, CurateConfig(max_rank_loss=0.05, junk_fractions=(), **{**FAST, "score_budget": 0}))

@@ -124,6 +124,8 @@ def test_stage_flags_first_flag_attribution_and_overlaps():
     tst = np.full(len(t), np.nan)
     tst[0] = 0.6
     assert stage_flags(t, th, tst)["text_ablation"][0][0]
+    empty = apply_stages({}, (), n=len(t))
+    assert empty["kept"].all() and empty["removed_by_stage"] == {}
     with pytest.raises(InputError):
         stage_flags(t, th, stages=("nonsense",))
     with pytest.raises(InputError):

@@ -77,6 +77,8 @@ class CurateConfig:
         bad = [s for s in self.stages if s not in STAGES]
         if bad or len(set(self.stages)) != len(self.stages):
             raise InputError(f"stages must be distinct names among {', '.join(STAGES)}; got {list(self.stages)}")
+        if not self.stages and self.target_size is None and self.max_rank_loss is None:
+            raise InputError("no stages and no final selection: nothing would be curated")
         if self.target_size is not None and self.max_rank_loss is not None:
             raise InputError("give either --target-size or --max-rank-loss, not both")
         if self.target_size is not None and not 1 <= self.target_size <= n_items:
@@ -139,7 +141,7 @@ class _Pool:
 def _curate(pool: _Pool, findings, cfg: CurateConfig, cols: np.ndarray, tst_excess, *, seed: int) -> dict:
     """Stages + selection with the models ``cols`` (column indices of the pool's models)."""
     flags = stage_flags(findings.table, cfg.thresholds, tst_excess, cfg.stages)
-    applied = apply_stages(flags, cfg.stages)
+    applied = apply_stages(flags, cfg.stages, pool.Q)
     cand = applied["kept"]
     r, k = pool.right[:, cols], pool.known[:, cols]
     trace = None
@@ -493,7 +495,7 @@ def _visual(t: pd.DataFrame, th: StageThresholds, before: np.ndarray, after: np.
 def _explain(pool: _Pool, cur: dict, cfg: CurateConfig) -> tuple[np.ndarray, pd.DataFrame]:
     applied = cur["applied"]
     kept = cur["mask"]
-    passed = "passed " + ", ".join(cfg.stages)
+    passed = ("passed " + ", ".join(cfg.stages)) if cfg.stages else "no stages run"
     kept_by = np.where(kept, passed, "").astype(object)
     ids = pool.frame.questions["question_id"].astype(str).to_numpy()
     stage = applied["stage"].copy()

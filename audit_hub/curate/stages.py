@@ -156,9 +156,11 @@ def stage_flags(t: pd.DataFrame, th: StageThresholds, tst_excess: np.ndarray | N
     return out
 
 
-def apply_stages(flags: dict[str, tuple[np.ndarray, np.ndarray]], order: tuple[str, ...]) -> dict:
-    """First-flag attribution in ``order``: removed stage per item ('' = kept), counts and overlaps."""
-    n = len(next(iter(flags.values()))[0]) if flags else 0
+def apply_stages(flags: dict[str, tuple[np.ndarray, np.ndarray]], order: tuple[str, ...],
+                 n: int | None = None) -> dict:
+    """First-flag attribution in ``order``: removed stage per item ('' = kept), counts and overlaps.
+    ``n`` (number of items) is needed only when no stage is given."""
+    n = len(next(iter(flags.values()))[0]) if flags else int(n or 0)
     stage = np.full(n, "", dtype=object)
     reason = np.full(n, "", dtype=object)
     removed_by: dict[str, int] = {}
