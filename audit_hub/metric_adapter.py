@@ -20,24 +20,24 @@ Column conventions (documented for users in each metric card):
   question-level columns repeated on every row of a question. The first value of each question
   is used; a question whose rows disagree raises :class:`MetricInputError`.
 
-Exact match is decided in the frame's answer-code space (:func:`audit_hub.frame.encode_answers`):
+Exact match is decided in the frame's answer-code space (:func:`audit_hub.answers.encode_answers`):
 letters compare case-insensitively against the option range, yes/no case-insensitively, numbers
 numerically ("0.50" == ".5") and free text after casefolding and whitespace collapsing.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .audit import DETECTORS
+from . import detectors
 from .errors import DetectorSkipped, InputError
+from .schema import LETTERS
 
-METRIC_NAMES: tuple[str, ...] = DETECTORS  # one evaluate module per detector
+METRIC_NAMES: tuple[str, ...] = detectors.names()  # one evaluate module per detector
 
 #: The audit paper, cited by every metric module.
 CITATION = """\
@@ -53,19 +53,8 @@ CITATION = """\
 #: Where errors say the data came from (evaluate has no file names).
 SOURCE = "<evaluate compute inputs>"
 _QSOURCE = "<questions from the compute inputs>"
-_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _PLACEHOLDER_GOLD = {"mc": "A", "yesno": "yes", "numeric": "0", "free": "?"}
 
-#: Which per-row columns each metric needs; one of the alternatives must be complete.
-REQUIREMENTS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "visual_dependency": (("models", "predictions", "blind_predictions", "references"),
-                          ("models", "hits", "blind_hits")),
-    "consensus_error": (("models", "predictions", "references"),),
-    "fleiss_kappa_agreement": (("models", "predictions"),),
-    "correctness_agreement": (("models", "predictions", "references"), ("models", "hits")),
-    "answer_options_distribution": (("references", "options"), ("references", "n_options")),
-    "distractor_similarity": (("options", "references"),),
-}
 
 
 class MetricInputError(InputError, ValueError):
@@ -199,7 +188,8 @@ def build_frame(
     statistics, or judged ``hits``), each question gets a placeholder gold answer of its answer
     type; exact-match correctness is then unknown (-1).
     """
-    from .frame import AuditFrame, encode_answers
+    from .answers.codes import encode_answers
+    from .frame import AuditFrame
 
     qid_list = _as_list("question_ids", question_ids, None)
     n = len(qid_list)
@@ -229,11 +219,11 @@ def build_frame(
         opts_q = _first_per_question("options", opts_rows, qcodes, qids,
                                      keys=["\x1f".join(o) + f"\x1e{len(o)}" for o in opts_rows])
     if cols["n_options"] is not None:
-        k_rows = _int_column("n_options", cols["n_options"], 0, len(_LETTERS))
+        k_rows = _int_column("n_options", cols["n_options"], 0, len(LETTERS))
         k_q = np.asarray(_first_per_question("n_options", k_rows.tolist(), qcodes, qids), dtype=np.int64)
         if opts_q is None:
             # no option texts: letters stand in for them (like MATH-Vision's bare-letter options)
-            opts_q = [list(_LETTERS[:k]) for k in k_q]
+            opts_q = [list(LETTERS[:k]) for k in k_q]
         else:
             lens = np.array([len(o) for o in opts_q])
             bad = np.flatnonzero(lens != k_q)
@@ -355,7 +345,7 @@ def run_detector(name: str, frame, *, field: str = "hit", seed: int = 0,
 
     if name not in METRIC_NAMES:
         raise ValueError(f"unknown metric {name!r}; expected one of {METRIC_NAMES}")
-    mod = importlib.import_module(f"audit_hub.detectors.{name}")
+    mod = detectors.get(name).load()
     _check_params(name, mod.run, params)
     try:
         res = mod.run(frame, field=field, seed=seed, **params)
@@ -396,7 +386,7 @@ def _check_params(name: str, run, params: dict) -> None:
 
 
 def _check_requirements(name: str, given: dict[str, Any]) -> None:
-    alternatives = REQUIREMENTS[name]
+    alternatives = detectors.get(name).inputs
     for alt in alternatives:
         if all(given.get(c) is not None for c in alt):
             return

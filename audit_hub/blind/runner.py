@@ -23,8 +23,9 @@ from typing import Any
 
 from .. import __version__
 from ..errors import InputError
+from ..schema import LETTERS
 from . import shards as sh
-from .prompt import LETTERS, ChatFormatter, PromptBuilder
+from .prompt import ChatFormatter, PromptBuilder
 from .scoring import AnswerTokens, ForwardFn, answer_scores, pad_left, restricted_log_probs
 
 MODES = ("logprob", "generate")

@@ -1,11 +1,15 @@
 """The contract every detector follows.
 
-A detector is a module ``audit_hub/detectors/<name>.py`` exposing::
+A detector is a module ``audit_hub/detectors/<name>.py``, registered in
+``audit_hub/detectors/__init__.py`` (metadata: :class:`audit_hub.detectors.registry.DetectorSpec`),
+exposing::
 
-    NAME: str                 # e.g. "visual_dependency"
-    JUDGE_DEPENDENT: bool     # True when the output depends on the correctness field
-    REQUIRES: str             # one line: what inputs it needs (shown when it is skipped)
-    def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, **params) -> DetectorResult
+    NAME: str                 # its registered name
+    def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, <its parameters>) -> DetectorResult
+
+and, optionally, report phrases: ``evidence_phrase(rows, label) -> Series`` (flagged rows of the
+questions table), ``card_line(summary) -> str``, ``lede_line(summary) -> str`` and
+``console_line(summary) -> str``.
 
 ``run`` is a pure function of the frame (no I/O, no printing). When the inputs cannot support it
 (one model only, no blind arm, no option texts) it raises :class:`audit_hub.errors.DetectorSkipped`

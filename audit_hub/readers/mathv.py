@@ -23,9 +23,11 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..columns import ARROW_STR
 from ..errors import InputError
-from . import ReadResult, cell_to_str, is_null, iter_json_lines, stem_of
-from .generic import ARROW_STR, constant_categorical
+from ..schema import is_null
+from .cells import ReadResult, cell_to_str, constant_categorical, stem_of
+from .fileio import iter_json_lines
 
 _NUM = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 QUESTION_KEYS = frozenset({"id", "question", "options", "answer", "level", "subject"})

@@ -5,17 +5,11 @@ The folder has exactly the layout ``datasets.push_to_hub`` writes (``README.md``
 ``manifest.json`` and ``figures/``. It is written inside :func:`audit_hub.io_utils.atomic_dir`, so a
 failed or killed audit never leaves a partial folder behind.
 
-Suggested actions (one per question, first matching rule wins; documented in the card too):
-
-1. ``rewrite distractor``: ``distractor_similarity`` flags the item at medium or above (two options
-   are identical or near-identical after normalisation), or ``consensus_error`` reports that the
-   option every model chose duplicates the gold text. The label is probably right; the options are not.
-2. ``relabel``: ``consensus_error`` at high or above (every model that answered parseably chose the
-   same non-gold option): the gold label is the first suspect.
-3. ``drop``: ``visual_dependency`` at high or above (solved without the image by every model, with no
-   gain from the image): on a vision benchmark the item does not measure vision.
-4. ``review``: any other finding at medium or above.
-5. ``keep``: nothing above low.
+Suggested actions (one per question, first matching rule wins; documented in the card too): each
+detector registers the findings that trigger an action (``actions`` in
+:mod:`audit_hub.detectors`, rule texts in :data:`audit_hub.detectors.ACTION_RULES`); the rules
+apply in :data:`ACTION_ORDER` (``rewrite distractor``, ``relabel``, ``drop``), then ``review`` (any
+other finding at medium or above), else ``keep``.
 """
 
 from __future__ import annotations
@@ -29,122 +23,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import detectors
 from ..detectors.base import SUMMARY_TABLE_COLUMNS
 from ..severity import LEVELS, RANK
 
 ACTIONS: tuple[str, ...] = ("relabel", "rewrite distractor", "drop", "review", "keep")
-ACTION_RULES: dict[str, str] = {
-    "rewrite distractor": "distractor_similarity at medium or above (identical or near-identical options), or "
-                          "the consensus option duplicates the gold text; the options need fixing, not the label",
-    "relabel": "consensus_error at high or above: every model that answered parseably chose the same non-gold "
-               "option, so the gold label is the first suspect",
-    "drop": "visual_dependency at high or above: every model solves it without the image and gains nothing from "
-            "it, so on a vision benchmark the item does not measure vision",
-    "review": "any other finding at medium or above",
-    "keep": "no finding above low",
-}
-DETECTOR_LABELS: dict[str, str] = {
-    "visual_dependency": "no gain from the image",
-    "consensus_error": "consensus error",
-    "fleiss_kappa_agreement": "low inter-model agreement",
-    "correctness_agreement": "anomalous correctness profile",
-    "answer_options_distribution": "gold in an over-represented position",
-    "distractor_similarity": "duplicate options",
-}
+ACTION_RULES = detectors.ACTION_RULES
+#: Actions in the order their rules apply (first match wins); the detectors' triggers are registered.
+ACTION_ORDER: tuple[str, ...] = ("rewrite distractor", "relabel", "drop", "review")
 CONFIGS: tuple[str, ...] = ("questions", "summary", "runs")
 # Target in-memory size of one Parquet shard (datasets.push_to_hub uses 500 MB on disk).
 SHARD_BYTES = 256 * 1024 * 1024
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def _col(df: pd.DataFrame, *names: str) -> pd.Series | None:
-    """The first existing column among ``names`` (detectors name evidence slightly differently)."""
-    for n in names:
-        if n in df.columns:
-            return df[n]
-    return None
-
-
-def _fmt_num(s: pd.Series) -> pd.Series:
-    """Integers without decimals, other numbers with two; missing as '?'."""
-    x = pd.to_numeric(s, errors="coerce")
-    out = x.map(lambda v: "?" if pd.isna(v) else (f"{int(v)}" if float(v).is_integer() else f"{v:.2f}"))
-    return out.astype(object)
-
-
-def _str(s: pd.Series) -> pd.Series:
-    return s.astype(object).where(s.notna(), "?").astype(str)
-
-
 def _severity_rank(s: pd.Series) -> np.ndarray:
     return s.astype(object).map(RANK).fillna(0).to_numpy(dtype=np.int64)
 
 
 def _phrase(name: str, pq: pd.DataFrame, flagged: np.ndarray, sev: pd.Series) -> pd.Series:
-    """Short evidence phrase for the flagged rows of one detector (object Series aligned with ``pq``)."""
+    """Short evidence phrase for the flagged rows of one detector (object Series aligned with ``pq``):
+    the detector's ``evidence_phrase`` when it has one, else its registered label."""
+    spec = detectors.get(name)
     p = pq.loc[flagged]
-    label = DETECTOR_LABELS.get(name, name.replace("_", " "))
-    out = pd.Series(label, index=p.index, dtype=object)
-    if name == "visual_dependency":
-        f, b = _col(p, f"{name}_f"), _col(p, f"{name}_b")
-        mf = _col(p, f"{name}_mf", f"{name}_m_full", f"{name}_m")
-        mb = _col(p, f"{name}_mb", f"{name}_m_blind", f"{name}_m")
-        if f is not None and b is not None and mf is not None and mb is not None:
-            out = (label + " (" + _fmt_num(f) + "/" + _fmt_num(mf) + " right with it, " + _fmt_num(b) + "/"
-                   + _fmt_num(mb) + " right blind)")
-    elif name == "consensus_error":
-        letter = _col(p, f"{name}_consensus_answer", f"{name}_consensus_letter", f"{name}_consensus")
-        n_parse = _col(p, f"{name}_n_parseable")
-        share = _col(p, f"{name}_consensus_share")
-        unan = _col(p, f"{name}_unanimous")
-        gold = _col(p, f"{name}_gold", f"{name}_gold_letter")
-        if gold is None and "answer" in pq.columns:
-            gold = p["answer"]
-        if letter is not None:
-            who = "models"
-            if n_parse is not None:
-                npv = pd.to_numeric(n_parse, errors="coerce")
-                who = "all " + _fmt_num(npv) + " parseable models"
-                if share is not None:
-                    k = (pd.to_numeric(share, errors="coerce") * npv).round()
-                    part = _fmt_num(k) + " of " + _fmt_num(npv) + " parseable models"
-                    is_all = (k == npv).to_numpy() if unan is None else unan.fillna(False).astype(bool).to_numpy()
-                    who = who.where(is_all, part)
-            out = label + ": " + who + " chose " + _str(letter)
-            if gold is not None:
-                out = out + " (gold " + _str(gold) + ")"
-        blind = _col(p, f"{name}_blind_agreement", f"{name}_blind_agrees")
-        if blind is not None:
-            bv = pd.to_numeric(blind, errors="coerce")
-            out = out.where(~(bv < 0.5).to_numpy(), out + "; blind runs disagree")
-            out = out.where(~(bv >= 0.5).to_numpy(), out + "; blind runs agree")
-        dup = _col(p, f"{name}_duplicates_gold", f"{name}_dup_gold", f"{name}_chosen_duplicates_gold")
-        if dup is not None:
-            out = out.where(~dup.fillna(False).astype(bool).to_numpy(), out + "; chosen option duplicates the gold text")
-    elif name == "distractor_similarity":
-        pair = _col(p, f"{name}_pair", f"{name}_pair_letters", f"{name}_letters")
-        tier = _col(p, f"{name}_tier", f"{name}_kind")
-        sim = _col(p, f"{name}_similarity", f"{name}_max_similarity")
-        head = label if tier is None else _str(tier).str.replace("_", " ", regex=False) + " options"
-        out = head
-        if pair is not None:
-            out = out + " " + _str(pair)
-        if sim is not None:
-            out = out + " (similarity " + _fmt_num(sim) + ")"
-        gold_inv = _col(p, f"{name}_involves_gold", f"{name}_gold_involved")
-        if gold_inv is not None:
-            out = out.where(~gold_inv.fillna(False).astype(bool).to_numpy(), out + ", one of them gold")
-    elif name == "fleiss_kappa_agreement":
-        agree = _col(p, f"{name}_agreement", f"{name}_p_i")
-        nd = _col(p, f"{name}_n_distinct")
-        if agree is not None:
-            out = label + " (pairwise agreement " + _fmt_num(agree) + ")"
-        if nd is not None:
-            out = out + ", " + _fmt_num(nd) + " distinct answers"
-    elif name == "correctness_agreement":
-        irc = _col(p, f"{name}_item_rest", f"{name}_item_rest_corr", f"{name}_item_rest_correlation")
-        if irc is not None:
-            out = label + " (item-rest correlation " + _fmt_num(irc) + ")"
+    phrase = getattr(spec.load(), "evidence_phrase", None)
+    out = phrase(p, spec.label) if phrase is not None else pd.Series(spec.label, index=p.index, dtype=object)
     return out.astype(object) + " [" + sev.loc[flagged].astype(str) + "]"
 
 
@@ -217,26 +120,26 @@ def build_questions_table(result: Any) -> pd.DataFrame:
 
 
 def suggested_actions(sev_by: dict[str, np.ndarray], overall: np.ndarray, results: dict) -> np.ndarray:
-    """Apply :data:`ACTION_RULES` in order (vectorised; first matching rule wins)."""
+    """Apply the action rules in :data:`ACTION_ORDER` (vectorised; first matching rule wins).
+
+    A detector's registered trigger fires where its severity reaches the trigger's level (and its
+    evidence column is true, for a trigger with a column); ``review`` is any finding at medium or above.
+    """
     n = len(overall)
-    zero = np.zeros(n, dtype=np.int64)
-    ds = sev_by.get("distractor_similarity", zero)
-    ce = sev_by.get("consensus_error", zero)
-    vd = sev_by.get("visual_dependency", zero)
-    dup_gold = np.zeros(n, dtype=bool)
-    if "consensus_error" in results:
-        pq = results["consensus_error"].per_question
-        c = _col(pq, "consensus_error_duplicates_gold", "consensus_error_dup_gold",
-                 "consensus_error_chosen_duplicates_gold")
-        if c is not None:
-            dup_gold = c.fillna(False).astype(bool).to_numpy()
-    conds = [
-        (ds >= RANK["medium"]) | (dup_gold & (ce >= RANK["medium"])),
-        ce >= RANK["high"],
-        vd >= RANK["high"],
-        overall >= RANK["medium"],
-    ]
-    return np.select(conds, ["rewrite distractor", "relabel", "drop", "review"], default="keep").astype(object)
+    conds = {a: np.zeros(n, dtype=bool) for a in ACTION_ORDER}
+    for spec in detectors.specs():
+        rank = sev_by.get(spec.name)
+        for t in spec.actions:
+            if rank is None:
+                continue
+            hit = rank >= RANK[t.min_level]
+            if t.column is not None:
+                res = results.get(spec.name)
+                hit &= (res.per_question[t.column].fillna(False).astype(bool).to_numpy()
+                        if res is not None and t.column in res.per_question else False)
+            conds[t.action] |= hit
+    conds["review"] |= overall >= RANK["medium"]
+    return np.select([conds[a] for a in ACTION_ORDER], list(ACTION_ORDER), default="keep").astype(object)
 
 
 def _to_float(v: Any) -> float:

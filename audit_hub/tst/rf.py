@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..schema import LETTERS
 from .cv import fold_assignments, inner_folds, run_cv
 from .features import FullLabels, TstData, build_data, feature_group, make_featuriser, signed_exp, signed_log
 
@@ -277,7 +278,7 @@ def _cv_rf(data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, pa
 def _evaluate(data: TstData, labels: FullLabels, out: dict[str, Any]) -> tuple[pd.DataFrame, dict]:
     """Per-question scores and the headline figures from out-of-fold predictions."""
     n_q = data.n_questions
-    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    letters = LETTERS
     s = np.full(n_q, np.nan)
     chance = np.full(n_q, np.nan)
     correct = np.full(n_q, np.nan)
