@@ -125,7 +125,7 @@ class NullSimulator:
         cols = ["question_id", "question", "options", "answer", "answer_type", "category", "l2_category",
                 "group_id", "hint", "n_options", "gold_index"]
         return AuditFrame(questions=q[cols], runs=runs, models=self.frame.models,
-                          meta={"_answer_codes": codes, "_gold_codes": gcodes, "simulated_null": True})
+                          meta={"simulated_null": True}, cache={"answer_codes": codes, "gold_codes": gcodes})
 
 
 def _resolve(names: dict[str, Callable] | Iterable[str] | None) -> dict[str, Callable]:

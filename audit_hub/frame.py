@@ -38,6 +38,9 @@ class AuditFrame:
     models: tuple[str, ...]
     sources: list[dict] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
+    #: arrays derived from the tables (dense matrices, answer codes), computed once; never copied
+    #: to derived frames and never written anywhere
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -58,11 +61,10 @@ class AuditFrame:
         if runs is None:
             runs = pd.DataFrame({c: pd.Series([], dtype=object) for c in ("question_id", "model", "arm")})
         r, models = validate_runs(runs, q, runs_source, compute_exact=compute_exact)
-        meta = dict(meta or {})
         answer_dict = r.attrs.pop("_answer_dict", None)
-        if answer_dict is not None:
-            meta["_answer_dict"] = answer_dict
-        return cls(questions=q, runs=r, models=tuple(models), sources=list(sources or []), meta=meta)
+        cache = {"answer_dict": answer_dict} if answer_dict is not None else {}
+        return cls(questions=q, runs=r, models=tuple(models), sources=list(sources or []), meta=dict(meta or {}),
+                   cache=cache)
 
     # ------------------------------------------------------------------ basic facts
     @property
@@ -92,8 +94,8 @@ class AuditFrame:
 
     def models_in(self, arm: str) -> list[str]:
         """Model names with at least one row in ``arm``, in model-code order."""
-        key = ("_models_in", arm)
-        if key not in self.meta:
+        key = ("models_in", arm)
+        if key not in self.cache:
             a, m = self.runs["arm"].to_numpy(), self.runs["m"].to_numpy()
             M = len(self.models)
             counts = np.zeros(len(ARMS) * M, np.int64)
@@ -102,11 +104,11 @@ class AuditFrame:
                 counts += np.bincount(a[lo:lo + step].astype(np.int32) * M + m[lo:lo + step],
                                       minlength=len(ARMS) * M)
             for i, name in enumerate(ARMS):
-                self.meta[("_models_in", name)] = [self.models[j] for j in np.flatnonzero(counts[i * M:(i + 1) * M])]
-        return list(self.meta[key])
+                self.cache[("models_in", name)] = [self.models[j] for j in np.flatnonzero(counts[i * M:(i + 1) * M])]
+        return list(self.cache[key])
 
     def paired_models(self) -> list[str]:
-        """Models present in both arms (visual_dependency pairs by model name)."""
+        """Models present in both arms (the zero-gain audit pairs by model name)."""
         blind = set(self.models_in("blind"))
         return [m for m in self.models_in("full") if m in blind]
 
@@ -145,8 +147,8 @@ class AuditFrame:
                cache_key: str | None = None) -> np.ndarray:
         """Dense (Q, M) matrix of one run column; cached per (column, arm). Callers get a copy-free
         read-only view for all models, or a fresh array for a model subset."""
-        key = ("_dense", cache_key, arm)
-        out_full = self.meta.get(key) if cache_key else None
+        key = ("dense", cache_key, arm)
+        out_full = self.cache.get(key) if cache_key else None
         if out_full is None:
             code = self.arm_code(arm)
             a = self.runs["arm"].to_numpy()
@@ -170,7 +172,7 @@ class AuditFrame:
             del out_t, flat
             out_full.setflags(write=False)
             if cache_key:
-                self.meta[key] = out_full
+                self.cache[key] = out_full
         if models is None:
             return out_full
         idx = self._model_index(models)
@@ -196,25 +198,26 @@ class AuditFrame:
         equal exactly when the normalised extracted answers are equal (yes=0, no=1 for yes/no);
         compare against :meth:`gold_codes`.
         """
-        return self._dense(arm, self._answer_code_vector(), np.int32, models, cache_key="answer_codes")
+        return self._dense(arm, self.answer_code_vector(), np.int32, models, cache_key="answer_codes")
 
     def gold_codes(self) -> np.ndarray:
         """(n_questions,) gold answer in the code space of :meth:`answer_codes`."""
-        self._answer_code_vector()
-        return self.meta["_gold_codes"]
+        self.answer_code_vector()
+        return self.cache["gold_codes"]
 
-    def _answer_code_vector(self) -> np.ndarray:
-        cached = self.meta.get("_answer_codes")
+    def answer_code_vector(self) -> np.ndarray:
+        """(n_runs,) answer code of each run row (the long form of :meth:`answer_codes`)."""
+        cached = self.cache.get("answer_codes")
         if cached is not None:
             return cached
-        ad = self.meta.pop("_answer_dict", None)
+        ad = self.cache.pop("answer_dict", None)
         if ad is not None and ad[2] is not self.runs["answer"].array._pa_array:  # noqa: SLF001 (answers changed)
             ad = None
         from .answers.codes import encode_answers
 
         codes, gold = encode_answers(self.questions, self.runs, answer_dict=None if ad is None else ad[:2])
-        self.meta["_answer_codes"] = codes
-        self.meta["_gold_codes"] = gold
+        self.cache["answer_codes"] = codes
+        self.cache["gold_codes"] = gold
         return codes
 
     # ------------------------------------------------------------------ export
@@ -294,7 +297,7 @@ class AuditFrame:
         r = self.runs[rq >= 0].reset_index(drop=True)
         r["q"] = rq[rq >= 0].astype(np.int32)
         return AuditFrame(questions=q, runs=r, models=self.models, sources=self.sources,
-                          meta=_public_meta(self.meta))
+                          meta=dict(self.meta))
 
     def without_models(self, drop: Iterable[str]) -> AuditFrame:
         drop = set(drop)
@@ -307,12 +310,7 @@ class AuditFrame:
         r["m"] = rm[rm >= 0].astype(np.int16)
         return AuditFrame(questions=self.questions, runs=r, models=tuple(keep_models),
                           sources=self.sources,
-                          meta=_public_meta(self.meta))
-
-
-def _public_meta(meta: dict) -> dict:
-    """Meta without caches (tuple keys or keys starting with '_'), for derived frames."""
-    return {k: v for k, v in meta.items() if isinstance(k, str) and not k.startswith("_")}
+                          meta=dict(self.meta))
 
 
 def _int8_to_bool(a: np.ndarray) -> pd.Series:

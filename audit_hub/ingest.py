@@ -26,11 +26,12 @@ from typing import Any
 
 import pandas as pd
 
+from . import detectors
 from .errors import InputError
 from .io_utils import sha256_file
-from .readers.cells import PICKLE_EXTENSIONS, TABLE_EXTENSIONS, ext_of, stem_of
-from .readers.dispatch import materialise_hub_specs, read_all
-from .readers.fileio import ensure_nonempty, peek_json_line, read_table, refuse_pickle
+from .readers.cells import stem_of
+from .readers.dispatch import materialise_hub_specs, read_all, read_questions
+from .readers.mathv import restore_non_mc_answers
 from .readers.merge import (
     concat_runs,
     public_runs,
@@ -60,15 +61,10 @@ def parse_column_map(items: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
-def file_sha256(path: str) -> str:
-    """Streamed SHA-256 of a file (constant memory)."""
-    return sha256_file(path)
-
-
 def _source(path: str, kind: str, rows: int, info: dict | None = None, *, hash_files: bool = True) -> dict:
     d: dict[str, Any] = {"path": os.path.abspath(path), "kind": kind,
                          "bytes": os.path.getsize(path), "rows": int(rows)}
-    d["sha256"] = file_sha256(path) if hash_files else None
+    d["sha256"] = sha256_file(path) if hash_files else None
     for k, v in (info or {}).items():
         if v is not None and k not in d:
             d[k] = v
@@ -82,58 +78,9 @@ def load_questions(spec: str, *, column_map: dict[str, str] | None = None, revis
 
     ``arrow_options=True`` (used by :func:`build_frame`) lets a Parquet list-of-string ``options``
     column stay a ``pd.ArrowDtype`` list column instead of Python lists; the frame validates either."""
-    from .readers import generic, hf, lmms_eval, mathv, vlmevalkit
-
-    spec = str(spec)
-    if os.path.isdir(spec):
-        saved = os.path.join(spec, "questions.parquet")
-        if os.path.isfile(saved):
-            return load_questions(saved, column_map=column_map, arrow_options=arrow_options)
-        if hf.is_hub_layout_folder(spec):
-            q, info = hf.load_hub_questions(spec, revision=revision, column_map=column_map, split=split)
-            q.attrs["sources"] = [info]
-            return q
-        raise InputError("the folder holds no questions.parquet and is not a Hugging Face dataset folder "
-                         "(data/*.parquet + README.md)", file=spec)
-    if not os.path.exists(spec):
-        if any(ch in spec for ch in "*?["):
-            raise InputError("the questions must be one file, not a glob", file=spec)
-        if hf.parse_hub_spec(spec) is not None and not spec.endswith(TABLE_EXTENSIONS):
-            q, info = hf.load_hub_questions(spec, revision=revision, column_map=column_map, split=split)
-            q.attrs["sources"] = [info]
-            return q
-        raise InputError("no such file or folder", file=spec)
-    ext = ext_of(spec)
-    if ext in PICKLE_EXTENSIONS:
-        refuse_pickle(spec)
-    if ext not in TABLE_EXTENSIONS:
-        raise InputError(f"unknown file type {ext or '(no extension)'!r} for questions; expected one of "
-                         f"{' '.join(TABLE_EXTENSIONS)}", file=spec)
-    ensure_nonempty(spec)
-    kind = "generic"
-    if ext == ".jsonl":
-        rec = peek_json_line(spec)
-        if rec is None:
-            raise InputError("the file has no JSON lines", file=spec)
-        if mathv.is_mathv_questions_record(rec):
-            q = mathv.read_questions(spec)
-            q.attrs["sources"] = [_source(spec, "mathv-questions", len(q))]
-            return q
-        if lmms_eval.is_lmms_eval_record(rec):
-            res = lmms_eval.read_samples(spec)
-            if res.questions is None:
-                raise InputError("the lmms-eval samples carry no gold answers (target)", file=spec, column="target")
-            q = res.questions
-            q.attrs["sources"] = [_source(spec, "lmms-eval-samples", len(q))]
-            return q
-    df = read_table(spec, column_map, dictionary=False, arrow_lists=arrow_options)
-    if "image" in df.columns:
-        df = df.drop(columns=["image"])
-    if vlmevalkit.is_vlmevalkit_sheet(df.columns) or "index" in df.columns:
-        kind = "vlmevalkit"
-        df = df.drop(columns=[c for c in ("prediction", "hit", "log", "extracted", "score", "res") if c in df.columns])
-    q = generic.normalise_questions(df, spec)
-    q.attrs["sources"] = [_source(spec, f"{kind}-questions", len(q))]
+    q, path, kind, hub_info = read_questions(spec, column_map=column_map, revision=revision, split=split,
+                                             arrow_options=arrow_options)
+    q.attrs["sources"] = [hub_info] if hub_info is not None else [_source(path, kind, len(q))]
     return q
 
 
@@ -193,7 +140,7 @@ def pool_summary(full_models: Sequence[str], blind_models: Sequence[str]) -> dic
     """Which models pair by name across arms; a note when the blind pool is a different set."""
     full, blind = list(full_models), list(blind_models)
     paired = [m for m in full if m in set(blind)]
-    # visual_dependency pairs models by name; only with no model in both arms does it fall back to
+    # the zero-gain audit pairs models by name; only with no model in both arms does it fall back to
     # comparing the two pools' mean accuracies (pool level)
     pool_level = bool(blind) and bool(full) and not paired
     note = None
@@ -203,7 +150,7 @@ def pool_summary(full_models: Sequence[str], blind_models: Sequence[str]) -> dic
     elif blind and set(blind) != set(full):
         unpaired = [m for m in full + blind if m not in set(paired)]
         note = (f"the blind pool ({len(blind)} model(s)) differs from the full pool ({len(full)} model(s)); "
-                f"visual_dependency pairs the {len(paired)} model(s) present in both arms and leaves out "
+                f"{detectors.by_role('image_gain')} pairs the {len(paired)} model(s) present in both arms and leaves out "
                 f"{unpaired[:5]}" + (" ..." if len(unpaired) > 5 else ""))
     return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level, "note": note}
 
@@ -239,17 +186,7 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
                                    arrow_options=True)
         sources.extend(questions.attrs.get("sources", []))
         qsrc = str(questions_spec)
-        # MATH-V outputs: single-letter answers become option letters only for mc questions
-        mc_ids = set(questions.loc[questions["answer_type"].astype(str) == "mc", "question_id"].astype(str)) \
-            if "answer_type" in questions.columns else None
-        if mc_ids is not None:
-            for r in full_res + blind_res:
-                if r.kind == "mathv-output" and r.runs is not None:
-                    ans = r.runs["answer"].astype(object)
-                    qid = r.runs["question_id"].astype(str)
-                    single = ans.notna() & (ans.astype(str).str.len() == 1) & ~qid.isin(mc_ids)
-                    if single.any():  # restore MATH-V's lower-case text for non-mc items
-                        r.runs.loc[single, "answer"] = ans[single].astype(str).str.lower()
+        restore_non_mc_answers(full_res + blind_res, questions)
     else:
         questions = questions_from_results(full_res + blind_res)
         qsrc = "<questions from the run files>"

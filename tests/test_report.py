@@ -181,7 +181,7 @@ def test_questions_table_combines_detectors_by_hand():
 
 
 def test_multiple_flags_join_and_rule_order():
-    from audit_hub.report.build import suggested_actions
+    from audit_hub.report.tables import suggested_actions
     from audit_hub.severity import RANK
 
     r = make_fake_result()

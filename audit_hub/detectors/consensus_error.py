@@ -126,11 +126,11 @@ def closed_code_counts(frame: AuditFrame, arm: str, models: list[str], *, chunk:
     """(rows, counts): the mc and yes/no items and, per item, how many models chose each answer code.
 
     Their codes are below ``K`` = the largest number of options (>= 2), so a one-hot count over K
-    codes replaces the row sort (several times faster at 1e6 x 50). Cached in ``frame.meta`` per arm
+    codes replaces the row sort (several times faster at 1e6 x 50). Cached in ``frame.cache`` per arm
     and model list: consensus_error and fleiss_kappa_agreement share it.
     """
-    key = ("_closed_code_counts", arm, tuple(models))
-    hit = frame.meta.get(key)
+    key = ("closed_code_counts", arm, tuple(models))
+    hit = frame.cache.get(key)
     if hit is not None:
         return hit
     A = frame.answer_codes(arm, models=models)
@@ -144,7 +144,7 @@ def closed_code_counts(frame: AuditFrame, arm: str, models: list[str], *, chunk:
         a = A[lo:lo + chunk] if all_rows else A[rows[lo:lo + chunk]]
         for j in range(K):
             counts[lo:lo + chunk, j] = np.count_nonzero(a == j, axis=1)
-    frame.meta[key] = (rows, counts)
+    frame.cache[key] = (rows, counts)
     return rows, counts
 
 
@@ -189,7 +189,7 @@ def _code_labels(frame: AuditFrame, code: np.ndarray, items: np.ndarray) -> np.n
     yn = (atype == "yesno") & (c >= 0)
     lab[yn] = np.where(c[yn] == 0, "yes", "no")
     other = np.flatnonzero(~mc & ~yn & (c >= 0))
-    run_codes = frame.meta.get("_answer_codes")
+    run_codes = frame.answer_code_vector()
     if len(other) and run_codes is not None and len(run_codes) == len(frame.runs):
         want = np.full(frame.n_questions, -2, np.int64)
         want[items[other]] = c[other]

@@ -23,6 +23,58 @@ from .fileio import (
 )
 
 
+def read_questions(spec: str, *, column_map: dict[str, str] | None = None, revision: str | None = None,
+                   split: str | None = None, arrow_options: bool = False,
+                   ) -> tuple[pd.DataFrame, str, str, dict | None]:
+    """A questions file, folder or Hub id -> (questions in the public format, the file read, its kind,
+    the Hub provenance when it came from the Hub). See :func:`audit_hub.ingest.load_questions`."""
+    from . import generic, hf, lmms_eval, mathv, vlmevalkit
+
+    spec = str(spec)
+    if os.path.isdir(spec):
+        saved = os.path.join(spec, "questions.parquet")
+        if os.path.isfile(saved):
+            return read_questions(saved, column_map=column_map, arrow_options=arrow_options)
+        if hf.is_hub_layout_folder(spec):
+            q, info = hf.load_hub_questions(spec, revision=revision, column_map=column_map, split=split)
+            return q, spec, "hub", info
+        raise InputError("the folder holds no questions.parquet and is not a Hugging Face dataset folder "
+                         "(data/*.parquet + README.md)", file=spec)
+    if not os.path.exists(spec):
+        if any(ch in spec for ch in "*?["):
+            raise InputError("the questions must be one file, not a glob", file=spec)
+        if hf.parse_hub_spec(spec) is not None and not spec.endswith(TABLE_EXTENSIONS):
+            q, info = hf.load_hub_questions(spec, revision=revision, column_map=column_map, split=split)
+            return q, spec, "hub", info
+        raise InputError("no such file or folder", file=spec)
+    ext = ext_of(spec)
+    if ext in PICKLE_EXTENSIONS:
+        refuse_pickle(spec)
+    if ext not in TABLE_EXTENSIONS:
+        raise InputError(f"unknown file type {ext or '(no extension)'!r} for questions; expected one of "
+                         f"{' '.join(TABLE_EXTENSIONS)}", file=spec)
+    ensure_nonempty(spec)
+    kind = "generic"
+    if ext == ".jsonl":
+        rec = peek_json_line(spec)
+        if rec is None:
+            raise InputError("the file has no JSON lines", file=spec)
+        if mathv.is_mathv_questions_record(rec):
+            return mathv.read_questions(spec), spec, "mathv-questions", None
+        if lmms_eval.is_lmms_eval_record(rec):
+            res = lmms_eval.read_samples(spec)
+            if res.questions is None:
+                raise InputError("the lmms-eval samples carry no gold answers (target)", file=spec, column="target")
+            return res.questions, spec, "lmms-eval-samples", None
+    df = read_table(spec, column_map, dictionary=False, arrow_lists=arrow_options)
+    if "image" in df.columns:
+        df = df.drop(columns=["image"])
+    if vlmevalkit.is_vlmevalkit_sheet(df.columns) or "index" in df.columns:
+        kind = "vlmevalkit"
+        df = df.drop(columns=[c for c in ("prediction", "hit", "log", "extracted", "score", "res") if c in df.columns])
+    return generic.normalise_questions(df, spec), spec, f"{kind}-questions", None
+
+
 def _expand(specs: Sequence[str]) -> list[tuple[str, bool]]:
     """Specs -> [(file, explicit)]; ``explicit`` is False for files found inside a folder or a glob."""
     out: list[tuple[str, bool]] = []

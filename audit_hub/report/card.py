@@ -19,7 +19,7 @@ import pandas as pd
 from .. import detectors
 from ..fmt import ci, fmt_num, fmt_p, isnum, md_escape, md_table, pct, pp
 from ..severity import DESCRIPTIONS, LEVELS
-from .build import ACTION_RULES, ACTIONS, judge_disagreement_counts
+from .tables import ACTION_RULES, ACTIONS, judge_disagreement_counts
 
 TEMPLATE_NAME = "audit_card.md.j2"
 TAGS = ["benchaudit", "benchmark-audit", "evaluation", "vision-language-models", "data-quality"]

@@ -286,7 +286,7 @@ def fig_judge(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
         ax.set_aspect("equal")
         ax.set_title(f"(a) Zero-gain share per category, judged vs exact\nlargest shift {np.nanmax(d):.1f} pp (circled: 4 largest)")
     bx = axes[-1]
-    from .build import judge_disagreement_counts
+    from .tables import judge_disagreement_counts
 
     c = judge_disagreement_counts(frame)
     n_both, n_dis = c["n_both"], c["n_dis"]
@@ -308,7 +308,7 @@ def fig_judge(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
 
 def make_figures(result: Any, questions: pd.DataFrame, out: Path, summary_df: pd.DataFrame | None = None) -> dict[str, str]:
     """Render every figure the inputs support into ``out``; return {name: relative path}."""
-    from .build import build_summary_table
+    from .tables import build_summary_table
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
