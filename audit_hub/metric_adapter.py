@@ -27,7 +27,7 @@ numerically ("0.50" == ".5") and free text after casefolding and whitespace coll
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -131,32 +131,31 @@ def _public_column(col: str | None) -> str | None:
 
 
 # ---------------------------------------------------------------------------------- detectors
-def run_detector(name: str, frame, *, field: str = "hit", seed: int = 0,
-                 return_per_question: bool = False, **params) -> dict[str, Any]:
-    """Run ``audit_hub.detectors.<name>.run`` on ``frame`` and return plain Python values.
+def run_detector(name: str, frame, *, field: str = "hit", seed: int = 0, return_per_question: bool = False,
+                 params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run the registered detector ``name`` on ``frame`` and return plain Python values.
 
-    The result is the detector's ``summary`` converted to JSON types (so it equals
+    ``params`` go to the detector's ``run`` (a key it does not take is a TypeError naming it). The
+    result is the detector's ``summary`` converted to JSON types (so it equals
     ``to_jsonable(run(frame, ...).summary)``) plus, under keys the detectors do not use:
     ``n_questions``, ``n_models``, ``n_flagged_questions`` and ``flagged_question_ids``
     (question-code order), ``severity_counts``; and ``per_question`` (list of row dicts) when
     ``return_per_question`` is true.
     """
     from .io_utils import to_jsonable
+    from .severity import LEVELS
 
     if name not in METRIC_NAMES:
         raise ValueError(f"unknown metric {name!r}; expected one of {METRIC_NAMES}")
     mod = detectors.get(name).load()
-    _check_params(name, mod.run, params)
     try:
-        res = mod.run(frame, field=field, seed=seed, **params)
+        res = mod.run(frame, field=field, seed=seed, **dict(params or {}))
     except DetectorSkipped as e:
         raise MetricInputError(f"{name} cannot run on these inputs: {e}", file=SOURCE) from None
     out = to_jsonable(dict(res.summary))
     pq = res.per_question
     flagged = pq[f"is_{name}_issue"].to_numpy(dtype=bool)
     sev = pq[f"{name}_severity"].astype(str)
-    from .severity import LEVELS
-
     extra = {
         "n_questions": int(frame.n_questions),
         "n_models": int(frame.n_models),
@@ -169,20 +168,6 @@ def run_detector(name: str, frame, *, field: str = "hit", seed: int = 0,
     if return_per_question:
         out["per_question"] = to_jsonable(pq.to_dict(orient="records"))
     return out
-
-
-def _check_params(name: str, run, params: dict) -> None:
-    """Reject keywords the detector does not name (some detectors swallow unknown keywords, which would
-    silently ignore a typo such as ``n_permutation``)."""
-    import inspect
-
-    sig = inspect.signature(run)
-    accepted = [p.name for p in sig.parameters.values()
-                if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in ("frame", "field", "seed")]
-    unknown = sorted(k for k in params if k not in accepted)
-    if unknown:
-        raise MetricInputError(f"unknown keyword(s) {unknown} for {name}; it accepts {accepted} besides the "
-                               f"input columns, seed, field and return_per_question", file=SOURCE)
 
 
 def _check_requirements(name: str, given: dict[str, Any]) -> None:
@@ -202,11 +187,12 @@ def compute(name: str, *, question_ids: Sequence, models: Sequence | None = None
             blind_hits: Sequence | None = None, options: Sequence | None = None,
             n_options: Sequence | None = None, answer_types: Sequence | None = None,
             categories: Sequence | None = None, field: str = "hit", seed: int = 0,
-            return_per_question: bool = False, **params) -> dict[str, Any]:
+            return_per_question: bool = False, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What every metric module's ``_compute`` calls: build the frame, run the detector.
 
-    ``params`` go to the detector's ``run`` unchanged (e.g. ``n_permutations`` for the zero-gain
-    audit). See :func:`build_frame` for the column conventions.
+    ``params``: the detector's parameters (e.g. ``n_permutations`` for the zero-gain audit); a value
+    of None means the detector's default, a key its ``run`` does not take is a TypeError naming it.
+    See :func:`build_frame` for the column conventions.
     """
     given = {"models": models, "predictions": predictions, "blind_predictions": blind_predictions,
              "references": references, "hits": hits, "blind_hits": blind_hits, "options": options,
@@ -216,5 +202,6 @@ def compute(name: str, *, question_ids: Sequence, models: Sequence | None = None
                         blind_predictions=blind_predictions, references=references, hits=hits,
                         blind_hits=blind_hits, options=options, n_options=n_options,
                         answer_types=answer_types, categories=categories)
+    given_params = {k: v for k, v in (params or {}).items() if v is not None}
     return run_detector(name, frame, field=field, seed=seed, return_per_question=return_per_question,
-                        **params)
+                        params=given_params)

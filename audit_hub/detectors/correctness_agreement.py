@@ -20,8 +20,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 from scipy import stats as _st
@@ -95,8 +93,7 @@ def guttman_inversions(x: np.ndarray, known: np.ndarray, order: np.ndarray) -> t
     return inv, share
 
 
-def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 0.05,
-        **_ignored: Any) -> DetectorResult:
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 0.05) -> DetectorResult:
     """Difficulty, saturation, item-rest discrimination and Guttman inversions per question."""
     if field not in ("hit", "hit_exact"):
         raise ValueError("field must be 'hit' or 'hit_exact'")

@@ -138,8 +138,7 @@ def _cell_label(i: int, j: int, mf: int, mb: int) -> str:
 
 # ---------------------------------------------------------------------------------------- detector
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
-        alpha: float = 0.05, stratify=None, n_boot: int = 1000, leave_one_out: bool = True,
-        **_ignored: Any) -> DetectorResult:
+        alpha: float = 0.05, stratify=None, n_boot: int = 1000, leave_one_out: bool = True) -> DetectorResult:
     """Zero-gain share vs the item-matched permutation null, per question, per category and per pool."""
     if field not in ("hit", "hit_exact"):
         raise ValueError("field must be 'hit' or 'hit_exact'")
