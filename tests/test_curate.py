@@ -66,7 +66,7 @@ def test_summary_keys_and_heldout_rankings(planted):
     assert not s["worse_than_random"]
     # removing saturated and blind-solvable items separates models more
     assert s["discrimination_change"]["sd"] > 0.78
-    assert s["visual_dependency"]["after"]["blind_solvable_share"] < 0.01 < s["visual_dependency"]["before"]["blind_solvable_share"]
+    assert s["image_dependency"]["after"]["blind_solvable_share"] < 0.01 < s["image_dependency"]["before"]["blind_solvable_share"]
     assert s["newest_heldout"]["spearman_rho"] is not None
     assert len(s["baselines"]) == 4 and s["baselines"]["random_subset"]["n_draws"] == 200
     # junk: most junk items are removed and rankings survive
@@ -276,7 +276,7 @@ def test_bundled_example_end_to_end(tmp_path):
     assert s["heldout_design"]["folds"] == 3 and sum(s["heldout_design"]["models_per_fold"]) == 11
     lo, hi = s["heldout_spearman_rho_ci"]
     assert -1 <= lo <= s["heldout_spearman_rho"] <= hi <= 1
-    assert s["visual_dependency"]["computed"] and s["removed_by_stage"]["text_ablation"] > 0
+    assert s["image_dependency"]["computed"] and s["removed_by_stage"]["text_ablation"] > 0
     assert "ibp" in s["baselines"]  # 3,040 items: the IBP baseline runs by default
     assert s["score_estimation"]["n_models"] == 11
 

@@ -3,7 +3,7 @@
 :func:`audit_findings` runs :func:`audit_hub.audit.run_audit` in process on the detectors curation
 uses, with the expensive extras off (no calibration, no permutation null, no bootstrap: only the
 per-question tables are read), and joins their per-question tables into one frame keyed by question
-code. Model-independent findings (option texts: ``distractor_similarity``, placeholder options) are
+code. Model-independent findings (the option-similarity detector, placeholder options) are
 computed once and reused when the same questions are audited with a different set of models (the
 folds of the held-out evaluation).
 """
@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-MODEL_DEPENDENT = ("visual_dependency", "consensus_error", "correctness_agreement")
-TEXT_ONLY = ("distractor_similarity",)
+from . import roles
 
 # Option texts that are not options: what a pandas round trip or a padding slot leaves behind
 # (documented in docs/curate.md; compared after strip + casefold).
@@ -62,9 +61,10 @@ def audit_findings(frame, *, seed: int = 0, text_cache: pd.DataFrame | None = No
     """
     from ..audit import AuditConfig, run_audit
 
-    dets = tuple(detectors or (MODEL_DEPENDENT + (() if text_cache is not None else TEXT_ONLY)))
+    dets = tuple(detectors or roles.names(roles.MODEL_DEPENDENT + (() if text_cache is not None else roles.TEXT_ONLY)))
+    gain = roles.detector(roles.IMAGE_GAIN)
     cfg = AuditConfig(seed=seed, n_permutations=0, run_calibration=False, detectors=dets,
-                      params={"visual_dependency": {"n_boot": 0, "leave_one_out": False}})
+                      params={gain: {"n_boot": 0, "leave_one_out": False}} if gain in dets else {})
     res = run_audit(frame, cfg)
     parts = []
     for name in dets:
@@ -84,7 +84,7 @@ def audit_findings(frame, *, seed: int = 0, text_cache: pd.DataFrame | None = No
 
 def text_columns(findings: Findings) -> pd.DataFrame:
     """The model-independent columns of a findings table (to pass as ``text_cache``)."""
+    text = roles.names(roles.TEXT_ONLY)
     cols = [c for c in findings.table.columns
-            if c.startswith(tuple(f"{n}_" for n in TEXT_ONLY)) or c.startswith(tuple(f"is_{n}" for n in TEXT_ONLY))
-            or c.startswith("placeholder_")]
+            if c.startswith(tuple(f"{n}_" for n in text) + tuple(f"is_{n}_" for n in text) + ("placeholder_",))]
     return findings.table[cols].copy()

@@ -18,8 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..schema import LETTERS
+
 KINDS = ("wrong_key", "blind_copy", "random_answer")
-LETTERS = np.array(list("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+LETTER_ARRAY = np.array(list(LETTERS))
 
 
 def inject_junk(frame, fraction: float, seed: int = 0):
@@ -38,7 +40,7 @@ def inject_junk(frame, fraction: float, seed: int = 0):
     ids = np.array([f"junk-{KINDS[k]}-{i:06d}" for i, k in enumerate(kind)], dtype=object)
     base = frame.questions_table().iloc[src].reset_index(drop=True)
     base["question_id"] = ids
-    base["answer"] = LETTERS[new_gold]
+    base["answer"] = LETTER_ARRAY[new_gold]
     questions = pd.concat([frame.questions_table(), base], ignore_index=True)
 
     parts = [frame.runs_table()]
@@ -54,7 +56,7 @@ def inject_junk(frame, fraction: float, seed: int = 0):
         rows, cols = np.nonzero(valid)
         ch = choice[rows, cols]
         hit = (ch == new_gold[rows]).astype(np.int8)
-        letters = LETTERS[np.clip(ch, 0, 25)]
+        letters = LETTER_ARRAY[np.clip(ch, 0, 25)]
         parts.append(pd.DataFrame({"question_id": ids[rows], "model": np.array(models, dtype=object)[cols],
                                    "arm": arm, "prediction": letters, "answer": letters, "hit": hit,
                                    "hit_exact": hit}))

@@ -469,12 +469,12 @@ def run_curation(frame, config: CurateConfig | None = None, *, tst_excess: np.nd
 
 
 def _visual(t: pd.DataFrame, th: StageThresholds, before: np.ndarray, after: np.ndarray) -> dict:
-    if "visual_dependency_f" not in t.columns:
-        return {"computed": False, "reason": "no blind runs (visual_dependency skipped)"}
-    f = t["visual_dependency_f"].to_numpy(np.float64)
-    b = t["visual_dependency_b"].to_numpy(np.float64)
-    mf = t["visual_dependency_mf"].to_numpy(np.float64)
-    mb = t["visual_dependency_mb"].to_numpy(np.float64)
+    from . import roles
+    from .stages import image_counts
+
+    if roles.column(roles.IMAGE_GAIN, "f") not in t.columns:
+        return {"computed": False, "reason": "no blind runs (the image-gain detector was skipped)"}
+    f, b, mf, mb = image_counts(t)
     ok = (f >= 0) & (b >= 0)
     bs = np.where(ok, b / np.maximum(mb, 1), np.nan)
     gain = np.where(ok, f / np.maximum(mf, 1) - bs, np.nan)
@@ -488,7 +488,7 @@ def _visual(t: pd.DataFrame, th: StageThresholds, before: np.ndarray, after: np.
                 "blind_accuracy": float(np.mean(bs[m])) if n else None}
 
     return {"computed": True, "definition": f"blind-solvable: blind share >= {th.blind_min_share:g} and gain "
-                                            f"<= {th.max_gain:g}; gain = f/Mf - b/Mb (visual_dependency)",
+                                            f"<= {th.max_gain:g}; gain = f/Mf - b/Mb (the image-gain detector's counts)",
             "before": part(before), "after": part(after)}
 
 
@@ -627,7 +627,7 @@ def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, v
             "point_biserial": "mean over items of the item-rest point-biserial correlation across models",
             "significant_pairs": f"share of model pairs whose accuracy difference has a paired-bootstrap 95% "
                                  f"interval (over items, {cfg.pair_boot} replicates) excluding 0"},
-        "visual_dependency": vd,
+        "image_dependency": vd,
         "junk": junk,
         "score_estimation": score or {"computed": False},
         "audit_skipped": fnd.skipped,

@@ -146,7 +146,7 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
                       f"{100 * s['discrimination_change'][k]:+.0f}%" if s["discrimination_change"][k] is not None else "n/a"]
                      for k, lab in (("sd", "SD of model accuracies"), ("point_biserial", "mean item point-biserial"),
                                     ("significant_pairs", "share of model pairs significantly different"))])
-    vd = s["visual_dependency"]
+    vd = s["image_dependency"]
     vis = ""
     if vd.get("computed"):
         vis = md_table(["", "full pool", "curated"],

@@ -28,11 +28,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..schema import LETTERS
+
 KINDS = ("good", "blind_solvable", "saturated", "mislabelled", "broken_options")
 DEFAULT_MIX = {"blind_solvable": 0.28, "saturated": 0.25, "mislabelled": 0.05, "broken_options": 0.02}
 CATEGORIES = ("coarse perception", "fine-grained perception", "visual reasoning", "visual logic",
               "math", "science & expert knowledge", "OCR & charts")
-LETTERS = np.array(list("ABCDEFGH"))
+LETTER_ARRAY = np.array(list(LETTERS))
 
 
 def _sigmoid(x):
@@ -127,13 +129,13 @@ def simulate_pool(n_items: int = 25_000, n_models: int = 30, *, mix: dict[str, f
         "question_id": qids,
         "question": [f"Item {i}: what does the image show?" for i in range(Q)],
         "options": opt_text,
-        "answer": LETTERS[gold],
+        "answer": LETTER_ARRAY[gold],
         "answer_type": "mc",
         "category": np.array(CATEGORIES, dtype=object)[cat],
     })
     parts = []
     for arm, ch, hit in arms:
-        letters = LETTERS[ch.T.reshape(-1)]
+        letters = LETTER_ARRAY[ch.T.reshape(-1)]
         parts.append(pd.DataFrame({
             "question_id": np.tile(qids, M),
             "model": np.repeat(np.array(models, dtype=object), Q),

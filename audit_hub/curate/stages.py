@@ -5,19 +5,19 @@ pipeline applies the stages in the configured order; an item is removed by the *
 order that flags it (so the per-stage counts depend on the order), and the overlaps table counts items
 flagged by every pair of stages regardless of order.
 
-* ``text_ablation``: answerable without the image. From visual_dependency's per-item counts: the blind
+* ``text_ablation``: answerable without the image. From the image-gain detector's per-item counts: the blind
   share ``b / Mb >= blind_min_share`` and the gain from the image ``f / Mf - b / Mb <= max_gain``
   (defaults 0.75 and 0.25: the blind-solvable corner of the (f, b) table, with a margin for a few models
   missing it; at a blind share of 0.75 the gain cannot exceed 0.25, so by default the gain condition only
   bites when ``blind_min_share`` is lowered). When TsT s(x) is given, also ``s(x) - chance >= tst_min_excess`` (text-only learnability).
-* ``saturation``: correctness_agreement's saturated items (share of models right ``>= saturated_share``,
+* ``saturation``: the correctness-profile detector's saturated items (share of models right ``>= saturated_share``,
   default 1.0 = every model) and floor items (share right ``<= floor_share``, default 0.0 = none),
   with at least ``min_models`` models known.
-* ``anomaly``: consensus_error's flagged items (unanimous non-gold consensus) and items whose most
+* ``anomaly``: the label-conflict detector's flagged items (unanimous non-gold consensus) and items whose most
   chosen non-gold answer takes ``>= consensus_share`` of the parseable answers (default 0.6) while the
-  gold takes ``<= consensus_gold_share`` (default 0.2); distractor_similarity at severity ``>=
+  gold takes ``<= consensus_gold_share`` (default 0.2); the option-similarity detector at severity ``>=
   distractor_severity`` (default high: exact duplicate options; critical when the gold is duplicated);
-  correctness_agreement's negative discrimination (weaker models right where stronger fail, one-sided
+  the correctness profile's negative discrimination (weaker models right where stronger fail, one-sided
   test p < alpha); a placeholder gold option (``nan``, empty, ``None``...: unanswerable as released),
   and with ``placeholder="any"`` any placeholder option.
 """
@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from . import roles
 
 STAGES = ("text_ablation", "saturation", "anomaly")
 _SEV = ("info", "low", "medium", "high", "critical")
@@ -73,6 +74,12 @@ def _col(t: pd.DataFrame, name: str, default) -> np.ndarray:
     return np.full(len(t), default)
 
 
+def image_counts(t: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per item: models right with the image ``f`` and blind ``b`` (-1 unknown) and the pool sizes."""
+    return tuple(_col(t, roles.column(roles.IMAGE_GAIN, c), d).astype(np.float64)
+                 for c, d in (("f", -1), ("b", -1), ("mf", 0), ("mb", 0)))
+
+
 def _join(parts: list[tuple[np.ndarray, str]], n: int) -> tuple[np.ndarray, np.ndarray]:
     flag = np.zeros(n, dtype=bool)
     reason = np.full(n, "", dtype=object)
@@ -86,10 +93,7 @@ def _join(parts: list[tuple[np.ndarray, str]], n: int) -> tuple[np.ndarray, np.n
 
 def text_ablation(t: pd.DataFrame, th: StageThresholds, tst_excess: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     n = len(t)
-    f = _col(t, "visual_dependency_f", -1).astype(np.float64)
-    b = _col(t, "visual_dependency_b", -1).astype(np.float64)
-    mf = _col(t, "visual_dependency_mf", 0).astype(np.float64)
-    mb = _col(t, "visual_dependency_mb", 0).astype(np.float64)
+    f, b, mf, mb = image_counts(t)
     ok = (f >= 0) & (b >= 0) & (mf > 0) & (mb > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         bs = np.where(ok, b / np.maximum(mb, 1), np.nan)
@@ -104,8 +108,8 @@ def text_ablation(t: pd.DataFrame, th: StageThresholds, tst_excess: np.ndarray |
 
 
 def saturation(t: pd.DataFrame, th: StageThresholds) -> tuple[np.ndarray, np.ndarray]:
-    k = _col(t, "correctness_agreement_n_correct", 0).astype(np.float64)
-    n = _col(t, "correctness_agreement_n_models", 0).astype(np.float64)
+    k = _col(t, roles.column(roles.CORRECTNESS_PROFILE, "n_correct"), 0).astype(np.float64)
+    n = _col(t, roles.column(roles.CORRECTNESS_PROFILE, "n_models"), 0).astype(np.float64)
     ok = n >= max(th.min_models, 1)
     share = np.where(ok, k / np.maximum(n, 1), np.nan)
     sat = ok & (share >= th.saturated_share)
@@ -117,19 +121,19 @@ def saturation(t: pd.DataFrame, th: StageThresholds) -> tuple[np.ndarray, np.nda
 def anomaly(t: pd.DataFrame, th: StageThresholds) -> tuple[np.ndarray, np.ndarray]:
     n = len(t)
     parts = []
-    ce_flag = _col(t, "is_consensus_error_issue", False).astype(bool)
-    cs = _col(t, "consensus_error_consensus_share", np.nan).astype(np.float64)
-    gs = _col(t, "consensus_error_gold_share", np.nan).astype(np.float64)
+    ce_flag = _col(t, roles.issue_column(roles.LABEL_CONFLICT), False).astype(bool)
+    cs = _col(t, roles.column(roles.LABEL_CONFLICT, "consensus_share"), np.nan).astype(np.float64)
+    gs = _col(t, roles.column(roles.LABEL_CONFLICT, "gold_share"), np.nan).astype(np.float64)
     maj = np.isfinite(cs) & (cs >= th.consensus_share) & np.isfinite(gs) & (gs <= th.consensus_gold_share)
-    parts.append((ce_flag, "label conflict: unanimous non-gold consensus (consensus_error)"))
+    parts.append((ce_flag, "label conflict: unanimous non-gold consensus"))
     parts.append((maj & ~ce_flag, f"label conflict: >= {th.consensus_share:g} of answers on one non-gold option, "
                                   f"gold <= {th.consensus_gold_share:g}"))
-    sev = _col(t, "distractor_similarity_severity", "info").astype(str)
+    sev = _col(t, roles.severity_column(roles.OPTION_SIMILARITY), "info").astype(str)
     rank = np.array([_SEV.index(s) if s in _SEV else 0 for s in sev]) if n else np.zeros(0, int)
     parts.append((rank >= _SEV.index(th.distractor_severity),
-                  f"broken options: duplicate options (distractor_similarity >= {th.distractor_severity})"))
+                  f"broken options: duplicate options (option similarity >= {th.distractor_severity})"))
     if th.negative_discrimination:
-        parts.append((_col(t, "is_correctness_agreement_issue", False).astype(bool),
+        parts.append((_col(t, roles.issue_column(roles.CORRECTNESS_PROFILE), False).astype(bool),
                       "negative discrimination: weaker models right where stronger fail"))
     if th.placeholder != "off":
         pg = _col(t, "placeholder_gold", False).astype(bool)

@@ -67,6 +67,7 @@ register(
     label="anomalous correctness profile",
     signal="correctness profile across models",
     finding="difficulty / discrimination",
+    role="correctness_profile",
 )
 register(
     name="answer_options_distribution",
@@ -91,6 +92,7 @@ register(
     signal="pairwise option similarity",
     finding="near-duplicate options",
     actions=(ActionTrigger("rewrite distractor", "medium"),),
+    role="option_similarity",
 )
 
 #: The card's text for each suggested action (the triggers are the ``actions`` registered above).
