@@ -31,7 +31,7 @@ def test_tst_and_prune_commands(tmp_path):
     qf = tmp_path / "q.jsonl"
     make_synthetic(300, planted=True, numeric_share=0.1, seed=21).to_json(qf, orient="records", lines=True)
     runner = CliRunner()
-    r = runner.invoke(_app(), ["tst", "--questions", str(qf), "--out", str(tmp_path / "t"), "--repeats", "1",
+    r = runner.invoke(_app(), ["tst", "--questions", str(qf), "--out", str(tmp_path / "t"), "--repeats", "1", "--null-permutations", "9",
                                "--k", "4"])
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "t" / "summary.json").read_text())["tst"]

@@ -674,8 +674,8 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
                    "null_trees": null_trees, "null_max_samples": min(max_samples, null_max_samples),
                    "calibrate": calibrate,
                    "featurisers": list(featurisers), "forest_seed_rule": "seed*1000003 + repeat*1009 + fold"},
-        "seconds": {"main": round(t_main, 3), "total": round(perf_counter() - t0, 3)},
     }
     arrays = {"p_opt": out["p_opt"], "p_cal": out["p_cal"], "opt_q": data.opt_q, "opt_pos": data.opt_pos,
-              "repeat_scores": extra["repeat_scores"], "null": null, "seconds": perf_counter() - t0}
+              "repeat_scores": extra["repeat_scores"], "null": null, "seconds": perf_counter() - t0,
+              "seconds_main": t_main}
     return TstResult(per_question=per_q, summary=summary, arrays=arrays)
