@@ -127,6 +127,23 @@ def _format_table(summary: dict) -> str:
                       "p", "chance %", "majority %"], rows)
 
 
+def tst_card_section(summary: dict | None) -> str:
+    """The TsT-RF block of the audit card (``benchaudit audit --tst``): the per-format table."""
+    if not summary or not summary.get("by_format"):
+        return ""
+    nul = summary["null"]
+    cal = summary.get("calibration") or {}
+    lines = [_format_table(summary), "",
+             f"A text-only random forest trained on k-1 folds of this test set, scored on the held-out fold. "
+             f"Excess = test statistic minus the mean of {nul['n_permutations']} label permutations within "
+             "category x format x K (the null keeps each stratum's answer frequencies; the majority column shows "
+             "what they alone give); p one-sided. The `all` row is n-weighted over the same questions."]
+    if cal.get("ece_before") is not None:
+        lines.append(f"Per-question s(x) (`tst_s`) is calibrated out of fold ({cal['method']}): expected "
+                     f"calibration error {_pct(cal['ece_before'])}% raw -> {_pct(cal['ece_after'])}%.")
+    return "\n".join(lines)
+
+
 def _reliability_table(cal: dict) -> str:
     rows = []
     for b0, b1 in zip(cal["reliability_before"], cal["reliability_after"]):

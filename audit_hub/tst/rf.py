@@ -127,13 +127,79 @@ def _cap_rows(q_of_row: np.ndarray, cap: int | None, seed: int) -> np.ndarray:
     return np.flatnonzero(keep[inv])
 
 
-def _make_rf(kind: str, p: RfParams, n_rows: int, seed: int):
-    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+class BaggedTrees:
+    """A random forest: bootstrap-weighted CART trees with random feature subsets, averaged.
 
-    cls = RandomForestClassifier if kind == "clf" else RandomForestRegressor
+    The algorithm of scikit-learn's ``RandomForestClassifier`` / ``RandomForestRegressor`` (each
+    tree a ``DecisionTreeClassifier`` / ``DecisionTreeRegressor`` fitted with bootstrap counts as
+    sample weights, ``max_samples`` rows drawn with replacement), built here so that the hundreds
+    of small forests of the permutation null skip scikit-learn's per-tree validation overhead.
+    Tree ``t`` uses bootstrap generator ``default_rng([seed, t])`` and tree seed ``seed + t``.
+    """
+
+    def __init__(self, kind: str, n_estimators: int, min_samples_leaf: int, max_features, max_samples: int | None,
+                 seed: int, n_jobs: int = 1):
+        self.kind, self.n_estimators, self.min_samples_leaf = kind, n_estimators, min_samples_leaf
+        self.max_features, self.max_samples, self.seed, self.n_jobs = max_features, max_samples, seed, n_jobs
+        self.classes_ = np.array([0, 1])
+        self.estimators_: list = []
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> BaggedTrees:
+        import sklearn
+        from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+        X = np.ascontiguousarray(X, dtype=np.float32)
+        n = len(X)
+        m = n if self.max_samples is None else min(int(self.max_samples), n)
+        if self.kind == "clf":
+            y = np.asarray(y).astype(np.int64)
+            self.classes_ = np.unique(y)
+            y = np.searchsorted(self.classes_, y).astype(np.float64)
+        else:
+            y = np.asarray(y, dtype=np.float64)
+        cls = DecisionTreeClassifier if self.kind == "clf" else DecisionTreeRegressor
+
+        def one(t: int):
+            w = np.bincount(np.random.default_rng([self.seed, t]).integers(0, n, size=m), minlength=n)
+            tree = cls(min_samples_leaf=self.min_samples_leaf, max_features=self.max_features,
+                       random_state=(self.seed + t) % (2 ** 32))
+            with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
+                return tree.fit(X, y, sample_weight=w.astype(np.float64), check_input=False)
+
+        if self.n_jobs != 1 and self.n_estimators > 1:
+            import os
+            from concurrent.futures import ThreadPoolExecutor
+
+            workers = (os.cpu_count() or 1) if self.n_jobs < 0 else self.n_jobs
+            with ThreadPoolExecutor(max_workers=workers) as ex:
+                self.estimators_ = list(ex.map(one, range(self.n_estimators)))
+        else:
+            self.estimators_ = [one(t) for t in range(self.n_estimators)]
+        return self
+
+    def set_params(self, **kw) -> BaggedTrees:
+        for k_, v in kw.items():
+            setattr(self, k_, v)
+        return self
+
+    def _mean(self, X: np.ndarray, proba: bool) -> np.ndarray:
+        X = np.ascontiguousarray(X, dtype=np.float32)
+        acc = None
+        for tree in self.estimators_:  # fixed order: bit-identical reruns
+            v = tree.predict_proba(X, check_input=False) if proba else tree.predict(X, check_input=False)
+            acc = v.astype(np.float64) if acc is None else acc + v
+        return acc / len(self.estimators_)
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return self._mean(X, True)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return self._mean(X, False)
+
+
+def _make_rf(kind: str, p: RfParams, n_rows: int, seed: int) -> BaggedTrees:
     ms = None if n_rows <= p.max_samples else p.max_samples
-    return cls(n_estimators=p.n_estimators, min_samples_leaf=p.min_samples_leaf, max_features=p.max_features,
-               max_samples=ms, n_jobs=p.n_jobs, random_state=seed)
+    return BaggedTrees(kind, p.n_estimators, p.min_samples_leaf, p.max_features, ms, seed, p.n_jobs)
 
 
 def _cv_rf(data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, params: RfParams, seed: int,
