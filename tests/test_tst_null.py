@@ -49,7 +49,8 @@ def test_permutations_stay_within_strata_and_are_seeded():
         assert (st[src] == st).all()  # an answer only moves within its stratum
         assert src[2] == 2 and src[6] == 6 and src[7] == 7  # singleton strata and unscored stay
         seen.add(tuple(src))
-    assert len(seen) > 10 and np.array_equal(perm.source(5), Permuter.build(st, None, seed=3).source(5))
+    assert len(seen) >= 8 and np.array_equal(  # of the 2 x 3! = 12 arrangements
+        perm.source(5), Permuter.build(st, None, seed=3).source(5))
     assert perm.n_exchangeable == 5
 
 
@@ -117,10 +118,14 @@ def test_shortcut_free_benchmarks_reject_at_the_nominal_rate():
 
     rate, excess = rate_and_excess(0.0)
     assert rate <= 0.10 and abs(excess) <= 0.009, (rate, excess)
-    assert rate >= 0.01, rate  # not a null that never rejects
+    # not a null that is uninformative or far too conservative: the observed statistic's mid-rank
+    # among the permuted ones is uniform, mean 1/2 (ties make p itself slightly conservative)
+    below = (nulls < obs[:, None] - 1e-12).sum(axis=1)
+    ties = (np.abs(nulls - obs[:, None]) <= 1e-12).sum(axis=1)
+    mid_rank = (below + 0.5 * ties + 0.5) / (n_perm + 1)
+    assert 0.38 <= mid_rank.mean() <= 0.62, mid_rank.mean()
     biased_rate, biased_excess = rate_and_excess(0.02)
-    assert biased_rate > 0.10 or abs(biased_excess) > 0.009, (biased_rate, biased_excess)
-    assert abs(biased_excess) > 0.009  # the excess check alone already catches a 2-point bias
+    assert biased_excess > 0.009 and biased_rate > rate, (biased_rate, biased_excess)  # a 2-point bias fails
 
 
 def test_planted_shortcut_p_at_most_001():
