@@ -85,8 +85,9 @@ def _null_text(b: dict) -> str:
 
     if b.get("p_value") is None:
         return "null not run"
+    lo, hi = (f"{100 * float(x):+.1f}" for x in b["excess_ci"])
     return (f"null {_pct(b['null_mean'])}% ± {_pct(b['null_sd'])} | excess {_fmt_pts(b['excess'])} "
-            f"[{_fmt_pts(b['excess_ci'][0])}, {_fmt_pts(b['excess_ci'][1])}] | p = {fmt_p(b['p_value'])}")
+            f"[{lo}, {hi}] | p = {fmt_p(b['p_value'])}")
 
 
 def summary_lines(summary: dict) -> list[str]:
