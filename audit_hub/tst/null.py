@@ -28,8 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..stats import Z95, permutation_p_value
+
 PERM_STREAM = 0x7E57  # second entry of the permutation generators' seed sequence
-Z95 = 1.959963984540054
 
 
 def default_permutations(alpha: float = 0.01) -> int:
@@ -96,9 +97,9 @@ class Permuter:
 
 
 def p_value(observed: float, null: np.ndarray) -> float:
-    """One-sided permutation p-value (1 + #{null >= observed}) / (N + 1); ties count against."""
-    null = np.asarray(null, dtype=np.float64)
-    return float((1 + np.count_nonzero(null >= observed - 1e-12)) / (len(null) + 1))
+    """One-sided permutation p-value (1 + #{null >= observed}) / (N + 1); ties count against
+    (:func:`audit_hub.stats.permutation_p_value`)."""
+    return float(permutation_p_value(null, observed, "greater"))
 
 
 def null_figures(observed: float | None, null: np.ndarray) -> dict:

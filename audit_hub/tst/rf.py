@@ -1,10 +1,12 @@
 """TsT-RF: k-fold random-forest stress test of a benchmark's questions (no images, no models).
 
-An option-level classifier ("is this option gold?", scikit-learn ``RandomForestClassifier``) is
-trained on the k-1 training folds and scores the held-out fold; its probabilities are normalised
-within each question to P(gold) over the options, so any number of options works. Numeric
-questions get a ``RandomForestRegressor`` scored by Mean Relative Accuracy. ``s(x)`` is the
-out-of-fold P(gold) (or MRA), averaged over repeats with different fold seeds.
+An option-level random-forest classifier ("is this option gold?", :class:`BaggedTrees`) is trained
+on the k-1 training folds and scores the held-out fold; its probabilities are normalised within
+each question to P(gold) over the options, so any number of options works. Numeric questions get a
+regression forest scored by Mean Relative Accuracy. ``s(x)`` is the out-of-fold, calibrated
+(:mod:`.calibrate`) P(gold) (numeric: MRA), averaged over repeats with different fold seeds.
+Figures are reported per format (choice / numeric) and n-weighted over the same questions, against
+a label-permutation null (:mod:`.null`).
 
 Training rows get their label statistics by *cross-fitting* (inner folds of the training set), so
 the statistics a training row sees were computed without its own answer, exactly like a held-out
@@ -21,11 +23,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..stats import Z95
 from .cv import fold_assignments, inner_folds, run_cv
 from .features import FullLabels, TstData, build_data, feature_group, make_featuriser, signed_exp, signed_log
 
 MRA_THRESHOLDS = np.linspace(0.50, 0.95, 10)
-Z95 = 1.959963984540054
 DEFAULT_TREES = 30
 DEFAULT_MAX_SAMPLES = 5_000
 DEFAULT_PERMUTATIONS = 99  # the smallest N whose (g+1)/(N+1) can reach 0.01
@@ -55,10 +57,11 @@ class TstResult:
     """Outcome of a TsT run.
 
     ``per_question``: one row per question of the frame (question-code order): ``question_id``,
-    ``tst_s`` (s(x): out-of-fold P(gold) or MRA, averaged over repeats; NaN when not scored),
-    ``tst_s_minus_chance``, ``tst_chance`` (1/K; for numeric questions the benchmark's baseline MRA),
-    ``tst_pred`` (predicted letter / value as text), ``tst_correct`` (1/0, tie-aware fraction for
-    tied maxima; MRA for numeric), ``tst_mra`` (numeric only), ``tst_format`` (choice/numeric/none).
+    ``tst_s`` (s(x): out-of-fold calibrated P(gold) or MRA, averaged over repeats; NaN when not
+    scored), ``tst_s_raw`` (uncalibrated), ``tst_s_minus_chance``, ``tst_chance`` (1/K; numeric: the
+    out-of-fold MRA of the category's training median), ``tst_pred`` (predicted letter / value as
+    text), ``tst_correct`` (tie-aware, mean over repeats; MRA for numeric), ``tst_mra`` (numeric
+    only), ``tst_majority``, ``tst_format`` (choice/numeric/none).
     ``summary``: JSON-serialisable headline figures, intervals, per-category table, params, seeds.
     """
 
