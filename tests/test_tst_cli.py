@@ -87,8 +87,9 @@ def test_tst_report_card_and_printed_lines(tmp_path):
     f = AuditFrame.from_tables(make_synthetic(150, planted=True, numeric_share=0.3, seed=4))
     res = run_tst_rf(f, k=3, repeats=1, null_permutations=9, n_estimators=5, null_trees=5, importances=False)
     lines = summary_lines(res.summary)
-    assert [ln.split()[0] for ln in lines[1:]] == ["choice", "numeric", "all"]
-    assert all("null" in ln and "p = " in ln and "chance" in ln for ln in lines[1:])
+    assert [ln.split()[0] for ln in lines[1:4]] == ["choice", "numeric", "all"]
+    assert all("null test" in ln and "p = " in ln and "chance" in ln for ln in lines[1:4])
+    assert "excess = null test - null mean" in lines[4]
     out = write_tst_report(f, res, tmp_path / "t", command_line=["benchaudit", "tst"])
     card = (out / "README.md").read_text()
     assert "![Reliability of TsT-RF P(gold)](figures/tst_reliability.png)" in card

@@ -124,6 +124,10 @@ def test_shortcut_free_benchmarks_reject_at_the_nominal_rate():
     ties = (np.abs(nulls - obs[:, None]) <= 1e-12).sum(axis=1)
     mid_rank = (below + 0.5 * ties + 0.5) / (n_perm + 1)
     assert 0.38 <= mid_rank.mean() <= 0.62, mid_rank.mean()
+    # the null's spread matches the observed statistic's: z = (observed - null mean) / null sd ~ (0, 1)
+    z = (obs - nulls.mean(axis=1)) / nulls.std(axis=1, ddof=1)
+    assert abs(z.mean()) <= 0.3 and 0.8 <= z.std(ddof=1) <= 1.25, (z.mean(), z.std(ddof=1))
+    assert z.mean() + 0.02 / nulls.std(axis=1, ddof=1).mean() > 0.3  # a 2-point bias would fail the z check
     biased_rate, biased_excess = rate_and_excess(0.02)
     assert biased_excess > 0.009 and biased_rate > rate, (biased_rate, biased_excess)  # a 2-point bias fails
 

@@ -86,8 +86,8 @@ def _null_text(b: dict) -> str:
     if b.get("p_value") is None:
         return "null not run"
     lo, hi = (f"{100 * float(x):+.1f}" for x in b["excess_ci"])
-    return (f"null {_pct(b['null_mean'])}% ± {_pct(b['null_sd'])} | excess {_fmt_pts(b['excess'])} "
-            f"[{lo}, {hi}] | p = {fmt_p(b['p_value'])}")
+    return (f"null test {_pct(b['test_statistic'])}% vs {_pct(b['null_mean'])}% ± {_pct(b['null_sd'])} | excess "
+            f"{_fmt_pts(b['excess'])} [{lo}, {hi}] | p = {fmt_p(b['p_value'])}")
 
 
 def summary_lines(summary: dict) -> list[str]:
@@ -109,6 +109,10 @@ def summary_lines(summary: dict) -> list[str]:
         out.append(f"  {'all':<7} n={summary['n_scored']:<6} score {_pct(summary['accuracy'])}%"
                    f"{_ci(summary['accuracy_ci'])} | {_null_text(summary)} | chance {_pct(summary['chance'])}% | "
                    f"majority {_pct(summary['majority_baseline'])}%  (n-weighted over the same questions)")
+    if nn:
+        out.append(f"  (accuracy/MRA: full run, {p['repeats']} repeats x {p['n_estimators']} trees; null test: the same "
+                   f"pipeline on repeat 0's folds with {p['null_trees']}-tree forests, on the observed answers vs "
+                   f"{nn} permutations; excess = null test - null mean)")
     return out
 
 
