@@ -226,8 +226,8 @@ def tst_card(summary: dict, llm: dict | None = None, figures: dict | None = None
     cal = summary.get("calibration") or {}
     if cal.get("reliability_before"):
         text += ["## Calibrated s(x)\n",
-                 f"s(x) for a choice question is its out-of-fold P(gold), calibrated ({cal['method']}) on "
-                 f"{cal['fitted_on']}. Mean P(gold): raw {_pct(cal['mean_p_gold_raw'])}%, calibrated "
+                 f"s(x) for a choice question is its out-of-fold P(gold), calibrated ({cal['method']}); the map "
+                 f"used {cal['fitted_on']}. Mean P(gold): raw {_pct(cal['mean_p_gold_raw'])}%, calibrated "
                  f"{_pct(cal['mean_p_gold_calibrated'])}%. Expected calibration error ({cal['ece_definition']}): "
                  f"**{_pct(cal['ece_before'])}% raw -> {_pct(cal['ece_after'])}% calibrated**.\n"]
         if figures.get("reliability"):
