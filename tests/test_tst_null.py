@@ -95,7 +95,7 @@ def _test_statistics(df: pd.DataFrame, n_perm: int, *, k: int = 3, seed: int = 0
     assign = fold_assignments(strata, None, k=k, repeats=1, seed=seed)
     data.meta_units = np.arange(data.n_questions)
     params = RfParams(n_estimators=trees, max_samples=1000, n_inner=2, importances=False)
-    return permutation_null(data, labels, assign, make_featuriser(["generic"]), params, seed, None, n_perm, jobs=1)
+    return permutation_null(data, labels, assign, make_featuriser(["generic"]), params, seed, None, n_perm, jobs=2)
 
 
 def test_shortcut_free_benchmarks_reject_at_the_nominal_rate():
@@ -216,3 +216,16 @@ def test_calibration_reduces_ece_on_a_planted_set():
     assert abs(ch["mean_p_gold"] - ch["accuracy"]) < abs(ch["mean_p_gold_raw"] - ch["accuracy"])
     bins = cal["reliability_after"]
     assert sum(b["n"] for b in bins) == ch["n"] and len(bins) == 10
+
+
+def test_grouped_null_runs_on_blocks():
+    """With --group-column the null permutes whole blocks (group x stratum) of equal size."""
+    df = make_synthetic(240, planted=True, seed=61)
+    df["group_id"] = [f"img{i // 2}" for i in range(len(df))]  # pairs of questions share an image
+    f = AuditFrame.from_tables(df)
+    res = run_tst_rf(f, k=3, repeats=1, seed=0, group_column="group_id", null_permutations=9, **TINY)
+    nul = res.summary["null"]
+    assert nul["group_column"] == "group_id" and nul["n_permutations"] == 9
+    # only blocks with a same-stratum, same-size partner can move; some do, not necessarily all
+    assert 0 < nul["n_exchangeable_questions"] <= 240
+    assert res.summary["by_format"]["choice"]["p_value"] is not None

@@ -655,7 +655,8 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
         from dataclasses import replace
 
         data.meta_units = groups if groups is not None else np.arange(data.n_questions)  # type: ignore[attr-defined]
-        test_params = replace(params, n_estimators=null_trees, max_samples=min(max_samples, null_max_samples))
+        test_params = replace(params, n_estimators=min(null_trees, n_estimators),
+                              max_samples=min(max_samples, null_max_samples))
         null = permutation_null(data, labels, assigns[main][:1], featuriser, test_params, seed, groups,
                                 null_permutations, jobs=null_jobs or default_null_jobs(), progress=progress)
     none = np.zeros(0)
@@ -715,7 +716,7 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
                        "group's questions in a stratum move together",
             "strata": "category x format (choice / yes-no / numeric) x number of options",
             "statistic": f"out-of-fold accuracy (numeric: MRA) per format and n-weighted overall of the test "
-                         f"pipeline: repeat 0's folds and forest seeds, the same features, {null_trees} trees per "
+                         f"pipeline: repeat 0's folds and forest seeds, the same features, {min(null_trees, n_estimators)} trees per "
                          f"forest on at most {min(max_samples, null_max_samples)} bootstrap rows; computed "
                          "identically on the observed answers (test_statistic) and on every permutation",
             "p_value": "one-sided, (1 + #{null >= observed}) / (N + 1)",
@@ -740,7 +741,7 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
                    "group_column": group_column, "n_estimators": n_estimators, "min_samples_leaf": min_samples_leaf,
                    "max_samples_per_tree": max_samples, "n_inner_crossfit": n_inner,
                    "max_train_rows": max_train_rows, "null_permutations": int(null_permutations),
-                   "null_trees": null_trees, "null_max_samples": min(max_samples, null_max_samples),
+                   "null_trees": min(null_trees, n_estimators), "null_max_samples": min(max_samples, null_max_samples),
                    "calibrate": calibrate,
                    "featurisers": list(featurisers), "forest_seed_rule": "seed*1000003 + repeat*1009 + fold"},
     }
