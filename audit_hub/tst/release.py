@@ -21,7 +21,7 @@ from .. import __version__
 from ..io_utils import atomic_dir, to_jsonable, write_hub_folder
 
 
-def _yaml_configs(configs: list[tuple[str, str, str]], extra: str = "") -> str:
+def yaml_configs(configs: list[tuple[str, str, str]], extra: str = "") -> str:
     """YAML front matter: ``configs`` = [(config_name, split, path glob)]; the first is the default."""
     lines = ["---", "configs:"]
     for i, (name, split, path) in enumerate(configs):
@@ -81,7 +81,7 @@ def _fmt_pts(x: Any) -> str:
 
 
 def _null_text(b: dict) -> str:
-    from ..report.card import fmt_p
+    from ..fmt import fmt_p
 
     if b.get("p_value") is None:
         return "null not run"
@@ -117,7 +117,7 @@ def summary_lines(summary: dict) -> list[str]:
 
 
 def _format_table(summary: dict) -> str:
-    from ..report.card import fmt_p
+    from ..fmt import fmt_p
 
     rows = []
     items = list(summary["by_format"].items())
@@ -162,11 +162,11 @@ def _reliability_table(cal: dict) -> str:
 
 def fig_reliability(cal: dict, out: Path) -> str | None:
     """``figures/tst_reliability.png``: accuracy against confidence per bin, raw and calibrated."""
-    from ..report.figures import _plt, _save
+    from ..report.figures import pyplot_agg, save_png
 
     if not cal or not cal.get("reliability_before"):
         return None
-    plt = _plt()
+    plt = pyplot_agg()
     fig, ax = plt.subplots(figsize=(4.2, 4.0))
     ax.plot([0, 1], [0, 1], color="#9a9a9a", lw=1, ls="--", label="perfect calibration")
     for key, color, label in (("reliability_before", "#e07b24", f"raw (ECE {_pct(cal['ece_before'])}%)"),
@@ -179,12 +179,12 @@ def fig_reliability(cal: dict, out: Path) -> str | None:
     ax.set_title("TsT-RF reliability (out of fold)")
     ax.legend(loc="upper left", fontsize=8, frameon=False)
     rel = "figures/tst_reliability.png"
-    _save(fig, out / rel)
+    save_png(fig, out / rel)
     return rel
 
 
 def tst_card(summary: dict, llm: dict | None = None, figures: dict | None = None) -> str:
-    from ..report.card import md_escape
+    from ..fmt import md_escape
 
     figures = figures or {}
     p = summary["params"]
@@ -197,7 +197,7 @@ def tst_card(summary: dict, llm: dict | None = None, figures: dict | None = None
     folds = summary.get("folds", {})
     fold_rows = [[name, _pct(h["accuracy"]), _pct(h["mean_p_gold"])] for name, h in folds.items()]
     text = [
-        _yaml_configs([("questions", "train", "data/questions-*.parquet"),
+        yaml_configs([("questions", "train", "data/questions-*.parquet"),
                        ("per_category", "train", "data/per_category-*.parquet"),
                        ("feature_importances", "train", "data/feature_importances-*.parquet")]),
         "# Test-set Stress-Test (TsT-RF)\n",
@@ -300,7 +300,7 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
     cat_rows = [[c, int(n), int(cats.get(c, 0)), _pct(cats.get(c, 0) / n), int(n - cats.get(c, 0))]
                 for c, n in all_cats.items()]
     text = [
-        _yaml_configs([("questions", "train", "data/questions-*.parquet"),
+        yaml_configs([("questions", "train", "data/questions-*.parquet"),
                        ("removed", "train", "data/removed-*.parquet"),
                        ("kept", "train", "data/kept-*.parquet"),
                        ("trace", "train", "data/trace-*.parquet"),
@@ -338,7 +338,7 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
 def pruned_card(res, frame, source: str) -> str:
     s = res.settings
     return "\n".join([
-        _yaml_configs([("default", "test", "data/test-*.parquet")]),
+        yaml_configs([("default", "test", "data/test-*.parquet")]),
         "# Pruned benchmark (benchaudit IBP audit selection)\n",
         f"The questions of `{source}` that Iterative Bias Pruning kept: {s['n_kept']} of {s['n_questions']} "
         f"({s['n_removed']} removed). IBP repeatedly ran TsT-RF (a random forest on the question text and "
