@@ -201,7 +201,8 @@ def register(app: typer.Typer) -> None:
             from ..tst.rf import run_tst_rf
 
             with console.status("TsT-RF (text-only stress test)"):
-                excess = run_tst_rf(frame, seed=seed).per_question["tst_s_minus_chance"].to_numpy(float)
+                excess = run_tst_rf(frame, seed=seed, null_permutations=0).per_question[
+                    "tst_s_minus_chance"].to_numpy(float)
         with console.status("curating") as st:
             result = run_curation(frame, cfg, tst_excess=excess, model_dates=dates,
                                   progress=lambda m: st.update(f"curating: {m}"))
