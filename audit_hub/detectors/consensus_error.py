@@ -14,17 +14,28 @@ every answer type; unparseable/missing answers are left out):
   a tie, i.e. no majority) picks one non-gold code. Severity low and not flagged when not unanimous
   (with weak models a non-gold majority mostly reflects shared difficulty, not a wrong label).
   ``n_majority_non_gold`` counts every item with a non-gold strict majority (unanimous ones included).
-* **expected under independence**: if each model erred independently with its own error rate ``e_m``
-  (wrong / parseable over mc and yes/no items) and picked uniformly among the ``K - 1`` wrong options,
+* **expected under independence** (the paper's figure, kept for comparison): if each model erred
+  independently with its own error rate ``e_m`` and picked uniformly among the ``K - 1`` wrong options,
   an item with parseable answerers ``S`` is unanimous-wrong with probability
-  ``sum_j prod_{m in S} e_m/(K-1) = prod_{m in S} e_m * (K-1)^(1-|S|)`` (computed in log space as one
-  matrix-vector product). Summed over eligible mc and yes/no items; numeric/free items have no fixed
-  number of options and are excluded from the expectation (``n_open_items_excluded``).
-  ``p_value`` is the Poisson upper tail ``P(X >= observed closed-item count | expected)`` (a
-  Poisson approximation to the Poisson-binomial). Real models share difficulty, so expect the
-  observed count to exceed this null on any real benchmark; the ratio is the informative part.
+  ``prod_{m in S} e_m * (K-1)^(1-|S|)``, summed over eligible mc and yes/no items.
+  ``p_value_independence`` is its Poisson upper tail. Real models share difficulty, so this count is
+  exceeded on defect-free benchmarks (it is not a calibrated test).
+* **headline test** (``p_value``, ``headline_test``): likelihood ratio of "no gold is wrong" under a
+  latent-truth model (:mod:`audit_hub.label_model`) that keeps each model's reliability per answer class
+  (a yes/no response bias included), item difficulty (a random effect per arm) and attractive
+  distractors (Dirichlet over the wrong options), fitted by EM to the runs (blind arm included when
+  present). Calibrated on simulated benchmarks with shared difficulty (tests).
+* **posterior** ``p_gold_wrong`` per closed item; severity **high** (relabel; **critical** as above)
+  needs ``p_gold_wrong >= 0.5``: evidence beyond what difficulty and attractive distractors explain. A
+  unanimous non-gold answer the model explains is **medium** (review). Open (numeric / free) items have
+  no option structure to model and keep the unanimity rule.
+* ``detection``: recall, precision and average precision of the posterior ranking on simulations of
+  this pool (fitted model, same items and answer patterns) with 3% planted wrong golds;
+  ``pool_too_weak`` when the estimated recall is below 0.5 ("no findings" then means little).
 
-Per question: ``score = 1 - (share of parseable answers on the most chosen non-gold code)``.
+Per question: ``score = 1 - p_gold_wrong`` on closed items (a continuous ranking, defined whether or not
+any pool is unanimous); on open items ``1 - (share of parseable answers on the most chosen non-gold
+code)``. Lower is more suspicious.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from .base import DetectorResult, summary_rows
 
 NAME = "consensus_error"
 JUDGE_DEPENDENT = False
+MIN_MODEL_ITEMS = 20  # fewer closed items: no latent-truth model (unanimity rule only)
 REQUIRES = "full-arm answers from at least 2 models (blind runs optional, raise severity)"
 
 
@@ -227,9 +239,51 @@ def _duplicates_gold(frame: AuditFrame, items: np.ndarray, code: np.ndarray) -> 
     return out
 
 
+def _label_data(frame: AuditFrame, models: list[str], blind_models: list[str], gold: np.ndarray):
+    """The closed items (mc, yes/no with a gold among their options) as :class:`LabelData`."""
+    from ..label_model import LabelData
+
+    atype = frame.answer_type
+    k = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
+    rows = np.flatnonzero(((atype == "mc") | (atype == "yesno")) & (k >= 2) & (gold >= 0) & (gold < k))
+    arms = [frame.answer_codes("full", models=models)[rows]]
+    if blind_models:
+        arms.append(frame.answer_codes("blind", models=blind_models)[rows])
+    return rows, LabelData(arms, k[rows], atype[rows] == "yesno", gold[rows])
+
+
+def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True, recall_sims: int = 2,
+                    fit_items: int = 20000) -> dict:
+    """Posterior that each closed item's gold is wrong, the likelihood-ratio test and the detection
+    estimate at this pool (see :mod:`audit_hub.label_model`)."""
+    from .. import label_model as lm
+
+    models = frame.models_in("full")
+    blind_models = frame.models_in("blind") if (use_blind and frame.has_arm("blind")) else []
+    gold = frame.gold_codes().astype(np.int64)
+    rows, data = _label_data(frame, models, blind_models, gold)
+    out = {"rows": rows[:0], "p_wrong": np.zeros(0), "top": np.zeros(0, np.int64), "test": None, "params": None,
+           "detection": None}
+    if len(rows) < MIN_MODEL_ITEMS:
+        return out
+    out["rows"] = rows
+    params = lm.fit(data, seed=seed, fit_items=fit_items)
+    post, ll = lm.posterior(data, params)
+    p_wrong = 1.0 - post[np.arange(len(rows)), data.gold]
+    alt = post.copy()
+    alt[np.arange(len(rows)), data.gold] = -1
+    out.update(p_wrong=p_wrong, top=alt.argmax(axis=1), test=lm.lr_test(data, ll),
+               params=params.as_dict() | {"blind_arm_used": bool(blind_models), "n_items_fit": int(min(len(rows), fit_items))})
+    if recall_sims > 0:
+        out["detection"] = lm.detection_estimate(data, params, n_reps=recall_sims, seed=seed)
+    return out
+
+
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: int | None = None,
-        blind_agree_share: float = 0.5) -> DetectorResult:
-    """Flag unanimous and majority non-gold answers (see the module docstring). ``field`` unused."""
+        blind_agree_share: float = 0.5, recall_sims: int = 2, use_blind: bool = True,
+        **_ignored) -> DetectorResult:
+    """Rank items by the posterior that the gold is wrong; flag what difficulty and attractive
+    distractors do not explain (see the module docstring). ``field`` unused."""
     from scipy import stats as st
 
     models = frame.models_in("full")
@@ -264,13 +318,28 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         del B
     blind_disagrees = ~np.isnan(blind_share) & (blind_share < blind_agree_share)
 
-    un_items = np.flatnonzero(unanimous)
+    # ---- latent-truth model: posterior that the gold is wrong (closed items)
+    lab = label_posterior(frame, seed=seed, use_blind=use_blind, recall_sims=recall_sims)
+    p_wrong = np.full(Q, np.nan)
+    p_wrong[lab["rows"]] = lab["p_wrong"]
+    modelled = ~np.isnan(p_wrong)
+    suspect = modelled & (p_wrong >= 0.5)
+    # the model's most likely true answer, where the gold is suspect and no majority names one
+    cons = np.where(suspect & (cons < 0), -1, cons)
+    if suspect.any():
+        best = np.full(Q, -1, np.int64)
+        best[lab["rows"]] = lab["top"]
+        cons = np.where(suspect & (cons < 0), best, cons)
+    cand = np.flatnonzero((unanimous | suspect) & (cons >= 0))
     dup_gold = np.zeros(Q, bool)
-    dup_gold[un_items] = _duplicates_gold(frame, un_items, cons)
+    dup_gold[cand] = _duplicates_gold(frame, cand, cons)
 
-    # only unanimous non-gold consensus is an issue; a non-gold majority is recorded (low) because on a
-    # hard benchmark with weak models it mostly reflects shared difficulty, not a wrong label
-    sev = np.where(unanimous, np.where(blind_disagrees | dup_gold, 4, 3), np.where(majority, 1, 0))
+    # relabel (high / critical) needs evidence beyond difficulty and attractive distractors: on closed
+    # items the posterior (>= 0.5) that the gold is wrong; open items have no option structure to model
+    # and keep the unanimity rule. A unanimous non-gold answer the model explains is medium (review).
+    strong = np.where(modelled, suspect, unanimous)
+    sev = np.where(strong, np.where(blind_disagrees | dup_gold, 4, 3),
+                   np.where(unanimous, 2, np.where(majority, 1, 0)))
     flagged = sev >= 3
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(n_p > 0, top_n / np.maximum(n_p, 1), 0.0)
@@ -297,7 +366,9 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     p_item = np.where(exp_sel, np.exp(np.minimum(logp, 0.0)), 0.0)
     expected = float(p_item.sum())
     obs_closed = int((unanimous & exp_sel).sum())
-    p_value = float(st.poisson.sf(obs_closed - 1, expected)) if expected > 0 else (1.0 if obs_closed == 0 else 0.0)
+    p_indep = float(st.poisson.sf(obs_closed - 1, expected)) if expected > 0 else (1.0 if obs_closed == 0 else 0.0)
+    test = lab["test"]
+    p_value = test["p_value"] if test else None
     n_open_excl = int((eligible & ~closed).sum())
 
     n_un = int(unanimous.sum())
@@ -305,7 +376,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     lo, hi = wilson_ci(n_un, n_el)
     per_question = pd.DataFrame({
         "question_id": frame.question_id_column(),
-        f"{NAME}_score": 1.0 - share,
+        f"{NAME}_score": np.where(modelled, 1.0 - np.nan_to_num(p_wrong), 1.0 - share),
+        f"{NAME}_p_gold_wrong": p_wrong,
         f"is_{NAME}_issue": flagged,
         f"{NAME}_severity": severity_array(sev),
         f"{NAME}_n_parseable": n_p,
@@ -336,6 +408,22 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         "n_blind_disagrees": int((unanimous & blind_disagrees).sum()),
         "n_duplicates_gold": int(dup_gold.sum()),
         "p_value": p_value,
+        "p_value_independence": p_indep,
+        "independence_note": ("expected count if model errors were independent (the paper's figure): real pools "
+                              "share item difficulty, so it is exceeded on defect-free benchmarks and is not a "
+                              "calibrated test; the headline test is the likelihood ratio below"),
+        "headline_test": (test | {"null_hypothesis": (
+            "no gold label is wrong (eps = 0) under a model that keeps each model's reliability per answer "
+            "class, item difficulty (random effect per arm) and attractive distractors (Dirichlet), fitted to "
+            "the runs")}) if test else None,
+        "label_model": lab["params"],
+        "n_items_modelled": int(modelled.sum()),
+        "n_posterior_gold_wrong": int(suspect.sum()),
+        "expected_wrong_gold": float(np.nansum(p_wrong)),
+        "detection": lab["detection"],
+        "pool_too_weak": (lab["detection"]["recall"] is not None and lab["detection"]["recall"] < 0.5)
+        if lab["detection"] else None,
+        "n_unanimous_explained": int((unanimous & modelled & ~suspect).sum()),
         "n_flagged": int(flagged.sum()),
         "model_error_rates": {m: (None if np.isnan(x) else float(x)) for m, x in zip(models, e)},
         "n_models": M,
@@ -369,7 +457,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     rows.append({"category": "(all)", "arm": "full", "statistic": "unanimous_non_gold_share",
                  "estimate": n_un / n_el if n_el else np.nan, "ci_low": float(lo), "ci_high": float(hi),
                  "null_mean": null_all, "excess": (obs_closed - expected) / exp_sel.sum() if exp_sel.any() else np.nan,
-                 "p_value": p_value, "p_adjusted": p_value, "n_items": n_el})
+                 "p_value": p_indep, "p_adjusted": p_indep, "n_items": n_el})
     for j, lab in enumerate(labs):
         rows.append({"category": lab, "arm": "full", "statistic": "unanimous_non_gold_share",
                      "estimate": k_c[j] / n_c[j] if n_c[j] else np.nan, "ci_low": float(lc[j]),
@@ -377,6 +465,11 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
                      "null_mean": ex_c[j] / nc_c[j] if nc_c[j] else np.nan,
                      "excess": (kc_c[j] - ex_c[j]) / nc_c[j] if nc_c[j] else np.nan,
                      "p_value": float(p_c[j]), "p_adjusted": float(padj[j]), "n_items": int(n_c[j])})
+    if test:
+        n_mod = int(modelled.sum())
+        rows.append({"category": "(all)", "arm": "full", "statistic": "gold_wrong_rate", "estimate": test["eps_hat"],
+                     "null_mean": 0.0, "excess": test["eps_hat"], "p_value": p_value, "p_adjusted": p_value,
+                     "n_items": n_mod})
     rows.append({"category": "(all)", "arm": "full", "statistic": "majority_non_gold_share",
                  "estimate": majority.sum() / nm_all if nm_all else np.nan, "ci_low": float(lma),
                  "ci_high": float(hma), "n_items": nm_all})

@@ -53,7 +53,6 @@ JUDGE_DEPENDENT = True
 REQUIRES = ("runs with the image (full arm) and without it (blind arm, e.g. `benchaudit blind`), with "
             "correctness in the chosen field")
 
-_STRATA = ("category", "n_options")
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -69,24 +68,49 @@ def _pool(frame: AuditFrame) -> tuple[list[str], list[str], bool]:
     return full, blind, True
 
 
+STRATIFY_KEYS = ("auto", "category", "n_options", "gold")
+STRATIFY_DEFAULT = "auto"
+
+
+def stratify_keys(stratify) -> list[str]:
+    """Normalise ``stratify`` to a list of keys. ``"auto"`` (the default) is the effective option count
+    plus, on yes/no items, the gold answer; ``"none"``/None/False/[] is one global shuffle (the paper's
+    number); ``"category"`` may be combined with either."""
+    if stratify is None or stratify is False:
+        return []
+    keys = [stratify] if isinstance(stratify, str) else list(stratify)
+    keys = [k for k in keys if k != "none"]
+    bad = [k for k in keys if k not in STRATIFY_KEYS]
+    if bad:
+        raise ValueError(f"stratify must be 'none' or among {STRATIFY_KEYS}, got {bad}")
+    out: list[str] = []
+    for k in keys:
+        for kk in (("n_options", "gold") if k == "auto" else (k,)):
+            if kk not in out:
+                out.append(kk)
+    return out
+
+
+def effective_option_count(frame: AuditFrame) -> np.ndarray:
+    """Number of answers a guesser chooses from: the option count for mc items, 2 for yes/no, 0 for
+    open (numeric / free-form) items, which form their own stratum."""
+    atype = frame.answer_type
+    return np.where(atype == "mc", frame.n_options.astype(np.int64), np.where(atype == "yesno", 2, 0))
+
+
 def _strata_codes(frame: AuditFrame, stratify) -> tuple[np.ndarray, list[str]]:
     """Integer stratum per question for the shuffle (0 everywhere when not stratified)."""
-    if stratify is None or stratify is False:
-        keys: list[str] = []
-    elif isinstance(stratify, str):
-        keys = [stratify]
-    else:
-        keys = list(stratify)
-    bad = [k for k in keys if k not in _STRATA]
-    if bad:
-        raise ValueError(f"stratify must be among {_STRATA}, got {bad}")
+    keys = stratify_keys(stratify)
     code = np.zeros(frame.n_questions, dtype=np.int64)
     for k in keys:
         if k == "category":
             c, _ = frame.category_codes("category")
-        else:
-            _, c = np.unique(frame.n_options, return_inverse=True)
-        code = code * (int(c.max()) + 1 if len(c) else 1) + c.astype(np.int64)
+        elif k == "n_options":
+            _, c = np.unique(effective_option_count(frame), return_inverse=True)
+        else:  # gold answer on yes/no items (yes = 0, no = 1); 2 for every other item
+            c = np.where(frame.answer_type == "yesno", np.clip(frame.gold_codes(), 0, 1), 2)
+        c = np.asarray(c, dtype=np.int64)
+        code = code * (int(c.max()) + 1 if len(c) else 1) + c
     _, code = np.unique(code, return_inverse=True)
     return code.astype(np.int64), keys
 
@@ -138,10 +162,87 @@ def _cell_label(i: int, j: int, mf: int, mb: int) -> str:
     return f"f={i},b={j}"
 
 
+def null_statement(keys: list[str]) -> str:
+    """The null hypothesis of the headline test, in words (card, docs and summary share it)."""
+    parts = {"n_options": "effective option count (options of an mc item, 2 for yes/no, open items apart)",
+             "gold": "gold answer of yes/no items", "category": "category"}
+    given = " x ".join(parts[k] for k in keys) if keys else "nothing (one benchmark-wide shuffle, the paper's null)"
+    return ("Blind outcomes are independent of the item given its stratum; strata: " + given + ". The full-arm "
+            "counts may depend on the item in any way. A rejection means some items are answerable without "
+            "the image beyond what the stratum explains (text-answerability) or that the models share a "
+            "response bias the strata do not capture; it proves neither.")
+
+
+def _unstratified(tabs, pairs, B, rng, n_items, z_count, alpha, p_strat, excess_strat) -> dict:
+    """The paper's unstratified figure (one global shuffle) for comparison with the stratified headline."""
+    t = tabs.sum(axis=0)[None]
+    nl = _Null(t, pairs, np.zeros(1, np.int64), 1, B, rng)
+    p = float(permutation_p_value(nl.draws[0], z_count)) if B > 0 else None
+    mean = float(nl.mean[0] / n_items)
+    exc = z_count / n_items - mean
+    sig_s = p_strat is not None and p_strat <= alpha
+    sig_u = p is not None and p <= alpha
+    disagree = bool(sig_s != sig_u or (np.sign(exc) != np.sign(excess_strat) and abs(exc - excess_strat) > 0.005))
+    return {"null_mean": mean, "null_sd": float(np.sqrt(nl.var[0]) / n_items), "excess": exc, "p_value": p,
+            "z": float((z_count - nl.mean[0]) / np.sqrt(nl.var[0])) if nl.var[0] > 0 else None,
+            "disagrees": disagree,
+            "headline": "stratified",
+            "why": ("the stratified null is the headline: items with fewer options or a yes/no gold that the "
+                    "models are biased towards are right more often in both arms, which a benchmark-wide "
+                    "shuffle reads as zero-gain excess (false positives well above alpha on such benchmarks); "
+                    "within a stratum that structure is held fixed.")}
+
+
+def _power_z(tabs: np.ndarray, pairs, share: float) -> float:
+    """Expected z of the stratified test when ``share`` of every stratum's items is made blind-solvable
+    (every model right with and without the image), starting from the null-expected tables."""
+    pi, pj = pairs
+    R, C = tabs.shape[1:]
+    n = tabs.sum(axis=(1, 2)).astype(np.float64)
+    r = tabs.sum(axis=2).astype(np.float64)
+    c = tabs.sum(axis=1).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        e0 = np.where(n[:, None, None] > 0, r[:, :, None] * c[:, None, :] / np.maximum(n, 1)[:, None, None], 0.0)
+    alt = (1 - share) * e0
+    alt[:, R - 1, C - 1] += share * n
+    obs = alt[:, pi, pj].sum()
+    mean, var = matched_sum_moments(alt.sum(axis=2)[:, pi], alt.sum(axis=1)[:, pj], n)
+    v = var.sum()
+    return float((obs - mean.sum()) / np.sqrt(v)) if v > 0 else 0.0
+
+
+def power_summary(tabs: np.ndarray, pairs, alpha: float, target: float = 0.8) -> dict:
+    """Smallest share of blind-solvable items the headline test detects with ``target`` power.
+
+    Normal approximation to the permutation test: the planted share moves items into the all-right
+    cell, the null moments are recomputed from the shifted margins (closed form), and the power is
+    ``Phi(z_shift - z_alpha)``. Cost is independent of the number of items; checked against direct
+    simulation in the tests."""
+    from scipy.stats import norm
+
+    za = float(norm.isf(alpha))
+
+    def pw(s: float) -> float:
+        return float(norm.cdf(_power_z(tabs, pairs, s) - za))
+
+    lo, hi = 0.0, 0.5
+    if pw(hi) < target:
+        smallest = None
+    else:
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if pw(mid) < target else (lo, mid)
+        smallest = hi
+    return {"target_power": target, "alpha": alpha, "min_detectable_share": smallest,
+            "power_at": {f"{s:g}": pw(s) for s in (0.02, 0.05, 0.1)},
+            "effect": "share of items every model answers correctly with and without the image",
+            "method": "normal approximation to the stratified permutation test (closed-form null moments)"}
+
+
 # ---------------------------------------------------------------------------------------- detector
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
-        alpha: float = 0.05, stratify=None, n_boot: int = 1000, leave_one_out: bool = True,
-        **_ignored: Any) -> DetectorResult:
+        alpha: float = 0.05, stratify=STRATIFY_DEFAULT, n_boot: int = 1000, leave_one_out: bool = True,
+        power: bool = True, **_ignored: Any) -> DetectorResult:
     """Zero-gain share vs the item-matched permutation null, per question, per category and per pool."""
     if field not in ("hit", "hit_exact"):
         raise ValueError("field must be 'hit' or 'hit_exact'")
@@ -187,6 +288,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     excess = share - null_mean
     p_value = float(permutation_p_value(overall.draws[0], z_count)) if B > 0 else None
     zscore = float((z_count - overall.mean[0]) / np.sqrt(overall.var[0])) if overall.var[0] > 0 else None
+    comparison = _unstratified(tabs, pairs, B, rng, n_items, z_count, alpha, p_value, excess) if n_strata > 1 else None
     keep = tabs.reshape(n_strata, -1).sum(axis=1) > 0
     e_lo, e_hi, _ = table_bootstrap(tabs[keep].reshape(int(keep.sum()), -1),
                                     lambda t: _excess_stat(pairs, n_items)(t.reshape(t.shape[0], t.shape[1], R, C)),
@@ -214,12 +316,10 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
 
     three_way = split(pos, zero, neg, n_items)
 
-    # ---- per category (shuffle within category [and within n_options when stratified by it])
-    if "n_options" in strata_keys:
-        _, no_code = np.unique(frame.n_options, return_inverse=True)
-        unit_all = cat_all.astype(np.int64) * (int(no_code.max()) + 1) + no_code
-    else:
-        unit_all = cat_all.astype(np.int64)
+    # ---- per category (shuffle within category x the non-category strata)
+    nc_keys = [k for k in strata_keys if k != "category"]
+    nc_code = _strata_codes(frame, nc_keys)[0] if nc_keys else np.zeros(frame.n_questions, np.int64)
+    unit_all = cat_all.astype(np.int64) * (int(nc_code.max()) + 1) + nc_code
     _, unit_all = np.unique(unit_all, return_inverse=True)
     n_units = int(unit_all.max()) + 1
     unit_cat = np.zeros(n_units, dtype=np.int64)
@@ -358,6 +458,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
 
     params = {"field": field, "n_permutations": B, "alpha": alpha, "stratify": strata_keys or None,
               "n_boot": n_boot, "leave_one_out": leave_one_out}
+    power_info = power_summary(tabs, pairs, alpha) if power else None
     note = ""
     if pool_level:
         note = (f"pool level: no model has runs in both arms, so f counts the {mf} full-arm models and b the {mb} "
@@ -390,6 +491,11 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
         "diagonal_cells": cells,
         "per_category": per_category,
         "pool_level": pool_level,
+        "stratify": strata_keys or None,
+        "n_strata": int((tabs.reshape(n_strata, -1).sum(axis=1) > 0).sum()),
+        "null_hypothesis": null_statement(strata_keys),
+        "unstratified": comparison,
+        "power": power_info,
         "models_full": list(mf_names),
         "models_blind": list(mb_names),
         "n_models": mf,
