@@ -1,7 +1,8 @@
 """Calibration check: each detector's false-positive rate on simulated benchmarks with no defect.
 
 What a null benchmark keeps. A stratified subsample of ``n_items`` of this benchmark's questions
-(default 1,000; all of them when the benchmark is smaller) drawn in proportion to the *accuracy
+(default: about 30,000 simulated (item, model, arm) cells, between 200 and 2,000 items; all of them
+when the benchmark is smaller) drawn in proportion to the *accuracy
 classes* below, with their IDs, categories, answer types and option counts, the yes/no gold answers
 as they are (the gold balance), the models and arms and which (question, model, arm) runs exist. The
 cost of a simulation therefore does not depend on the number of questions: only the accuracy
@@ -14,9 +15,10 @@ by gold, not a defect), and 2-option items are easier than 5-option ones when th
 
 Outcomes. Blind arm: independent Bernoulli draws with the (arm, model, class) accuracy, i.e. the
 blind outcome is independent of the item given its class (the visual-dependency null). Full arm:
-the same accuracy shifted on the logit scale by the item's own difficulty, estimated from the
-benchmark's full-arm counts and shrunk towards 0 by its sampling noise (empirical Bayes), so items
-differ in difficulty as they do in the data, shared by every model. A wrong mc answer is uniform
+a Rasch model ``expit(a - sigma z_i)`` whose abilities reproduce the class accuracies and whose
+difficulty spread ``sigma`` matches the spread of the benchmark's per-item full-arm counts (moments);
+each simulated item draws ``z_i`` from its own posterior given the real item's full-arm outcomes,
+so items differ in difficulty as they do in the data, shared by every model. A wrong mc answer is uniform
 over the wrong options (no attractive distractors: a unanimous wrong answer is then no more likely
 than difficulty makes it); a wrong yes/no answer is the other word. mc gold positions are redrawn
 uniformly; option texts are distinct placeholders. All simulations are drawn at once, vectorised.
@@ -56,7 +58,9 @@ _STR = pd.ArrowDtype(pa.string())
 COUNT_KEYS = (("n_unanimous_non_gold", "expected_under_independence"), ("n_flagged", "expected_flagged"))
 MARGIN_HIGH = 1.5
 MARGIN_LOW = 0.5
-DEFAULT_ITEMS = 1000
+CELL_BUDGET = 30_000   # simulated (item, model, arm) cells per null benchmark
+MIN_ITEMS, MAX_ITEMS = 200, 2000
+CAL_PERMUTATIONS = 199  # permutations of visual_dependency's null inside a simulation (p resolution 0.005)
 # what a per-item flag rate means for detectors without a nominal rate
 FLAG_RATE_NOTES = {
     "fleiss_kappa_agreement": "no nominal rate: the share of questions of a defect-free benchmark like this one "
@@ -64,6 +68,11 @@ FLAG_RATE_NOTES = {
     "distractor_similarity": "no nominal rate: null option texts are distinct placeholders, so any flag is a "
                              "false positive of the text comparison",
 }
+
+
+def default_items(n_models: int, n_arms: int) -> int:
+    """Subsample size: about ``CELL_BUDGET`` simulated cells, between 200 and 2,000 items."""
+    return int(np.clip(CELL_BUDGET // max(n_models * n_arms, 1), MIN_ITEMS, MAX_ITEMS))
 
 
 def _logit(p):
@@ -120,33 +129,53 @@ def _stratified_subsample(cls: np.ndarray, n_items: int, rng: np.random.Generato
     return np.sort(take)
 
 
-def item_difficulty(C: np.ndarray, base_logit: np.ndarray) -> tuple[np.ndarray, float]:
-    """Empirical-Bayes logit shift per item from a (n, M) 0/1/-1 matrix and each cell's base logit.
+def item_difficulty(C: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Random-effect (Rasch) difficulty of the full arm, fitted by moments, and each item's posterior.
 
-    The raw shift is ``logit((f + 1/2) / (n + 1)) - logit(mean base accuracy)``; its sampling
-    variance is about ``1 / (n p (1 - p))``. The spread of true shifts is the raw variance minus the
-    mean noise variance (floored at 0) and each raw shift is shrunk by ``s2 / (s2 + noise)``.
-    Returns (shift per item, estimated SD)."""
-    known = C >= 0
-    n = known.sum(axis=1)
-    f = (C == 1).sum(axis=1)
-    base = np.where(known, 1 / (1 + np.exp(-base_logit)), 0.0).sum(axis=1) / np.maximum(n, 1)
-    s = (f + 0.5) / (n + 1.0)
-    raw = _logit(s) - _logit(base)
-    noise = 1.0 / np.maximum(n * s * (1 - s), 1e-9)
-    ok = n >= 2
-    if ok.sum() < 3:
-        return np.zeros(len(n)), 0.0
-    s2 = max(float(np.var(raw[ok]) - np.mean(noise[ok])), 0.0)
-    shift = np.where(ok, (raw - raw[ok].mean()) * s2 / (s2 + noise), 0.0)
-    return shift, float(np.sqrt(s2))
+    ``C``: (n, M) 0/1/-1 correctness; ``acc``: (n, M) each cell's class accuracy. Model:
+    ``P(correct) = expit(a_im - sigma z_i)``, ``z_i ~ N(0, 1)``, with ``a`` solved so that the marginal
+    accuracy is ``acc``. ``sigma`` makes the spread of the per-item correct counts match the model's
+    (beyond binomial). Returns (ability a (n, M), posterior over the quadrature nodes (n, nq), sigma).
+    """
+    from .label_model import LOGW, _Z, _solve_ability
+
+    known = (C >= 0).astype(np.float64)
+    y = (C == 1).astype(np.float64)
+    f = y.sum(axis=1)
+    w = np.exp(LOGW)
+
+    def gap(sig):
+        a = _solve_ability(acc, sig)
+        p = 1 / (1 + np.exp(-(a[:, :, None] - sig * _Z)))          # (n, M, nq)
+        S = np.einsum("nm,nmq->nq", known, p)
+        V = np.einsum("nm,nmq->nq", known, p * (1 - p))
+        e = S @ w
+        return float(((f - e) ** 2).sum() - (V @ w + (S * S) @ w - e * e).sum()), a, p
+
+    grid = np.linspace(0.0, 4.0, 17)
+    sig, (g0, a, p) = 0.0, gap(0.0)
+    if C.shape[1] >= 2 and g0 > 0:
+        prev = (0.0, g0)
+        for s in grid[1:]:
+            g, a_s, p_s = gap(s)
+            if g <= 0:
+                sig = prev[0] + (s - prev[0]) * prev[1] / (prev[1] - g)
+                break
+            prev = (s, g)
+        else:
+            sig = grid[-1]
+        _, a, p = gap(sig)
+    lp = (known[:, :, None] * (y[:, :, None] * np.log(np.clip(p, 1e-12, 1)) + (1 - y[:, :, None]) * np.log(np.clip(1 - p, 1e-12, 1)))
+          ).sum(axis=1) + LOGW
+    post = np.exp(lp - lp.max(axis=1, keepdims=True))
+    return a, post / post.sum(axis=1, keepdims=True), float(sig)
 
 
 class NullSimulator:
     """Draw null frames for one benchmark on a fixed stratified subsample of its items."""
 
     def __init__(self, frame: AuditFrame, *, field: str = "hit", condition_on_gold: bool = True,
-                 n_items: int | None = DEFAULT_ITEMS, seed: int = 0, difficulty: bool = True):
+                 n_items: int | str | None = "auto", seed: int = 0, difficulty: bool = True):
         from .detectors.visual_dependency import effective_option_count
 
         self.frame = frame
@@ -154,6 +183,8 @@ class NullSimulator:
         cls_all = accuracy_classes(frame, condition_on_gold)
         n_cls = int(cls_all.max()) + 1 if len(cls_all) else 1
         self.acc, dense = class_accuracies(frame, field, cls_all, n_cls)
+        if n_items == "auto":
+            n_items = default_items(frame.n_models, int(frame.has_arm("full")) + int(frame.has_arm("blind")))
         items = _stratified_subsample(cls_all, frame.n_questions if n_items is None else int(n_items), rng)
         self.items = items
         self.n_items = len(items)
@@ -168,12 +199,12 @@ class NullSimulator:
         self.gold_yn = np.clip(gcode, 0, 1)  # yes = 0, no = 1, kept as in the benchmark
         self.exists = np.stack([d[items] >= 0 for d in dense])  # (2, n, M): which runs exist
         M = frame.n_models
-        base = _logit(self.acc[0][np.arange(M)[None, :], self.cls[:, None]])  # (n, M) full-arm base logit
-        self.shift, self.difficulty_sd = (item_difficulty(dense[0][items], base) if difficulty
-                                          else (np.zeros(self.n_items), 0.0))
-        p_full = 1 / (1 + np.exp(-(base + self.shift[:, None])))
-        p_blind = self.acc[1][np.arange(M)[None, :], self.cls[:, None]]
-        self.p = np.stack([p_full, p_blind])  # (2, n, M)
+        acc_full = self.acc[0][np.arange(M)[None, :], self.cls[:, None]]   # (n, M)
+        if difficulty:
+            self.ability, self.node_post, self.difficulty_sd = item_difficulty(dense[0][items], acc_full)
+        else:
+            self.ability, self.node_post, self.difficulty_sd = _logit(acc_full), None, 0.0
+        self.p_blind = self.acc[1][np.arange(M)[None, :], self.cls[:, None]]
         self.condition_on_gold = condition_on_gold
         qs = q[["question_id", "question", "answer_type", "category", "l2_category", "group_id", "hint",
                 "n_options"]].copy()
@@ -193,7 +224,20 @@ class NullSimulator:
         gold = (rng.random((S, n)) * self.k_eff).astype(np.int64)
         gold = np.where(self.is_yn, self.gold_yn, gold)
         gq = gold[:, self.rq]
-        hit = rng.random((S, len(self.rq))) < self.p[self.ra, self.rq, self.rm]
+        from .label_model import _Z
+
+        # full arm: each item's difficulty drawn from its posterior (keeps which items are hard)
+        if self.node_post is not None:
+            cdf = np.cumsum(self.node_post, axis=1)
+            node = (rng.random((S, n, 1)) > cdf[None]).sum(axis=2).clip(0, len(_Z) - 1)
+            u = self.difficulty_sd * _Z[node]                                     # (S, n)
+        else:
+            u = np.zeros((S, n))
+        full = self.ra == 0
+        p = np.empty((S, len(self.rq)))
+        p[:, full] = 1 / (1 + np.exp(-(self.ability[self.rq[full], self.rm[full]] - u[:, self.rq[full]])))
+        p[:, ~full] = self.p_blind[self.rq[~full], self.rm[~full]]
+        hit = rng.random((S, len(self.rq))) < p
         kq = self.k_eff[self.rq]
         off = 1 + (rng.random((S, len(self.rq))) * (kq - 1)).astype(np.int64)
         choice = np.where(hit, gq, (gq + off) % kq)
@@ -259,7 +303,7 @@ def _verdict(rate_k: float, rate_n: float, nominal: float | None, two_sided: boo
 def calibrate(frame: AuditFrame, detectors: dict[str, Callable] | Iterable[str] | None = None, *,
               n_sims: int = 200, seed: int = 0, field: str = "hit", alpha: float = 0.05,
               params: dict[str, dict] | None = None, condition_on_gold: bool = True,
-              n_items: int | None = DEFAULT_ITEMS, difficulty: bool = True,
+              n_items: int | str | None = "auto", difficulty: bool = True,
               progress: Callable[[int, int], None] | None = None) -> dict[str, dict]:
     """False-positive rate of each detector on ``n_sims`` null versions of ``frame``.
 
@@ -267,7 +311,8 @@ def calibrate(frame: AuditFrame, detectors: dict[str, Callable] | Iterable[str] 
     ``audit_hub.detectors``), or None for all six. params: per-detector keyword arguments (the
     audit's); visual_dependency's leave-one-out and bootstrap are switched off here (they do not
     change the headline test), and so are consensus_error's recall simulation. n_items: size of the
-    stratified subsample the nulls are drawn on (None = every item). Returns {name: {fpr, fpr_ci,
+    stratified subsample the nulls are drawn on ("auto": about 30,000 simulated cells, 200 to 2,000
+    items; None = every item). Returns {name: {fpr, fpr_ci,
     nominal, n_sims, n_runs, kind, out_of_calibration, direction, note, simulator}}.
     """
     runs = _resolve(detectors)
@@ -288,9 +333,10 @@ def calibrate(frame: AuditFrame, detectors: dict[str, Callable] | Iterable[str] 
         for name, fn in runs.items():
             kw = dict(params.get(name, {}))
             if name == "visual_dependency":
-                kw.update(leave_one_out=False, n_boot=0, power=False)
+                kw.update(leave_one_out=False, n_boot=0, power=False,
+                          n_permutations=min(int(kw.get("n_permutations", 999)), CAL_PERMUTATIONS))
             elif name == "consensus_error":
-                kw.update(recall_sims=0)
+                kw.update(recall_sims=0, label_iters=3)
             try:
                 res = fn(f, field="hit", seed=seed + s, **kw)
             except DetectorSkipped as e:

@@ -32,7 +32,7 @@ from scipy.special import expit, gammaln, logsumexp
 
 _Z, _W = np.polynomial.hermite_e.hermegauss(15)
 LOGW = np.log(_W / np.sqrt(2 * np.pi))
-_SIGMA_GRID = np.linspace(0.0, 4.0, 33)
+_SIGMA_GRID = np.linspace(0.0, 4.0, 17)
 CHUNK = 1 << 16
 
 
@@ -88,7 +88,7 @@ def _solve_ability(acc: np.ndarray, sigma) -> np.ndarray:
     sigma = np.asarray(sigma, np.float64)
     a = np.log(acc / (1 - acc)) * np.sqrt(1 + 0.35 * sigma ** 2)
     w = np.exp(LOGW)
-    for _ in range(12):
+    for _ in range(8):
         p = expit(a[..., None] - sigma[..., None] * _Z)
         g = p @ w - acc
         d = (p * (1 - p)) @ w
@@ -127,8 +127,12 @@ def _fit_sigma(A: np.ndarray, data: LabelData, truth: np.ndarray, acc: np.ndarra
     for cv in np.unique(c):
         sel = c == cv
         p = expit(abil[:, :, cv][:, :, None] - _SIGMA_GRID[:, None, None] * _Z)   # (G, M, nq)
-        S = np.einsum("nm,gmq->gnq", P[sel], p.astype(np.float32))               # expected correct given u
-        V = np.einsum("nm,gmq->gnq", P[sel], (p * (1 - p)).astype(np.float32))
+        M = p.shape[1]
+        n = int(sel.sum())
+        pm = p.transpose(1, 0, 2).reshape(M, -1).astype(np.float32)
+        vm = (p * (1 - p)).transpose(1, 0, 2).reshape(M, -1).astype(np.float32)
+        S = (P[sel] @ pm).reshape(n, G, -1).transpose(1, 0, 2)                   # expected correct given u
+        V = (P[sel] @ vm).reshape(n, G, -1).transpose(1, 0, 2)
         e = S @ w                                                                  # (G, n)
         resid += ((f[sel][None, :] - e) ** 2).sum(axis=1)
         var += (V @ w + (S * S) @ w - e * e).sum(axis=1)
@@ -183,6 +187,20 @@ def _log_dm(data: LabelData, alpha: float) -> np.ndarray:
     return np.where(valid, out, -np.inf)
 
 
+def _class_groups(data: LabelData, kk: np.ndarray, is_yn: np.ndarray, cls_mc: np.ndarray):
+    """(class, item selector, candidate answers) groups: mc items by option count (every candidate shares
+    the class), yes/no items by candidate (the class is the candidate itself)."""
+    n_k = len(data.k_values)
+    for cv in range(n_k):
+        sel = np.flatnonzero((cls_mc == cv) & ~is_yn)
+        if len(sel):
+            yield cv, sel, range(int(data.k_values[cv]))
+    sel = np.flatnonzero(is_yn)
+    if len(sel):
+        for t in (0, 1):
+            yield n_k + t, sel, (t,)
+
+
 def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float) -> np.ndarray:
     """(Q, Kmax) log-likelihood of one arm's answers if the truth were t (difficulty integrated out)."""
     Q = A.shape[0]
@@ -190,17 +208,17 @@ def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float) -> 
     u = sigma * _Z
     lp = np.log(np.clip(expit(a[:, :, None] - u), 1e-12, 1.0))      # (M, n_cls, nq)
     lq = np.log(np.clip(expit(-(a[:, :, None] - u)), 1e-12, 1.0))
+    lq32 = lq.astype(np.float32)
+    d32 = (lp - lq).astype(np.float32)
     for lo in range(0, Q, CHUNK):
-        sl = slice(lo, lo + CHUNK)
-        Ac = A[sl]
+        Ac = A[lo:lo + CHUNK]
         P = (Ac >= 0).astype(np.float32)
-        kk = data.k[sl]
-        for t in range(data.kmax):
-            c = data.cls(t)[sl]
-            H = (Ac == t).astype(np.float32)
-            for cv in np.unique(c[kk > t]):
-                sel = np.flatnonzero((c == cv) & (kk > t))
-                ll = P[sel] @ lq[:, cv, :].astype(np.float32) + H[sel] @ (lp[:, cv, :] - lq[:, cv, :]).astype(np.float32)
+        for cv, sel, cands in _class_groups(data, data.k[lo:lo + CHUNK], data.is_yn[lo:lo + CHUNK],
+                                            data.cls_mc[lo:lo + CHUNK]):
+            As = Ac[sel]
+            base = P[sel] @ lq32[:, cv, :]
+            for t in cands:
+                ll = base + (As == t).astype(np.float32) @ d32[:, cv, :]
                 out[lo + sel, t] = logsumexp(ll.astype(np.float64) + LOGW, axis=1)
     return out
 
@@ -225,7 +243,7 @@ def posterior(data: LabelData, params: LabelParams, ll: np.ndarray | None = None
     return np.exp(z), ll
 
 
-def fit(data: LabelData, *, n_iter: int = 6, fit_items: int = 20000, seed: int = 0,
+def fit(data: LabelData, *, n_iter: int = 4, fit_items: int = 20000, seed: int = 0,
         eps0: float = 0.02) -> LabelParams:
     """EM (moment-matching M-steps) on a subsample of at most ``fit_items`` items."""
     rng = np.random.default_rng(seed)
@@ -237,10 +255,14 @@ def fit(data: LabelData, *, n_iter: int = 6, fit_items: int = 20000, seed: int =
     for it in range(n_iter):
         truth = post.argmax(axis=1)
         abil, sig = [], []
-        for A in d.arms:
+        for j, A in enumerate(d.arms):
             corr, tri = _soft_counts(A, d, post)
             acc = (corr + 0.5) / (tri + 1.0)
-            s, a = _fit_sigma(A, d, truth, acc)
+            if it <= 1:  # the difficulty spread settles once the suspect golds are down-weighted
+                s, a = _fit_sigma(A, d, truth, acc)
+            else:
+                s = params.sigma[j]
+                a = _solve_ability(acc, s)
             abil.append(a)
             sig.append(s)
         params = LabelParams(ability=abil, sigma=sig, alpha=_fit_alpha(d, truth),

@@ -253,7 +253,7 @@ def _label_data(frame: AuditFrame, models: list[str], blind_models: list[str], g
 
 
 def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True, recall_sims: int = 2,
-                    fit_items: int = 20000) -> dict:
+                    fit_items: int = 20000, label_iters: int = 4) -> dict:
     """Posterior that each closed item's gold is wrong, the likelihood-ratio test and the detection
     estimate at this pool (see :mod:`audit_hub.label_model`)."""
     from .. import label_model as lm
@@ -267,7 +267,7 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     if len(rows) < MIN_MODEL_ITEMS:
         return out
     out["rows"] = rows
-    params = lm.fit(data, seed=seed, fit_items=fit_items)
+    params = lm.fit(data, seed=seed, fit_items=fit_items, n_iter=label_iters)
     post, ll = lm.posterior(data, params)
     p_wrong = 1.0 - post[np.arange(len(rows)), data.gold]
     alt = post.copy()
@@ -280,7 +280,7 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
 
 
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: int | None = None,
-        blind_agree_share: float = 0.5, recall_sims: int = 2, use_blind: bool = True,
+        blind_agree_share: float = 0.5, recall_sims: int = 2, use_blind: bool = True, label_iters: int = 4,
         **_ignored) -> DetectorResult:
     """Rank items by the posterior that the gold is wrong; flag what difficulty and attractive
     distractors do not explain (see the module docstring). ``field`` unused."""
@@ -319,7 +319,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     blind_disagrees = ~np.isnan(blind_share) & (blind_share < blind_agree_share)
 
     # ---- latent-truth model: posterior that the gold is wrong (closed items)
-    lab = label_posterior(frame, seed=seed, use_blind=use_blind, recall_sims=recall_sims)
+    lab = label_posterior(frame, seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters)
     p_wrong = np.full(Q, np.nan)
     p_wrong[lab["rows"]] = lab["p_wrong"]
     modelled = ~np.isnan(p_wrong)
@@ -430,7 +430,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         "blind_models": list(blind_models),
         "notes": ([f"{n_open_excl} eligible numeric/free item(s) are excluded from the expectation "
                    "(no fixed number of options)."] if n_open_excl else []),
-        "params": {"min_answered": thr, "blind_agree_share": blind_agree_share},
+        "params": {"min_answered": thr, "blind_agree_share": blind_agree_share, "recall_sims": recall_sims,
+                   "use_blind": use_blind, "label_iters": label_iters},
         "seed": seed,
     }
 
