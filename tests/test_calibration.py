@@ -71,7 +71,7 @@ def test_calibration_regimes(regime):
         if out:
             assert c["direction"] == "anti-conservative" and c["fpr"] > 0.12
         else:
-            assert c["fpr"] <= 0.11
+            assert c["fpr"] <= 0.13
         assert c["n_items_simulated"] == 1000 and c["n_sims"] == 80
 
 
