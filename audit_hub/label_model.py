@@ -243,6 +243,18 @@ def posterior(data: LabelData, params: LabelParams, ll: np.ndarray | None = None
     return np.exp(z), ll
 
 
+def log_odds_wrong(data: LabelData, params: LabelParams, ll: np.ndarray) -> np.ndarray:
+    """(Q,) log posterior odds that the stated gold is wrong (no saturation, for ranking)."""
+    Q = len(data.k)
+    valid = np.arange(data.kmax)[None, :] < data.k[:, None]
+    lp = np.where(valid, np.log(params.eps / np.maximum(data.k - 1, 1))[:, None], -np.inf)
+    lp[np.arange(Q), data.gold] = np.log1p(-params.eps)
+    z = ll + lp
+    zg = z[np.arange(Q), data.gold]
+    z[np.arange(Q), data.gold] = -np.inf
+    return logsumexp(z, axis=1) - zg
+
+
 def fit(data: LabelData, *, n_iter: int = 4, fit_items: int = 20000, seed: int = 0,
         eps0: float = 0.02) -> LabelParams:
     """EM (moment-matching M-steps) on a subsample of at most ``fit_items`` items."""
@@ -362,12 +374,13 @@ def detection_estimate(data: LabelData, params: LabelParams, *, n_items: int = 2
         if not planted.any():
             continue
         pr = fit(sim, n_iter=4, seed=seed)
-        post, _ = posterior(sim, pr)
+        post, ll = posterior(sim, pr)
         pw = 1 - post[np.arange(len(sim.k)), sim.gold]
         flag = pw >= threshold
+        lo = log_odds_wrong(sim, pr, ll)
         rec.append(float((flag & planted).sum() / planted.sum()))
         prec.append(float((flag & planted).sum() / flag.sum()) if flag.any() else float("nan"))
-        ap.append(average_precision(pw, planted))
+        ap.append(average_precision(lo, planted))
     return {"error_rate": error_rate, "n_items": int(min(Q, n_items)), "n_reps": len(rec),
             "recall": float(np.mean(rec)) if rec else None,
             "precision": float(np.nanmean(prec)) if rec and not np.isnan(prec).all() else None,

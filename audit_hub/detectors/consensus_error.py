@@ -262,7 +262,7 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     blind_models = frame.models_in("blind") if (use_blind and frame.has_arm("blind")) else []
     gold = frame.gold_codes().astype(np.int64)
     rows, data = _label_data(frame, models, blind_models, gold)
-    out = {"rows": rows[:0], "p_wrong": np.zeros(0), "top": np.zeros(0, np.int64), "test": None, "params": None,
+    out = {"rows": rows[:0], "p_wrong": np.zeros(0), "log_odds": np.zeros(0), "top": np.zeros(0, np.int64), "test": None, "params": None,
            "detection": None}
     if len(rows) < MIN_MODEL_ITEMS:
         return out
@@ -270,9 +270,10 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     params = lm.fit(data, seed=seed, fit_items=fit_items, n_iter=label_iters)
     post, ll = lm.posterior(data, params)
     p_wrong = 1.0 - post[np.arange(len(rows)), data.gold]
+    log_odds = lm.log_odds_wrong(data, params, ll)
     alt = post.copy()
     alt[np.arange(len(rows)), data.gold] = -1
-    out.update(p_wrong=p_wrong, top=alt.argmax(axis=1), test=lm.lr_test(data, ll),
+    out.update(p_wrong=p_wrong, log_odds=log_odds, top=alt.argmax(axis=1), test=lm.lr_test(data, ll),
                params=params.as_dict() | {"blind_arm_used": bool(blind_models), "n_items_fit": int(min(len(rows), fit_items))})
     if recall_sims > 0:
         out["detection"] = lm.detection_estimate(data, params, n_reps=recall_sims, seed=seed)
@@ -322,6 +323,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     lab = label_posterior(frame, seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters)
     p_wrong = np.full(Q, np.nan)
     p_wrong[lab["rows"]] = lab["p_wrong"]
+    log_odds = np.full(Q, np.nan)
+    log_odds[lab["rows"]] = lab["log_odds"]
     modelled = ~np.isnan(p_wrong)
     suspect = modelled & (p_wrong >= 0.5)
     # the model's most likely true answer, where the gold is suspect and no majority names one
@@ -376,8 +379,11 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     lo, hi = wilson_ci(n_un, n_el)
     per_question = pd.DataFrame({
         "question_id": frame.question_id_column(),
-        f"{NAME}_score": np.where(modelled, 1.0 - np.nan_to_num(p_wrong), 1.0 - share),
+        # P(gold right) computed from the log odds: no saturation at 0, so the ranking has no ties
+        f"{NAME}_score": np.where(modelled, 1.0 / (1.0 + np.exp(np.clip(np.nan_to_num(log_odds), -700, 700))),
+                                  1.0 - share),
         f"{NAME}_p_gold_wrong": p_wrong,
+        f"{NAME}_log_odds_gold_wrong": log_odds,
         f"is_{NAME}_issue": flagged,
         f"{NAME}_severity": severity_array(sev),
         f"{NAME}_n_parseable": n_p,
