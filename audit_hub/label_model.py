@@ -2,14 +2,16 @@
 
 Model (closed items: mc with ``K`` options, yes/no with ``K = 2``). Item ``i`` has a true answer ``t``;
 the stated gold is one noisy source: it equals ``t`` with probability ``1 - eps`` and is otherwise uniform
-over the other ``K - 1`` options. In each arm (full; blind when present) model ``m`` answers ``t``
-with probability ``expit(a[m, c] - u_i)``, where ``u_i ~ N(0, sigma^2)`` is the item's difficulty in
+over the other ``K - 1`` options. In each arm (full; blind when present) model ``m`` knows ``t``
+with probability ``expit(a[m, c] - u_i)`` and otherwise guesses (hitting ``t`` by chance), where ``u_i ~ N(0, sigma^2)`` is the item's difficulty in
 that arm (a random effect shared by the arm's models, integrated out by 15-point Gauss-Hermite
 quadrature: a Rasch model with per-model ability) and ``c`` is the answer class: the option count
 for mc items and, for yes/no items, the true answer itself (so a model's "say yes" bias is a
 reliability of that model, not evidence against the gold: a two-coin Dawid-Skene on yes/no). A wrong
 answer goes to the item's distractors with probabilities ``q_i ~ Dirichlet(alpha)`` shared by every
-model and both arms (attractive distractors), integrated out (Dirichlet-multinomial).
+model and both arms (attractive distractors), integrated out (Dirichlet-multinomial). Optional
+(off by default, see ``GUESSING`` and ``position_preferences``): a knowledge-or-guess variant in which a
+model that does not know hits the truth by a 1/K guess or by its own option-position preference.
 
 Fitting is EM with moment-matching M-steps, on at most ``fit_items`` items (a random subsample; the
 posterior is then computed for every item): abilities match each model's (soft) accuracy per class,
@@ -32,7 +34,12 @@ from scipy.special import expit, gammaln, logsumexp
 
 _Z, _W = np.polynomial.hermite_e.hermegauss(15)
 LOGW = np.log(_W / np.sqrt(2 * np.pi))
-_SIGMA_GRID = np.linspace(0.0, 4.0, 17)
+SIGMA_MAX = 4.0
+# knowledge-or-guess (a correct answer may be a lucky 1/K guess). Off: on simulated pools without
+# guessing it made the likelihood-ratio test anti-conservative (13.5% at alpha 5% under shared
+# difficulty) and it did not fix the fit on the near-chance MATH-Vision pool; kept for study.
+GUESSING = False
+_SIGMA_GRID = np.linspace(0.0, SIGMA_MAX, 17)
 CHUNK = 1 << 16
 
 
@@ -77,9 +84,11 @@ class LabelParams:
     alpha: float = 1e4
     eps: float = 0.01
     history: list = field(default_factory=list)
+    pref: list = field(default_factory=list)  # per arm (M_a, Kmax) option-position preference when wrong
 
     def as_dict(self, models: list[list[str]] | None = None) -> dict:
-        return {"sigma": [float(s) for s in self.sigma], "alpha": float(self.alpha), "eps": float(self.eps)}
+        return {"sigma": [float(s) for s in self.sigma], "alpha": float(self.alpha), "eps": float(self.eps),
+                "max_position_preference": [None if p is None else float(p.max()) for p in self.pref]}
 
 
 def _solve_ability(acc: np.ndarray, sigma) -> np.ndarray:
@@ -114,8 +123,23 @@ def _soft_counts(A: np.ndarray, data: LabelData, post: np.ndarray) -> tuple[np.n
     return corr, tri
 
 
+def _floor(data: LabelData) -> np.ndarray:
+    """(n_cls,) chance of a correct guess per answer class (1/K for mc, 1/2 for yes/no)."""
+    if not GUESSING:
+        return np.zeros(data.n_cls)
+    return np.concatenate([1.0 / data.k_values, [0.5, 0.5]]) if len(data.k_values) else np.array([0.5, 0.5])
+
+
+def _knowledge_rate(acc: np.ndarray, data: LabelData) -> np.ndarray:
+    """Accuracy per (model, class) to the rate of knowing: acc = rho + (1 - rho) / K."""
+    g = _floor(data)[None, :]
+    return np.clip((acc - g) / (1 - g), 1e-3, 1 - 1e-3)
+
+
 def _fit_sigma(A: np.ndarray, data: LabelData, truth: np.ndarray, acc: np.ndarray) -> tuple[float, np.ndarray]:
-    """Match the spread of per-item correct counts (vs ``truth``) to the random-effect model."""
+    """Match the spread of per-item correct counts (vs ``truth``) to the random-effect model
+    (``acc``: rate of knowing per model and class; a correct answer is knowing or a lucky guess)."""
+    floor = _floor(data)
     P = (A >= 0).astype(np.float32)
     f = (A == truth[:, None]).sum(axis=1).astype(np.float64)
     c = np.where(data.is_yn, len(data.k_values) + np.minimum(truth, 1), data.cls_mc)
@@ -126,7 +150,7 @@ def _fit_sigma(A: np.ndarray, data: LabelData, truth: np.ndarray, acc: np.ndarra
     var = np.zeros(G)
     for cv in np.unique(c):
         sel = c == cv
-        p = expit(abil[:, :, cv][:, :, None] - _SIGMA_GRID[:, None, None] * _Z)   # (G, M, nq)
+        p = floor[cv] + (1 - floor[cv]) * expit(abil[:, :, cv][:, :, None] - _SIGMA_GRID[:, None, None] * _Z)
         M = p.shape[1]
         n = int(sel.sum())
         pm = p.transpose(1, 0, 2).reshape(M, -1).astype(np.float32)
@@ -175,6 +199,17 @@ def _fit_alpha(data: LabelData, truth: np.ndarray) -> float:
     return float(np.exp((lo + hi) / 2))
 
 
+def _fit_pref(A: np.ndarray, data: LabelData, truth: np.ndarray) -> np.ndarray:
+    """(M, Kmax) each model's preference for option positions when wrong (rate per available slot)."""
+    K = data.kmax
+    wrong = (A >= 0) & (A != truth[:, None])
+    avail_item = (np.arange(K)[None, :] < data.k[:, None]) & (np.arange(K)[None, :] != truth[:, None])  # (Q, K)
+    chosen = np.stack([((A == j) & wrong).sum(axis=0) for j in range(K)], axis=1).astype(np.float64)  # (M, K)
+    avail = wrong.T.astype(np.float64) @ avail_item.astype(np.float64)                                # (M, K)
+    rate = (chosen + 1.0) / (avail / np.maximum(data.k.mean() - 1, 1) + 1.0)
+    return rate / rate.sum(axis=1, keepdims=True)
+
+
 def _log_dm(data: LabelData, alpha: float) -> np.ndarray:
     """(Q, Kmax) log Dirichlet-multinomial probability of the wrong answers if the truth were t."""
     n = data.counts.astype(np.float64)
@@ -201,24 +236,40 @@ def _class_groups(data: LabelData, kk: np.ndarray, is_yn: np.ndarray, cls_mc: np
             yield n_k + t, sel, (t,)
 
 
-def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float) -> np.ndarray:
-    """(Q, Kmax) log-likelihood of one arm's answers if the truth were t (difficulty integrated out)."""
-    Q = A.shape[0]
+def _guess(pref: np.ndarray | None, M: int, kv: int, t: int) -> np.ndarray:
+    """(M,) probability that a model that does not know the answer guesses position t (of kv options)."""
+    if pref is None:
+        return np.full(M, 1.0 / kv if GUESSING else 0.0)
+    return pref[:, t] / pref[:, :kv].sum(axis=1)
+
+
+def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float, pref: np.ndarray | None = None
+                ) -> np.ndarray:
+    """(Q, Kmax) log-likelihood of one arm's answers if the truth were t (difficulty integrated out).
+
+    Knowledge-or-guess: model m knows the answer with probability rho = expit(a - sigma z); otherwise it
+    guesses and hits t with its own preference g = pi_m[t] (1/K when ``pref`` is None). So
+    P(answer t) = rho + (1 - rho) g and P(a wrong answer) = (1 - rho)(1 - g); which wrong option is
+    chosen is the shared distractor term (:func:`_log_dm`)."""
+    Q, M = A.shape
     out = np.full((Q, data.kmax), -np.inf)
     u = sigma * _Z
-    lp = np.log(np.clip(expit(a[:, :, None] - u), 1e-12, 1.0))      # (M, n_cls, nq)
-    lq = np.log(np.clip(expit(-(a[:, :, None] - u)), 1e-12, 1.0))
-    lq32 = lq.astype(np.float32)
-    d32 = (lp - lq).astype(np.float32)
+    rho = np.clip(expit(a[:, :, None] - u), 1e-9, 1 - 1e-9)        # (M, n_cls, nq)
+    l1r = np.log1p(-rho).astype(np.float32)
     for lo in range(0, Q, CHUNK):
         Ac = A[lo:lo + CHUNK]
         P = (Ac >= 0).astype(np.float32)
-        for cv, sel, cands in _class_groups(data, data.k[lo:lo + CHUNK], data.is_yn[lo:lo + CHUNK],
-                                            data.cls_mc[lo:lo + CHUNK]):
+        kk = data.k[lo:lo + CHUNK]
+        for cv, sel, cands in _class_groups(data, kk, data.is_yn[lo:lo + CHUNK], data.cls_mc[lo:lo + CHUNK]):
             As = Ac[sel]
-            base = P[sel] @ lq32[:, cv, :]
+            kv = int(kk[sel[0]])
+            base = P[sel] @ l1r[:, cv, :]
             for t in cands:
-                ll = base + (As == t).astype(np.float32) @ d32[:, cv, :]
+                g = _guess(pref, M, kv, t)
+                r = rho[:, cv, :]
+                d = np.log(r + (1 - r) * g[:, None]) - np.log1p(-r) - np.log1p(-g)[:, None]
+                ll = base + (As == t).astype(np.float32) @ d.astype(np.float32)
+                ll = ll + (P[sel] @ np.log1p(-g).astype(np.float32))[:, None]
                 out[lo + sel, t] = logsumexp(ll.astype(np.float64) + LOGW, axis=1)
     return out
 
@@ -226,8 +277,9 @@ def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float) -> 
 def log_likelihood(data: LabelData, params: LabelParams) -> np.ndarray:
     """(Q, Kmax) log-likelihood of all answers given truth t (every arm plus the distractor term)."""
     ll = _log_dm(data, params.alpha)
-    for A, a, s in zip(data.arms, params.ability, params.sigma):
-        ll = ll + _arm_loglik(A, data, a, s)
+    for j, (A, a, s) in enumerate(zip(data.arms, params.ability, params.sigma)):
+        pref = params.pref[j] if j < len(params.pref) else None
+        ll = ll + _arm_loglik(A, data, a, s, pref)
     return ll
 
 
@@ -256,7 +308,7 @@ def log_odds_wrong(data: LabelData, params: LabelParams, ll: np.ndarray) -> np.n
 
 
 def fit(data: LabelData, *, n_iter: int = 4, fit_items: int = 20000, seed: int = 0,
-        eps0: float = 0.02) -> LabelParams:
+        eps0: float = 0.02, position_preferences: bool = False) -> LabelParams:
     """EM (moment-matching M-steps) on a subsample of at most ``fit_items`` items."""
     rng = np.random.default_rng(seed)
     Q = len(data.k)
@@ -269,7 +321,7 @@ def fit(data: LabelData, *, n_iter: int = 4, fit_items: int = 20000, seed: int =
         abil, sig = [], []
         for j, A in enumerate(d.arms):
             corr, tri = _soft_counts(A, d, post)
-            acc = (corr + 0.5) / (tri + 1.0)
+            acc = _knowledge_rate((corr + 0.5) / (tri + 1.0), d)
             if it <= 1:  # the difficulty spread settles once the suspect golds are down-weighted
                 s, a = _fit_sigma(A, d, truth, acc)
             else:
@@ -278,7 +330,8 @@ def fit(data: LabelData, *, n_iter: int = 4, fit_items: int = 20000, seed: int =
             abil.append(a)
             sig.append(s)
         params = LabelParams(ability=abil, sigma=sig, alpha=_fit_alpha(d, truth),
-                             eps=params.eps, history=params.history)
+                             eps=params.eps, history=params.history,
+                             pref=[_fit_pref(A, d, truth) if position_preferences else None for A in d.arms])
         post, _ = posterior(d, params)
         eps = float(np.clip(1.0 - post[np.arange(len(d.k)), d.gold].mean(), 1e-4, 0.5))
         params.history.append({"iter": it, "sigma": [float(x) for x in sig], "alpha": params.alpha, "eps": eps})
@@ -343,8 +396,8 @@ def simulate(data: LabelData, params: LabelParams, rng: np.random.Generator, *, 
     for A, a, s in zip(data.arms, params.ability, params.sigma):
         M = A.shape[1]
         u = rng.normal(0, s, size=Q)
-        p = expit(a.T[c_true] - u[:, None])             # (Q, M)
-        hit = rng.random((Q, M)) < p
+        know = rng.random((Q, M)) < expit(a.T[c_true] - u[:, None])   # (Q, M)
+        hit = know | (rng.random((Q, M)) < (1.0 / k[:, None] if GUESSING else 0.0))  # a lucky guess
         r = rng.random((Q, M))
         off = 1 + np.minimum((r[:, :, None] > cq[:, None, :]).sum(axis=2), (k - 2)[:, None])
         ch = np.where(hit, truth[:, None], (truth[:, None] + off) % k[:, None])

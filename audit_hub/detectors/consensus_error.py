@@ -277,6 +277,14 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
                params=params.as_dict() | {"blind_arm_used": bool(blind_models), "n_items_fit": int(min(len(rows), fit_items))})
     if recall_sims > 0:
         out["detection"] = lm.detection_estimate(data, params, n_reps=recall_sims, seed=seed)
+    # the test is only as good as the model's fit: a difficulty spread at the edge of the grid, or a pool
+    # whose simulated recall is below one half, means the null cannot be trusted on this pool
+    why = []
+    if params.sigma and params.sigma[0] >= lm.SIGMA_MAX - 1e-9:
+        why.append("the item-difficulty spread reached the model's bound (the pool is near chance)")
+    if out["detection"] and (out["detection"]["recall"] or 0) < 0.5:
+        why.append("the pool is too weak: simulated recall below 0.5")
+    out["test"] = out["test"] | {"interpretable": not why, "not_interpretable_because": "; ".join(why)}
     return out
 
 
@@ -371,7 +379,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     obs_closed = int((unanimous & exp_sel).sum())
     p_indep = float(st.poisson.sf(obs_closed - 1, expected)) if expected > 0 else (1.0 if obs_closed == 0 else 0.0)
     test = lab["test"]
-    p_value = test["p_value"] if test else None
+    p_value = test["p_value"] if test and test.get("interpretable") else None
     n_open_excl = int((eligible & ~closed).sum())
 
     n_un = int(unanimous.sum())

@@ -91,6 +91,22 @@ def stratify_keys(stratify) -> list[str]:
     return out
 
 
+def cli_stratify(values: list[str] | None) -> list[str]:
+    """``--stratify`` values to the detector's keys: default auto; 'category' (or 'gold' / 'n_options')
+    alone is added to auto unless 'none' is given. Unknown values raise :class:`InputError`."""
+    from ..errors import InputError
+
+    vals = [v.strip().lower() for v in (values or [])]
+    bad = sorted(set(vals) - set(STRATIFY_KEYS) - {"none"})
+    if bad:
+        raise InputError(f"--stratify takes auto, none, category, n_options or gold; got {bad}")
+    if not vals:
+        return ["auto"]
+    if "none" in vals:
+        return [v for v in vals if v != "none"]
+    return vals if "auto" in vals else ["auto", *vals]
+
+
 def effective_option_count(frame: AuditFrame) -> np.ndarray:
     """Number of answers a guesser chooses from: the option count for mc items, 2 for yes/no, 0 for
     open (numeric / free-form) items, which form their own stratum."""

@@ -193,6 +193,11 @@ def _headline(result: Any) -> dict:
             if parts:
                 out["decomp"] = "Excess by diagonal cell (f = b): " + ", ".join(parts[:8]) + "."
         out["vd_summary"] = vd
+        from .stat_notes import visual_dependency_notes
+
+        notes = visual_dependency_notes(vd)
+        if notes:
+            out["decomp"] = "\n\n".join(([out["decomp"]] if out.get("decomp") else []) + notes)
     ce = s.get("consensus_error") or {}
     if ce and not ce.get("skipped"):
         txt = (f"**consensus_error**: {fmt_num(ce.get('n_unanimous_non_gold'))} question(s) on which every model that "
@@ -202,6 +207,9 @@ def _headline(result: Any) -> dict:
         txt += f"; {fmt_num(ce.get('expected_under_independence'))} expected if model errors were independent"
         txt += f"; {fmt_num(ce.get('n_majority_non_gold'))} with a strict non-gold majority."
         out["others"].append(txt)
+        from .stat_notes import consensus_error_notes
+
+        out["others"].extend(consensus_error_notes(ce))
     fk = s.get("fleiss_kappa_agreement") or {}
     if fk and not fk.get("skipped"):
         txt = f"**fleiss_kappa_agreement**: Fleiss kappa {fmt_num(fk.get('kappa'))} (95% CI {ci(fk.get('kappa_ci'), 'plain')})"
@@ -329,8 +337,12 @@ def _calibration(result: Any) -> str:
                   else "descriptive (no nominal rate)")
         rows.append([name, pct(c.get("fpr")), ci(c.get("fpr_ci")) if c.get("fpr_ci") else "", pct(c.get("nominal")),
                      fmt_num(c.get("n_sims")), status, md_escape(c.get("note", ""), 160)])
-    return md_table(["Detector", "False-positive rate", "95% CI", "Nominal", "Simulations", "Status", "Note"], rows,
-                    ["l", "r", "r", "r", "r", "l", "l"])
+    from .stat_notes import calibration_lead
+
+    lead = calibration_lead(cal)
+    table = md_table(["Detector", "False-positive rate", "95% CI", "Nominal", "Simulations", "Status", "Note"], rows,
+                     ["l", "r", "r", "r", "r", "l", "l"])
+    return (lead + "\n\n" + table) if lead and rows else table
 
 
 def _severe(questions: pd.DataFrame, n: int = N_SEVERE_SHOWN) -> str:
