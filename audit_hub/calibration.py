@@ -137,7 +137,7 @@ def item_difficulty(C: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndar
     accuracy is ``acc``. ``sigma`` makes the spread of the per-item correct counts match the model's
     (beyond binomial). Returns (ability a (n, M), posterior over the quadrature nodes (n, nq), sigma).
     """
-    from .label_model import LOGW, _Z, _solve_ability
+    from .label_model import _Z, LOGW, _solve_ability
 
     known = (C >= 0).astype(np.float64)
     y = (C == 1).astype(np.float64)

@@ -9,6 +9,14 @@ The statistic depends only on the ``(M+1) x (M+1)`` table of ``(f, b)`` counts, 
 as tables with fixed margins (:mod:`audit_hub.nulls`), never by permuting items; the null mean and SD
 are exact closed forms.
 
+Strata (``stratify``, default ``"auto"``). The shuffle is within strata: the effective option count
+(options of an mc item, 2 for yes/no, open items apart) and, on yes/no items, the gold answer, so
+the null is "blind outcomes are independent of the item given its stratum". Without strata, items
+with fewer options (or a gold the models are biased towards) are right more often in both arms and
+the global shuffle reads that as excess zero gain (docs/statistics.md). ``"none"`` is the paper's
+single shuffle; its figure is reported in ``summary["unstratified"]`` next to the headline.
+``summary["power"]`` gives the smallest share of blind-solvable items detected with 80% power.
+
 Pool level. When no model has runs in both arms but both arms exist (e.g. MATH-Vision: eleven image
 models, one text-only GPT-4 run), ``f`` and ``b`` are counts over each arm's own pool of ``Mf`` and
 ``Mb`` models and zero gain is equality of *shares*, compared exactly on counts: ``f * Mb == b * Mf``.
