@@ -39,7 +39,7 @@ SIGMA_MAX = 4.0
 # guessing it made the likelihood-ratio test anti-conservative (13.5% at alpha 5% under shared
 # difficulty) and it did not fix the fit on the near-chance MATH-Vision pool; kept for study.
 GUESSING = False
-_SIGMA_GRID = np.linspace(0.0, SIGMA_MAX, 17)
+_SIGMA_GRID = np.linspace(0.0, SIGMA_MAX, 9)
 CHUNK = 1 << 16
 
 
