@@ -134,6 +134,7 @@ def summarise(name: str, rows: list[dict]) -> dict:
         for k in ("precision", "recall", "ap"):
             v = np.array([r[m][k] for r in rows], dtype=np.float64)
             out[f"{m}_{k}"] = [round(float(np.nanmean(v)), 3), round(float(np.nanmin(v)), 3), round(float(np.nanmax(v)), 3)]
+    out["plantings_ours_ap_ge_cleanlab"] = int(sum(r["ours"]["ap"] >= r["cleanlab"]["ap"] for r in rows))
     return out
 
 
@@ -185,8 +186,9 @@ def main() -> None:
     print(f"target (a) AP >= 0.85: {'met' if a['ours_ap'][0] >= 0.85 else 'NOT met'} ({a['ours_ap'][0]:.3f}); "
           f"AP >= cleanlab + 0.15: {'met' if a['ours_ap'][0] >= a['cleanlab_ap'][0] + 0.15 else 'NOT met'} "
           f"({a['ours_ap'][0]:.3f} vs {a['cleanlab_ap'][0]:.3f})")
-    print(f"target (b) AP never below cleanlab: {'met' if b['ours_ap'][0] >= b['cleanlab_ap'][0] else 'NOT met'} "
-          f"({b['ours_ap'][0]:.3f} vs {b['cleanlab_ap'][0]:.3f})")
+    n_b, w_b = b["n_plantings"], b["plantings_ours_ap_ge_cleanlab"]
+    print(f"target (b) AP never below cleanlab: {'met' if w_b == n_b else 'NOT met'} in {w_b} of {n_b} plantings "
+          f"(mean {b['ours_ap'][0]:.3f} vs {b['cleanlab_ap'][0]:.3f}; chance = planted share)")
 
 
 if __name__ == "__main__":
