@@ -14,7 +14,7 @@ apart) and, on yes/no items, the gold answer (``condition_on_gold``). Each model
 by gold, not a defect), and 2-option items are easier than 5-option ones when they are in the data.
 
 Outcomes. Blind arm: independent Bernoulli draws with the (arm, model, class) accuracy, i.e. the
-blind outcome is independent of the item given its class (the visual-dependency null). Full arm:
+blind outcome is independent of the item given its class (the zero-gain audit's null). Full arm:
 a Rasch model ``expit(a - sigma z_i)`` whose abilities reproduce the class accuracies and whose
 difficulty spread ``sigma`` matches the spread of the benchmark's per-item full-arm counts (moments);
 each simulated item draws ``z_i`` from its own posterior given the real item's full-arm outcomes,
@@ -41,33 +41,29 @@ for larger benchmarks (it is still detected: see the tests).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
+from . import detectors
+from .columns import ARROW_STR
 from .errors import DetectorSkipped
-from .frame import LETTERS, AuditFrame
+from .frame import AuditFrame
+from .schema import LETTERS
 from .stats import wilson_ci
 
-_STR = pd.ArrowDtype(pa.string())
 # (observed key, expected key) for count-based detectors
 COUNT_KEYS = (("n_unanimous_non_gold", "expected_under_independence"), ("n_flagged", "expected_flagged"))
 MARGIN_HIGH = 1.5
 MARGIN_LOW = 0.5
 CELL_BUDGET = 30_000   # simulated (item, model, arm) cells per null benchmark
 MIN_ITEMS, MAX_ITEMS = 200, 2000
-CAL_PERMUTATIONS = 199  # permutations of visual_dependency's null inside a simulation (p resolution 0.005)
-# what a per-item flag rate means for detectors without a nominal rate
-FLAG_RATE_NOTES = {
-    "fleiss_kappa_agreement": "no nominal rate: the share of questions of a defect-free benchmark like this one "
-                              "(same accuracies and difficulty spread) that it flags for low agreement",
-    "distractor_similarity": "no nominal rate: null option texts are distinct placeholders, so any flag is a "
-                             "false positive of the text comparison",
-}
+# what a per-item flag rate means for a detector without a nominal rate
+FLAG_RATE_NOTE = ("no nominal rate: the share of questions it flags on defect-free benchmarks like this one (same "
+                  "option counts, accuracies and difficulty spread; option texts are distinct placeholders, so a "
+                  "flag from comparing option texts is a false positive)")
 
 
 def default_items(n_models: int, n_arms: int) -> int:
@@ -82,9 +78,9 @@ def _logit(p):
 
 def accuracy_classes(frame: AuditFrame, condition_on_gold: bool = True) -> np.ndarray:
     """Class per question: (effective option count) x (gold answer on yes/no items)."""
-    from .detectors.visual_dependency import _strata_codes
+    from .strata import strata_codes
 
-    return _strata_codes(frame, ["n_options", "gold"] if condition_on_gold else ["n_options"])[0]
+    return strata_codes(frame, ["n_options", "gold"] if condition_on_gold else ["n_options"])[0]
 
 
 def class_accuracies(frame: AuditFrame, field: str, cls: np.ndarray, n_cls: int) -> tuple[np.ndarray, np.ndarray]:
@@ -137,7 +133,7 @@ def item_difficulty(C: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndar
     accuracy is ``acc``. ``sigma`` makes the spread of the per-item correct counts match the model's
     (beyond binomial). Returns (ability a (n, M), posterior over the quadrature nodes (n, nq), sigma).
     """
-    from .label_model import _Z, LOGW, _solve_ability
+    from .label_model import LOGW, NODES, solve_ability
 
     known = (C >= 0).astype(np.float64)
     y = (C == 1).astype(np.float64)
@@ -145,8 +141,8 @@ def item_difficulty(C: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndar
     w = np.exp(LOGW)
 
     def gap(sig):
-        a = _solve_ability(acc, sig)
-        p = 1 / (1 + np.exp(-(a[:, :, None] - sig * _Z)))          # (n, M, nq)
+        a = solve_ability(acc, sig)
+        p = 1 / (1 + np.exp(-(a[:, :, None] - sig * NODES)))          # (n, M, nq)
         S = np.einsum("nm,nmq->nq", known, p)
         V = np.einsum("nm,nmq->nq", known, p * (1 - p))
         e = S @ w
@@ -176,7 +172,7 @@ class NullSimulator:
 
     def __init__(self, frame: AuditFrame, *, field: str = "hit", condition_on_gold: bool = True,
                  n_items: int | str | None = "auto", seed: int = 0, difficulty: bool = True):
-        from .detectors.visual_dependency import effective_option_count
+        from .strata import effective_option_count
 
         self.frame = frame
         rng = np.random.default_rng([seed, 7])
@@ -224,13 +220,13 @@ class NullSimulator:
         gold = (rng.random((S, n)) * self.k_eff).astype(np.int64)
         gold = np.where(self.is_yn, self.gold_yn, gold)
         gq = gold[:, self.rq]
-        from .label_model import _Z
+        from .label_model import NODES
 
         # full arm: each item's difficulty drawn from its posterior (keeps which items are hard)
         if self.node_post is not None:
             cdf = np.cumsum(self.node_post, axis=1)
-            node = (rng.random((S, n, 1)) > cdf[None]).sum(axis=2).clip(0, len(_Z) - 1)
-            u = self.difficulty_sd * _Z[node]                                     # (S, n)
+            node = (rng.random((S, n, 1)) > cdf[None]).sum(axis=2).clip(0, len(NODES) - 1)
+            u = self.difficulty_sd * NODES[node]                                     # (S, n)
         else:
             u = np.zeros((S, n))
         full = self.ra == 0
@@ -260,10 +256,9 @@ class NullSimulator:
                        np.where(qt == "yesno", np.where(choice == 0, "yes", "no"),
                                 np.char.add("v", choice.astype(str))))
         h = hit.astype(np.int8)
-        ans_arr = pd.array(ans, dtype=_STR)
         runs = pd.DataFrame({
             "q": self.rq.astype(np.int32), "m": self.rm.astype(np.int16), "arm": self.ra.astype(np.int8),
-            "prediction": ans_arr, "answer": ans_arr,
+            "prediction": pd.array(ans, dtype=ARROW_STR), "answer": pd.array(ans, dtype=ARROW_STR),
             "hit": h, "hit_exact": h.copy(),
         })
         # answer codes in the frame's code space (mc: option index; yes=0/no=1; other: kmax + value)
@@ -273,17 +268,13 @@ class NullSimulator:
         cols = ["question_id", "question", "options", "answer", "answer_type", "category", "l2_category",
                 "group_id", "hint", "n_options", "gold_index"]
         return AuditFrame(questions=q[cols], runs=runs, models=self.frame.models,
-                          meta={"_answer_codes": codes, "_gold_codes": gcodes, "simulated_null": True})
+                          meta={"simulated_null": True}, cache={"answer_codes": codes, "gold_codes": gcodes})
 
 
-def _resolve(detectors) -> dict[str, Callable]:
-    from .audit import DETECTORS
-
-    if detectors is None:
-        detectors = DETECTORS
-    if isinstance(detectors, dict):
-        return dict(detectors)
-    return {name: importlib.import_module(f"audit_hub.detectors.{name}").run for name in detectors}
+def _resolve(names: dict[str, Callable] | Iterable[str] | None) -> dict[str, Callable]:
+    if isinstance(names, dict):
+        return dict(names)
+    return {name: detectors.get(name).load().run for name in (detectors.names() if names is None else names)}
 
 
 def _verdict(rate_k: float, rate_n: float, nominal: float | None, two_sided: bool) -> tuple[list, bool | None, str]:
@@ -300,22 +291,23 @@ def _verdict(rate_k: float, rate_n: float, nominal: float | None, two_sided: boo
     return ci, False, ""
 
 
-def calibrate(frame: AuditFrame, detectors: dict[str, Callable] | Iterable[str] | None = None, *,
+def calibrate(frame: AuditFrame, names: dict[str, Callable] | Iterable[str] | None = None, *,
               n_sims: int = 200, seed: int = 0, field: str = "hit", alpha: float = 0.05,
               params: dict[str, dict] | None = None, condition_on_gold: bool = True,
               n_items: int | str | None = "auto", difficulty: bool = True,
               progress: Callable[[int, int], None] | None = None) -> dict[str, dict]:
     """False-positive rate of each detector on ``n_sims`` null versions of ``frame``.
 
-    detectors: {name: run function} (as the audit passes them), names (imported from
-    ``audit_hub.detectors``), or None for all six. params: per-detector keyword arguments (the
-    audit's); visual_dependency's leave-one-out and bootstrap are switched off here (they do not
-    change the headline test), and so are consensus_error's recall simulation. n_items: size of the
-    stratified subsample the nulls are drawn on ("auto": about 30,000 simulated cells, 200 to 2,000
-    items; None = every item). Returns {name: {fpr, fpr_ci,
-    nominal, n_sims, n_runs, kind, out_of_calibration, direction, note, simulator}}.
+    names: registered detector names, None for all of them, or {name: run function}. params: per-detector
+    keyword arguments (the audit's); each detector's registered ``calibration_params`` override them
+    (steps that do not change the headline test, such as a leave-one-out, a bootstrap, a power or
+    recall simulation, are switched off). n_items: size of the stratified subsample the nulls are
+    drawn on ("auto": about 30,000 simulated cells, 200 to 2,000 items; None = every item). Returns
+    {name: {fpr, fpr_ci, nominal, n_sims, n_runs, kind, out_of_calibration, direction, note, simulator}}.
     """
-    runs = _resolve(detectors)
+    runs = _resolve(names)
+    registered = detectors.names()
+    overrides = {n: detectors.get(n).calibration_params if n in registered else {} for n in runs}
     params = params or {}
     sim = NullSimulator(frame, field=field, condition_on_gold=condition_on_gold, n_items=n_items, seed=seed,
                         difficulty=difficulty)
@@ -331,12 +323,7 @@ def calibrate(frame: AuditFrame, detectors: dict[str, Callable] | Iterable[str] 
             frames = sim.draw_many(min(batch, n_sims - s), rng)[::-1]
         f = frames.pop()
         for name, fn in runs.items():
-            kw = dict(params.get(name, {}))
-            if name == "visual_dependency":
-                kw.update(leave_one_out=False, n_boot=0, power=False,
-                          n_permutations=min(int(kw.get("n_permutations", 999)), CAL_PERMUTATIONS))
-            elif name == "consensus_error":
-                kw.update(recall_sims=0, label_iters=3)
+            kw = dict(params.get(name, {})) | dict(overrides[name])
             try:
                 res = fn(f, field="hit", seed=seed + s, **kw)
             except DetectorSkipped as e:
@@ -383,8 +370,7 @@ def calibrate(frame: AuditFrame, detectors: dict[str, Callable] | Iterable[str] 
             ci, _, _ = _verdict(tot, n_items, None, two_sided=False)
             entry.update(kind="flag_rate", fpr=tot / n_items, fpr_ci=ci, nominal=None, n_runs=len(flags[name]),
                          out_of_calibration=None, direction="",
-                         note=FLAG_RATE_NOTES.get(name, "no nominal rate: the per-item flag rate on "
-                                                              "defect-free simulations of this benchmark"))
+                         note=FLAG_RATE_NOTE)
         else:
             entry.update(kind="skipped", fpr=None, fpr_ci=None, nominal=None, n_runs=0, out_of_calibration=None,
                          direction="", note=f"skipped on null simulations: {skipped.get(name, 'no output')}")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit, gammaln, logsumexp
 
-_Z, _W = np.polynomial.hermite_e.hermegauss(15)
+NODES, _W = np.polynomial.hermite_e.hermegauss(15)
 LOGW = np.log(_W / np.sqrt(2 * np.pi))
 SIGMA_MAX = 4.0
 # knowledge-or-guess (a correct answer may be a lucky 1/K guess). Off: on simulated pools without
@@ -91,14 +91,14 @@ class LabelParams:
                 "max_position_preference": [None if p is None else float(p.max()) for p in self.pref]}
 
 
-def _solve_ability(acc: np.ndarray, sigma) -> np.ndarray:
+def solve_ability(acc: np.ndarray, sigma) -> np.ndarray:
     """a with E_u[expit(a - sigma z)] = acc (Newton, vectorised; ``sigma`` broadcasts against ``acc``)."""
     acc = np.clip(acc, 1e-4, 1 - 1e-4)
     sigma = np.asarray(sigma, np.float64)
     a = np.log(acc / (1 - acc)) * np.sqrt(1 + 0.35 * sigma ** 2)
     w = np.exp(LOGW)
     for _ in range(8):
-        p = expit(a[..., None] - sigma[..., None] * _Z)
+        p = expit(a[..., None] - sigma[..., None] * NODES)
         g = p @ w - acc
         d = (p * (1 - p)) @ w
         a = a - g / np.maximum(d, 1e-9)
@@ -145,12 +145,12 @@ def _fit_sigma(A: np.ndarray, data: LabelData, truth: np.ndarray, acc: np.ndarra
     c = np.where(data.is_yn, len(data.k_values) + np.minimum(truth, 1), data.cls_mc)
     w = np.exp(LOGW)
     G = len(_SIGMA_GRID)
-    abil = _solve_ability(np.broadcast_to(acc, (G,) + acc.shape), _SIGMA_GRID[:, None, None])  # (G, M, n_cls)
+    abil = solve_ability(np.broadcast_to(acc, (G,) + acc.shape), _SIGMA_GRID[:, None, None])  # (G, M, n_cls)
     resid = np.zeros(G)
     var = np.zeros(G)
     for cv in np.unique(c):
         sel = c == cv
-        p = floor[cv] + (1 - floor[cv]) * expit(abil[:, :, cv][:, :, None] - _SIGMA_GRID[:, None, None] * _Z)
+        p = floor[cv] + (1 - floor[cv]) * expit(abil[:, :, cv][:, :, None] - _SIGMA_GRID[:, None, None] * NODES)
         M = p.shape[1]
         n = int(sel.sum())
         pm = p.transpose(1, 0, 2).reshape(M, -1).astype(np.float32)
@@ -169,7 +169,7 @@ def _fit_sigma(A: np.ndarray, data: LabelData, truth: np.ndarray, acc: np.ndarra
         return float(_SIGMA_GRID[-1]), abil[-1]
     j = int(neg[0])
     s = _SIGMA_GRID[j - 1] + (_SIGMA_GRID[j] - _SIGMA_GRID[j - 1]) * gap[j - 1] / (gap[j - 1] - gap[j])
-    return float(s), _solve_ability(acc, s)
+    return float(s), solve_ability(acc, s)
 
 
 def _fit_alpha(data: LabelData, truth: np.ndarray) -> float:
@@ -253,7 +253,7 @@ def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float, pre
     chosen is the shared distractor term (:func:`_log_dm`)."""
     Q, M = A.shape
     out = np.full((Q, data.kmax), -np.inf)
-    u = sigma * _Z
+    u = sigma * NODES
     rho = np.clip(expit(a[:, :, None] - u), 1e-9, 1 - 1e-9)        # (M, n_cls, nq)
     l1r = np.log1p(-rho).astype(np.float32)
     for lo in range(0, Q, CHUNK):
@@ -326,7 +326,7 @@ def fit(data: LabelData, *, n_iter: int = 4, fit_items: int = 20000, seed: int =
                 s, a = _fit_sigma(A, d, truth, acc)
             else:
                 s = params.sigma[j]
-                a = _solve_ability(acc, s)
+                a = solve_ability(acc, s)
             abil.append(a)
             sig.append(s)
         params = LabelParams(ability=abil, sigma=sig, alpha=_fit_alpha(d, truth),

@@ -50,16 +50,15 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DetectorSkipped
+from ..fmt import fmt_p, num_labels, pct, pp
 from ..frame import AuditFrame
 from ..nulls import matched_pairs, matched_sum_moments, sample_matched_sum
 from ..severity import severity_array
 from ..stats import benjamini_hochberg, permutation_p_value, table_bootstrap, wilson_ci
+from ..strata import STRATIFY_DEFAULT, strata_codes
 from .base import DetectorResult, summary_rows
 
 NAME = "visual_dependency"
-JUDGE_DEPENDENT = True
-REQUIRES = ("runs with the image (full arm) and without it (blind arm, e.g. `benchaudit blind`), with "
-            "correctness in the chosen field")
 
 
 
@@ -74,69 +73,6 @@ def _pool(frame: AuditFrame) -> tuple[list[str], list[str], bool]:
     if paired:
         return paired, paired, False
     return full, blind, True
-
-
-STRATIFY_KEYS = ("auto", "category", "n_options", "gold")
-STRATIFY_DEFAULT = "auto"
-
-
-def stratify_keys(stratify) -> list[str]:
-    """Normalise ``stratify`` to a list of keys. ``"auto"`` (the default) is the effective option count
-    plus, on yes/no items, the gold answer; ``"none"``/None/False/[] is one global shuffle (the paper's
-    number); ``"category"`` may be combined with either."""
-    if stratify is None or stratify is False:
-        return []
-    keys = [stratify] if isinstance(stratify, str) else list(stratify)
-    keys = [k for k in keys if k != "none"]
-    bad = [k for k in keys if k not in STRATIFY_KEYS]
-    if bad:
-        raise ValueError(f"stratify must be 'none' or among {STRATIFY_KEYS}, got {bad}")
-    out: list[str] = []
-    for k in keys:
-        for kk in (("n_options", "gold") if k == "auto" else (k,)):
-            if kk not in out:
-                out.append(kk)
-    return out
-
-
-def cli_stratify(values: list[str] | None) -> list[str]:
-    """``--stratify`` values to the detector's keys: default auto; 'category' (or 'gold' / 'n_options')
-    alone is added to auto unless 'none' is given. Unknown values raise :class:`InputError`."""
-    from ..errors import InputError
-
-    vals = [v.strip().lower() for v in (values or [])]
-    bad = sorted(set(vals) - set(STRATIFY_KEYS) - {"none"})
-    if bad:
-        raise InputError(f"--stratify takes auto, none, category, n_options or gold; got {bad}")
-    if not vals:
-        return ["auto"]
-    if "none" in vals:
-        return [v for v in vals if v != "none"]
-    return vals if "auto" in vals else ["auto", *vals]
-
-
-def effective_option_count(frame: AuditFrame) -> np.ndarray:
-    """Number of answers a guesser chooses from: the option count for mc items, 2 for yes/no, 0 for
-    open (numeric / free-form) items, which form their own stratum."""
-    atype = frame.answer_type
-    return np.where(atype == "mc", frame.n_options.astype(np.int64), np.where(atype == "yesno", 2, 0))
-
-
-def _strata_codes(frame: AuditFrame, stratify) -> tuple[np.ndarray, list[str]]:
-    """Integer stratum per question for the shuffle (0 everywhere when not stratified)."""
-    keys = stratify_keys(stratify)
-    code = np.zeros(frame.n_questions, dtype=np.int64)
-    for k in keys:
-        if k == "category":
-            c, _ = frame.category_codes("category")
-        elif k == "n_options":
-            _, c = np.unique(effective_option_count(frame), return_inverse=True)
-        else:  # gold answer on yes/no items (yes = 0, no = 1); 2 for every other item
-            c = np.where(frame.answer_type == "yesno", np.clip(frame.gold_codes(), 0, 1), 2)
-        c = np.asarray(c, dtype=np.int64)
-        code = code * (int(c.max()) + 1 if len(c) else 1) + c
-    _, code = np.unique(code, return_inverse=True)
-    return code.astype(np.int64), keys
 
 
 class _Null:
@@ -266,7 +202,7 @@ def power_summary(tabs: np.ndarray, pairs, alpha: float, target: float = 0.8) ->
 # ---------------------------------------------------------------------------------------- detector
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
         alpha: float = 0.05, stratify=STRATIFY_DEFAULT, n_boot: int = 1000, leave_one_out: bool = True,
-        power: bool = True, **_ignored: Any) -> DetectorResult:
+        power: bool = True) -> DetectorResult:
     """Zero-gain share vs the item-matched permutation null, per question, per category and per pool."""
     if field not in ("hit", "hit_exact"):
         raise ValueError("field must be 'hit' or 'hit_exact'")
@@ -294,7 +230,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     pos = f * mb > b * mf
     neg = f * mb < b * mf
 
-    strata_all, strata_keys = _strata_codes(frame, stratify)
+    strata_all, strata_keys = strata_codes(frame, stratify)
     strata = strata_all[idx]
     n_strata = int(strata_all.max()) + 1 if len(strata_all) else 1
     cat_all, cat_labels = frame.category_codes("category")
@@ -342,7 +278,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
 
     # ---- per category (shuffle within category x the non-category strata)
     nc_keys = [k for k in strata_keys if k != "category"]
-    nc_code = _strata_codes(frame, nc_keys)[0] if nc_keys else np.zeros(frame.n_questions, np.int64)
+    nc_code = strata_codes(frame, nc_keys)[0] if nc_keys else np.zeros(frame.n_questions, np.int64)
     unit_all = cat_all.astype(np.int64) * (int(nc_code.max()) + 1) + nc_code
     _, unit_all = np.unique(unit_all, return_inverse=True)
     n_units = int(unit_all.max()) + 1
@@ -531,6 +467,54 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table, params=params)
 
 
+# ---------------------------------------------------------------------------------------- card notes
+def _note_pct(x: Any, d: int = 1) -> str:
+    return "n/a" if x is None else f"{100 * float(x):.{d}f}%"
+
+
+def _note_pp(x: Any) -> str:
+    return "n/a" if x is None else f"{100 * float(x):+.1f} pp"
+
+
+def _note_p(x: Any) -> str:
+    if x is None:
+        return "n/a"
+    x = float(x)
+    return "< 0.0001" if x < 1e-4 else f"{x:.4f}" if x < 0.01 else f"{x:.3f}"
+
+
+def headline_notes(vd: dict) -> list[str]:
+    """Lines under the zero-gain table: the null in words, stratified vs unstratified, power."""
+    out = []
+    if not vd or vd.get("skipped"):
+        return out
+    if vd.get("null_hypothesis"):
+        out.append(f"**Null of the headline test** ({vd.get('n_strata', 1)} strata): {vd['null_hypothesis']}")
+    un = vd.get("unstratified")
+    if isinstance(un, dict):
+        txt = (f"Unstratified (one benchmark-wide shuffle, the paper's number): null mean {_note_pct(un.get('null_mean'))}, "
+               f"excess {_note_pp(un.get('excess'))}, p = {_note_p(un.get('p_value'))}; stratified headline: excess "
+               f"{_note_pp(vd.get('excess'))}, p = {_note_p(vd.get('p_value'))}.")
+        if un.get("disagrees"):
+            txt = "**The two nulls disagree.** " + txt + " The headline is the stratified test: " + str(un.get("why", ""))
+        out.append(txt)
+    pw = vd.get("power")
+    if isinstance(pw, dict):
+        md = pw.get("min_detectable_share")
+        at = pw.get("power_at") or {}
+        n, m = vd.get("n_items"), vd.get("n_models")
+        lead = (f"**Power**: at {n:,} items and {m} full-arm models, the smallest share of blind-solvable items "
+                f"(every model right with and without the image) detected with 80% power at alpha = "
+                f"{pw.get('alpha')} is {_note_pct(md)}" if md is not None else
+                f"**Power**: at {n:,} items and {m} full-arm models, even 50% blind-solvable items are not detected "
+                "with 80% power")
+        out.append(lead + "; probability of detecting 2% / 5% / 10%: " +
+                   " / ".join(f"{float(at[k]):.2f}" for k in ("0.02", "0.05", "0.1") if k in at) +
+                   f" ({pw.get('method', '')}).")
+    return out
+
+
+
 # ---------------------------------------------------------------------------------------- judge dependence
 def judge_dependence(frame: AuditFrame, result_hit: DetectorResult | None,
                      result_exact: DetectorResult | None) -> dict:
@@ -594,3 +578,25 @@ def judge_dependence(frame: AuditFrame, result_hit: DetectorResult | None,
     else:
         out["top_model"] = None
     return out
+
+
+# ---------------------------------------------------------------------------------------- report phrases
+def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
+    """The report's evidence phrase for flagged rows ``p`` of the questions table."""
+    return (label + " (" + num_labels(p[f"{NAME}_f"]) + "/" + num_labels(p[f"{NAME}_mf"]) + " right with it, "
+            + num_labels(p[f"{NAME}_b"]) + "/" + num_labels(p[f"{NAME}_mb"]) + " right blind)")
+
+
+def lede_line(s: dict) -> str:
+    """The card's opening line on this detector's summary ``s``."""
+    return (f"{pct(s.get('zero_gain_share'))} of questions show zero aggregate accuracy gain from the image; "
+            f"an item-matched permutation null accounts for {pct(s.get('null_mean'))}, leaving "
+            f"{pp(s.get('excess'))} (p = {fmt_p(s.get('p_value'))}).")
+
+
+def console_line(s: dict) -> str:
+    """One line for the terminal after an audit."""
+    def share(x):
+        return "n/a" if x is None else f"{100 * x:.1f}%"
+    return (f"zero-gain share {share(s.get('zero_gain_share'))} (null {share(s.get('null_mean'))}, "
+            f"excess {100 * (s.get('excess') or 0):+.1f} pp, p = {s.get('p_value')})")
