@@ -37,8 +37,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from audit_hub.detectors import consensus_error  # noqa: E402
-from audit_hub.frame import LETTERS, AuditFrame  # noqa: E402
+from audit_hub.frame import AuditFrame  # noqa: E402
 from audit_hub.label_model import average_precision  # noqa: E402
+from audit_hub.schema import LETTERS  # noqa: E402
 
 SMOOTH = 0.1
 
