@@ -241,6 +241,130 @@ def _duplicates_gold(frame: AuditFrame, items: np.ndarray, code: np.ndarray) -> 
     return out
 
 
+def _blind_agreement(frame: AuditFrame, cons: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Per item: the share of parseable blind-arm answers that agree with the full-arm consensus (NaN
+    without a consensus or blind answers) and the number of parseable blind answers."""
+    blind_models = frame.models_in("blind") if frame.has_arm("blind") else []
+    blind_share = np.full(frame.n_questions, np.nan)
+    n_blind = np.zeros(frame.n_questions, np.int64)
+    if blind_models:
+        B = frame.answer_codes("blind", models=blind_models)
+        n_blind = (B >= 0).sum(axis=1).astype(np.int64)
+        agree = ((B == cons[:, None]) & (cons[:, None] >= 0)).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            blind_share = np.where((n_blind > 0) & (cons >= 0), agree / np.maximum(n_blind, 1), np.nan)
+        del B
+    return blind_models, blind_share, n_blind
+
+
+def _expected_unanimous(frame: AuditFrame, parse: np.ndarray, is_gold: np.ndarray, n_p: np.ndarray,
+                        eligible: np.ndarray, unanimous: np.ndarray, gold: np.ndarray):
+    """The unanimous non-gold count expected if the models erred independently (closed items only, each
+    model's error rate spread uniformly over the wrong options) and its Poisson p-value. Returns the
+    per-model error rates, the items in the expectation, each item's probability, the expected and
+    observed counts, the p-value and the number of eligible open items left out."""
+    from scipy import stats as st
+
+    atype = frame.answer_type
+    closed = (atype == "mc") | (atype == "yesno")
+    k_opts = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
+    wrong = parse & ~is_gold & closed[:, None]
+    n_closed_parse = (parse & closed[:, None]).sum(axis=0)
+    e = np.where(n_closed_parse > 0, wrong.sum(axis=0) / np.maximum(n_closed_parse, 1), np.nan)
+    del wrong
+    log_e = np.where(e > 0, np.log(np.where(e > 0, e, 1.0)), -1e6)
+    log_e = np.where(np.isnan(e), 0.0, log_e)
+    exp_sel = eligible & closed & (k_opts >= 2) & (gold >= 0)
+    Q = frame.n_questions
+    pe = np.empty(Q)
+    for lo in range(0, Q, 1 << 17):  # chunked: no (Q, M) float64 copy
+        pe[lo:lo + (1 << 17)] = parse[lo:lo + (1 << 17)].astype(np.float64) @ log_e
+    logp = pe + (1 - n_p) * np.log(np.maximum(k_opts - 1, 1))
+    p_item = np.where(exp_sel, np.exp(np.minimum(logp, 0.0)), 0.0)
+    expected = float(p_item.sum())
+    obs_closed = int((unanimous & exp_sel).sum())
+    p_value = float(st.poisson.sf(obs_closed - 1, expected)) if expected > 0 else (1.0 if obs_closed == 0 else 0.0)
+    n_open_excl = int((eligible & ~closed).sum())
+    return e, exp_sel, p_item, expected, obs_closed, p_value, n_open_excl
+
+
+def _table_rows(frame: AuditFrame, *, eligible: np.ndarray, unanimous: np.ndarray, majority: np.ndarray,
+                exp_sel: np.ndarray, p_item: np.ndarray, n_p: np.ndarray, expected: float, obs_closed: int,
+                p_value: float) -> list[dict]:
+    """Unanimous and majority non-gold shares overall and per category (Wilson intervals; per-category
+    Poisson p against the independence expectation, BH-adjusted)."""
+    from scipy import stats as st
+
+    n_un, n_el = int(unanimous.sum()), int(eligible.sum())
+    lo, hi = wilson_ci(n_un, n_el)
+    codes, labs = frame.category_codes("category")
+    C = len(labs)
+    n_c = np.bincount(codes, weights=eligible, minlength=C)
+    k_c = np.bincount(codes, weights=unanimous, minlength=C)
+    nc_c = np.bincount(codes, weights=exp_sel, minlength=C)
+    kc_c = np.bincount(codes, weights=unanimous & exp_sel, minlength=C)
+    ex_c = np.bincount(codes, weights=p_item, minlength=C)
+    m_c = np.bincount(codes, weights=majority & (n_p >= 2), minlength=C)
+    nm_c = np.bincount(codes, weights=n_p >= 2, minlength=C)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_c = np.where(ex_c > 0, st.poisson.sf(kc_c - 1, np.maximum(ex_c, 1e-300)), np.where(kc_c > 0, 0.0, 1.0))
+    p_c = np.where(nc_c > 0, p_c, np.nan)
+    padj = benjamini_hochberg(p_c)
+    rows = []
+    lc, hc = wilson_ci(k_c, n_c)
+    lm, hm = wilson_ci(m_c, nm_c)
+    nm_all = int((n_p >= 2).sum())
+    lma, hma = wilson_ci(int(majority.sum()), nm_all)
+    null_all = expected / int(exp_sel.sum()) if exp_sel.any() else np.nan
+    rows.append({"category": "(all)", "arm": "full", "statistic": "unanimous_non_gold_share",
+                 "estimate": n_un / n_el if n_el else np.nan, "ci_low": float(lo), "ci_high": float(hi),
+                 "null_mean": null_all, "excess": (obs_closed - expected) / exp_sel.sum() if exp_sel.any() else np.nan,
+                 "p_value": p_value, "p_adjusted": p_value, "n_items": n_el})
+    for j, lab in enumerate(labs):
+        rows.append({"category": lab, "arm": "full", "statistic": "unanimous_non_gold_share",
+                     "estimate": k_c[j] / n_c[j] if n_c[j] else np.nan, "ci_low": float(lc[j]),
+                     "ci_high": float(hc[j]),
+                     "null_mean": ex_c[j] / nc_c[j] if nc_c[j] else np.nan,
+                     "excess": (kc_c[j] - ex_c[j]) / nc_c[j] if nc_c[j] else np.nan,
+                     "p_value": float(p_c[j]), "p_adjusted": float(padj[j]), "n_items": int(n_c[j])})
+    rows.append({"category": "(all)", "arm": "full", "statistic": "majority_non_gold_share",
+                 "estimate": majority.sum() / nm_all if nm_all else np.nan, "ci_low": float(lma),
+                 "ci_high": float(hma), "n_items": nm_all})
+    for j, lab in enumerate(labs):
+        rows.append({"category": lab, "arm": "full", "statistic": "majority_non_gold_share",
+                     "estimate": m_c[j] / nm_c[j] if nm_c[j] else np.nan, "ci_low": float(lm[j]),
+                     "ci_high": float(hm[j]), "n_items": int(nm_c[j])})
+    return rows
+
+
+def _count_summary(*, unanimous: np.ndarray, eligible: np.ndarray, majority: np.ndarray, plurality: np.ndarray,
+                   sev: np.ndarray, blind_disagrees: np.ndarray, dup_gold: np.ndarray, exp_sel: np.ndarray,
+                   expected: float, obs_closed: int, n_open_excl: int) -> dict:
+    """The headline counts: unanimous non-gold (with its Wilson interval and the independence
+    expectation), majority and plurality non-gold, critical, blind-disagreeing and gold-duplicating."""
+    n_un = int(unanimous.sum())
+    n_el = int(eligible.sum())
+    lo, hi = wilson_ci(n_un, n_el)
+    return {
+        "n_unanimous_non_gold": n_un,
+        "expected_under_independence": expected,
+        "n_majority_non_gold": int(majority.sum()),
+        "n_unanimous_non_gold_ci": [float(lo * n_el), float(hi * n_el)] if n_el else None,
+        "unanimous_share": n_un / n_el if n_el else None,
+        "unanimous_share_ci": [float(lo), float(hi)] if n_el else None,
+        "n_eligible": n_el,
+        "n_unanimous_closed": obs_closed,
+        "n_eligible_closed": int(exp_sel.sum()),
+        "n_open_items_excluded": n_open_excl,
+        "ratio_to_expected": (obs_closed / expected) if expected > 0 else None,
+        "n_majority_only": int((majority & ~unanimous).sum()),
+        "n_plurality_non_gold": int(plurality.sum()),
+        "n_critical": int((sev == 4).sum()),
+        "n_blind_disagrees": int((unanimous & blind_disagrees).sum()),
+        "n_duplicates_gold": int(dup_gold.sum()),
+    }
+
+
 def _label_data(frame: AuditFrame, models: list[str], blind_models: list[str], gold: np.ndarray):
     """The closed items (mc, yes/no with a gold among their options) as :class:`LabelData`."""
     from ..label_model import LabelData
@@ -290,13 +414,65 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     return out
 
 
+def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarray, majority: np.ndarray,
+                    blind_disagrees: np.ndarray, seed: int, use_blind: bool, recall_sims: int, label_iters: int):
+    """Posterior that each closed item's gold is wrong and the severity it implies. Relabel (high /
+    critical) needs evidence beyond difficulty and attractive distractors: posterior >= 0.5 on closed
+    items; open items have no option structure to model and keep the unanimity rule; a unanimous
+    non-gold answer the model explains is medium (review)."""
+    Q = frame.n_questions
+    lab = label_posterior(frame, seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters)
+    p_wrong = np.full(Q, np.nan)
+    p_wrong[lab["rows"]] = lab["p_wrong"]
+    log_odds = np.full(Q, np.nan)
+    log_odds[lab["rows"]] = lab["log_odds"]
+    modelled = ~np.isnan(p_wrong)
+    suspect = modelled & (p_wrong >= 0.5)
+    if suspect.any():  # the model's most likely true answer, where the gold is suspect and no majority names one
+        best = np.full(Q, -1, np.int64)
+        best[lab["rows"]] = lab["top"]
+        cons = np.where(suspect & (cons < 0), best, cons)
+    cand = np.flatnonzero((unanimous | suspect) & (cons >= 0))
+    dup_gold = np.zeros(Q, bool)
+    dup_gold[cand] = _duplicates_gold(frame, cand, cons)
+    strong = np.where(modelled, suspect, unanimous)
+    sev = np.where(strong, np.where(blind_disagrees | dup_gold, 4, 3),
+                   np.where(unanimous, 2, np.where(majority, 1, 0)))
+    # P(gold right) from the log odds: no saturation at 0, so the ranking has no ties
+    score_closed = 1.0 / (1.0 + np.exp(np.clip(np.nan_to_num(log_odds), -700, 700)))
+    return {"lab": lab, "p_wrong": p_wrong, "log_odds": log_odds, "modelled": modelled, "suspect": suspect,
+            "cons": cons, "dup_gold": dup_gold, "sev": sev, "score_closed": score_closed}
+
+
+def _label_summary(ev: dict, unanimous: np.ndarray, p_indep: float) -> dict:
+    """Summary entries of the latent-truth model (headline test, posterior counts, detection)."""
+    lab, test = ev["lab"], ev["lab"]["test"]
+    det = lab["detection"]
+    return {
+        "p_value": test["p_value"] if test and test.get("interpretable") else None,
+        "p_value_independence": p_indep,
+        "independence_note": ("expected count if model errors were independent (the paper's figure): real pools "
+                              "share item difficulty, so it is exceeded on defect-free benchmarks and is not a "
+                              "calibrated test; the headline test is the likelihood ratio"),
+        "headline_test": (test | {"null_hypothesis": (
+            "no gold label is wrong (eps = 0) under a model that keeps each model's reliability per answer "
+            "class, item difficulty (random effect per arm) and attractive distractors (Dirichlet), fitted to "
+            "the runs")}) if test else None,
+        "label_model": lab["params"],
+        "n_items_modelled": int(ev["modelled"].sum()),
+        "n_posterior_gold_wrong": int(ev["suspect"].sum()),
+        "expected_wrong_gold": float(np.nansum(ev["p_wrong"])),
+        "detection": det,
+        "pool_too_weak": (det["recall"] is not None and det["recall"] < 0.5) if det else None,
+        "n_unanimous_explained": int((unanimous & ev["modelled"] & ~ev["suspect"]).sum()),
+    }
+
+
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: int | None = None,
         blind_agree_share: float = 0.5, recall_sims: int = 2, use_blind: bool = True,
         label_iters: int = 4) -> DetectorResult:
     """Rank items by the posterior that the gold is wrong; flag what difficulty and attractive
     distractors do not explain (see the module docstring). ``field`` unused."""
-    from scipy import stats as st
-
     models = frame.models_in("full")
     if len(models) < 2:
         raise DetectorSkipped(f"needs full-arm answers from at least 2 models (found {len(models)})")
@@ -316,43 +492,12 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     plurality = (n_p >= 2) & (top_n > n_gold) & ~top_tied & (gold >= 0)
     cons = np.where(majority, top, -1)
 
-    # ---- blind runs
-    blind_models = frame.models_in("blind") if frame.has_arm("blind") else []
-    blind_share = np.full(Q, np.nan)
-    n_blind = np.zeros(Q, np.int64)
-    if blind_models:
-        B = frame.answer_codes("blind", models=blind_models)
-        n_blind = (B >= 0).sum(axis=1).astype(np.int64)
-        agree = ((B == cons[:, None]) & (cons[:, None] >= 0)).sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            blind_share = np.where((n_blind > 0) & (cons >= 0), agree / np.maximum(n_blind, 1), np.nan)
-        del B
+    blind_models, blind_share, n_blind = _blind_agreement(frame, cons)
     blind_disagrees = ~np.isnan(blind_share) & (blind_share < blind_agree_share)
 
-    # ---- latent-truth model: posterior that the gold is wrong (closed items)
-    lab = label_posterior(frame, seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters)
-    p_wrong = np.full(Q, np.nan)
-    p_wrong[lab["rows"]] = lab["p_wrong"]
-    log_odds = np.full(Q, np.nan)
-    log_odds[lab["rows"]] = lab["log_odds"]
-    modelled = ~np.isnan(p_wrong)
-    suspect = modelled & (p_wrong >= 0.5)
-    # the model's most likely true answer, where the gold is suspect and no majority names one
-    cons = np.where(suspect & (cons < 0), -1, cons)
-    if suspect.any():
-        best = np.full(Q, -1, np.int64)
-        best[lab["rows"]] = lab["top"]
-        cons = np.where(suspect & (cons < 0), best, cons)
-    cand = np.flatnonzero((unanimous | suspect) & (cons >= 0))
-    dup_gold = np.zeros(Q, bool)
-    dup_gold[cand] = _duplicates_gold(frame, cand, cons)
-
-    # relabel (high / critical) needs evidence beyond difficulty and attractive distractors: on closed
-    # items the posterior (>= 0.5) that the gold is wrong; open items have no option structure to model
-    # and keep the unanimity rule. A unanimous non-gold answer the model explains is medium (review).
-    strong = np.where(modelled, suspect, unanimous)
-    sev = np.where(strong, np.where(blind_disagrees | dup_gold, 4, 3),
-                   np.where(unanimous, 2, np.where(majority, 1, 0)))
+    ev = _label_evidence(frame, cons=cons, unanimous=unanimous, majority=majority, blind_disagrees=blind_disagrees,
+                         seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters)
+    cons, dup_gold, sev = ev["cons"], ev["dup_gold"], ev["sev"]
     flagged = sev >= 3
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(n_p > 0, top_n / np.maximum(n_p, 1), 0.0)
@@ -361,39 +506,12 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     lab_items = np.flatnonzero(cons >= 0)
     labels[lab_items] = _code_labels(frame, cons, lab_items)
 
-    # ---- expected count under independent errors (closed items only)
-    atype = frame.answer_type
-    closed = (atype == "mc") | (atype == "yesno")
-    k_opts = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
-    wrong = parse & ~is_gold & closed[:, None]
-    n_closed_parse = (parse & closed[:, None]).sum(axis=0)
-    e = np.where(n_closed_parse > 0, wrong.sum(axis=0) / np.maximum(n_closed_parse, 1), np.nan)
-    del wrong
-    log_e = np.where(e > 0, np.log(np.where(e > 0, e, 1.0)), -1e6)
-    log_e = np.where(np.isnan(e), 0.0, log_e)
-    exp_sel = eligible & closed & (k_opts >= 2) & (gold >= 0)
-    pe = np.empty(Q)
-    for lo in range(0, Q, 1 << 17):  # chunked: no (Q, M) float64 copy
-        pe[lo:lo + (1 << 17)] = parse[lo:lo + (1 << 17)].astype(np.float64) @ log_e
-    logp = pe + (1 - n_p) * np.log(np.maximum(k_opts - 1, 1))
-    p_item = np.where(exp_sel, np.exp(np.minimum(logp, 0.0)), 0.0)
-    expected = float(p_item.sum())
-    obs_closed = int((unanimous & exp_sel).sum())
-    p_indep = float(st.poisson.sf(obs_closed - 1, expected)) if expected > 0 else (1.0 if obs_closed == 0 else 0.0)
-    test = lab["test"]
-    p_value = test["p_value"] if test and test.get("interpretable") else None
-    n_open_excl = int((eligible & ~closed).sum())
+    e, exp_sel, p_item, expected, obs_closed, p_value, n_open_excl = _expected_unanimous(
+        frame, parse, is_gold, n_p, eligible, unanimous, gold)
 
-    n_un = int(unanimous.sum())
-    n_el = int(eligible.sum())
-    lo, hi = wilson_ci(n_un, n_el)
     per_question = pd.DataFrame({
         "question_id": frame.question_id_column(),
-        # P(gold right) computed from the log odds: no saturation at 0, so the ranking has no ties
-        f"{NAME}_score": np.where(modelled, 1.0 / (1.0 + np.exp(np.clip(np.nan_to_num(log_odds), -700, 700))),
-                                  1.0 - share),
-        f"{NAME}_p_gold_wrong": p_wrong,
-        f"{NAME}_log_odds_gold_wrong": log_odds,
+        f"{NAME}_score": np.where(ev["modelled"], ev["score_closed"], 1.0 - share),
         f"is_{NAME}_issue": flagged,
         f"{NAME}_severity": severity_array(sev),
         f"{NAME}_n_parseable": n_p,
@@ -405,41 +523,14 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         f"{NAME}_n_blind_parseable": n_blind,
         f"{NAME}_blind_agreement": blind_share,
         f"{NAME}_duplicates_gold": dup_gold,
+        f"{NAME}_p_gold_wrong": ev["p_wrong"],
+        f"{NAME}_log_odds_gold_wrong": ev["log_odds"],
     })
     summary = {
-        "n_unanimous_non_gold": n_un,
-        "expected_under_independence": expected,
-        "n_majority_non_gold": int(majority.sum()),
-        "n_unanimous_non_gold_ci": [float(lo * n_el), float(hi * n_el)] if n_el else None,
-        "unanimous_share": n_un / n_el if n_el else None,
-        "unanimous_share_ci": [float(lo), float(hi)] if n_el else None,
-        "n_eligible": n_el,
-        "n_unanimous_closed": obs_closed,
-        "n_eligible_closed": int(exp_sel.sum()),
-        "n_open_items_excluded": n_open_excl,
-        "ratio_to_expected": (obs_closed / expected) if expected > 0 else None,
-        "n_majority_only": int((majority & ~unanimous).sum()),
-        "n_plurality_non_gold": int(plurality.sum()),
-        "n_critical": int((sev == 4).sum()),
-        "n_blind_disagrees": int((unanimous & blind_disagrees).sum()),
-        "n_duplicates_gold": int(dup_gold.sum()),
-        "p_value": p_value,
-        "p_value_independence": p_indep,
-        "independence_note": ("expected count if model errors were independent (the paper's figure): real pools "
-                              "share item difficulty, so it is exceeded on defect-free benchmarks and is not a "
-                              "calibrated test; the headline test is the likelihood ratio below"),
-        "headline_test": (test | {"null_hypothesis": (
-            "no gold label is wrong (eps = 0) under a model that keeps each model's reliability per answer "
-            "class, item difficulty (random effect per arm) and attractive distractors (Dirichlet), fitted to "
-            "the runs")}) if test else None,
-        "label_model": lab["params"],
-        "n_items_modelled": int(modelled.sum()),
-        "n_posterior_gold_wrong": int(suspect.sum()),
-        "expected_wrong_gold": float(np.nansum(p_wrong)),
-        "detection": lab["detection"],
-        "pool_too_weak": (lab["detection"]["recall"] is not None and lab["detection"]["recall"] < 0.5)
-        if lab["detection"] else None,
-        "n_unanimous_explained": int((unanimous & modelled & ~suspect).sum()),
+        **_count_summary(unanimous=unanimous, eligible=eligible, majority=majority, plurality=plurality, sev=sev,
+                         blind_disagrees=blind_disagrees, dup_gold=dup_gold, exp_sel=exp_sel, expected=expected,
+                         obs_closed=obs_closed, n_open_excl=n_open_excl),
+        **_label_summary(ev, unanimous, p_value),
         "n_flagged": int(flagged.sum()),
         "model_error_rates": {m: (None if np.isnan(x) else float(x)) for m, x in zip(models, e)},
         "n_models": M,
@@ -451,49 +542,13 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         "seed": seed,
     }
 
-    # ---- per-category table
-    codes, labs = frame.category_codes("category")
-    C = len(labs)
-    n_c = np.bincount(codes, weights=eligible, minlength=C)
-    k_c = np.bincount(codes, weights=unanimous, minlength=C)
-    nc_c = np.bincount(codes, weights=exp_sel, minlength=C)
-    kc_c = np.bincount(codes, weights=unanimous & exp_sel, minlength=C)
-    ex_c = np.bincount(codes, weights=p_item, minlength=C)
-    m_c = np.bincount(codes, weights=majority & (n_p >= 2), minlength=C)
-    nm_c = np.bincount(codes, weights=n_p >= 2, minlength=C)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p_c = np.where(ex_c > 0, st.poisson.sf(kc_c - 1, np.maximum(ex_c, 1e-300)), np.where(kc_c > 0, 0.0, 1.0))
-    p_c = np.where(nc_c > 0, p_c, np.nan)
-    padj = benjamini_hochberg(p_c)
-    rows = []
-    lc, hc = wilson_ci(k_c, n_c)
-    lm, hm = wilson_ci(m_c, nm_c)
-    nm_all = int((n_p >= 2).sum())
-    lma, hma = wilson_ci(int(majority.sum()), nm_all)
-    null_all = expected / int(exp_sel.sum()) if exp_sel.any() else np.nan
-    rows.append({"category": "(all)", "arm": "full", "statistic": "unanimous_non_gold_share",
-                 "estimate": n_un / n_el if n_el else np.nan, "ci_low": float(lo), "ci_high": float(hi),
-                 "null_mean": null_all, "excess": (obs_closed - expected) / exp_sel.sum() if exp_sel.any() else np.nan,
-                 "p_value": p_indep, "p_adjusted": p_indep, "n_items": n_el})
-    for j, lab in enumerate(labs):
-        rows.append({"category": lab, "arm": "full", "statistic": "unanimous_non_gold_share",
-                     "estimate": k_c[j] / n_c[j] if n_c[j] else np.nan, "ci_low": float(lc[j]),
-                     "ci_high": float(hc[j]),
-                     "null_mean": ex_c[j] / nc_c[j] if nc_c[j] else np.nan,
-                     "excess": (kc_c[j] - ex_c[j]) / nc_c[j] if nc_c[j] else np.nan,
-                     "p_value": float(p_c[j]), "p_adjusted": float(padj[j]), "n_items": int(n_c[j])})
+    rows = _table_rows(frame, eligible=eligible, unanimous=unanimous, majority=majority, exp_sel=exp_sel,
+                       p_item=p_item, n_p=n_p, expected=expected, obs_closed=obs_closed, p_value=p_value)
+    test = ev["lab"]["test"]
     if test:
-        n_mod = int(modelled.sum())
-        rows.append({"category": "(all)", "arm": "full", "statistic": "gold_wrong_rate", "estimate": test["eps_hat"],
-                     "null_mean": 0.0, "excess": test["eps_hat"], "p_value": p_value, "p_adjusted": p_value,
-                     "n_items": n_mod})
-    rows.append({"category": "(all)", "arm": "full", "statistic": "majority_non_gold_share",
-                 "estimate": majority.sum() / nm_all if nm_all else np.nan, "ci_low": float(lma),
-                 "ci_high": float(hma), "n_items": nm_all})
-    for j, lab in enumerate(labs):
-        rows.append({"category": lab, "arm": "full", "statistic": "majority_non_gold_share",
-                     "estimate": m_c[j] / nm_c[j] if nm_c[j] else np.nan, "ci_low": float(lm[j]),
-                     "ci_high": float(hm[j]), "n_items": int(nm_c[j])})
+        rows.insert(1, {"category": "(all)", "arm": "full", "statistic": "gold_wrong_rate", "estimate": test["eps_hat"],
+                        "null_mean": 0.0, "excess": test["eps_hat"], "p_value": summary["p_value"],
+                        "p_adjusted": summary["p_value"], "n_items": int(ev["modelled"].sum())})
     table = summary_rows(NAME, rows)
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
                           params=summary["params"])
