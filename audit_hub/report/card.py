@@ -360,6 +360,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "per_category": _per_category(result, summary_df),
         "judge": _judge(result, summary_df),
         "calibration": _calibration(result),
+        "tst": _tst_section(s.get("tst")),
         "severity_table": md_table(["Level", "Meaning", "Questions"],
                                    [[f"**{lv}**", DESCRIPTIONS[lv], fmt_num(int(sev_counts.get(lv, 0)))]
                                     for lv in reversed(LEVELS)], ["l", "l", "r"]),
@@ -374,6 +375,15 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "question_columns": [c for c in questions.columns],
         "skipped": result.skipped or {},
     }
+
+
+def _tst_section(tst_summary: Any) -> str:
+    """TsT-RF per-format table (owned by :mod:`audit_hub.tst.release`), when ``--tst`` ran."""
+    if not isinstance(tst_summary, dict):
+        return ""
+    from ..tst.release import tst_card_section
+
+    return tst_card_section(tst_summary)
 
 
 def render_card(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame, *, files: dict[str, list[str]],
