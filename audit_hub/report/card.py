@@ -125,6 +125,10 @@ def _headline(result: Any) -> dict:
             if parts:
                 out["decomp"] = "Excess by diagonal cell (f = b): " + ", ".join(parts[:8]) + "."
         out["vd_summary"] = vd
+        notes_fn = getattr(detectors.get(gain).load(), "headline_notes", None)
+        notes = notes_fn(vd) if notes_fn else []
+        if notes:
+            out["decomp"] = "\n\n".join(([out["decomp"]] if out.get("decomp") else []) + notes)
     for spec in detectors.specs():
         line = getattr(spec.load(), "card_line", None)
         sm = s.get(spec.name) or {}
@@ -240,8 +244,12 @@ def _calibration(result: Any) -> str:
                   else "descriptive (no nominal rate)")
         rows.append([name, pct(c.get("fpr")), ci(c.get("fpr_ci")) if c.get("fpr_ci") else "", pct(c.get("nominal")),
                      fmt_num(c.get("n_sims")), status, md_escape(c.get("note", ""), 160)])
-    return md_table(["Detector", "False-positive rate", "95% CI", "Nominal", "Simulations", "Status", "Note"], rows,
-                    ["l", "r", "r", "r", "r", "l", "l"])
+    from .stat_notes import calibration_lead
+
+    lead = calibration_lead(cal)
+    table = md_table(["Detector", "False-positive rate", "95% CI", "Nominal", "Simulations", "Status", "Note"], rows,
+                     ["l", "r", "r", "r", "r", "l", "l"])
+    return (lead + "\n\n" + table) if lead and rows else table
 
 
 def _severe(questions: pd.DataFrame, n: int = N_SEVERE_SHOWN) -> str:
