@@ -56,8 +56,8 @@ def logprob_mode(model, tok, prompts_ids, bs, device, space_only: bool = False):
     ``space_only`` keeps only the " A" forms (to check agreement with the per-option baseline)."""
     import torch
 
-    from audit_hub.blind.runner import _pad_left
     from audit_hub.blind.scoring import AnswerTokens, ForwardFn, answer_scores, restricted_log_probs
+    from audit_hub.blind.scoring import pad_left as _pad_left
 
     fwd = ForwardFn(model)
     letters = AnswerTokens.letters(tok, 4)
@@ -80,7 +80,7 @@ def per_option_mode(model, tok, prompts_ids, bs, device):
     log-softmax; the continuation token's log-probability; argmax over the question's options."""
     import torch
 
-    from audit_hub.blind.runner import _pad_left
+    from audit_hub.blind.scoring import pad_left as _pad_left
     from audit_hub.blind.scoring import position_ids_from_mask
 
     cont = [tok.encode(" " + c, add_special_tokens=False) for c in "ABCD"]

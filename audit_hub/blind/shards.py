@@ -221,6 +221,17 @@ def merge(out: Path, question_order: list[str], keep_shards: bool = False):
     return table.to_pandas()
 
 
+def _image_sentence(summary: dict) -> str:
+    mode = summary.get("image_mode", "none")
+    text = ("Images were dropped (image mode `none`: text only)." if mode == "none" else
+            "Every image was replaced by one blank white image at the processor's default size (image mode "
+            "`blank`).")
+    style = summary.get("prompt_style")
+    served = summary.get("backend") == "openai"
+    return text + (f" Prompt style `{style}`." if style else " Custom prompt template.") + (
+        " Served model through an OpenAI-compatible API (no image was sent)." if served else "")
+
+
 def card_markdown(model_name: str, summary: dict, questions_spec: str) -> str:
     """A small dataset card for the merged blind predictions."""
     acc = summary.get("accuracy_exact")
@@ -235,7 +246,7 @@ def card_markdown(model_name: str, summary: dict, questions_spec: str) -> str:
         "tags:\n- benchaudit\n- blind-baseline\n"
         "---\n\n"
         f"# Blind (text-only) predictions of `{model_name}`\n\n"
-        f"Questions: `{questions_spec}`. Images were dropped; hints and options were kept.\n"
+        f"Questions: `{questions_spec}`. " + _image_sentence(summary) + " Hints and options were kept.\n"
         "Produced by `benchaudit blind`; rows follow the benchaudit runs schema (`question_id`, `model`, "
         "`arm` = `blind`, `prediction`, `answer`, `hit_exact`) plus `option_logprobs` (normalised log "
         "probabilities over the option letters) and `gold_prob`.\n\n"
