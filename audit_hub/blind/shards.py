@@ -31,7 +31,7 @@ CONFIG_NAME = "run_config.json"
 
 # Output columns (the runs schema of the core plus scoring details).
 COLUMNS = ("question_id", "model", "arm", "prediction", "answer", "hit_exact", "option_logprobs",
-           "gold_prob", "letter_mass", "scoring", "n_prompt_tokens", "truncated")
+           "gold_prob", "letter_mass", "scoring", "n_prompt_tokens", "truncated", "options_missing")
 
 
 def arrow_schema():
@@ -43,7 +43,20 @@ def arrow_schema():
         ("option_logprobs", pa.list_(pa.float64())), ("gold_prob", pa.float64()),
         ("letter_mass", pa.float64()), ("scoring", pa.string()), ("n_prompt_tokens", pa.int32()),
         ("truncated", pa.bool_()),
+        # served runs: option letters absent from the server's top_logprobs (null for local runs)
+        ("options_missing", pa.list_(pa.string())),
     ])
+
+
+def _conform(table):
+    """Cast a shard to the current schema (a shard written before a column existed gets nulls)."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    for f in schema:
+        if f.name not in table.column_names:
+            table = table.append_column(f.name, pa.nulls(len(table), type=f.type))
+    return table.select(schema.names).cast(schema)
 
 
 # ---------------------------------------------------------------------------------------- fingerprint
@@ -195,9 +208,9 @@ def merge(out: Path, question_order: list[str], keep_shards: bool = False):
     parts = []
     merged_path = out / MERGED_REL
     if merged_path.exists():
-        parts.append(pq.read_table(merged_path).cast(arrow_schema()))
+        parts.append(_conform(pq.read_table(merged_path)))
     for p in shards:
-        parts.append(pq.read_table(p).cast(arrow_schema()))
+        parts.append(_conform(pq.read_table(p)))
     table = pa.concat_tables(parts) if parts else arrow_schema().empty_table()
     qids = [str(q) for q in table.column("question_id").to_pylist()]
     first: dict[str, int] = {}
