@@ -52,14 +52,16 @@ def default_image_size(image_processor) -> tuple[int, int]:
     budget (``min_pixels``/``max_pixels``, the Qwen2-VL family) get a 448 x 448 square clipped into the
     budget.
     """
-    size = getattr(image_processor, "size", None) or {}
-    crop = getattr(image_processor, "crop_size", None) or {}
-    if not isinstance(size, dict):
-        size = dict(size) if hasattr(size, "keys") else {}
-    if not isinstance(crop, dict):
-        crop = dict(crop) if hasattr(crop, "keys") else {}
-    min_px = getattr(image_processor, "min_pixels", None)
-    max_px = getattr(image_processor, "max_pixels", None)
+    def get(d, key):
+        if d is None:
+            return None
+        v = d.get(key) if isinstance(d, dict) else getattr(d, key, None)
+        return v if v else None
+
+    size = getattr(image_processor, "size", None)
+    crop = getattr(image_processor, "crop_size", None)
+    min_px = getattr(image_processor, "min_pixels", None) or get(size, "min_pixels")
+    max_px = getattr(image_processor, "max_pixels", None) or get(size, "max_pixels")
     if min_px is not None or max_px is not None:
         side = PIXEL_RANGE_SIDE
         if min_px:
@@ -68,11 +70,11 @@ def default_image_size(image_processor) -> tuple[int, int]:
             side = min(side, math.floor(math.sqrt(max_px)))
         return side, side
     for d in (crop, size):
-        if d.get("height") and d.get("width"):
-            return int(d["width"]), int(d["height"])
+        if get(d, "height") and get(d, "width"):
+            return int(get(d, "width")), int(get(d, "height"))
     for key in ("shortest_edge", "longest_edge"):
-        if size.get(key):
-            return int(size[key]), int(size[key])
+        if get(size, key):
+            return int(get(size, key)), int(get(size, key))
     raise InputError(f"--image-mode blank: cannot tell the default image size of {type(image_processor).__name__} "
                      f"(size={size!r})")
 

@@ -209,9 +209,9 @@ def _load_processor(cfg: BlindConfig, required: bool):
     except ImportError as e:
         if not required:
             return None
-        missing = re.search(r"(torchvision|PIL|pillow|av|decord|timm)\b", str(e))
+        missing = re.search(r"\b(torchvision|PIL|pillow|av|decord|timm)\b", str(e), flags=re.IGNORECASE)
         raise InputError(f"--image-mode blank needs the processor of {cfg.model!r}, which needs "
-                         f"{missing.group(1) if missing else 'a missing package'}: {VISION_HINT}") from None
+                         f"{missing.group(1).lower() if missing else 'a missing package'}: {VISION_HINT}") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
         if not required:
             return None
