@@ -102,7 +102,8 @@ class StubServer:
                         fault = stub.plan[qid][0] if stub.plan[qid][0] == "down" else stub.plan[qid].pop(0)
                 err = {"error": {"message": "stub fault", "type": "server_error"}}
                 if fault == "401":
-                    return self._send(401, {"error": {"message": "Incorrect API key provided", "type":
+                    given = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+                    return self._send(401, {"error": {"message": f"Incorrect API key provided: {given}", "type":
                                                       "invalid_request_error", "code": "invalid_api_key"}})
                 if fault == "429":
                     return self._send(429, {"error": {"message": "Rate limit reached", "type": "requests"}},

@@ -118,7 +118,6 @@ def build_tiny_vlm(family: str, path: str | os.PathLike, seed: int = 0, chat_tem
 
     ``chat_template`` overrides the template (tests use one that always inserts an image)."""
     import torch
-
     from tiny_model import build_tiny_tokenizer
 
     path = str(path)

@@ -180,9 +180,12 @@ def _status(exc: BaseException) -> int | None:
     return getattr(exc, "status_code", None)
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, secret: str | None = None) -> str:
+    """One line for a failed request; ``secret`` (the API key) is masked should a server echo it."""
     st = _status(exc)
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if secret:
+        msg = msg.replace(secret, "***")
     if len(msg) > 200:
         msg = msg[:197] + "..."
     return f"HTTP {st}: {msg}" if st else f"{type(exc).__name__}: {msg}"
@@ -415,19 +418,19 @@ async def _request_all(cfg, openai, stats, writer, progress, failures, pending, 
                     if state["fatal"] is None:
                         what = ("the API key in $" + cfg.api_key_env if _status(e) in (401, 403)
                                 else f"model {cfg.model!r}")
-                        state["fatal"] = (f"{clean_base_url(cfg.base_url)} rejected {what} ({_describe(e)}); "
+                        state["fatal"] = (f"{clean_base_url(cfg.base_url)} rejected {what} ({_describe(e, os.environ.get(cfg.api_key_env))}); "
                                           "no further requests were sent")
                     return
                 except openai.BadRequestError as e:
                     if adapt(e):
                         continue
-                    failures.append((qid[i], _describe(e)))
+                    failures.append((qid[i], _describe(e, os.environ.get(cfg.api_key_env))))
                     return
                 except Exception as e:
                     is_retryable = isinstance(e, retryable) or (
                         isinstance(e, openai.APIStatusError) and (_status(e) in RETRY_STATUS or (_status(e) or 0) >= 500))
                     if not is_retryable or attempt >= cfg.max_retries:
-                        failures.append((qid[i], _describe(e)))
+                        failures.append((qid[i], _describe(e, os.environ.get(cfg.api_key_env))))
                         return
                     stats.retries += 1
                     # the slot stays taken while waiting: a server asking to slow down gets fewer requests
