@@ -467,13 +467,15 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     else:
         enc = encode_text(tok, chat, [chat(prompts[i]) for i in mine])
         img_ids = image_token_ids(mconfig, tok, processor)
-        for i, ids in zip(mine, enc.ids):
-            found = img_ids.intersection(ids)
-            if found:
-                raise InputError(f"the text-only prompt of question {qid[i]!r} contains image token(s) "
-                                 f"{sorted(found)}: the chat template or prompt of {cfg.model!r} inserts an image "
-                                 "placeholder, so it cannot run text-only; use --image-mode blank, or "
-                                 "--no-chat-template / --prompt-template", file=cfg.questions, column="question")
+        bad = [(qid[i], sorted(img_ids.intersection(ids))) for i, ids in zip(mine, enc.ids)
+               if img_ids.intersection(ids)]
+        bad = gather_object(bad) if state.num_processes > 1 else bad  # every process raises, none waits
+        if bad:
+            q0, found = sorted(bad)[0]
+            raise InputError(f"the text-only prompt of question {q0!r} (and {len(bad) - 1} more) contains image "
+                             f"token(s) {found}: the chat template or prompt of {cfg.model!r} inserts an image "
+                             "placeholder, so it cannot run text-only; use --image-mode blank, or "
+                             "--no-chat-template / --prompt-template", file=cfg.questions, column="question")
     logprob_kind = {"mc", "yesno"} if cfg.mode == "logprob" else set()
     items, overflow = [], []
     for i, ids, extra in zip(mine, enc.ids, enc.per_token):
