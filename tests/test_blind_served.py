@@ -111,7 +111,8 @@ def test_faults_are_retried_and_every_answer_arrives(qfile, tmp_path, monkeypatc
     assert df.loc["q004", "answer"] == df.loc["q004", "prediction"][15]
     # manifest: base URL, server-reported model, usage, request count; never the key
     rc = json.loads((out / "run_config.json").read_text())
-    assert rc["base_url"] == stub.base_url and rc["fingerprint"]["backend"] == "openai"
+    assert rc["base_url"] == stub.base_url and rc["base_urls"] == [stub.base_url]
+    assert rc["fingerprint"]["backend"] == "openai" and rc["fingerprint"]["model"] == "stub-model"
     assert rc["served"]["requests"] == len(stub.requests) == 14 + 5
     assert rc["served"]["server_models"] == ["stub-model-2026-01"]
     assert rc["served"]["usage"] == {"prompt_tokens": 40 * 14, "completion_tokens": 2 * 14, "total_tokens": 42 * 14}

@@ -247,7 +247,8 @@ def run_served(cfg):
     model_name = cfg.model_name or cfg.model
     builder = PromptBuilder.from_option(cfg.prompt_template, cfg.prompt_style)
     base_url = clean_base_url(cfg.base_url)
-    fp = {"backend": "openai", "base_url": base_url, "model": cfg.model, "model_name": model_name,
+    # the endpoint is not part of the identity (a restarted server may move); the manifest lists them all
+    fp = {"backend": "openai", "model": cfg.model, "model_name": model_name,
           "prompt_sha256": builder.sha256, "mode": cfg.mode, "max_new_tokens": cfg.max_new_tokens,
           "top_logprobs": cfg.top_logprobs if cfg.mode == "logprob" else None, "image_mode": "none",
           "benchaudit_version": __version__}
@@ -288,6 +289,7 @@ def run_served(cfg):
     elapsed = time.perf_counter() - t0
     rc = sh.read_run_config(out) or old_rc
     rc["served"] = _merge_stats(rc.get("served"), stats.as_dict())
+    rc["base_urls"] = sorted(set(rc.get("base_urls", [])) | {base_url})
     sh.write_run_config(out, rc)
     if fatal is not None:
         if writer.written_rows == 0 and not sh.done_ids(out):  # nothing at all came back: leave no trace
