@@ -45,8 +45,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .. import __version__
 from ..errors import BenchauditError, InputError
+from ..schema import LETTERS
 from . import shards as sh
-from .prompt import LETTERS, PromptBuilder
+from .prompt import PromptBuilder
 
 API_HINT = "pip install 'benchaudit[api]'"
 RETRY_STATUS = (408, 409, 429)
@@ -336,7 +337,7 @@ def run_served(cfg):
 
 async def _request_all(cfg, openai, stats, writer, progress, failures, pending, prompts, qid, atype, options, gold,
                        model_name, exact) -> str | None:
-    from ..extract import extract_answer
+    from ..answers import extract_answer
 
     client = openai.AsyncOpenAI(api_key=os.environ[cfg.api_key_env], base_url=cfg.base_url.rstrip("/"),
                                 timeout=cfg.request_timeout, max_retries=0)
