@@ -21,6 +21,7 @@ from ..errors import InputError
 # config attributes naming tokens that only appear next to image/video inputs
 IMAGE_TOKEN_ATTRS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index",
                      "vision_start_token_id", "boi_token_index", "boi_token_id")
+VISION_HINT = "pip install 'benchaudit[vision]'  (torchvision matching torch==2.13.0, and pillow)"
 PIXEL_RANGE_SIDE = 448  # side of the blank image for processors with a pixel budget (Qwen2-VL family)
 
 
@@ -124,8 +125,6 @@ def encode_blank(processor, chat, prompts: list[str]) -> Encoded:
         try:
             out = processor(text=[text], images=[img], return_tensors="pt", add_special_tokens=not templated)
         except ImportError as e:
-            from .runner import VISION_HINT
-
             raise InputError(f"--image-mode blank: the processor needs a missing package ({e}); {VISION_HINT}") from None
         row = out["input_ids"][0].tolist()
         ids.append(row)

@@ -18,7 +18,7 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,8 @@ from .. import __version__
 from ..errors import InputError
 from ..schema import LETTERS
 from . import shards as sh
-from .inputs import collate
+from .common import BlindResult, Progress, exact_hit, load_question_table, parse_max_memory
+from .inputs import VISION_HINT, collate
 from .prompt import ChatFormatter, PromptBuilder
 from .scoring import AnswerTokens, ForwardFn, answer_scores, restricted_log_probs
 
@@ -118,63 +119,7 @@ class BlindConfig:
             raise InputError("--limit must be at least 1")
 
 
-@dataclass
-class BlindResult:
-    """What a process returns: the summary (all processes) and the merged table (main process)."""
-
-    summary: dict
-    table: Any = None
-    out: Path | None = None
-    url: str | None = None
-    extra: dict = field(default_factory=dict)
-
-
-def parse_max_memory(spec: str) -> dict:
-    """``"0=70GiB,1=70GiB,cpu=200GiB"`` -> ``{0: "70GiB", 1: "70GiB", "cpu": "200GiB"}``."""
-    out: dict = {}
-    for part in spec.split(","):
-        if "=" not in part:
-            raise InputError(f"--max-memory expects DEVICE=SIZE[,DEVICE=SIZE...] (e.g. 0=70GiB,cpu=200GiB), "
-                             f"got {spec!r}")
-        k, v = (x.strip() for x in part.split("=", 1))
-        if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B)?", v, flags=re.IGNORECASE):
-            raise InputError(f"--max-memory: {v!r} is not a size such as 70GiB")
-        if k.isdigit():
-            out[int(k)] = v
-        elif k in ("cpu", "disk", "mps"):
-            out[k] = v
-        else:
-            raise InputError(f"--max-memory: device {k!r} must be a GPU index, cpu or disk")
-    return out
-
-
 # ---------------------------------------------------------------------------------------- inputs
-def load_question_table(spec: str, column_map: dict[str, str] | None = None):
-    """Questions through the core reader, validated by :class:`AuditFrame` (images are ignored)."""
-    from ..frame import AuditFrame
-
-    try:
-        from ..ingest import load_questions
-    except ImportError:  # pragma: no cover - only while the core reader is missing
-        load_questions = None
-    if load_questions is not None:
-        q = load_questions(spec, column_map=column_map)
-        if not hasattr(q, "columns") and hasattr(q, "questions"):
-            q = q.questions
-    else:  # pragma: no cover
-        import pandas as pd
-
-        if spec.endswith(".parquet"):
-            q = pd.read_parquet(spec)
-        elif spec.endswith((".jsonl", ".json")):
-            q = pd.read_json(spec, lines=spec.endswith(".jsonl"))
-        else:
-            raise InputError("cannot read questions without audit_hub.ingest", file=spec)
-        if column_map:
-            q = q.rename(columns={v: k for k, v in column_map.items()})
-    return AuditFrame.from_tables(q, questions_source=spec).questions
-
-
 def default_model_name(model: str) -> str:
     p = Path(model)
     return p.resolve().name if p.is_dir() else model
@@ -196,9 +141,6 @@ def _context_limit(config, override: int | None) -> int | None:
         if isinstance(v, int) and v > 0:
             return v
     return None
-
-
-VISION_HINT = "pip install 'benchaudit[vision]'  (torchvision matching torch==2.13.0, and pillow)"
 
 
 def _load_processor(cfg: BlindConfig, required: bool):
@@ -329,21 +271,6 @@ def load_model(cfg: BlindConfig, config, device, state=None):
 
 
 # ---------------------------------------------------------------------------------------- helpers
-def _exact(extracted, gold: str, answer_type: str) -> bool | None:
-    from ..answers import score_exact
-
-    v = score_exact(extracted, gold, answer_type)
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return v
-    try:
-        iv = int(v)
-    except (TypeError, ValueError):
-        return None
-    return None if iv < 0 else bool(iv)
-
-
 def _round_robin_split(state, order: list[int]) -> list[int]:
     """This process's share of ``order`` (sorted by length): items ``rank, rank+n, ...``.
 
@@ -356,34 +283,6 @@ def _round_robin_split(state, order: list[int]) -> list[int]:
     if mine != order[r::n]:  # a different chunking rule in some accelerate version
         mine = order[r::n]
     return mine
-
-
-class _Progress:
-    """rich progress bar on the main process, with questions per second."""
-
-    def __init__(self, enabled: bool, total: int, label: str):
-        self.bar = None
-        self.t0 = time.perf_counter()
-        self.done = 0
-        if enabled and total > 0:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("{task.fields[qps]} q/s"), TimeRemainingColumn(),
-                                console=Console(stderr=True), transient=False)
-            self.task = self.bar.add_task(label, total=total, qps="-")
-            self.bar.start()
-
-    def advance(self, n: int) -> None:
-        self.done += n
-        if self.bar is not None:
-            dt = max(time.perf_counter() - self.t0, 1e-9)
-            self.bar.update(self.task, advance=n, qps=f"{self.done / dt:.1f}")
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 # ---------------------------------------------------------------------------------------- main entry
@@ -533,7 +432,7 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
 
     fail_after = os.environ.get(FAIL_HOOK_ENV)
     writer = sh.ShardWriter(out, state.process_index, fail_after=int(fail_after) if fail_after else None)
-    progress = _Progress(cfg.progress and state.is_main_process, len(items),
+    progress = Progress(cfg.progress and state.is_main_process, len(items),
                          f"blind {model_name}" + (f" (rank 0 of {state.num_processes})" if state.num_processes > 1 else ""))
     t0 = time.perf_counter()
     gold = questions["answer"].astype(str).tolist()
@@ -597,7 +496,7 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
                         extracted = extract_answer(text, list(options[i]), atype[i])
                         row = base_row(it)
                         row.update({"prediction": text, "answer": None if extracted is None else str(extracted),
-                                    "hit_exact": _exact(extracted, gold[i], atype[i]), "scoring": "generate"})
+                                    "hit_exact": exact_hit(extracted, gold[i], atype[i]), "scoring": "generate"})
                         rows.append(row)
                     writer.add(rows)
                     writer.flush()

@@ -239,7 +239,7 @@ def run_served(cfg):
         import openai
     except ImportError:
         raise InputError(f"--backend openai needs the openai package: {API_HINT}") from None
-    from .runner import BlindResult, _exact, _Progress, load_question_table
+    from .common import BlindResult, Progress, exact_hit, load_question_table
 
     out = Path(cfg.out)
     questions = load_question_table(cfg.questions, cfg.column_map)
@@ -278,12 +278,12 @@ def run_served(cfg):
 
     stats = _Stats()
     writer = sh.ShardWriter(out, 0)
-    progress = _Progress(cfg.progress, len(pending), f"blind {model_name} (served)")
+    progress = Progress(cfg.progress, len(pending), f"blind {model_name} (served)")
     failures: list[tuple[str, str]] = []
     t0 = time.perf_counter()
     try:
         fatal = asyncio.run(_request_all(cfg, openai, stats, writer, progress, failures, pending, prompts, qid, atype,
-                                         options, gold, model_name, _exact))
+                                         options, gold, model_name, exact_hit))
     finally:
         writer.flush()
         progress.close()
