@@ -17,6 +17,7 @@ import numpy as np
 from .detectors.base import DetectorResult
 from .errors import DetectorSkipped
 from .frame import AuditFrame
+from .stages import stage
 
 DETECTORS: tuple[str, ...] = (
     "visual_dependency",
@@ -102,19 +103,23 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
         modules[name] = mod
         params = config.detector_params(name)
         t0 = time.perf_counter()
-        try:
-            results[name] = mod.run(frame, field=primary, seed=config.seed, **params)
-            if mod.JUDGE_DEPENDENT and primary == "hit" and has_exact:
-                alt[name] = mod.run(frame, field="hit_exact", seed=config.seed, **params)
-        except DetectorSkipped as e:
-            skipped[name] = str(e)
+        with stage(name):
+            try:
+                results[name] = mod.run(frame, field=primary, seed=config.seed, **params)
+                if mod.JUDGE_DEPENDENT and primary == "hit" and has_exact:
+                    alt[name] = mod.run(frame, field="hit_exact", seed=config.seed, **params)
+            except DetectorSkipped as e:
+                skipped[name] = str(e)
         timings[name] = time.perf_counter() - t0
 
     judge = {}
     vd = modules.get("visual_dependency")
     if "visual_dependency" in results and "visual_dependency" in alt and hasattr(vd, "judge_dependence"):
         step("judge dependence")
-        judge = vd.judge_dependence(frame, results["visual_dependency"], alt["visual_dependency"])
+        t0 = time.perf_counter()
+        with stage("judge dependence"):
+            judge = vd.judge_dependence(frame, results["visual_dependency"], alt["visual_dependency"])
+        timings["judge dependence"] = time.perf_counter() - t0
 
     calibration: dict = {}
     if config.run_calibration and results:
@@ -122,9 +127,10 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
         t0 = time.perf_counter()
         from .calibration import calibrate
 
-        calibration = calibrate(frame, {n: modules[n].run for n in results}, n_sims=config.calibration_sims,
-                                seed=config.seed, field=primary,
-                                params={n: config.detector_params(n) for n in results})
+        with stage("calibration"):
+            calibration = calibrate(frame, {n: modules[n].run for n in results}, n_sims=config.calibration_sims,
+                                    seed=config.seed, field=primary,
+                                    params={n: config.detector_params(n) for n in results})
         timings["calibration"] = time.perf_counter() - t0
 
     tst = None
@@ -133,7 +139,8 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
         t0 = time.perf_counter()
         from .tst import run_tst_rf
 
-        tst = run_tst_rf(frame, seed=config.seed, **config.tst_params)
+        with stage("tst"):
+            tst = run_tst_rf(frame, seed=config.seed, **config.tst_params)
         timings["tst"] = time.perf_counter() - t0
 
     # Holm across the detectors' headline tests
