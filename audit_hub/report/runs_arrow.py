@@ -88,8 +88,13 @@ def write_arrow_parquet(table: pa.Table, path: Path, row_group_rows: int = ROW_G
     """Write ``table`` to ``path`` in row groups of at most ``row_group_rows`` rows (zstd)."""
     import pyarrow.parquet as pq
 
-    has_dict = any(pa.types.is_dictionary(f.type) for f in table.schema)
-    kwargs = {"store_schema": False, "dictionary_pagesize_limit": DICTIONARY_PAGE_BYTES} if has_dict else {}
+    dict_cols = [f.name for f in table.schema if pa.types.is_dictionary(f.type)]
+    kwargs = {}
+    if dict_cols:
+        # Min/max statistics of a dictionary column make the writer look up every referenced
+        # dictionary value per row group: half the write time for 1M question IDs, for no reader's benefit.
+        kwargs = {"store_schema": False, "dictionary_pagesize_limit": DICTIONARY_PAGE_BYTES,
+                  "write_statistics": [f.name for f in table.schema if f.name not in dict_cols]}
     with pq.ParquetWriter(path, table.schema, compression="zstd", **kwargs) as writer:
         if table.num_rows == 0:
             writer.write_table(table)
