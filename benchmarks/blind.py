@@ -225,7 +225,11 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu-iters", type=int, default=10)
     ap.add_argument("--skip-gpu", action="store_true")
     ap.add_argument("--skip-cpu", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="tiny model and 8 questions, CPU only (CI checks the script runs)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.n_questions, args.batch_size, args.hidden, args.layers, args.heads = 8, 4, 32, 1, 2
+        args.skip_gpu = True
     if not args.skip_cpu:
         cpu_benchmark(args)
     gpu_benchmark(args)

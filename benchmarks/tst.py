@@ -38,7 +38,10 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", type=int, nargs="+", default=[5000, 50000])
     p.add_argument("--n-jobs", type=int, default=2)
+    p.add_argument("--smoke", action="store_true", help="one small size (500 questions; CI checks the script runs)")
     a = p.parse_args()
+    if a.smoke:
+        a.sizes = [500]
     for n in a.sizes:
         out = subprocess.run([sys.executable, "-c", CHILD, str(n), str(a.n_jobs)], capture_output=True, text=True)
         if out.returncode != 0:
