@@ -51,68 +51,30 @@ def clopper_pearson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarra
     return lo, hi
 
 
-def proportion_ci(k, n, alpha: float = 0.05, method: str = "wilson"):
-    if method == "wilson":
-        return wilson_ci(k, n, alpha)
-    if method in ("clopper-pearson", "beta", "exact"):
-        return clopper_pearson_ci(k, n, alpha)
-    raise ValueError(f"unknown interval method {method!r}; use 'wilson' or 'clopper-pearson'")
+def _adjust_finite(pvalues, adjust) -> np.ndarray:
+    """Apply ``adjust`` (sorted-order adjustment of a 1-d array of p-values) to the non-NaN entries;
+    NaN entries stay NaN. ``adjust(sorted_p) -> adjusted sorted_p`` before clipping at 1."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    out = np.full_like(p, np.nan)
+    ok = ~np.isnan(p)
+    if not ok.any():
+        return out
+    pv = p[ok]
+    order = np.argsort(pv, kind="stable")
+    res = np.empty(len(pv))
+    res[order] = np.minimum(adjust(pv[order]), 1.0)
+    out[ok] = res
+    return out
 
 
 def holm(pvalues) -> np.ndarray:
     """Holm step-down adjusted p-values (NaN entries are ignored and stay NaN)."""
-    p = np.asarray(pvalues, dtype=np.float64)
-    out = np.full_like(p, np.nan)
-    ok = ~np.isnan(p)
-    if not ok.any():
-        return out
-    pv = p[ok]
-    m = len(pv)
-    order = np.argsort(pv, kind="stable")
-    adj = np.maximum.accumulate((m - np.arange(m)) * pv[order])
-    res = np.empty(m)
-    res[order] = np.minimum(adj, 1.0)
-    out[ok] = res
-    return out
+    return _adjust_finite(pvalues, lambda ps: np.maximum.accumulate((len(ps) - np.arange(len(ps))) * ps))
 
 
 def benjamini_hochberg(pvalues) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (NaN entries are ignored and stay NaN)."""
-    p = np.asarray(pvalues, dtype=np.float64)
-    out = np.full_like(p, np.nan)
-    ok = ~np.isnan(p)
-    if not ok.any():
-        return out
-    pv = p[ok]
-    m = len(pv)
-    order = np.argsort(pv, kind="stable")
-    ranked = pv[order] * m / np.arange(1, m + 1)
-    adj = np.minimum.accumulate(ranked[::-1])[::-1]
-    res = np.empty(m)
-    res[order] = np.minimum(adj, 1.0)
-    out[ok] = res
-    return out
-
-
-def bootstrap_ci(statistic, n_items: int, *, n_boot: int = 2000, seed: int = 0, alpha: float = 0.05,
-                 batch: int = 200) -> tuple[float, float, np.ndarray]:
-    """Percentile bootstrap over items.
-
-    ``statistic(weights)`` receives an integer array of shape (b, n_items) of resampling counts
-    (multinomial weights, so a vectorised statistic is a weighted sum) and returns shape (b,).
-    Returns (low, high, replicates).
-    """
-    rng = np.random.default_rng(seed)
-    reps = []
-    done = 0
-    while done < n_boot:
-        b = min(batch, n_boot - done)
-        w = rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=b)
-        reps.append(np.asarray(statistic(w), dtype=np.float64))
-        done += b
-    r = np.concatenate(reps)
-    lo, hi = np.nanquantile(r, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi), r
+    return _adjust_finite(pvalues, lambda ps: np.minimum.accumulate((ps * len(ps) / np.arange(1, len(ps) + 1))[::-1])[::-1])
 
 
 def permutation_p_value(null: np.ndarray, observed: float, alternative: str = "greater") -> float:
