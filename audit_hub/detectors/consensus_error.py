@@ -227,7 +227,8 @@ def _duplicates_gold(frame: AuditFrame, items: np.ndarray, code: np.ndarray) -> 
 
     opts = frame.questions["options"].to_numpy(dtype=object)
     gi = frame.gold_index
-    sel = [k for k, i in enumerate(items) if frame.answer_type[i] == "mc"
+    atype = frame.answer_type  # a property that converts the column: read once, not per item
+    sel = [k for k, i in enumerate(items) if atype[i] == "mc"
            and 0 <= code[i] < len(opts[i]) and 0 <= gi[i] < len(opts[i])]
     if not sel:
         return out
