@@ -51,12 +51,39 @@ for _name in _COMMAND_MODULES:
     _mod.register(app)
 
 
+#: options that take one path each but are often given several (``--runs logs/samples_*.jsonl``: the
+#: shell expands the glob into many words)
+_MULTI_PATH_OPTIONS = frozenset({"--runs", "-r", "--blind", "-b"})
+
+
+def expand_multi_path_options(argv: list[str]) -> list[str]:
+    """``--runs a b c`` -> ``--runs a --runs b --runs c``: the words after a path option, up to the
+    next option, all belong to it (what a shell-expanded glob gives). A lone ``--`` ends the
+    rewriting; ``--runs=a`` is left alone."""
+    out: list[str] = []
+    current: str | None = None
+    pending = False  # the option's first value is still to come
+    for i, word in enumerate(argv):
+        if word == "--":
+            return out + argv[i:]
+        if word.startswith("-") and word != "-":
+            current = word if word in _MULTI_PATH_OPTIONS else None
+            pending = current is not None
+            out.append(word)
+        elif current is not None and not pending:
+            out.extend([current, word])
+        else:
+            pending = False
+            out.append(word)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: user errors print one line and exit 2; no traceback."""
     from .errors import BenchauditError
 
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=expand_multi_path_options(list(sys.argv[1:] if argv is None else argv)), standalone_mode=False)
     except BenchauditError as e:
         typer.echo(f"error: {e}", err=True)
         return e.exit_code

@@ -699,6 +699,9 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
               "column_map": dict(column_map or {}), "dataset_hint": dataset_hint,
               "dataset": _dataset_meta(questions_spec, dataset_hint, sources)},
     )
+    from .circular import collapse_circular
+
+    frame = collapse_circular(frame)  # MMBench-style option-shifted copies -> one question each
     frame.meta["benchmark"] = frame.meta["dataset"]["name"]
     frame.meta["pool"] = pool_summary(frame.models_in("full"), frame.models_in("blind"))
     return frame
@@ -711,6 +714,10 @@ def _dataset_meta(questions_spec: str | None, dataset_hint: str | None, sources:
     if not name and questions_spec:
         spec = str(questions_spec)
         name = Path(spec).stem if os.path.exists(spec) else spec.split("@")[0]
+    if not name:  # the benchmark named by the run files: VLMEvalKit {model}_{dataset}, lmms-eval task
+        found = sorted({v for src in sources for k in ("dataset", "task")
+                        if isinstance((v := src.get(k)), str) and v})
+        name = " + ".join(found) if found else None
     out: dict = {"name": name or "benchmark"}
     for src in sources:
         if src.get("repo_id"):
