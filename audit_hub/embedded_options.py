@@ -112,3 +112,40 @@ def split_embedded_options(question: str) -> tuple[str, list[str]]:
 
 
 __all__ = ["split_embedded_options"]
+
+
+_LETTER_GOLD = re.compile(r"^\(?\s*[A-Z]\s*\)?$")
+
+
+def items_with_unparsed_options(questions) -> list[int]:
+    """Rows whose gold is an option letter (``B``, ``(B)``) but that have no options: their options
+    were neither in option columns nor in a form :func:`split_embedded_options` reads. Rows with an
+    explicit non-``mc`` ``answer_type`` are not counted."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(questions)
+    if n == 0:
+        return []
+    opts = questions["options"] if "options" in questions.columns else pd.Series([[]] * n)
+    if isinstance(opts.dtype, pd.ArrowDtype):
+        lengths = pc.fill_null(pc.list_value_length(pa.array(opts.array)), 0).to_numpy(zero_copy_only=False)
+    else:
+        lengths = np.fromiter((len(v) if isinstance(v, (list, tuple, np.ndarray)) else 0 for v in opts.tolist()),
+                              dtype=np.int64, count=n)
+    gold = questions["answer"].astype(object).tolist()
+    types = questions["answer_type"].astype(object).tolist() if "answer_type" in questions.columns else [None] * n
+    out = []
+    for i in np.flatnonzero(lengths == 0).tolist():
+        g, t = gold[i], types[i]
+        if not isinstance(g, str) or not _LETTER_GOLD.match(g.strip()):
+            continue
+        if isinstance(t, str) and t.strip() and t.strip().lower() != "mc":
+            continue
+        out.append(i)
+    return out
+
+
+__all__ += ["items_with_unparsed_options"]

@@ -40,6 +40,15 @@ def register(app: typer.Typer) -> None:
                                      "(repeatable; default: one global shuffle)."),
         tst: bool = typer.Option(False, "--tst", help="Also run the TsT-RF stress test and add tst_s to the report."),
         figures: bool = typer.Option(True, "--figures/--no-figures", help="Render PNG figures for the card."),
+        design_label: str | None = typer.Option(
+            None, "--design-label",
+            help="COLUMN[:VALUE]: a question column with the benchmark designer's own labels (e.g. HallusionBench "
+                 "category:VD); visual_dependency reports the AUC of the per-item visual gain for VALUE against "
+                 "the rest (CI, chance 0.5) and the zero-gain excess per label value."),
+        allow_unparsed_options: bool = typer.Option(
+            False, "--allow-unparsed-options",
+            help="Audit items whose gold is an option letter but whose options cannot be read (counted and "
+                 "named in the report) instead of stopping."),
     ) -> None:
         """Audit a benchmark from saved evaluation runs; with no inputs, audits the bundled MATH-Vision example."""
         import sys
@@ -64,7 +73,8 @@ def register(app: typer.Typer) -> None:
             cmap = parse_column_map(column_map or [])
             with console.status("reading and validating inputs"):
                 frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
-                                    revision=revision, dataset_hint=dataset, blind_model=blind_model)
+                                    revision=revision, dataset_hint=dataset, blind_model=blind_model,
+                                    allow_unparsed_options=allow_unparsed_options)
             inputs = frame.sources
         pool = frame.meta.get("pool") or {}
         if pool.get("note"):
@@ -73,6 +83,14 @@ def register(app: typer.Typer) -> None:
         if bad:
             raise InputError(f"--stratify takes 'category' or 'n_options', got {bad}")
         params = {"visual_dependency": {"stratify": list(stratify)}} if stratify else {}
+        if design_label:
+            from ..design_label import parse_design_label
+
+            col = parse_design_label(design_label)[0]
+            if col not in frame.questions.columns:
+                raise InputError(f"--design-label: no question column {col!r}; question columns: "
+                                 f"{[c for c in frame.questions.columns if c != 'options']}")
+            params.setdefault("visual_dependency", {})["design_label"] = design_label
         config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
                              run_calibration=calibration_sims > 0, run_tst=tst, params=params)
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -97,6 +115,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_headlines(console, result) -> None:
+    from rich.markup import escape
+
     s = result.summary
     vd = s.get("visual_dependency", {})
     lines = []
@@ -114,3 +134,19 @@ def _print_headlines(console, result) -> None:
         lines.append(f"skipped {name}: {reason}")
     for line in lines:
         console.print(line)
+    warning = exclusion_warning(result)
+    if warning:
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
+
+
+def exclusion_warning(result) -> str | None:
+    """One line naming every detector that left items out, with the counts (see summary.json ``excluded``)."""
+    parts = []
+    for name, r in result.results.items():
+        exc = (r.summary or {}).get("excluded") or {}
+        if exc:
+            parts.append(f"{name} {sum(int(v) for v in exc.values()):,} "
+                         f"({'; '.join(f'{k}: {int(v):,}' for k, v in exc.items())})")
+    if not parts:
+        return None
+    return "items excluded from some statistics: " + ", ".join(parts) + " (details: summary.json 'excluded', card)"

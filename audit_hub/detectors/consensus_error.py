@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..frame import LETTERS, AuditFrame
 from ..severity import severity_array
@@ -282,7 +283,9 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     # ---- expected count under independent errors (closed items only)
     atype = frame.answer_type
     closed = (atype == "mc") | (atype == "yesno")
-    k_opts = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
+    from ..placeholders import effective_option_count
+
+    k_opts = np.where(atype == "yesno", 2, effective_option_count(frame).astype(np.int64))
     wrong = parse & ~is_gold & closed[:, None]
     n_closed_parse = (parse & closed[:, None]).sum(axis=0)
     e = np.where(n_closed_parse > 0, wrong.sum(axis=0) / np.maximum(n_closed_parse, 1), np.nan)
@@ -319,6 +322,9 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         f"{NAME}_duplicates_gold": dup_gold,
     })
     summary = {
+        "n_items": n_el,
+        "excluded": item_accounting(Q, [("gold unusable", gold < 0),
+                                        (f"fewer than {thr} models answered parseably", ~eligible)])["excluded"],
         "n_unanimous_non_gold": n_un,
         "expected_under_independence": expected,
         "n_majority_non_gold": int(majority.sum()),

@@ -18,6 +18,11 @@ letter prefixes such as ``"A."``/``"(B)"`` stripped, light LaTeX clean-up, numbe
   options are in the image) are *bare-letter* options. They are excluded from text comparison;
   ``n_bare_letter_option_items`` counts items whose options are all bare letters. Empty texts are
   excluded too.
+* **Placeholder options** (:mod:`audit_hub.placeholders`: ``nan``, ``None``, ``null``, ``N/A``, empty,
+  ...) are not options: they are never compared as duplicates of each other. A placeholder *gold* is
+  critical (the item is unanswerable as released; suggested action "relabel"); placeholder
+  *distractors* are high ("rewrite distractor"). ``n_placeholder_gold`` and
+  ``n_placeholder_distractor_items`` count them.
 
 Per question: ``score = 1 - max pair similarity`` (exact = 1; pairs excluded above count as 0).
 Performance: pairs are built per number of options with numpy, deduplicated as (text, text) code pairs,
@@ -31,6 +36,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..frame import AuditFrame
 from ..severity import severity_array
@@ -151,7 +157,10 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
 
     bare = nt.bare_letter[raw_code] == pos
     ncode = norm_code_u[raw_code].astype(np.int64)
-    usable = ~bare & (chars[ncode] > 0)
+    from ..placeholders import placeholder_table
+
+    ph = placeholder_table(frame)
+    usable = ~bare & (chars[ncode] > 0) & ~ph["option_is_placeholder"]
     n_bare = np.bincount(parent, weights=bare, minlength=Q).astype(np.int64)
     bare_item = (K > 0) & (n_bare == K)
     n_usable = np.bincount(parent, weights=usable, minlength=Q).astype(np.int64)
@@ -246,6 +255,10 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
     # ---- per question
     sev_pair = np.where(exact, np.where(p_gold, 4, 3), np.where(near, np.where(p_gold, 2, 1), 0))
     sev = np.zeros(Q, np.int64)
+    ph_gold = ph["gold_placeholder"] & (gold >= 0)
+    ph_distractors = ph["n_placeholders"] - ph_gold
+    sev[ph_distractors > 0] = 3  # a placeholder distractor: rewrite it
+    sev[ph_gold] = 4  # a placeholder gold: unanswerable as released, relabel
     nz = sev_pair > 0  # zeros cannot raise the maximum; ufunc.at over every pair is slow
     np.maximum.at(sev, p_item[nz], sev_pair[nz])
     max_sim = np.zeros(Q)
@@ -272,6 +285,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
         pair_txt[it] = np.char.add(np.char.add(letters[p_a[best]], sep), letters[p_b[best]]).astype(object)
         tier[it] = np.where(exact[best], "exact", np.where(near[best], "near", "contrastive"))
         inv_gold[it] = p_gold[best] & (exact[best] | near[best])
+    tier[(tier == "") & (ph_distractors > 0)] = "placeholder"
+    tier[ph_gold] = "placeholder gold"
     flagged = sev > 0
     per_question = pd.DataFrame({
         "question_id": frame.question_id_column(),
@@ -287,6 +302,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
         f"{NAME}_n_contrastive_pairs": n_contrast_pairs.astype(np.int64),
         f"{NAME}_bare_letter_options": bare_item,
         f"{NAME}_n_options_compared": n_usable,
+        f"{NAME}_placeholder_gold": ph_gold,
+        f"{NAME}_n_placeholder_distractors": ph_distractors.astype(np.int64),
     })
 
     # ---- summary and per-category table
@@ -318,6 +335,11 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
         "n_items_with_options": int((K > 0).sum()),
         "n_items_compared": n_compared,
         "n_bare_letter_option_items": int(bare_item.sum()),
+        "n_placeholder_gold": int(ph_gold.sum()),
+        "n_placeholder_distractor_items": int((ph_distractors > 0).sum()),
+        **item_accounting(Q, [("no option texts", K == 0),
+                              ("bare-letter options (texts in the image)", bare_item),
+                              ("fewer than 2 comparable option texts", ~compared)]),
         "n_pairs_compared": int(len(p_item)),
         "n_pairs_fuzzy_scored": int(n_fuzzy_pairs),
         "n_flagged": int(flagged.sum()),

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..frame import AuditFrame
 from ..severity import severity_array
@@ -94,7 +95,9 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
         p_i = np.where(rated, (rs["sum_sq"] - n) / (n * (n - 1)).clip(min=1), np.nan)
     atype = frame.answer_type
     closed = (atype == "mc") | (atype == "yesno")
-    k_i = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
+    from ..placeholders import effective_option_count
+
+    k_i = np.where(atype == "yesno", 2, effective_option_count(frame).astype(np.int64))
     closed &= k_i >= 2
     inv_k = np.where(closed, 1.0 / np.maximum(k_i, 1), 0.0)
 
@@ -266,7 +269,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
         "p_e_randolph": None if np.isnan(pe_r) else pe_r,
         "p_e_fixed_part": fixed_all,
         "n_items_rated": n_rated,
-        "n_items": Q,
+        "n_items": n_rated,
+        "excluded": item_accounting(Q, [("fewer than 2 models answered parseably", ~rated)])["excluded"],
         "n_raters_max": M,
         "mean_raters": float(n[rated].mean()),
         "per_category": per_category,

@@ -41,9 +41,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..frame import AuditFrame
 from ..nulls import matched_pairs, matched_sum_moments, sample_matched_sum
+from ..placeholders import effective_option_count
 from ..severity import severity_array
 from ..stats import benjamini_hochberg, permutation_p_value, table_bootstrap, wilson_ci
 from .base import DetectorResult, summary_rows
@@ -85,7 +87,7 @@ def _strata_codes(frame: AuditFrame, stratify) -> tuple[np.ndarray, list[str]]:
         if k == "category":
             c, _ = frame.category_codes("category")
         else:
-            _, c = np.unique(frame.n_options, return_inverse=True)
+            _, c = np.unique(effective_option_count(frame), return_inverse=True)
         code = code * (int(c.max()) + 1 if len(c) else 1) + c.astype(np.int64)
     _, code = np.unique(code, return_inverse=True)
     return code.astype(np.int64), keys
@@ -130,6 +132,61 @@ def _excess_stat(pairs, n_total):
     return stat
 
 
+def _design_label_check(frame: AuditFrame, spec: str, idx: np.ndarray, gain: np.ndarray, cell: np.ndarray,
+                        pairs, R: int, C: int, B: int, n_boot: int, rng) -> dict:
+    """AUC of the per-item gain against the designer's label, and the zero-gain excess per label value
+    (:mod:`audit_hub.design_label`)."""
+    from ..design_label import auc_discrete, parse_design_label
+    from ..errors import InputError
+
+    column, positive = parse_design_label(spec)
+    if column not in frame.questions.columns:
+        raise InputError(f"--design-label: no question column {column!r}; columns: "
+                         f"{[c for c in frame.questions.columns if c not in ('options',)]}", column=column)
+    raw = frame.questions[column].astype(object).to_numpy()[idx]
+    has = np.array([v is not None and not (isinstance(v, float) and np.isnan(v)) and str(v).strip() != ""
+                    for v in raw], dtype=bool)
+    lab = np.array([str(v).strip() for v in raw], dtype=object)
+    values = sorted(set(lab[has].tolist()))
+    if len(values) < 2:
+        return {"column": column, "skipped": f"column {column!r} has {len(values)} distinct label value(s) "
+                                              "among the audited items; need 2 or more"}
+    if positive is None:
+        positive = values[0]
+    if positive not in values:
+        raise InputError(f"--design-label: value {positive!r} not in column {column!r} (values: {values[:20]})",
+                         column=column)
+    code = np.full(len(idx), len(values), dtype=np.int64)
+    for k, v in enumerate(values):
+        code[has & (lab == v)] = k
+    nl = len(values) + 1  # last group: unlabelled items
+    ltabs = np.bincount(code * (R * C) + cell, minlength=nl * R * C).reshape(nl, R, C)
+    lnull = _Null(ltabs, pairs, np.arange(nl), nl, B, rng)
+    lp = lnull.p_values() if B > 0 else np.full(nl, np.nan)
+    per_value = {}
+    for k, v in enumerate(values):
+        n_v = int(lnull.n[k])
+        z_v = int(lnull.observed[k])
+        lo, hi = wilson_ci(z_v, n_v)
+        nm = float(lnull.mean[k] / n_v) if n_v else None
+        per_value[v] = {"n_items": n_v, "zero_gain_share": z_v / n_v if n_v else None, "share_ci": [float(lo), float(hi)],
+                        "null_mean": nm, "excess": (z_v / n_v - nm) if n_v else None,
+                        "p_value": None if np.isnan(lp[k]) else float(lp[k]),
+                        "mean_gain": float(gain[code == k].mean()) if n_v else None}
+    pos_i = code == values.index(positive)
+    auc = auc_discrete(gain[pos_i], gain[has & ~pos_i], n_boot=n_boot, rng=rng)
+    ex = {v: e["excess"] for v, e in per_value.items() if e["excess"] is not None}
+    ratio = None
+    if len(ex) == 2:
+        a, b_ = (ex[v] for v in values[:2])
+        ratio = {"numerator": values[1], "denominator": values[0],
+                 "value": float(b_ / a) if a not in (0, None) else None}
+    return {"column": column, "positive": positive, "values": values, "n_unlabelled": int((~has).sum()),
+            "auc": auc, "per_value": per_value, "excess_ratio": ratio,
+            "reading": "AUC > 0.5: items labelled the positive value gain more from the image than the rest; "
+                       "0.5 (the chance line): the gain does not recover the designer's labels"}
+
+
 def _cell_label(i: int, j: int, mf: int, mb: int) -> str:
     if i == mf and j == mb:
         return f"f={i},b={j} (all right both ways: blind-solvable)"
@@ -141,7 +198,7 @@ def _cell_label(i: int, j: int, mf: int, mb: int) -> str:
 # ---------------------------------------------------------------------------------------- detector
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
         alpha: float = 0.05, stratify=None, n_boot: int = 1000, leave_one_out: bool = True,
-        **_ignored: Any) -> DetectorResult:
+        design_label: str | None = None, **_ignored: Any) -> DetectorResult:
     """Zero-gain share vs the item-matched permutation null, per question, per category and per pool."""
     if field not in ("hit", "hit_exact"):
         raise ValueError("field must be 'hit' or 'hit_exact'")
@@ -216,7 +273,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
 
     # ---- per category (shuffle within category [and within n_options when stratified by it])
     if "n_options" in strata_keys:
-        _, no_code = np.unique(frame.n_options, return_inverse=True)
+        _, no_code = np.unique(effective_option_count(frame), return_inverse=True)
         unit_all = cat_all.astype(np.int64) * (int(no_code.max()) + 1) + no_code
     else:
         unit_all = cat_all.astype(np.int64)
@@ -267,6 +324,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
         t = three_way[stat_name]
         all_rows.append({"category": "(all)", "statistic": f"{stat_name}_gain_share", "estimate": t["share"],
                          "ci_low": t["ci"][0], "ci_high": t["ci"][1], "n_items": n_items})
+    design = _design_label_check(frame, design_label, idx, f / mf - b / mb, cell, pairs, R, C, B, n_boot, rng) \
+        if design_label else None
     table = summary_rows(NAME, all_rows + rows)
     table["arm"] = "full_vs_blind"
     table["field"] = field
@@ -365,6 +424,9 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
                 "model and image effects.")
     summary = {
         "n_items": n_items,
+        "excluded": item_accounting(frame.n_questions, [
+            (f"{field} unknown for some model in the full arm", ~(full >= 0).all(axis=1)),
+            (f"{field} unknown for some model in the blind arm", ~known)])["excluded"],
         "zero_gain_share": share,
         "share_ci": [float(s_lo), float(s_hi)],
         "null_mean": null_mean,
@@ -374,6 +436,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
         "p_value": p_value,
         "n_permutations": B,
         "leave_one_model_out": lomo,
+        "design_label": design,
         "fragile": fragile,
         "fragile_reason": reason,
         "n_zero_gain": z_count,

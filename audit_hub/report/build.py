@@ -7,6 +7,8 @@ failed or killed audit never leaves a partial folder behind.
 
 Suggested actions (one per question, first matching rule wins; documented in the card too):
 
+0. ``relabel``: the gold option is a placeholder (``nan``, ``None``, empty, ...; see
+   :mod:`audit_hub.placeholders`): the item is unanswerable as released.
 1. ``rewrite distractor``: ``distractor_similarity`` flags the item at medium or above (two options
    are identical or near-identical after normalisation), or ``consensus_error`` reports that the
    option every model chose duplicates the gold text. The label is probably right; the options are not.
@@ -36,8 +38,9 @@ ACTIONS: tuple[str, ...] = ("relabel", "rewrite distractor", "drop", "review", "
 ACTION_RULES: dict[str, str] = {
     "rewrite distractor": "distractor_similarity at medium or above (identical or near-identical options), or "
                           "the consensus option duplicates the gold text; the options need fixing, not the label",
-    "relabel": "consensus_error at high or above: every model that answered parseably chose the same non-gold "
-               "option, so the gold label is the first suspect",
+    "relabel": "the gold option is a placeholder text (nan, None, empty, ...), or consensus_error at high or "
+               "above: every model that answered parseably chose the same non-gold option, so the gold label is "
+               "the first suspect",
     "drop": "visual_dependency at high or above: every model solves it without the image and gains nothing from "
             "it, so on a vision benchmark the item does not measure vision",
     "review": "any other finding at medium or above",
@@ -230,13 +233,20 @@ def suggested_actions(sev_by: dict[str, np.ndarray], overall: np.ndarray, result
                  "consensus_error_chosen_duplicates_gold")
         if c is not None:
             dup_gold = c.fillna(False).astype(bool).to_numpy()
+    ph_gold = np.zeros(n, dtype=bool)
+    if "distractor_similarity" in results:
+        c = _col(results["distractor_similarity"].per_question, "distractor_similarity_placeholder_gold")
+        if c is not None:
+            ph_gold = c.fillna(False).astype(bool).to_numpy()
     conds = [
+        ph_gold,
         (ds >= RANK["medium"]) | (dup_gold & (ce >= RANK["medium"])),
         ce >= RANK["high"],
         vd >= RANK["high"],
         overall >= RANK["medium"],
     ]
-    return np.select(conds, ["rewrite distractor", "relabel", "drop", "review"], default="keep").astype(object)
+    return np.select(conds, ["relabel", "rewrite distractor", "relabel", "drop", "review"],
+                     default="keep").astype(object)
 
 
 def _to_float(v: Any) -> float:

@@ -226,6 +226,10 @@ def _headline(result: Any) -> dict:
         if _isnum(dsm.get("n_bare_letter_option_items")) and dsm.get("n_bare_letter_option_items"):
             txt += (f"; {fmt_num(dsm.get('n_bare_letter_option_items'))} questions whose options are bare letters "
                     "(the real options are in the image) were not compared")
+        txt += (f"; placeholder options (nan, None, empty, ...): {fmt_num(dsm.get('n_placeholder_gold') or 0)} "
+                f"question(s) whose **gold** is a placeholder (unanswerable as released: relabel) and "
+                f"{fmt_num(dsm.get('n_placeholder_distractor_items') or 0)} with placeholder distractors "
+                "(rewrite; they are left out of every option count)")
         out["others"].append(txt + ".")
     mult = (s.get("multiplicity") or {}).get("tests") or {}
     if mult:
@@ -361,9 +365,25 @@ def _detector_table(result: Any) -> str:
         else:
             status = "skipped: " + md_escape(result.skipped.get(name, "not run"), 100)
             n_flag = None
-        rows.append([f"`{name}`", signal, flags, "yes" if judge_dep else "no", status, fmt_num(n_flag)])
-    return md_table(["Detector", "Signal", "Flags", "Judge-dependent", "Status", "Questions flagged"], rows,
-                    ["l", "l", "l", "l", "l", "r"])
+        rows.append([f"`{name}`", signal, flags, "yes" if judge_dep else "no", status, fmt_num(n_flag),
+                     _items_used(result, name)])
+    return md_table(["Detector", "Signal", "Flags", "Judge-dependent", "Status", "Questions flagged",
+                     "Items used (excluded)"], rows, ["l", "l", "l", "l", "l", "r", "l"])
+
+
+def _items_used(result: Any, name: str) -> str:
+    """``N of T`` and the exclusion reasons with their counts (every item accounted for)."""
+    r = result.results.get(name)
+    if r is None:
+        return ""
+    summ = r.summary or {}
+    n = summ.get("n_items")
+    exc = summ.get("excluded") or {}
+    total = result.frame.n_questions
+    txt = f"{fmt_num(n)} of {total:,}"
+    if exc:
+        txt += "; excluded: " + ", ".join(f"{md_escape(k, 80)} ({fmt_num(v)})" for k, v in exc.items())
+    return txt
 
 
 def _limitations(result: Any) -> list[str]:
@@ -392,6 +412,17 @@ def _limitations(result: Any) -> list[str]:
         lims.append(f"`{name}` was skipped: {reason}.")
     for note in result.frame.meta.get("notes", []) or []:
         lims.append(str(note))
+    unparsed = result.frame.meta.get("unparsed_options") or {}
+    if unparsed.get("n"):
+        ids = ", ".join(md_escape(x, 40) for x in unparsed.get("question_ids", [])[:10])
+        lims.append(f"{unparsed['n']:,} question(s) have a letter gold but options that could not be read "
+                    f"(audited as non-multiple-choice, --allow-unparsed-options): {ids}"
+                    + (" ..." if unparsed["n"] > 10 else "") + ".")
+    circ = result.frame.meta.get("circular") or {}
+    if circ.get("n_groups"):
+        lims.append(f"CircularEval: {circ['n_copies']:,} option-shifted copies were read as {circ['n_groups']:,} "
+                    "questions; a question is right only when every copy is right and readable, in both the "
+                    "judged and the exact-match arm (the per-copy rows are in circular_copies.csv).")
     return lims
 
 
