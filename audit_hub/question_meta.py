@@ -1,0 +1,35 @@
+"""Question metadata: the columns of a question table that are neither the audit's own fields nor
+media, kept as text so they survive into the frame (HallusionBench's ``subcategory``,
+``visual_input``, ``set_id``, ``figure_id``; any column ``--design-label`` may name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+#: columns the audit reads itself (or never keeps): not metadata
+_OWN = frozenset({
+    "question_id", "index", "id", "qid", "doc_id", "question", "options", "choices", "answer", "answer_type",
+    "category", "l2_category", "l2-category", "L2-category", "group_id", "g_index", "hint", "source_row",
+    "source_file", "prediction", "hit", "hit_exact", "log", "extracted", "score", "res", "model", "arm",
+    "n_options", "gold_index", "gold", "target",
+})
+_MEDIA = frozenset({"image", "images", "image_path", "image_base64", "decoded_image", "img", "video", "audio"})
+#: at most this many metadata columns are kept (wide tables: the first ones in table order)
+MAX_META_COLUMNS = 24
+
+
+def metadata_columns(columns: Iterable[str]) -> list[str]:
+    """Columns of a question table to keep as metadata, in table order."""
+    out = []
+    for c in columns:
+        name = str(c)
+        if name in _OWN or name.lower() in _MEDIA or (len(name) == 1 and name.isupper()):
+            continue
+        if name.startswith("_"):
+            continue
+        out.append(name)
+    return out[:MAX_META_COLUMNS]
+
+
+__all__ = ["metadata_columns", "MAX_META_COLUMNS"]
