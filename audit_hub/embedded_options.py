@@ -120,7 +120,8 @@ _LETTER_GOLD = re.compile(r"^\(?\s*[A-Z]\s*\)?$")
 def items_with_unparsed_options(questions) -> list[int]:
     """Rows whose gold is an option letter (``B``, ``(B)``) but that have no options: their options
     were neither in option columns nor in a form :func:`split_embedded_options` reads. Rows with an
-    explicit non-``mc`` ``answer_type`` are not counted."""
+    explicit non-``mc`` ``answer_type``, and rows without question text (a bare answer key: there is
+    nothing to read options from), are not counted."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -136,10 +137,13 @@ def items_with_unparsed_options(questions) -> list[int]:
         lengths = np.fromiter((len(v) if isinstance(v, (list, tuple, np.ndarray)) else 0 for v in opts.tolist()),
                               dtype=np.int64, count=n)
     gold = questions["answer"].astype(object).tolist()
+    text = questions["question"].astype(object).tolist() if "question" in questions.columns else [None] * n
     types = questions["answer_type"].astype(object).tolist() if "answer_type" in questions.columns else [None] * n
     out = []
     for i in np.flatnonzero(lengths == 0).tolist():
         g, t = gold[i], types[i]
+        if not isinstance(text[i], str) or not text[i].strip():
+            continue  # an answer key without question text: nothing to parse options from
         if not isinstance(g, str) or not _LETTER_GOLD.match(g.strip()):
             continue
         if isinstance(t, str) and t.strip() and t.strip().lower() != "mc":

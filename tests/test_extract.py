@@ -289,8 +289,9 @@ def test_fill_answers_and_exact_via_frame():
     assert pa.types.is_string(r["answer"].dtype.pyarrow_dtype)
     got = [None if pd.isna(v) else v for v in r["answer"].tolist()]
     assert got == ["B", "yes", "0.5", "paris", "C", None, None, "2", None, "C", "B", "B"]
-    # m2/q4 has neither prediction nor answer -> -1; unparseable rows are wrong (0)
-    assert r["hit_exact"].tolist() == [1, 1, 1, 1, 1, 0, 0, 0, -1, 1, 1, 0]
+    # m2/q4 has neither prediction nor answer: an empty answer of a run that has answers is wrong (0), as
+    # the harnesses score it; unparseable rows are wrong (0)
+    assert r["hit_exact"].tolist() == [1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0]
     assert r["hit_exact"].dtype == np.int8
 
 
@@ -349,8 +350,8 @@ def test_unparseable_share_hand_computed():
     assert list(u.columns) == ["n", "n_unparseable", "unparseable_share"]
     assert (u.loc[("m1", "full"), "n"], u.loc[("m1", "full"), "n_unparseable"]) == (3, 1)
     assert u.loc[("m1", "full"), "unparseable_share"] == pytest.approx(1 / 3)
-    # m2: the row without any output is missing, not unparseable
-    assert (u.loc[("m2", "full"), "n"], u.loc[("m2", "full"), "n_unparseable"]) == (2, 1)
+    # m2: the row without any output is an empty answer: scored (wrong) and unparseable
+    assert (u.loc[("m2", "full"), "n"], u.loc[("m2", "full"), "n_unparseable"]) == (3, 2)
     assert u.loc[("m1", "blind"), "unparseable_share"] == 1.0
 
 

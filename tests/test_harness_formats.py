@@ -73,7 +73,7 @@ def test_unparsed_options_with_letter_gold_is_an_error_unless_allowed(tmp_path):
     assert ei.value.row == 1 and ei.value.column == "options"  # data row 1
     frame = ingest.build_frame(str(q), [str(r)], allow_unparsed_options=True)
     assert frame.meta["unparsed_options"] == {"n": 1, "question_ids": ["1"]}
-    qs = pd.DataFrame({"question_id": ["a", "b", "c"], "options": [[], ["x", "y"], []],
+    qs = pd.DataFrame({"question_id": ["a", "b", "c"], "question": ["Q?"] * 3, "options": [[], ["x", "y"], []],
                        "answer": ["(C)", "A", "C"], "answer_type": [None, None, "free"]})
     assert items_with_unparsed_options(qs) == [0]
 

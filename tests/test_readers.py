@@ -422,7 +422,8 @@ def test_bad_hit_value_names_file_row_column(tmp_path):
 
 
 def test_folder_copy_of_fixtures_reads_all(tmp_path):
-    shutil.copytree(os.path.join(FIX, "lmms_eval"), tmp_path / "lm")
+    for sub in ("llava-hf__llava-1.5-7b-hf", "qwen_vl"):  # the hand-made layouts (real/ is tested elsewhere)
+        shutil.copytree(os.path.join(FIX, "lmms_eval", sub), tmp_path / "lm" / sub)
     runs = ingest.load_runs([str(tmp_path / "lm")])
     assert sorted(set(runs["model"].astype(str))) == ["llava-hf/llava-1.5-7b-hf", "qwen_vl"]
     assert {os.path.basename(s["path"]) for s in runs.attrs["skipped"]} == {
