@@ -24,7 +24,7 @@ are the circular groups:
 * the group's ``prediction``/``answer`` are the original's; the answer is null (unparseable) when
   any copy's answer could not be read;
 * the per-copy rows are kept, in ``frame.meta["_circular_copies"]`` (question_id, group_id, model,
-  arm, prediction, answer, hit, hit_exact; written to the report as ``circular_copies.csv``), and the
+  arm, prediction, answer, hit, hit_exact; written to the report as ``circular_copies.parquet``), and the
   counts in ``frame.meta["circular"]``.
 """
 

@@ -14,7 +14,8 @@ The forms, as VLMEvalKit's prompt builders and the popular benchmarks' question 
 
 Letters must run A, B, C, ... in order with one marker style, so a comma or a letter inside an option
 text does not split it. Fewer than two items is no options. Text after the last item's line that is
-not an item (an instruction such as "Answer with the option's letter") is not part of the option.
+not an item (an instruction such as "Answer with the option's letter") is not part of the option:
+the last option ends at the end of its line.
 """
 
 from __future__ import annotations
@@ -69,10 +70,10 @@ def _items(body: str, *, inline_brackets: bool) -> tuple[list[str], int, int] | 
         for j, (_s0, e0) in enumerate(starts):
             end = starts[j + 1][0] if j + 1 < len(starts) else len(body)
             opts.append(body[e0:end])
-        # the last option ends at its line when items are one per line
+        # the last option ends at its line (what follows is an instruction such as "Answer with the letter")
         last = opts[-1]
         tail_at = len(body)
-        if newline_sep and "\n" in last.strip("\n"):
+        if "\n" in last.strip("\n"):
             cut = last.strip("\n").find("\n") + (len(last) - len(last.lstrip("\n")))
             tail_at = starts[-1][1] + cut
             opts[-1] = last[:cut]

@@ -422,7 +422,7 @@ def _limitations(result: Any) -> list[str]:
     if circ.get("n_groups"):
         lims.append(f"CircularEval: {circ['n_copies']:,} option-shifted copies were read as {circ['n_groups']:,} "
                     "questions; a question is right only when every copy is right and readable, in both the "
-                    "judged and the exact-match arm (the per-copy rows are in circular_copies.csv).")
+                    "judged and the exact-match arm (the per-copy rows are in circular_copies.parquet).")
     return lims
 
 
