@@ -453,6 +453,9 @@ def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answ
         raise InputError("the questions table is empty", file=file)
     rows = df["source_row"].to_numpy() if "source_row" in df.columns else np.arange(1, n + 1)
     idcol = "question_id" if "question_id" in df.columns else pick_id_column(df.columns, df)
+    if idcol == "question_id" and "index" in df.columns and df["question_id"].duplicated().any() \
+            and not df["index"].duplicated().any():
+        idcol = "index"  # VLMEvalKit sheets key by index (HallusionBench's question_id is per figure)
     if idcol is None:
         raise InputError(f"no question ID column (looked for question_id, id, index, qid, doc_id); found "
                          f"{[c for c in df.columns if c != 'source_row']}; use --map OLD=question_id",

@@ -61,7 +61,8 @@ ANSWER_TYPE_MAP = {"integer": "numeric", "float": "numeric", "number": "numeric"
                    "text": "free", "list": "free", "free_form": "free", "multi_choice": "mc",
                    "multiple_choice": "mc", "yes_no": "yesno", "yesno": "yesno"}
 _META_DICT_KEYS = ("question_type", "answer_type", "choices", "category", "l2_category", "precision", "unit")
-_DATE = re.compile(r"_?\d{4}-\d{2}-\d{2}T\d{2}[-:]\d{2}[-:]\d{2}(\.\d+)?_?")
+#: the run date in sample file names: 2024-06-01T10-00-00.123456 (before 0.4), 20261201_144437 (0.4+)
+_DATE = re.compile(r"_?(?:\d{4}-\d{2}-\d{2}T\d{2}[-:]\d{2}[-:]\d{2}(\.\d+)?|\d{8}_\d{6})_?")
 
 
 def is_lmms_eval_record(rec: dict) -> bool:
