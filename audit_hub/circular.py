@@ -33,7 +33,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .frame import ARMS, AuditFrame, _public_meta
+from .frame import AuditFrame
+from .schema import ARMS
 
 
 def circular_groups(questions: pd.DataFrame) -> np.ndarray:
@@ -114,7 +115,7 @@ def collapse_circular(frame: AuditFrame) -> AuditFrame:
         "answer": r["answer"].to_numpy(dtype=object),
         "hit": r["hit"].to_numpy(), "hit_exact": r["hit_exact"].to_numpy(),
     })[main_of[q] >= 0].reset_index(drop=True)
-    meta = _public_meta(frame.meta)
+    meta = {k: v for k, v in frame.meta.items() if not str(k).startswith("_")}
     meta["circular"] = {
         "n_groups": int(((main_of >= 0) & (main_of == np.arange(Q))).sum()),
         "n_copies": int((main_of >= 0).sum()),

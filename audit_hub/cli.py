@@ -78,12 +78,14 @@ def expand_multi_path_options(argv: list[str]) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Console entry point: user errors print one line and exit 2; no traceback."""
+def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | None = None,
+            interrupted: str = "interrupted; no partial output was kept") -> int:
+    """Run a typer app the way every benchaudit entry point does: user errors print one line and
+    exit 2 (no traceback); an interrupt prints ``interrupted`` and exits 130."""
     from .errors import BenchauditError
 
     try:
-        app(args=expand_multi_path_options(list(sys.argv[1:] if argv is None else argv)), standalone_mode=False)
+        typer_app(args=argv, prog_name=prog_name, standalone_mode=False)
     except BenchauditError as e:
         typer.echo(f"error: {e}", err=True)
         return e.exit_code
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo("aborted", err=True)
         return 130
     except KeyboardInterrupt:
-        typer.echo("interrupted; no partial output was kept", err=True)
+        typer.echo(interrupted, err=True)
         return 130
     except Exception as e:  # click usage errors
         import click
@@ -103,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         raise
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: user errors print one line and exit 2; no traceback."""
+    return run_app(app, expand_multi_path_options(list(sys.argv[1:] if argv is None else argv)))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -34,9 +34,9 @@ def is_placeholder(text) -> bool:
 def placeholder_table(frame) -> dict[str, np.ndarray]:
     """Per question: ``n_placeholders`` (int), ``gold_placeholder`` (bool), ``effective_k`` (int).
 
-    Cached in ``frame.meta`` (the options do not change)."""
-    key = "_placeholder_table"
-    cached = frame.meta.get(key)
+    Cached in ``frame.cache`` (the options do not change)."""
+    key = "placeholder_table"
+    cached = frame.cache.get(key)
     if cached is not None:
         return cached
     import pyarrow as pa
@@ -61,7 +61,7 @@ def placeholder_table(frame) -> dict[str, np.ndarray]:
         gold_ph[parent[hit]] = True
     out = {"n_placeholders": n_ph, "gold_placeholder": gold_ph, "effective_k": np.maximum(K - n_ph, 0),
            "option_is_placeholder": ph, "option_item": parent, "option_pos": pos}
-    frame.meta[key] = out
+    frame.cache[key] = out
     return out
 
 

@@ -91,7 +91,7 @@ def test_placeholder_texts():
 def test_placeholder_distractors_and_gold():
     from audit_hub.detectors import answer_options_distribution as ao
     from audit_hub.detectors import distractor_similarity as ds
-    from audit_hub.report.build import suggested_actions
+    from audit_hub.report.tables import suggested_actions
 
     f = _frame({"question_id": ["p", "g", "ok"],
                 "options": [["cat", "dog", "nan", "nan"], ["cat", "", "dog"], ["red", "blue", "green"]],

@@ -79,10 +79,9 @@ def register(app: typer.Typer) -> None:
         pool = frame.meta.get("pool") or {}
         if pool.get("note"):
             console.print(f"[yellow]note:[/yellow] {pool['note']}")
-        bad = sorted(set(stratify or []) - {"category", "n_options"})
-        if bad:
-            raise InputError(f"--stratify takes 'category' or 'n_options', got {bad}")
-        params = {"visual_dependency": {"stratify": list(stratify)}} if stratify else {}
+        from .. import detectors
+
+        params = {detectors.by_role("image_gain"): {"stratify": list(stratify)}} if stratify else {}
         if design_label:
             from ..design_label import parse_design_label
 
@@ -90,7 +89,7 @@ def register(app: typer.Typer) -> None:
             if col not in frame.questions.columns:
                 raise InputError(f"--design-label: no question column {col!r}; question columns: "
                                  f"{[c for c in frame.questions.columns if c != 'options']}")
-            params.setdefault("visual_dependency", {})["design_label"] = design_label
+            params.setdefault(detectors.by_role("image_gain"), {})["design_label"] = design_label
         config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
                              run_calibration=calibration_sims > 0, run_tst=tst, params=params)
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -117,19 +116,15 @@ def register(app: typer.Typer) -> None:
 def _print_headlines(console, result) -> None:
     from rich.markup import escape
 
+    from .. import detectors
+
     s = result.summary
-    vd = s.get("visual_dependency", {})
     lines = []
-    if not vd.get("skipped"):
-        def pct(x):
-            return "n/a" if x is None else f"{100 * x:.1f}%"
-        lines.append(
-            f"zero-gain share {pct(vd.get('zero_gain_share'))} (null {pct(vd.get('null_mean'))}, "
-            f"excess {100 * (vd.get('excess') or 0):+.1f} pp, p = {vd.get('p_value')})")
-    ce = s.get("consensus_error", {})
-    if not ce.get("skipped"):
-        lines.append(f"unanimous non-gold consensus: {ce.get('n_unanimous_non_gold')} items "
-                     f"(expected under independence {ce.get('expected_under_independence')})")
+    for spec in detectors.specs():
+        line = getattr(spec.load(), "console_line", None)
+        sm = s.get(spec.name, {})
+        if line is not None and not sm.get("skipped"):
+            lines.append(line(sm))
     for name, reason in result.skipped.items():
         lines.append(f"skipped {name}: {reason}")
     for line in lines:
