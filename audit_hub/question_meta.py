@@ -32,4 +32,24 @@ def metadata_columns(columns: Iterable[str]) -> list[str]:
     return out[:MAX_META_COLUMNS]
 
 
-__all__ = ["metadata_columns", "MAX_META_COLUMNS"]
+def as_text(values) -> list:
+    """Cells as text: strings stay, lists/dicts become JSON (sorted keys), missing values None."""
+    import json
+    import math
+
+    out = []
+    for v in values:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            out.append(None)
+        elif isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, (dict, list, tuple)):
+            out.append(json.dumps(v, sort_keys=True, ensure_ascii=False, default=str))
+        elif hasattr(v, "tolist"):
+            out.append(json.dumps(v.tolist(), ensure_ascii=False, default=str) if getattr(v, "ndim", 0) else str(v))
+        else:
+            out.append(str(v))
+    return out
+
+
+__all__ = ["metadata_columns", "as_text", "MAX_META_COLUMNS"]

@@ -133,10 +133,10 @@ def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answ
         "group_id": obj(group) if group is not None else obj([None] * n),
         "hint": text("hint"),
     })
-    from ..question_meta import metadata_columns
+    from ..question_meta import as_text, metadata_columns
 
     for c in metadata_columns(df.columns):  # e.g. HallusionBench's subcategory, visual_input, set_id, figure_id
-        out[c] = text(c)
+        out[c] = obj(as_text(df[c].tolist()))
     out["source_file"] = file
     out["source_row"] = np.asarray(rows, dtype=np.int64)
     return out
