@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..accounting import item_accounting
 from ..errors import DetectorSkipped, ParameterError
 from ..fmt import fmt_p, num_labels, pct, pp
 from ..frame import AuditFrame
@@ -521,8 +522,9 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
                        n_excluded=Q - n_items, rank=rank, zscore=zscore, draws=draws, three_way=three_way,
                        cells=cells, per_category=per_category, pool_level=pool_level, mf_names=mf_names,
                        mb_names=mb_names, field=field, params=params, seed=seed)
-    summary["excluded"] = item_accounting(Q, [(f"{field} unknown for some model in the full arm", ~(full >= 0).all(axis=1)),
-                                              (f"{field} unknown for some model in the blind arm", ~known)])["excluded"]
+    summary["excluded"] = item_accounting(Q, [
+        (f"{field} unknown for some model in the full arm", ~(full >= 0).all(axis=1)),
+        (f"{field} unknown for some model in the blind arm", ~known)])["excluded"]
     summary["design_label"] = _design_label_check(frame, design_label, idx, f / mf - b / mb, cell, pairs, R, C, B,
                                                   n_boot, rng) if design_label else None
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table, params=params)
