@@ -1,7 +1,7 @@
 """Design labels: does a detector recover the benchmark designer's own intent?
 
 ``--design-label COLUMN[:VALUE]`` names a question column that carries the designer's labels, e.g.
-HallusionBench's ``category`` (``VD`` visual-dependent vs ``VS`` visual-supplement). visual_dependency
+HallusionBench's ``category`` (``VD`` visual-dependent vs ``VS`` visual-supplement). The image-gain detector
 then reports:
 
 * the **AUC** of the per-item visual gain (share right with the image minus share right without it)

@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         design_label: str | None = typer.Option(
             None, "--design-label",
             help="COLUMN[:VALUE]: a question column with the benchmark designer's own labels (e.g. HallusionBench "
-                 "category:VD); visual_dependency reports the AUC of the per-item visual gain for VALUE against "
+                 "category:VD); the image-gain detector reports the AUC of the per-item visual gain for VALUE against "
                  "the rest (CI, chance 0.5) and the zero-gain excess per label value."),
         allow_unparsed_options: bool = typer.Option(
             False, "--allow-unparsed-options",
