@@ -259,6 +259,9 @@ def test_design_label_recovers_planted_intent_and_not_an_absent_one():
     assert planted["per_value"]["VS"]["excess"] > planted["per_value"]["VD"]["excess"]
     absent = vd.run(f, n_permutations=99, n_boot=200, design_label="shuffled:VD").summary["design_label"]
     assert absent["auc"]["ci"][0] < 0.5 < absent["auc"]["ci"][1]
+    line = vd.card_line({"design_label": planted})
+    assert line.startswith("**Designer intent**") and "AUC 0." in line and "chance 0.50" in line
+    assert vd.card_line({}) == ""
 
 
 # ------------------------------------------------------------------------------------ CLI

@@ -43,7 +43,7 @@ import pandas as pd
 
 from ..accounting import item_accounting
 from ..errors import DetectorSkipped, ParameterError
-from ..fmt import fmt_p, num_labels, pct, pp
+from ..fmt import fmt_p, md_escape, num_labels, pct, pp
 from ..frame import AuditFrame
 from ..nulls import matched_pairs, matched_sum_moments, sample_matched_sum
 from ..placeholders import effective_option_count
@@ -607,6 +607,30 @@ def lede_line(s: dict) -> str:
     return (f"{pct(s.get('zero_gain_share'))} of questions show zero aggregate accuracy gain from the image; "
             f"an item-matched permutation null accounts for {pct(s.get('null_mean'))}, leaving "
             f"{pp(s.get('excess'))} (p = {fmt_p(s.get('p_value'))}).")
+
+
+def card_line(s: dict) -> str:
+    """The card's check of designer intent (``--design-label``); empty when none was asked for (the
+    headline itself has its own section)."""
+    d = s.get("design_label")
+    if not d:
+        return ""
+    if d.get("skipped"):
+        return f"**Designer intent** ({md_escape(d.get('column'), 60)}): not checked: {md_escape(d['skipped'], 200)}."
+    auc = d.get("auc") or {}
+    ci_txt = ", ".join(f"{x:.2f}" for x in auc.get("ci") or [])
+    per = "; ".join(f"{md_escape(k, 40)}: excess {pp(v.get('excess'))} over {v.get('n_items')} items"
+                    for k, v in (d.get("per_value") or {}).items())
+    ratio = (d.get("excess_ratio") or {}).get("value")
+    txt = (f"**Designer intent** ({md_escape(d.get('column'), 60)} = {md_escape(d.get('positive'), 40)} vs the rest): "
+           "does the per-item gain "
+           f"from the image recover the designer's labels? AUC {auc.get('auc', float('nan')):.2f} "
+           f"(95% CI {ci_txt or 'n/a'}; chance 0.50, Mann-Whitney p = {fmt_p(auc.get('p_value'))}); "
+           f"zero-gain excess per label value: {per}")
+    if ratio is not None:
+        txt += (f"; the excess on {md_escape(d['excess_ratio']['numerator'], 40)} items is {ratio:.1f}x that on "
+                f"{md_escape(d['excess_ratio']['denominator'], 40)} items")
+    return txt + ". An AUC near 0.5 means the detector does not recover what the designer labelled."
 
 
 def console_line(s: dict) -> str:

@@ -129,7 +129,9 @@ def _headline(result: Any) -> dict:
         line = getattr(spec.load(), "card_line", None)
         sm = s.get(spec.name) or {}
         if line is not None and sm and not sm.get("skipped"):
-            out["others"].append(line(sm))
+            txt = line(sm)
+            if txt:  # a detector may have nothing to add (e.g. no design-label check asked for)
+                out["others"].append(txt)
     mult = (s.get("multiplicity") or {}).get("tests") or {}
     if mult:
         out["multiplicity"] = md_table(
