@@ -4,8 +4,9 @@ Released benchmarks carry option texts such as ``nan``, ``None``, ``NaN``, ``nul
 strings: a pandas round trip turned a real option, or a padding slot (a 2-option item padded to
 A-D), into a missing value. Such a slot is not an option a model could reasonably pick:
 
-* the item's **effective option count** excludes placeholders; chance levels, strata and the
-  gold-position test use it (:func:`effective_option_count`);
+* the item's **effective option count** excludes placeholders (:func:`real_option_count`, used by
+  :func:`audit_hub.strata.effective_option_count`); chance levels, strata and the gold-position test
+  use it;
 * a **placeholder gold** makes the item unanswerable as released (severity critical, "relabel");
 * **placeholder distractors** are reported (high, "rewrite distractor") instead of being compared
   with each other as "exact duplicates".
@@ -65,9 +66,10 @@ def placeholder_table(frame) -> dict[str, np.ndarray]:
     return out
 
 
-def effective_option_count(frame) -> np.ndarray:
-    """(Q,) options per question that are real options (placeholders excluded)."""
+def real_option_count(frame) -> np.ndarray:
+    """(Q,) options per question that are real options (placeholders excluded); the mc part of
+    :func:`audit_hub.strata.effective_option_count`."""
     return placeholder_table(frame)["effective_k"]
 
 
-__all__ = ["PLACEHOLDER_TEXTS", "is_placeholder", "placeholder_table", "effective_option_count"]
+__all__ = ["PLACEHOLDER_TEXTS", "is_placeholder", "placeholder_table", "real_option_count"]

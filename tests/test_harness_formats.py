@@ -15,8 +15,9 @@ from audit_hub.design_label import auc_discrete, parse_design_label
 from audit_hub.embedded_options import items_with_unparsed_options, split_embedded_options
 from audit_hub.errors import InputError
 from audit_hub.frame import AuditFrame
-from audit_hub.placeholders import effective_option_count, is_placeholder
+from audit_hub.placeholders import is_placeholder
 from audit_hub.readers.vlmevalkit_rules import yes_no
+from audit_hub.strata import effective_option_count
 
 
 # ------------------------------------------------------------------------------------ embedded options

@@ -36,8 +36,10 @@ def register(app: typer.Typer) -> None:
         calibration_sims: int = typer.Option(
             50, "--calibration-sims", help="Simulated null benchmarks per detector for the calibration check (0 = skip)."),
         stratify: list[str] | None = typer.Option(
-            None, "--stratify", help="Stratify the zero-gain permutation null: 'category' and/or 'n_options' "
-                                     "(repeatable; default: one global shuffle)."),
+            None, "--stratify",
+            help="Strata of the zero-gain permutation null (repeatable). Default 'auto': effective option count, "
+                 "and the gold answer on yes/no items. 'category' adds the category to auto; 'none' is one "
+                 "global shuffle (the paper's unstratified number, always reported next to the headline)."),
         tst: bool = typer.Option(False, "--tst", help="Also run the TsT-RF stress test and add tst_s to the report."),
         figures: bool = typer.Option(True, "--figures/--no-figures", help="Render PNG figures for the card."),
         design_label: str | None = typer.Option(
@@ -80,8 +82,9 @@ def register(app: typer.Typer) -> None:
         if pool.get("note"):
             console.print(f"[yellow]note:[/yellow] {pool['note']}")
         from .. import detectors
+        from ..strata import cli_stratify
 
-        params = {detectors.by_role("image_gain"): {"stratify": list(stratify)}} if stratify else {}
+        params = {detectors.by_role("image_gain"): {"stratify": cli_stratify(stratify)}}
         if design_label:
             from ..design_label import parse_design_label
 

@@ -37,8 +37,8 @@ from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import ci, fmt_num, isnum, num_labels
 from ..frame import AuditFrame
-from ..placeholders import effective_option_count
 from ..severity import severity_array
+from ..strata import effective_option_count
 from .base import DetectorResult, summary_rows
 from .consensus_error import answer_row_stats, closed_code_counts
 
