@@ -51,69 +51,90 @@ def register(app: typer.Typer) -> None:
             False, "--allow-unparsed-options",
             help="Audit items whose gold is an option letter but whose options cannot be read (counted and "
                  "named in the report) instead of stopping."),
+        verbose: bool = typer.Option(False, "--verbose", "-v",
+                                     help="Print the wall time of every stage (also recorded in manifest.json)."),
     ) -> None:
         """Audit a benchmark from saved evaluation runs; with no inputs, audits the bundled MATH-Vision example."""
         import sys
 
         from rich.console import Console
-
-        from ..audit import AuditConfig, run_audit
-        from ..errors import InputError
-
-        console = Console(stderr=True)
-        if questions is None and not runs and not blind:
-            from ..example import example_frame
-
-            with console.status("loading the bundled MATH-Vision example"):
-                frame = example_frame()
-            inputs = frame.sources
-        else:
-            if not runs and not blind:
-                raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
-            from ..ingest import build_frame, parse_column_map
-
-            cmap = parse_column_map(column_map or [])
-            with console.status("reading and validating inputs"):
-                frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
-                                    revision=revision, dataset_hint=dataset, blind_model=blind_model,
-                                    allow_unparsed_options=allow_unparsed_options)
-            inputs = frame.sources
-        pool = frame.meta.get("pool") or {}
-        if pool.get("note"):
-            console.print(f"[yellow]note:[/yellow] {pool['note']}")
-        from .. import detectors
-        from ..strata import cli_stratify
-
-        params = {detectors.by_role("image_gain"): {"stratify": cli_stratify(stratify)}}
-        if design_label:
-            from ..design_label import parse_design_label
-
-            col = parse_design_label(design_label)[0]
-            if col not in frame.questions.columns:
-                raise InputError(f"--design-label: no question column {col!r}; question columns: "
-                                 f"{[c for c in frame.questions.columns if c != 'options']}")
-            params.setdefault(detectors.by_role("image_gain"), {})["design_label"] = design_label
-        config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
-                             run_calibration=calibration_sims > 0, run_tst=tst, params=params)
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        steps = list(config.detectors) + ["judge dependence", "calibration"] + (["tst"] if tst else [])
-        with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                      console=console, transient=True) as prog:
-            task = prog.add_task("auditing", total=len(steps))
+        from ..audit import AuditConfig
+        from ..stages import StageClock, recording, stage
 
-            def on_step(name: str) -> None:
-                prog.update(task, description=f"auditing: {name}", completed=steps.index(name) if name in steps else None)
+        console = Console(stderr=True)
 
-            result = run_audit(frame, config, progress=on_step)
-            prog.update(task, completed=len(steps))
-        from ..report import write_report
+        detector_names = list(AuditConfig().detectors)
+        plan = (["read", "validate"] + detector_names + ["judge dependence"]
+                + (["calibration"] if calibration_sims > 0 else []) + (["tst"] if tst else [])
+                + ["report"] + (["figures"] if figures else []) + ["card"])
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=console, transient=True) as prog:
+            task = prog.add_task("starting", total=len(plan))
 
-        with console.status("writing the report"):
-            folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
-                                  figures=figures)
+            def on_stage(name: str) -> None:
+                done = plan.index(name) if name in plan else None
+                prog.update(task, description=f"{name:<28}", completed=done)
+
+            clock = StageClock(on_start=on_stage)
+            with recording(clock):
+                result, inputs = _audit(console, questions, runs, blind, column_map, revision, dataset,
+                                        blind_model, seed, n_permutations, calibration_sims, stratify, tst, stage,
+                                        design_label=design_label, allow_unparsed_options=allow_unparsed_options)
+                from ..report import write_report
+
+                folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
+                                      figures=figures)
+            prog.update(task, completed=len(plan))
+        result.timings = dict(clock.timings)
+        if verbose:
+            console.print("stage timings (wall):")
+            for line in clock.lines():
+                console.print("  " + line, highlight=False)
         _print_headlines(console, result)
         typer.echo(f"report: {folder}")
+
+
+def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
+           calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False):
+    """Inputs -> frame -> :func:`audit_hub.audit.run_audit`; returns the result and the input records."""
+    from ..audit import AuditConfig, run_audit
+    from ..errors import InputError
+
+    if questions is None and not runs and not blind:
+        from ..example import example_frame
+
+        with stage("read"):
+            frame = example_frame()
+    else:
+        if not runs and not blind:
+            raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
+        from ..ingest import build_frame, parse_column_map
+
+        cmap = parse_column_map(column_map or [])
+        frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
+                            revision=revision, dataset_hint=dataset, blind_model=blind_model,
+                            allow_unparsed_options=allow_unparsed_options)
+    inputs = frame.sources
+    pool = frame.meta.get("pool") or {}
+    if pool.get("note"):
+        console.print(f"[yellow]note:[/yellow] {pool['note']}")
+    from .. import detectors
+    from ..strata import cli_stratify
+
+    params = {detectors.by_role("image_gain"): {"stratify": cli_stratify(stratify)}}
+    if design_label:
+        from ..design_label import parse_design_label
+
+        col = parse_design_label(design_label)[0]
+        if col not in frame.questions.columns:
+            raise InputError(f"--design-label: no question column {col!r}; question columns: "
+                             f"{[c for c in frame.questions.columns if c != 'options']}")
+        params[detectors.by_role("image_gain")]["design_label"] = design_label
+    config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
+                         run_calibration=calibration_sims > 0, run_tst=tst, params=params)
+    return run_audit(frame, config), inputs
 
 
 def _print_headlines(console, result) -> None:
