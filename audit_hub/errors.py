@@ -34,3 +34,20 @@ class InputError(BenchauditError):
 
 class DetectorSkipped(BenchauditError):
     """A detector cannot run on the inputs given; the reason goes into summary.json."""
+
+
+class OutputError(BenchauditError):
+    """The output folder cannot be written or would destroy something that is not a previous output."""
+
+
+class Interrupted(BaseException):  # noqa: N818 - a signal, not an error
+    """SIGINT/SIGTERM arrived; raised by the CLI's signal handlers so every cleanup block runs.
+
+    A BaseException (like KeyboardInterrupt) so that ``except Exception`` blocks do not swallow it, but
+    not a KeyboardInterrupt, so that the CLI framework does not turn it into a silent exit code.
+    """
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.exit_code = 128 + int(signum)
+        super().__init__(f"interrupted by signal {signum}")

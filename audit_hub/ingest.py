@@ -31,6 +31,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .errors import InputError
+from .input_guard import check_input_path, reading, skip_reason
 from .io_utils import sha256_file
 from .readers import (
     PICKLE_EXTENSIONS,
@@ -84,6 +85,7 @@ def _source(path: str, kind: str, rows: int, info: dict | None = None, *, hash_f
 
 
 # ---------------------------------------------------------------------------------------- questions
+@reading(0)
 def load_questions(spec: str, *, column_map: dict[str, str] | None = None, revision: str | None = None,
                    split: str | None = None, arrow_options: bool = False) -> pd.DataFrame:
     """Questions in the public format (not yet validated); ``df.attrs['sources']`` records provenance.
@@ -93,6 +95,8 @@ def load_questions(spec: str, *, column_map: dict[str, str] | None = None, revis
     from .readers import generic, hf, lmms_eval, mathv, vlmevalkit
 
     spec = str(spec)
+    if os.path.lexists(spec):
+        check_input_path(spec)
     if os.path.isdir(spec):
         saved = os.path.join(spec, "questions.parquet")
         if os.path.isfile(saved):
@@ -151,6 +155,8 @@ def _expand(specs: Sequence[str]) -> list[tuple[str, bool]]:
     out: list[tuple[str, bool]] = []
     for spec in specs:
         spec = str(spec)
+        if os.path.lexists(spec):
+            check_input_path(spec)
         if os.path.isdir(spec):
             found = []
             for root, dirs, files in os.walk(spec):
@@ -178,12 +184,17 @@ def _expand(specs: Sequence[str]) -> list[tuple[str, bool]]:
     return uniq
 
 
+@reading(0)
 def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFrame | None,
                    column_map: dict[str, str] | None, dataset_hint: str | None, model: str | None,
                    metric: str | None, with_questions: bool = True) -> ReadResult | str:
     """One file -> ReadResult, or a string saying why a file found in a folder was skipped."""
     from .readers import generic, lmms_eval, mathv, vlmevalkit
 
+    if explicit:
+        check_input_path(path, allow_dir=False)
+    elif (why := skip_reason(path)) is not None:
+        return why
     ext = ext_of(path)
     if ext in PICKLE_EXTENSIONS:
         if explicit:

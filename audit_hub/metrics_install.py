@@ -148,7 +148,8 @@ def install(*, namespace: str = "benchaudit", names: list[str] | tuple[str, ...]
         module_dir = dyn / MODULE_TYPE / f"{namespace}--{name}"
         _touch_init(module_dir)
         target = module_dir / h
-        with atomic_dir(target) as tmp:
+        with atomic_dir(target, command="metrics install", inputs=[src / name], what="module folder",
+                        recognise=lambda d, n=name: (d / f"{n}.py").is_file() and (d / f"{n}.json").is_file()) as tmp:
             (tmp / "__init__.py").write_text("", encoding="utf-8")
             for pattern in CACHE_FILES:
                 f = src / name / pattern.format(name=name)

@@ -257,6 +257,7 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     state = PartialState(cpu=use_cpu)
     torch.manual_seed(0)
     out = Path(cfg.out)
+    sh.check_output_folder(out, [cfg.questions, cfg.model])
     questions = load_question_table(cfg.questions, cfg.column_map)
     if cfg.limit is not None:
         questions = questions.iloc[: cfg.limit].reset_index(drop=True)
@@ -277,6 +278,7 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
         "model": sh.model_fingerprint(cfg.model, mconfig.to_json_string(), getattr(mconfig, "_commit_hash", None),
                                       cfg.revision),
         "model_name": model_name,
+        "questions_sha256": sh.questions_fingerprint(questions),
         "prompt_sha256": builder.sha256,
         "chat_template_sha256": hashlib.sha256(chat.template_text.encode("utf-8")).hexdigest() if chat.active else None,
         "mode": cfg.mode,

@@ -59,6 +59,53 @@ def model_fingerprint(model: str, config_json: str, commit: str | None, revision
     return fp
 
 
+def questions_fingerprint(questions) -> str:
+    """sha256 over the question rows a run uses, in order: ID, text, hint, options, gold, answer type.
+
+    A rerun with the same IDs but other texts, options or gold answers has another fingerprint, so the
+    rows already written for the old questions are never mixed with new ones.
+    """
+    h = hashlib.sha256()
+    cols = [c for c in ("question_id", "question", "hint", "options", "answer", "answer_type", "n_options")
+            if c in questions.columns]
+    for row in questions[cols].itertuples(index=False, name=None):
+        h.update(json.dumps([_plain(v) for v in row], ensure_ascii=True).encode("ascii"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def _plain(v: Any) -> Any:
+    if v is None:
+        return None
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, float) and v != v:
+        return None
+    return v if isinstance(v, (str, int, float, bool)) else str(v)
+
+
+def is_blind_output(folder: Path) -> bool:
+    """A folder written by ``benchaudit blind`` (it holds our run_config.json)."""
+    cfg = folder / CONFIG_NAME
+    if cfg.is_symlink() or not cfg.is_file():
+        return False
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and "fingerprint" in data
+
+
+def check_output_folder(out: Path, inputs: list) -> None:
+    """The blind output folder obeys the same rules as every output folder (see
+    :func:`audit_hub.io_utils.check_output_target`); a previous blind output is resumed in place."""
+    from ..io_utils import check_output_target
+
+    check_output_target(out, command="blind", inputs=inputs, recognise=is_blind_output)
+
+
 def fingerprint_digest(fp: dict) -> str:
     return hashlib.sha256(json.dumps(fp, sort_keys=True).encode("utf-8")).hexdigest()
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ..limits import opt
+
 
 def register(app: typer.Typer) -> None:
     @app.command("audit")
@@ -31,10 +33,10 @@ def register(app: typer.Typer) -> None:
         blind_model: str | None = typer.Option(
             None, "--blind-model", help="Model name to give the blind runs (pairs a single blind file with a "
                                         "full-arm model of that name)."),
-        seed: int = typer.Option(0, "--seed", help="Seed for every random draw (recorded in the report)."),
-        n_permutations: int = typer.Option(999, "--n-permutations", help="Permutations for the zero-gain null."),
+        seed: int = typer.Option(0, "--seed", **opt("--seed"), help="Seed for every random draw (recorded in the report)."),
+        n_permutations: int = typer.Option(999, "--n-permutations", **opt("--n-permutations"), help="Permutations for the zero-gain null."),
         calibration_sims: int = typer.Option(
-            50, "--calibration-sims", help="Simulated null benchmarks per detector for the calibration check (0 = skip)."),
+            50, "--calibration-sims", **opt("--calibration-sims"), help="Simulated null benchmarks per detector for the calibration check (0 = skip)."),
         stratify: list[str] | None = typer.Option(
             None, "--stratify", help="Stratify the zero-gain permutation null: 'category' and/or 'n_options' "
                                      "(repeatable; default: one global shuffle)."),
@@ -48,8 +50,12 @@ def register(app: typer.Typer) -> None:
 
         from ..audit import AuditConfig, run_audit
         from ..errors import InputError
+        from ..escape import console_text
+        from ..io_utils import check_output_target
+        from ..limits import audit_memory_estimate, require_memory
 
         console = Console(stderr=True)
+        check_output_target(out, command="audit", inputs=[questions, *(runs or []), *(blind or [])])
         if questions is None and not runs and not blind:
             from ..example import example_frame
 
@@ -68,10 +74,13 @@ def register(app: typer.Typer) -> None:
             inputs = frame.sources
         pool = frame.meta.get("pool") or {}
         if pool.get("note"):
-            console.print(f"[yellow]note:[/yellow] {pool['note']}")
+            console.print(f"[yellow]note:[/yellow] {console_text(pool['note'])}")
         bad = sorted(set(stratify or []) - {"category", "n_options"})
         if bad:
             raise InputError(f"--stratify takes 'category' or 'n_options', got {bad}")
+        n_cat = int(frame.questions["category"].nunique()) if "category" in frame.questions else 1
+        require_memory(audit_memory_estimate(frame.n_questions, n_cat, n_permutations, calibration_sims),
+                       f"--n-permutations {n_permutations}")
         params = {"visual_dependency": {"stratify": list(stratify)}} if stratify else {}
         config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
                              run_calibration=calibration_sims > 0, run_tst=tst, params=params)
@@ -112,5 +121,7 @@ def _print_headlines(console, result) -> None:
                      f"(expected under independence {ce.get('expected_under_independence')})")
     for name, reason in result.skipped.items():
         lines.append(f"skipped {name}: {reason}")
+    from ..escape import console_text
+
     for line in lines:
-        console.print(line)
+        console.print(console_text(line))

@@ -21,7 +21,6 @@ Rules shared by all readers (kept here so they are the same everywhere):
 from __future__ import annotations
 
 import codecs
-import json
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -32,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..input_guard import check_text_head, json_loads
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 #: columns that can hold the question ID, in order of preference
@@ -324,6 +324,7 @@ def iter_json_lines(path: str):
                 start += 3
             if lineno == 1:
                 check_text_encoding_prefix(path, raw[:8])
+                check_text_head(path, raw[:4096])
             if not raw.strip():
                 continue
             try:
@@ -331,11 +332,7 @@ def iter_json_lines(path: str):
             except UnicodeDecodeError as e:
                 raise InputError(f"not valid UTF-8 text at byte offset {start + e.start} (line {lineno}); "
                                  "save the file as UTF-8", file=path, row=lineno) from None
-            try:
-                rec = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise InputError(f"line {lineno} is not valid JSON ({e.msg} at column {e.colno})",
-                                 file=path, row=lineno) from None
+            rec = json_loads(text, path, row=lineno, where=f"line {lineno}: ")
             if not isinstance(rec, dict):
                 raise InputError(f"line {lineno} is a JSON {type(rec).__name__}, expected an object",
                                  file=path, row=lineno)
@@ -356,6 +353,7 @@ def load_json_records(path: str) -> tuple[list[dict], list[int]]:
     if raw.startswith(codecs.BOM_UTF8):
         raw = raw[3:]
     check_text_encoding_prefix(path, raw[:8])
+    check_text_head(path, raw[:4096])
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -364,11 +362,7 @@ def load_json_records(path: str) -> tuple[list[dict], list[int]]:
                          file=path) from None
     if not text.strip():
         raise InputError("the file is empty", file=path)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})", file=path,
-                         row=None) from None
+    obj = json_loads(text, path)
     if isinstance(obj, dict) and isinstance(obj.get("data"), list):
         obj = obj["data"]
     if isinstance(obj, list):

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError
+from ..input_guard import check_text_head, check_zip_container
 from . import (
     L2_ALIASES,
     LETTERS,
@@ -90,6 +91,7 @@ def read_table(path: str, column_map: dict[str, str] | None = None, *,
         refuse_pickle(path)
     ensure_nonempty(path)
     if ext in (".csv", ".tsv"):
+        check_text_head(path, read_head(path))
         df = _read_delimited(path, "\t" if ext == ".tsv" else ",", select)
     elif ext == ".parquet":
         df = _read_parquet(path, select, dictionary=dictionary, arrow_lists=arrow_lists)
@@ -402,6 +404,7 @@ def _is_string_like(t: pa.DataType) -> bool:
 def _read_excel(path: str) -> pd.DataFrame:
     import zipfile
 
+    check_zip_container(path)  # size/ratio limits, defusedxml, duplicate header names: before any parser
     try:
         df = pd.read_excel(path, engine="openpyxl", dtype=object)
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:

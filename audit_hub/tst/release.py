@@ -59,6 +59,11 @@ def _versions() -> dict:
             "pandas": pd.__version__, "scikit-learn": sklearn.__version__}
 
 
+def source_paths(frame) -> list[str]:
+    """Local paths of the frame's inputs (the output folder may never be or contain one)."""
+    return [str(s["path"]) for s in getattr(frame, "sources", []) or [] if isinstance(s, dict) and s.get("path")]
+
+
 def manifest(frame, command_line: list[str] | None, params: dict) -> dict:
     return {"tool": "benchaudit", "command": list(command_line or []), "inputs": list(getattr(frame, "sources", [])),
             "versions": _versions(), "params": params}
@@ -143,7 +148,7 @@ def write_tst_report(frame, result, out: str | os.PathLike, *, command_line: lis
         lpq = llm.per_question.set_index("question_id")
         for c in lpq.columns:
             q[c] = lpq[c].reindex(q["question_id"]).to_numpy()
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, command="tst", inputs=source_paths(frame)) as tmp:
         write_hub_folder(tmp, configs, tst_card(result.summary, llm_summary), to_jsonable(summary),
                          manifest(frame, command_line, result.summary["params"]))
     return Path(out)
@@ -246,7 +251,7 @@ def write_prune_report(frame, res, out: str | os.PathLike, *, command_line: list
                "gap": res.gap if res.gap is not None else pd.DataFrame({"model": pd.Series([], dtype=str)})}
     summary = {"prune": as_dict(res)}
     kept_q = frame.questions_table()[res.keep_mask].reset_index(drop=True)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, command="prune", inputs=source_paths(frame)) as tmp:
         write_hub_folder(tmp, configs, prune_card(res, frame, None), to_jsonable(summary),
                          manifest(frame, command_line, res.settings))
         write_hub_folder(Path(tmp) / "pruned_benchmark", {"test": kept_q}, pruned_card(res, frame, source),
