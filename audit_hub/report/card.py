@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..escape import plain_text, safe_link
 from ..severity import DESCRIPTIONS, LEVELS
 from .build import ACTION_RULES, ACTIONS, DETECTOR_LABELS, judge_disagreement_counts
 
@@ -88,11 +89,11 @@ def ci(pair: Any, kind: str = "pct") -> str:
 
 
 def md_escape(s: Any, limit: int = 120) -> str:
-    """One-line, table-safe text (pipes escaped, newlines collapsed, truncated)."""
-    t = " ".join(str(s).split())
-    if len(t) > limit:
-        t = t[: limit - 1].rstrip() + "…"
-    return t.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    """Input-derived text for the card body or a table cell: one line, no HTML, links, images, emphasis
+    or table breaks, credentials scrubbed, truncated (see :func:`audit_hub.escape.md_inline`)."""
+    from ..escape import md_inline
+
+    return md_inline(s, limit)
 
 
 def md_table(header: list[str], rows: list[list[Any]], align: list[str] | None = None) -> str:
@@ -137,7 +138,7 @@ def card_data(result: Any, files: dict[str, list[str]], folder: Path) -> Any:
     n = result.frame.n_questions
     size = ("n<1K" if n < 1_000 else "1K<n<10K" if n < 10_000 else "10K<n<100K" if n < 100_000
             else "100K<n<1M" if n < 1_000_000 else "1M<n<10M")
-    bench = meta.get("benchmark") or ds.get("name") or "benchmark"
+    bench = plain_text(meta.get("benchmark") or ds.get("name") or "benchmark", 100)
     configs = [{"config_name": name, "data_files": [{"split": "train", "path": f"data/{name}-*.parquet"}],
                 **({"default": True} if name == "questions" else {})} for name in files]
     return DatasetCardData(
@@ -184,7 +185,7 @@ def _headline(result: Any) -> dict:
         if frag is None and isinstance(vd.get("leave_one_model_out"), dict):
             frag = vd["leave_one_model_out"].get("fragile")
         if frag is not None:
-            reason = vd.get("fragile_reason") or ""
+            reason = md_escape(vd.get("fragile_reason") or "", 300)
             out["fragile"] = ("**Fragile**: the conclusion changes when one model is left out" + (f" ({reason})" if reason else "")
                               + ".") if frag else "The conclusion is stable when any one model is left out."
         decomp = vd.get("diagonal_decomposition") or vd.get("excess_by_cell")
@@ -379,7 +380,7 @@ def _limitations(result: Any) -> list[str]:
     pool = s.get("pool") or {}
     if pool.get("pool_level"):
         lims.append("Full and blind arms come from different models, so visual dependence is compared at pool "
-                    "level, not per model: a stronger or weaker blind model shifts every item. " + str(pool.get("note") or ""))
+                    "level, not per model: a stronger or weaker blind model shifts every item. " + md_escape(pool.get("note") or "", 600))
     if s.get("primary_field") == "hit_exact":
         lims.append("No judged correctness was supplied; all judge-dependent results use exact matching of the "
                     "extracted answer, which under-credits free-form answers a parser cannot read.")
@@ -389,7 +390,7 @@ def _limitations(result: Any) -> list[str]:
         lims.append("Out of calibration on simulated null benchmarks with this benchmark's option counts and model "
                     "accuracies: " + ", ".join(bad) + ". Treat their p-values and flag counts with caution.")
     for name, reason in (result.skipped or {}).items():
-        lims.append(f"`{name}` was skipped: {reason}.")
+        lims.append(f"`{name}` was skipped: {md_escape(reason, 300)}.")
     for note in result.frame.meta.get("notes", []) or []:
         lims.append(str(note))
     return lims
@@ -404,12 +405,20 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
     ds = meta.get("dataset") or {}
     full, blind = frame.models_in("full"), frame.models_in("blind")
     judges = meta.get("judges") or s.get("judges") or {}
-    judge_names = sorted({str(v) for v in judges.values()}) if isinstance(judges, dict) else []
+    judge_names = sorted({md_escape(v, 60) for v in judges.values()}) if isinstance(judges, dict) else []
     sev_counts = questions["severity"].value_counts()
     act_counts = questions["suggested_action"].value_counts()
     cats = questions["category"].nunique(dropna=True) if "category" in questions else 0
     rev = ds.get("revision") or ds.get("commit") or ds.get("resolved_commit")
-    bench = meta.get("benchmark") or ds.get("name") or "the benchmark"
+    rev = md_escape(rev, 80) if rev else rev
+    bench = md_escape(meta.get("benchmark") or ds.get("name") or "the benchmark", 100)
+    # Every input-derived string is escaped here, once, for the Markdown body (links only to the Hub).
+    ds = {"split": md_escape(ds["split"], 60) if ds.get("split") else None,
+          "repo": md_escape(ds.get("repo") or ds.get("url") or "", 120) or None,
+          "url": safe_link(ds.get("url")),
+          "license": md_escape(ds["license"], 60) if ds.get("license") else None}
+    full = [md_escape(m, 60) for m in full]
+    blind = [md_escape(m, 60) for m in blind]
     headline = _headline(result)
     vd = headline.get("vd_summary") or {}
     lede = []
@@ -431,7 +440,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "n_categories": cats,
         "full_models": full,
         "blind_models": blind,
-        "pool_note": (s.get("pool") or {}).get("note", ""),
+        "pool_note": md_escape((s.get("pool") or {}).get("note", ""), 600),
         "judges": judge_names,
         "primary_field": "judged (`hit`)" if result.primary_field == "hit" else "exact match (`hit_exact`)",
         "seed": (result.config.seed if hasattr(result.config, "seed") else s.get("seed")),
@@ -456,7 +465,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "files": files,
         "detector_labels": DETECTOR_LABELS,
         "question_columns": [c for c in questions.columns],
-        "skipped": result.skipped or {},
+        "skipped": {k: md_escape(v, 300) for k, v in (result.skipped or {}).items()},
     }
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
+from ..escape import md_inline
 from ..io_utils import atomic_dir, to_jsonable, write_hub_folder
 
 
@@ -48,7 +49,7 @@ def _ci(pair: Any) -> str:
 def _md_table(header: list[str], rows: list[list[Any]]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in r) + " |")
+        out.append("| " + " | ".join(md_inline(x, 200) for x in r) + " |")  # cells hold input-derived names
     return "\n".join(out)
 
 
@@ -211,7 +212,7 @@ def pruned_card(res, frame, source: str) -> str:
     return "\n".join([
         _yaml_configs([("default", "test", "data/test-*.parquet")]),
         "# Pruned benchmark (benchaudit IBP audit selection)\n",
-        f"The questions of `{source}` that Iterative Bias Pruning kept: {s['n_kept']} of {s['n_questions']} "
+        f"The questions of {md_inline(source, 200)} that Iterative Bias Pruning kept: {s['n_kept']} of {s['n_questions']} "
         f"({s['n_removed']} removed). IBP repeatedly ran TsT-RF (a random forest on the question text and "
         "options only, k-fold on the test set itself) and removed the questions it scored highest above "
         "chance.\n",
