@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     from .escape import one_line
     from .scrub import ScrubbingStream
 
+    if not sys.stderr.isatty():  # no carriage-return progress bars from datasets/hub in logs and pipes
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     out_stream, err_stream = sys.stdout, sys.stderr
     if not isinstance(sys.stdout, ScrubbingStream):
         sys.stdout = ScrubbingStream(sys.stdout)

@@ -348,3 +348,34 @@ def json_loads(text: str, path: str, *, row: int | None = None, where: str = "")
     except ValueError as e:  # int digit limit (sys.set_int_max_str_digits)
         raise InputError(f"{where}a JSON number is too long ({str(e).splitlines()[0][:120]})", file=path,
                          row=row) from None
+
+
+# ---------------------------------------------------------------------------------------- Parquet
+# Columns the readers treat as one scalar per row (under their public names, after --map). A list or
+# struct there (e.g. an answer stored as {"text": ...}) is refused with the column named; other columns
+# (options, option_logprobs, media) may hold lists.
+SCALAR_COLUMNS = frozenset({"question_id", "id", "index", "qid", "doc_id", "question", "answer", "gold", "target",
+                            "model", "arm", "prediction", "hit", "hit_exact", "category", "hint", "answer_type",
+                            "judge", "extracted", "score", "n_options"})
+
+
+def check_parquet_schema(schema, path: str, column_map: dict[str, str] | None = None) -> None:
+    """Refuse duplicate column names and nested types in scalar columns, before any data is read."""
+    import pyarrow as pa
+
+    from .escape import show_id
+
+    names = list(schema.names)
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise InputError(f"duplicate column name {show_id(n)}; rename one of them", file=path, column=n)
+        seen.add(n)
+    cmap = column_map or {}
+    for field in schema:
+        public = cmap.get(field.name, field.name)
+        t = field.type
+        if public in SCALAR_COLUMNS and (pa.types.is_nested(t) or pa.types.is_dictionary(t)
+                                         and pa.types.is_nested(t.value_type)):
+            raise InputError(f"column {show_id(field.name)} holds {t} values; it must hold one text or number "
+                             "per row", file=path, column=field.name)

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError
-from ..input_guard import check_text_head, check_zip_container
+from ..input_guard import check_parquet_schema, check_text_head, check_zip_container
 from . import (
     L2_ALIASES,
     LETTERS,
@@ -94,7 +94,7 @@ def read_table(path: str, column_map: dict[str, str] | None = None, *,
         check_text_head(path, read_head(path))
         df = _read_delimited(path, "\t" if ext == ".tsv" else ",", select)
     elif ext == ".parquet":
-        df = _read_parquet(path, select, dictionary=dictionary, arrow_lists=arrow_lists)
+        df = _read_parquet(path, select, dictionary=dictionary, arrow_lists=arrow_lists, column_map=column_map)
     elif ext == ".xlsx":
         df = _read_excel(path)
     elif ext == ".jsonl":
@@ -186,11 +186,12 @@ def _find_bad_row(path: str, sep: str, n_fields: int) -> None:
 
 
 def _read_parquet(path: str, select: Callable[[list[str]], list[str]], *, dictionary: bool = True,
-                  arrow_lists: bool = False) -> pd.DataFrame:
+                  arrow_lists: bool = False, column_map: dict[str, str] | None = None) -> pd.DataFrame:
     import pyarrow.parquet as pq
 
     try:
         schema = pq.read_schema(path)
+        check_parquet_schema(schema, path, column_map)
         cols = select(list(schema.names))
         dict_cols = [n for n in cols if n in DICT_COLUMNS or n == "source_file"] if dictionary else []
         table = pq.read_table(path, columns=cols, read_dictionary=dict_cols)
@@ -288,6 +289,7 @@ def read_parquet_runs(path: str, column_map: dict[str, str] | None = None) -> pd
     cmap = column_map or {}
     try:
         schema = pq.read_schema(path)
+        check_parquet_schema(schema, path, cmap)
         cols = [n for n in schema.names if n not in MEDIA_COLUMNS]
         dict_cols = [n for n in cols if cmap.get(n, n) in DICT_COLUMNS + ("answer",)
                      and _is_string_like(schema.field(n).type)]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import assert_no_secret, all_bytes
+from .conftest import all_bytes, assert_no_secret
 
 
 def _cmd_args(ws, command: str, out: str) -> list[str]:
