@@ -52,6 +52,7 @@ for _name in _COMMAND_MODULES:
     _mod.register(app)
 
 
+PROG = "benchaudit"
 _INTERRUPTED = "interrupted, nothing written"
 # Exceptions a malformed input can raise deep inside a parser (pandas, pyarrow, json): reported as one
 # line with exit 2, like an InputError. Anything else is a bug: one line, exit 1, traceback only with
@@ -73,10 +74,25 @@ def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
     return tuple(base), tuple(usage)
 
 
-def _usage_error(e) -> int:
-    from .escape import one_line
+def _fallback_context(argv: list[str] | None):
+    """A context for the usage line when the error carries none (e.g. an option missing its value)."""
+    try:
+        group = typer.main.get_command(app)
+        ctx = group.make_context(PROG, [], resilient_parsing=True)
+        args = list(sys.argv[1:] if argv is None else argv)
+        while args and hasattr(group, "commands") and args[0] in group.commands:
+            group = group.commands[args.pop(0)]
+            ctx = group.make_context(group.name, [], parent=ctx, resilient_parsing=True)
+        return ctx
+    except Exception:  # noqa: BLE001 - the usage line is a courtesy
+        return None
 
-    ctx = getattr(e, "ctx", None)
+
+def _usage_error(e, argv: list[str] | None = None) -> int:
+    from .escape import one_line
+    from .limits import RANGES
+
+    ctx = getattr(e, "ctx", None) or _fallback_context(argv)
     if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:
         typer.echo(ctx.get_help(), err=True)
         return 2
@@ -88,6 +104,12 @@ def _usage_error(e) -> int:
         msg = e.format_message()
     except Exception:  # noqa: BLE001
         msg = str(e)
+    param = getattr(e, "param", None)
+    for name in getattr(param, "opts", None) or ():
+        if name in RANGES:
+            lo, hi = RANGES[name]
+            msg += f"; allowed range {lo}..{hi}" if hi is not None else f"; allowed range >= {lo}"
+            break
     typer.echo(f"error: {one_line(msg)}{hint}", err=True)
     return 2
 
@@ -136,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     code = 0
     try:
         try:
-            rv = app(args=argv, standalone_mode=False)
+            rv = app(args=argv, prog_name=PROG, standalone_mode=False)
             if isinstance(rv, int) and rv == 130:  # typer turned a KeyboardInterrupt into Exit(130)
                 typer.echo(_INTERRUPTED, err=True)
             code = rv if isinstance(rv, int) else 0
@@ -168,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             click_errors, usage_errors = _click_exception_types()
             if isinstance(e, click_errors):
                 if isinstance(e, usage_errors):
-                    code = _usage_error(e)
+                    code = _usage_error(e, argv)
                 else:
                     typer.echo(f"error: {one_line(e.format_message())}", err=True)
                     code = e.exit_code
