@@ -20,6 +20,7 @@ import functools
 import os
 import stat
 import zipfile
+import zlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -138,7 +139,7 @@ def _iter_xml(zf: zipfile.ZipFile, name: str, path: str):
                          "refusing to parse it", file=path) from None
     except ParseError as e:
         raise InputError(f"the workbook part {name} is not well-formed XML ({e})", file=path) from None
-    except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile) as e:
+    except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, zlib.error, OSError) as e:
         raise InputError(f"the workbook is damaged ({name}: {e})", file=path) from None
     except (ValueError, RuntimeError, NotImplementedError) as e:  # encrypted / unsupported compression
         raise InputError(f"the workbook part {name} cannot be read ({e})", file=path) from None
@@ -272,7 +273,8 @@ def as_input_error(e: BaseException, path: str) -> InputError | None:
     if isinstance(e, UnicodeError):
         return InputError(f"not valid UTF-8 text ({type(e).__name__})", file=path)
     mod = type(e).__module__ or ""
-    if isinstance(e, (ValueError, TypeError, KeyError, IndexError, OverflowError, zipfile.BadZipFile, EOFError)) \
+    if isinstance(e, (ValueError, TypeError, KeyError, IndexError, OverflowError, zipfile.BadZipFile, EOFError,
+                      zlib.error)) \
             or mod.startswith(("pyarrow", "pandas", "openpyxl", "python_calamine", "xml", "defusedxml")):
         first = (msg.strip().splitlines() or [type(e).__name__])[0][:300]
         return InputError(f"cannot read the file ({type(e).__name__}: {first})", file=path)
