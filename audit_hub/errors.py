@@ -22,12 +22,14 @@ class InputError(BenchauditError):
         self.column = column
         self.detail = message
         where = []
-        if file is not None:
-            where.append(f"file {file}")
+        if file is not None:  # a path with look-alike, invisible or control characters is shown escaped
+            f = str(file)
+            where.append(f"file {f}" if f.isascii() and f.isprintable() else f"file {ascii(f)}")
         if row is not None:
             where.append(f"row {row}")
         if column is not None:
-            where.append(f"column {column!r}")
+            c = str(column)
+            where.append(f"column {c!r}" if c.isascii() and c.isprintable() else f"column {ascii(c)}")
         prefix = (", ".join(where) + ": ") if where else ""
         super().__init__(prefix + message)
 

@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
     def tst(
         questions: str = typer.Option(..., "--questions", "-q",
                                       help="Benchmark questions: a file, a Hub-layout folder or a Hub dataset id."),
-        out: Path = typer.Option(Path("tst_report"), "--out", "-o", help="Output folder (written atomically)."),
+        out: Path = typer.Option(Path("tst_report"), "--out", "-o", help="Output folder, written atomically; replaces only an earlier output of this command."),
         k: int = typer.Option(5, "--k", **opt("--k"), help="Number of folds."),
         repeats: int = typer.Option(3, "--repeats", **opt("--repeats"), help="Repeats with fold seeds seed, seed+1, ..."),
         seed: int = typer.Option(0, "--seed", **opt("--seed"), help="Base seed (recorded in summary.json)."),
@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
     @app.command("prune")
     def prune(
         questions: str = typer.Option(..., "--questions", "-q", help="Benchmark questions (file, folder or Hub id)."),
-        out: Path = typer.Option(Path("prune_report"), "--out", "-o", help="Output folder (written atomically)."),
+        out: Path = typer.Option(Path("prune_report"), "--out", "-o", help="Output folder, written atomically; replaces only an earlier output of this command."),
         runs: list[str] | None = typer.Option(None, "--runs", "-r", help="Full-arm runs (for the vision-blind gap)."),
         blind: list[str] | None = typer.Option(None, "--blind", "-b", help="Blind-arm runs (for the gap)."),
         budget: int | None = typer.Option(None, "--budget", "-B", **opt("--budget"), help="Total questions to remove."),
