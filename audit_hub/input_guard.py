@@ -32,6 +32,7 @@ XLSX_MAX_TOTAL_BYTES = 2 << 30  # decompressed, all members
 XLSX_MAX_MEMBER_BYTES = 1 << 30
 XLSX_MAX_RATIO = 200  # decompressed / compressed, for members above XLSX_RATIO_MIN_BYTES
 XLSX_RATIO_MIN_BYTES = 4 << 20
+XLSX_FULL_PARSE_BYTES = 8 << 20  # parts up to this size are parsed with defusedxml; larger ones scanned
 TEXT_EXTENSIONS = (".csv", ".tsv", ".json", ".jsonl", ".txt")
 
 _KIND = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
@@ -165,40 +166,91 @@ def _first_sheet(zf: zipfile.ZipFile, names: set[str], path: str) -> str | None:
     return "xl/worksheets/sheet1.xml" if "xl/worksheets/sheet1.xml" in names else (sheets[0] if sheets else None)
 
 
-def _header_row(zf: zipfile.ZipFile, sheet: str, shared: list[str], path: str) -> list[str]:
-    header: list[str] = []
-    for el in _iter_xml(zf, sheet, path):
-        tag = _xml_tag(el.tag)
-        if tag == "row":
-            cells = []
+def _header_cells(zf: zipfile.ZipFile, sheet: str, path: str) -> list[tuple[str, str]]:
+    """The first non-empty row of ``sheet`` as (kind, value): kind 's' = shared-string index, else text.
+    Parsing stops at that row."""
+    it = _iter_xml(zf, sheet, path)
+    try:
+        for el in it:
+            tag = _xml_tag(el.tag)
+            if tag == "sheetData":
+                break
+            if tag != "row":
+                continue
+            cells: list[tuple[str, str]] = []
             for c in el:
                 if _xml_tag(c.tag) != "c":
                     continue
                 t = c.get("t")
-                val = None
                 if t == "inlineStr":
-                    val = "".join(x.text or "" for x in c.iter() if _xml_tag(x.tag) == "t")
+                    cells.append(("t", "".join(x.text or "" for x in c.iter() if _xml_tag(x.tag) == "t")))
                 else:
                     v = next((x.text for x in c if _xml_tag(x.tag) == "v"), None)
-                    if v is not None and t == "s":
-                        try:
-                            val = shared[int(v)]
-                        except (ValueError, IndexError):
-                            val = None
-                    else:
-                        val = v
-                cells.append(val)
-            if any(v not in (None, "") for v in cells):
-                header = [str(v).strip() for v in cells if v not in (None, "")]
-                break
+                    if v is not None:
+                        cells.append(("s" if t == "s" else "t", v))
+            if any(k == "s" or v.strip() for k, v in cells):
+                return cells
             el.clear()
-        elif tag == "sheetData":
-            break
-    return header
+    finally:
+        it.close()
+    return []
+
+
+def _shared_strings(zf: zipfile.ZipFile, names: set[str], path: str, upto: int) -> list[str]:
+    """The first ``upto + 1`` shared strings (parsing stops there)."""
+    out: list[str] = []
+    if "xl/sharedStrings.xml" not in names or upto < 0:
+        return out
+    it = _iter_xml(zf, "xl/sharedStrings.xml", path)
+    try:
+        for el in it:
+            if _xml_tag(el.tag) == "si":
+                out.append("".join(x.text or "" for x in el.iter() if _xml_tag(x.tag) == "t"))
+                el.clear()
+                if len(out) > upto:
+                    break
+    finally:
+        it.close()
+    return out
+
+
+def _scan_for_dtd(zf: zipfile.ZipFile, name: str, path: str) -> None:
+    """Large parts are not parsed twice: the engine parses them, and this scan first refuses any DTD or
+    entity declaration in them (what defusedxml refuses). A part that is not plain UTF-8 XML is parsed
+    with defusedxml instead."""
+    tail = b""
+    first = True
+    try:
+        with zf.open(name) as fh:
+            while True:
+                chunk = fh.read(1 << 20)
+                if not chunk:
+                    break
+                if first:
+                    first = False
+                    if not chunk.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+                        for el in _iter_xml(zf, name, path):
+                            el.clear()
+                        return
+                buf = tail + chunk
+                if b"<!DOCTYPE" in buf or b"<!ENTITY" in buf:
+                    raise InputError(f"the workbook part {name} uses forbidden XML features (a DTD or entity "
+                                     "declaration); refusing to parse it", file=path)
+                tail = buf[-16:]
+    except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as e:
+        raise InputError(f"the workbook is damaged ({name}: {e})", file=path) from None
 
 
 def check_zip_container(path: str, *, check_header: bool = True) -> None:
-    """The guard every .xlsx passes before any parser (openpyxl, calamine, ...) sees it."""
+    """The guard every .xlsx passes before any parser (openpyxl, calamine, ...) sees it.
+
+    Limits: part count, decompressed size (total and per part) and expansion ratio, read from the zip
+    directory and enforced while decompressing. XML: every part up to ``XLSX_FULL_PARSE_BYTES`` is
+    parsed with defusedxml (well-formed, no DTD, no entities, no external references); larger parts
+    (the sheet and shared strings of big sheets) are scanned for DTD/entity declarations, and the
+    engine's own parse errors become one-line InputErrors. The header row of the first sheet is read
+    (parsing stops there) and duplicate column names are refused.
+    """
     try:
         zf = zipfile.ZipFile(path)
     except zipfile.BadZipFile:
@@ -219,30 +271,36 @@ def check_zip_container(path: str, *, check_header: bool = True) -> None:
                 raise InputError(f"the workbook decompresses to more than {XLSX_MAX_TOTAL_BYTES >> 30} GiB "
                                  f"({info.filename}); refusing it (zip bomb?)", file=path)
             if info.file_size > XLSX_RATIO_MIN_BYTES and info.file_size > XLSX_MAX_RATIO * max(1, info.compress_size):
-                raise InputError(f"the workbook part {info.filename} expands {info.file_size / max(1, info.compress_size):,.0f}x "
-                                 f"(limit {XLSX_MAX_RATIO}x); refusing it (zip bomb?)", file=path)
+                raise InputError(f"the workbook part {info.filename} expands "
+                                 f"{info.file_size / max(1, info.compress_size):,.0f}x (limit {XLSX_MAX_RATIO}x); "
+                                 "refusing it (zip bomb?)", file=path)
         names = {i.filename for i in infos}
         if "[Content_Types].xml" not in names or not any(n.startswith("xl/") for n in names):
             raise InputError("not an .xlsx workbook (no xl/ part or [Content_Types].xml); save it as .xlsx",
                              file=path)
-        shared: list[str] = []
-        sheet = _first_sheet(zf, names, path)
-        for name in sorted(names):
-            if not name.endswith((".xml", ".rels", ".vml")) or name == sheet:
+        for info in sorted(infos, key=lambda i: i.filename):
+            if not info.filename.endswith((".xml", ".rels", ".vml")):
                 continue
-            if name == "xl/sharedStrings.xml":
-                for el in _iter_xml(zf, name, path):
-                    if _xml_tag(el.tag) == "si":
-                        shared.append("".join(x.text or "" for x in el.iter() if _xml_tag(x.tag) == "t"))
-                        el.clear()
-            else:
-                for el in _iter_xml(zf, name, path):
+            if info.file_size <= XLSX_FULL_PARSE_BYTES:
+                for el in _iter_xml(zf, info.filename, path):
                     el.clear()
+            else:
+                _scan_for_dtd(zf, info.filename, path)
+        sheet = _first_sheet(zf, names, path)
         if sheet is None:
             raise InputError("the workbook has no worksheet", file=path)
-        header = _header_row(zf, sheet, shared, path) if check_header else []
-        for el in _iter_xml(zf, sheet, path):  # the whole sheet: well-formed, no DTD/entities
-            el.clear()
+        if not check_header:
+            return
+        cells = _header_cells(zf, sheet, path)
+        idx = [int(v) for k, v in cells if k == "s" and v.strip().isdigit()]
+        shared = _shared_strings(zf, names, path, max(idx) if idx else -1)
+    header = []
+    for k, v in cells:
+        if k == "s":
+            i = int(v) if v.strip().isdigit() else -1
+            v = shared[i] if 0 <= i < len(shared) else ""
+        if str(v).strip():
+            header.append(str(v).strip())
     seen: set[str] = set()
     for name in header:
         if name in seen:

@@ -287,3 +287,18 @@ def test_output_permission_denied_is_one_line(ws, monkeypatch):
     res = ws.cli(*ws.audit_args("report"))
     ws.check_refused(res, before)
     assert "Permission denied" in res.error_lines[0]
+
+
+@pytest.mark.parametrize("sheet,fragment", [(BILLION_LAUGHS, "forbidden XML"),
+                                            (b"<worksheet><sheetData><row><c><v>1</v></c>", "xlsx")])
+def test_large_workbook_parts_are_scanned_not_parsed_twice(ws, monkeypatch, sheet, fragment):
+    """Parts above the full-parse size go to the engine after a DTD/entity scan; the engine's parse
+    error is still one line."""
+    import audit_hub.input_guard as ig
+
+    monkeypatch.setattr(ig, "XLSX_FULL_PARSE_BYTES", 64)
+    (ws.root / "inputs" / "big.xlsx").write_bytes(_rezip(good_xlsx(), {"xl/worksheets/sheet1.xml": sheet}))
+    before = ws.snap()
+    res = ws.cli("audit", "--questions", "inputs/big.xlsx", "--runs", str(ws.runs), "--out", "report")
+    ws.check_refused(res, before)
+    assert fragment in res.error_lines[0], res
