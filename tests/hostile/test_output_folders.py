@@ -202,3 +202,16 @@ def test_new_parent_folders_are_removed_when_the_run_fails(ws, monkeypatch):
     res = ws.cli(*ws.audit_args("new/deeper/report"))
     ws.check_refused(res, before, out=None)
     assert not (ws.root / "new").exists()
+
+
+def test_tst_replaces_its_own_output_and_audit_refuses_it(ws):
+    args = _cmd_args(ws, "tst", "tst_out")
+    first = ws.cli(*args)
+    assert first.rc == 0, first
+    assert json.loads((ws.root / "tst_out" / "manifest.json").read_text())["output_of"] == "tst"
+    again = ws.cli(*args)
+    assert again.rc == 0, again
+    before = ws.snap()
+    res = ws.cli(*ws.audit_args("tst_out"))
+    ws.check_refused(res, before, out=None)
+    assert "`benchaudit audit`" in res.error_lines[0]
