@@ -32,6 +32,7 @@ XLSX_MAX_TOTAL_BYTES = 2 << 30  # decompressed, all members
 XLSX_MAX_MEMBER_BYTES = 1 << 30
 XLSX_MAX_RATIO = 200  # decompressed / compressed, for members above XLSX_RATIO_MIN_BYTES
 XLSX_RATIO_MIN_BYTES = 4 << 20
+XLSX_MEMORY_FACTOR = 6  # peak bytes of a parsed sheet per byte of its XML (engine + DataFrame), roughly
 XLSX_FULL_PARSE_BYTES = 8 << 20  # parts up to this size are parsed with defusedxml; larger ones scanned
 TEXT_EXTENSIONS = (".csv", ".tsv", ".json", ".jsonl", ".txt")
 
@@ -274,6 +275,13 @@ def check_zip_container(path: str, *, check_header: bool = True) -> None:
                 raise InputError(f"the workbook part {info.filename} expands "
                                  f"{info.file_size / max(1, info.compress_size):,.0f}x (limit {XLSX_MAX_RATIO}x); "
                                  "refusing it (zip bomb?)", file=path)
+        from .limits import available_memory
+
+        need = XLSX_MEMORY_FACTOR * total
+        if need > available_memory():
+            raise InputError(f"the workbook decompresses to {total / 2**20:,.0f} MiB and would need about "
+                             f"{need / 2**30:.1f} GiB of memory to read, more than is available; export it as "
+                             ".parquet or .tsv", file=path)
         names = {i.filename for i in infos}
         if "[Content_Types].xml" not in names or not any(n.startswith("xl/") for n in names):
             raise InputError("not an .xlsx workbook (no xl/ part or [Content_Types].xml); save it as .xlsx",

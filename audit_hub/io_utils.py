@@ -203,7 +203,7 @@ def _finalise(tmp: Path, command: str | None) -> None:
     """Before the swap: no links or special files, credentials scrubbed from text files (the manifest's
     hashes kept true), the manifest stamped with ``output_of``, and no secret in any byte of any file."""
     from .errors import OutputError
-    from .scrub import find_secret, scrub, secret_values
+    from .scrub import find_secret, find_secret_in_file, scrub, secret_values
 
     secrets = bool(secret_values())
     changed: set[str] = set()
@@ -221,7 +221,7 @@ def _finalise(tmp: Path, command: str | None) -> None:
                 p.write_text(clean, encoding="utf-8", errors="surrogateescape")
                 changed.add(rel)
         if secrets:
-            var = find_secret(p.read_bytes())
+            var = find_secret_in_file(p)
             if var:
                 raise OutputError(f"refusing to write {rel}: it would contain the value of ${var} (an input "
                                   "carries the credential); nothing written")

@@ -118,6 +118,24 @@ def find_secret(data: bytes) -> str | None:
     return None
 
 
+def find_secret_in_file(path, chunk: int = 8 << 20) -> str | None:
+    """:func:`find_secret` over a file, streamed in chunks (overlapping by the longest secret)."""
+    secrets = [v.encode("utf-8", "surrogatepass") for v in _current_secrets()]
+    if not secrets:
+        return None
+    overlap = max(len(s) for s in secrets)
+    tail = b""
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(chunk)
+            if not block:
+                return None
+            found = find_secret(tail + block)
+            if found:
+                return found
+            tail = (tail + block)[-overlap:]
+
+
 class ScrubbingStream:
     """A text stream wrapper that scrubs everything written through it (``sys.stdout``/``sys.stderr``)."""
 
@@ -138,4 +156,5 @@ class ScrubbingStream:
         return getattr(self._inner, name)
 
 
-__all__ = ["MASK", "scrub", "scrub_obj", "secret_values", "find_secret", "is_secret_name", "ScrubbingStream"]
+__all__ = ["MASK", "scrub", "scrub_obj", "secret_values", "find_secret", "find_secret_in_file", "is_secret_name",
+           "ScrubbingStream"]

@@ -302,3 +302,14 @@ def test_large_workbook_parts_are_scanned_not_parsed_twice(ws, monkeypatch, shee
     res = ws.cli("audit", "--questions", "inputs/big.xlsx", "--runs", str(ws.runs), "--out", "report")
     ws.check_refused(res, before)
     assert fragment in res.error_lines[0], res
+
+
+def test_workbook_too_big_for_memory_is_refused_before_parsing(ws, monkeypatch):
+    import audit_hub.limits as limits
+
+    monkeypatch.setattr(limits, "available_memory", lambda: 1000)
+    (ws.root / "inputs" / "w.xlsx").write_bytes(good_xlsx())
+    before = ws.snap()
+    res = ws.cli("audit", "--questions", "inputs/w.xlsx", "--runs", str(ws.runs), "--out", "report")
+    ws.check_refused(res, before)
+    assert "memory" in res.error_lines[0], res
