@@ -247,6 +247,7 @@ class _Progress:
 def run_blind(cfg: BlindConfig) -> BlindResult:
     """Run (or resume) a blind run; every process calls this. See the module docstring."""
     cfg.validate()
+    sh.check_output_folder(Path(cfg.out), [cfg.questions, cfg.model])  # before anything heavy is imported
     import torch
     from accelerate import PartialState
     from accelerate.utils import gather_object
@@ -257,7 +258,6 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     state = PartialState(cpu=use_cpu)
     torch.manual_seed(0)
     out = Path(cfg.out)
-    sh.check_output_folder(out, [cfg.questions, cfg.model])
     questions = load_question_table(cfg.questions, cfg.column_map)
     if cfg.limit is not None:
         questions = questions.iloc[: cfg.limit].reset_index(drop=True)

@@ -215,3 +215,12 @@ def test_tst_replaces_its_own_output_and_audit_refuses_it(ws):
     res = ws.cli(*ws.audit_args("tst_out"))
     ws.check_refused(res, before, out=None)
     assert "`benchaudit audit`" in res.error_lines[0]
+
+
+def test_a_250_character_folder_name_works(ws):
+    """Temporary names stay short whatever DIR's length (the old `.NAME.tmp-XXXX` passed 255 bytes)."""
+    name = "r" * 250
+    res = ws.cli(*ws.audit_args(name))
+    assert res.rc == 0, res
+    assert (ws.root / name / "manifest.json").is_file()
+    assert not [p for p in os.listdir(ws.root) if ".ba-" in p]
