@@ -278,7 +278,6 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
         "model": sh.model_fingerprint(cfg.model, mconfig.to_json_string(), getattr(mconfig, "_commit_hash", None),
                                       cfg.revision),
         "model_name": model_name,
-        "questions_sha256": sh.questions_fingerprint(questions),
         "prompt_sha256": builder.sha256,
         "chat_template_sha256": hashlib.sha256(chat.template_text.encode("utf-8")).hexdigest() if chat.active else None,
         "mode": cfg.mode,
@@ -289,6 +288,8 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
         "benchaudit_version": __version__,
     }
     sh.check_fingerprint(out, fp, cfg.overwrite)
+    rows = sh.question_row_hashes(questions)
+    merged_rows = sh.check_question_rows(out, rows, cfg.overwrite)
     state.wait_for_everyone()
     if state.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
@@ -299,8 +300,10 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
                 "fingerprint": fp, "fingerprint_sha256": sh.fingerprint_digest(fp),
                 "questions": cfg.questions, "column_map": cfg.column_map, "prompt_template": builder.template,
                 "chat_template_applied": chat.active, "batch_size": cfg.batch_size,
-                "created_unix": time.time(), "seed": 0,
+                "created_unix": time.time(), "seed": 0, "question_rows": rows,
             })
+        elif merged_rows is not None:  # resumed with more questions (a larger --limit): record them too
+            sh.write_run_config(out, {**sh.read_run_config(out), "question_rows": merged_rows})
     state.wait_for_everyone()
     done = sh.done_ids(out)
     state.wait_for_everyone()  # nobody writes a shard before every process has read the done set

@@ -59,19 +59,42 @@ def model_fingerprint(model: str, config_json: str, commit: str | None, revision
     return fp
 
 
-def questions_fingerprint(questions) -> str:
-    """sha256 over the question rows a run uses, in order: ID, text, hint, options, gold, answer type.
+ROW_FIELDS = ("question", "hint", "options", "answer", "answer_type", "n_options")
 
-    A rerun with the same IDs but other texts, options or gold answers has another fingerprint, so the
-    rows already written for the old questions are never mixed with new ones.
-    """
-    h = hashlib.sha256()
-    cols = [c for c in ("question_id", "question", "hint", "options", "answer", "answer_type", "n_options")
-            if c in questions.columns]
-    for row in questions[cols].itertuples(index=False, name=None):
-        h.update(json.dumps([_plain(v) for v in row], ensure_ascii=True).encode("ascii"))
-        h.update(b"\n")
-    return h.hexdigest()
+
+def question_row_hashes(questions) -> dict[str, str]:
+    """Per question ID, a hash of what the prompt and the score depend on: text, hint, options, gold and
+    answer type. Stored in run_config.json; a resume refuses when any ID already in the output has a
+    different hash now (same IDs, other questions), and accepts new IDs (a larger ``--limit``)."""
+    cols = [c for c in ROW_FIELDS if c in questions.columns]
+    ids = questions["question_id"].astype(str).tolist()
+    out: dict[str, str] = {}
+    for qid, row in zip(ids, questions[cols].itertuples(index=False, name=None)):
+        blob = json.dumps([_plain(v) for v in row], ensure_ascii=True).encode("ascii")
+        out[qid] = hashlib.sha256(blob).hexdigest()[:20]
+    return out
+
+
+def check_question_rows(out: Path, rows: dict[str, str], overwrite: bool) -> dict[str, str] | None:
+    """Refuse to resume over predictions made for other versions of the same question IDs.
+
+    Returns the merged ID -> hash map to record (None when there is nothing recorded to compare with)."""
+    if overwrite:
+        return None
+    old = read_run_config(out)
+    recorded = old.get("question_rows") if isinstance(old, dict) else None
+    if not isinstance(recorded, dict):
+        return None
+    changed = [q for q, h in rows.items() if q in recorded and recorded[q] != h]
+    if changed:
+        from ..escape import show_id
+
+        raise InputError(f"{out} holds predictions for {len(changed)} question(s) whose text, options or gold "
+                         f"changed since (first: {show_id(changed[0])}; question_rows differ); pass --overwrite to "
+                         "discard them or choose another --out", file=str(out / CONFIG_NAME))
+    if all(q in recorded for q in rows):
+        return None
+    return {**recorded, **rows}
 
 
 def _plain(v: Any) -> Any:
@@ -87,10 +110,11 @@ def _plain(v: Any) -> Any:
 
 
 def is_blind_output(folder: Path) -> bool:
-    """A folder written by ``benchaudit blind`` (it holds our run_config.json)."""
+    """A folder written by ``benchaudit blind``: our run_config.json, or our shard/merged layout (whose
+    missing config :func:`check_fingerprint` then reports)."""
     cfg = folder / CONFIG_NAME
     if cfg.is_symlink() or not cfg.is_file():
-        return False
+        return bool(list_shards(folder)) or (folder / MERGED_REL).is_file()
     try:
         data = json.loads(cfg.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):

@@ -23,8 +23,10 @@ def _questions(n=6):
                          "answer_type": ["mc"] * n, "n_options": [3] * n})
 
 
-@pytest.mark.parametrize("change", ["text", "options", "gold", "hint", "order", "dropped_row", "answer_type"])
-def test_questions_fingerprint_changes_with_every_row_field(change):
+@pytest.mark.parametrize("change", ["text", "options", "gold", "hint", "answer_type"])
+def test_a_changed_question_row_is_refused_on_resume(tmp_path, change):
+    from audit_hub.errors import InputError
+
     a = _questions()
     b = a.copy()
     if change == "text":
@@ -35,21 +37,27 @@ def test_questions_fingerprint_changes_with_every_row_field(change):
         b.loc[4, "answer"] = "B"
     elif change == "hint":
         b.loc[0, "hint"] = "look left"
-    elif change == "order":
-        b = b.iloc[::-1].reset_index(drop=True)
-    elif change == "dropped_row":
-        b = b.iloc[:-1]
     elif change == "answer_type":
         b.loc[1, "answer_type"] = "yesno"
-    assert sh.questions_fingerprint(a) != sh.questions_fingerprint(b)
-    assert sh.questions_fingerprint(a) == sh.questions_fingerprint(a.copy())
+    sh.write_run_config(tmp_path, {"fingerprint": {}, "question_rows": sh.question_row_hashes(a)})
+    assert sh.check_question_rows(tmp_path, sh.question_row_hashes(a.copy()), overwrite=False) is None
+    with pytest.raises(InputError, match="question_rows"):
+        sh.check_question_rows(tmp_path, sh.question_row_hashes(b), overwrite=False)
+    assert sh.check_question_rows(tmp_path, sh.question_row_hashes(b), overwrite=True) is None
 
 
-@pytest.mark.parametrize("key", ["questions_sha256", "prompt_sha256", "chat_template_sha256", "model"])
+def test_more_questions_resume_and_are_recorded(tmp_path):
+    a = _questions(6)
+    sh.write_run_config(tmp_path, {"fingerprint": {}, "question_rows": sh.question_row_hashes(a.iloc[:3])})
+    merged = sh.check_question_rows(tmp_path, sh.question_row_hashes(a), overwrite=False)
+    assert merged == sh.question_row_hashes(a)
+
+
+@pytest.mark.parametrize("key", ["prompt_sha256", "chat_template_sha256", "model"])
 def test_any_fingerprint_change_is_refused_unless_overwrite(tmp_path, key):
     from audit_hub.errors import InputError
 
-    fp = {"questions_sha256": "a" * 64, "prompt_sha256": "b" * 64, "chat_template_sha256": "c" * 64,
+    fp = {"prompt_sha256": "b" * 64, "chat_template_sha256": "c" * 64,
           "model": {"model": "m", "revision": "v1", "commit": "abc"}}
     sh.write_run_config(tmp_path, {"fingerprint": fp})
     new = dict(fp)
@@ -101,7 +109,7 @@ def test_rerun_with_changed_questions_after_a_kill_is_refused(tmp_path):
     p = subprocess.run([sys.executable, "-m", "audit_hub.cli", "blind", *args], capture_output=True, text=True,
                        timeout=300, env=env)
     assert p.returncode == 2, p.stderr[-2000:]
-    assert "questions_sha256" in p.stderr and "--overwrite" in p.stderr and "Traceback" not in p.stderr
+    assert "question_rows" in p.stderr and "--overwrite" in p.stderr and "Traceback" not in p.stderr
     assert not (out / "data").exists()
     p = subprocess.run([sys.executable, "-m", "audit_hub.cli", "blind", *args, "--overwrite"], capture_output=True,
                        text=True, timeout=300, env=env)
