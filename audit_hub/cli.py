@@ -141,11 +141,18 @@ def main(argv: list[str] | None = None) -> int:
     Everything printed passes through :mod:`audit_hub.scrub`."""
     import os
     import signal
+    import warnings
 
     from .errors import BenchauditError, Interrupted
     from .escape import one_line
     from .scrub import ScrubbingStream
 
+    warn_ctx = warnings.catch_warnings()  # restored on return: main() leaves no global filter behind
+    warn_ctx.__enter__()
+    if not os.environ.get("BENCHAUDIT_DEBUG") and not sys.warnoptions and not os.environ.get("PYTHONWARNINGS"):
+        # third-party library warnings (openpyxl styles, pandas/transformers deprecations) are not messages
+        # for the user: an error stays one line. BENCHAUDIT_DEBUG=1 or -W/PYTHONWARNINGS shows them.
+        warnings.simplefilter("ignore")
     if not sys.stderr.isatty():  # no carriage-return progress bars from datasets/hub in logs and pipes
         os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -213,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
             sys.stderr.flush()
         sys.stdout, sys.stderr = out_stream, err_stream
+        warn_ctx.__exit__(None, None, None)
     return code
 
 
