@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
 
         from ..audit import AuditConfig, run_audit
         from ..errors import InputError
-        from ..escape import console_text
+        from ..escape import console_text, one_line
         from ..io_utils import check_output_target
         from ..limits import audit_memory_estimate, require_memory
 
@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
             folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
                                   figures=figures)
         _print_headlines(console, result)
-        typer.echo(f"report: {folder}")
+        typer.echo(f"report: {one_line(folder)}")
 
 
 def _print_headlines(console, result) -> None:

@@ -71,6 +71,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+        from ..escape import one_line
         from ..io_utils import check_output_target
         from ..tst.release import write_tst_report
         from ..tst.rf import run_tst_rf
@@ -97,7 +98,7 @@ def register(app: typer.Typer) -> None:
         s = res.summary
         typer.echo(f"TsT-RF accuracy {100 * (s['accuracy'] or 0):.1f}% | mean P(gold) "
                    f"{100 * (s['mean_p_gold'] or 0):.1f}% | chance {100 * (s['chance'] or 0):.1f}% | majority "
-                   f"{100 * (s['majority_baseline'] or 0):.1f}% -> {folder}")
+                   f"{100 * (s['majority_baseline'] or 0):.1f}% -> {one_line(folder)}")
 
     @app.command("prune")
     def prune(
@@ -129,6 +130,7 @@ def register(app: typer.Typer) -> None:
 
         from rich.console import Console
 
+        from ..escape import one_line
         from ..io_utils import check_output_target
         from ..tst.prune import iterative_bias_pruning
         from ..tst.release import write_prune_report
@@ -153,4 +155,4 @@ def register(app: typer.Typer) -> None:
                 progress=lambda msg: st.update(f"pruning: {msg}"))
         folder = write_prune_report(frame, res, out, command_line=["benchaudit", *sys.argv[1:]], source=questions)
         typer.echo(f"removed {len(res.removed)} of {frame.n_questions} questions "
-                   f"(stop: {res.stop_reasons}) -> {folder}")
+                   f"(stop: {res.stop_reasons}) -> {one_line(folder)}")
