@@ -331,3 +331,15 @@ def test_library_warnings_do_not_add_lines_to_an_error(ws):
     debug = ws.sub("audit", "--questions", "inputs/nostyle.xlsx", "--runs", str(ws.runs), "--out", "report",
                    env={"BENCHAUDIT_DEBUG": "1"})
     assert "UserWarning" in debug.err  # the case really makes a library warn
+
+
+@pytest.mark.parametrize("command", ["tst", "prune"])
+@pytest.mark.parametrize("label", ["xlsx_duplicate_answer_column", "jsonl_deep_nesting", "csv_utf16be_no_bom",
+                                   "parquet_struct_answer", "xlsx_zip_bomb"])
+def test_other_commands_read_through_the_same_guards(ws, command, label):
+    name, content, fragment = QUESTION_FILES[label]
+    (ws.root / "inputs" / name).write_bytes(_build(label, content))
+    before = ws.snap()
+    res = ws.cli(command, "--questions", f"inputs/{name}", "--out", "out_dir")
+    ws.check_refused(res, before, out="out_dir")
+    assert fragment.lower() in res.error_lines[0].lower(), res
