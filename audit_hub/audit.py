@@ -6,7 +6,6 @@ result into the output folder; the CLI only wires the two together.
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -14,18 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from . import detectors
 from .detectors.base import DetectorResult
 from .errors import DetectorSkipped
 from .frame import AuditFrame
 
-DETECTORS: tuple[str, ...] = (
-    "visual_dependency",
-    "consensus_error",
-    "fleiss_kappa_agreement",
-    "correctness_agreement",
-    "answer_options_distribution",
-    "distractor_similarity",
-)
+DETECTORS: tuple[str, ...] = detectors.names()
 
 
 @dataclass
@@ -44,9 +37,8 @@ class AuditConfig:
 
     def detector_params(self, name: str) -> dict[str, Any]:
         p = dict(self.params.get(name, {}))
-        if name == "visual_dependency":
-            p.setdefault("n_permutations", self.n_permutations)
-            p.setdefault("alpha", self.alpha)
+        for key in detectors.get(name).audit_params:
+            p.setdefault(key, getattr(self, key))
         return p
 
 
@@ -63,12 +55,6 @@ class AuditResult:
     summary: dict
     timings: dict[str, float]
     tst: Any = None
-
-
-def load_detector(name: str):
-    if name not in DETECTORS:
-        raise ValueError(f"unknown detector {name!r}; known: {DETECTORS}")
-    return importlib.import_module(f"audit_hub.detectors.{name}")
 
 
 def _headline_p(summary: dict) -> float | None:
@@ -98,23 +84,25 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
     modules = {}
     for name in config.detectors:
         step(name)
-        mod = load_detector(name)
+        spec = detectors.get(name)
+        mod = spec.load()
         modules[name] = mod
         params = config.detector_params(name)
         t0 = time.perf_counter()
         try:
             results[name] = mod.run(frame, field=primary, seed=config.seed, **params)
-            if mod.JUDGE_DEPENDENT and primary == "hit" and has_exact:
+            if spec.judge_dependent and primary == "hit" and has_exact:
                 alt[name] = mod.run(frame, field="hit_exact", seed=config.seed, **params)
         except DetectorSkipped as e:
             skipped[name] = str(e)
         timings[name] = time.perf_counter() - t0
 
     judge = {}
-    vd = modules.get("visual_dependency")
-    if "visual_dependency" in results and "visual_dependency" in alt and hasattr(vd, "judge_dependence"):
-        step("judge dependence")
-        judge = vd.judge_dependence(frame, results["visual_dependency"], alt["visual_dependency"])
+    for name in results:
+        fn_name = detectors.get(name).judge_dependence
+        if fn_name is not None and name in alt:
+            step("judge dependence")
+            judge = getattr(modules[name], fn_name)(frame, results[name], alt[name])
 
     calibration: dict = {}
     if config.run_calibration and results:
@@ -122,7 +110,7 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
         t0 = time.perf_counter()
         from .calibration import calibrate
 
-        calibration = calibrate(frame, {n: modules[n].run for n in results}, n_sims=config.calibration_sims,
+        calibration = calibrate(frame, list(results), n_sims=config.calibration_sims,
                                 seed=config.seed, field=primary,
                                 params={n: config.detector_params(n) for n in results})
         timings["calibration"] = time.perf_counter() - t0

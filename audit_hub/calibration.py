@@ -9,12 +9,12 @@ On yes/no items the accuracy is taken per gold answer (``condition_on_gold``): a
 "yes" too often is right more on yes-gold items, a property of the model and not a planted defect.
 That response bias makes the gold answer a covariate shared by every model and both arms; it is
 why the detectors drift out of calibration on binary benchmarks (the item-matched null of
-visual_dependency does not condition on it, and consensus_error's independence expectation ignores
-it), as the audit paper reports for HallusionBench.
+the zero-gain audit does not condition on it, and the consensus count's independence expectation
+ignores it), as the audit paper reports for HallusionBench.
 
 Rates. For a detector whose summary has a headline ``p_value``, the false-positive rate is the share
 of simulations with ``p <= alpha`` (nominal ``alpha``). For a count-based detector (observed and
-expected-under-independence counts in its summary, e.g. consensus_error), it is the flagged count per
+expected-under-independence counts in its summary, e.g. the consensus count), it is the flagged count per
 item pooled over simulations against the expected count per item. Otherwise the per-item flag rate is
 reported without a nominal level.
 
@@ -25,19 +25,19 @@ reported without a nominal level.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
+from . import detectors
+from .columns import ARROW_STR
 from .errors import DetectorSkipped
-from .frame import LETTERS, AuditFrame
+from .frame import AuditFrame
+from .schema import LETTERS
 from .stats import wilson_ci
 
-_STR = pd.ArrowDtype(pa.string())
 # (observed key, expected key) for count-based detectors
 COUNT_KEYS = (("n_unanimous_non_gold", "expected_under_independence"), ("n_flagged", "expected_flagged"))
 MARGIN_HIGH = 1.5
@@ -115,7 +115,7 @@ class NullSimulator:
         h = hit.astype(np.int8)
         runs = pd.DataFrame({
             "q": self.rq.astype(np.int32), "m": self.rm.astype(np.int16), "arm": self.ra.astype(np.int8),
-            "prediction": pd.array(ans, dtype=_STR), "answer": pd.array(ans, dtype=_STR),
+            "prediction": pd.array(ans, dtype=ARROW_STR), "answer": pd.array(ans, dtype=ARROW_STR),
             "hit": h, "hit_exact": h.copy(),
         })
         # answer codes in the frame's code space (mc: option index; yes=0/no=1; other: 2 + value)
@@ -125,17 +125,13 @@ class NullSimulator:
         cols = ["question_id", "question", "options", "answer", "answer_type", "category", "l2_category",
                 "group_id", "hint", "n_options", "gold_index"]
         return AuditFrame(questions=q[cols], runs=runs, models=self.frame.models,
-                          meta={"_answer_codes": codes, "_gold_codes": gcodes, "simulated_null": True})
+                          meta={"simulated_null": True}, cache={"answer_codes": codes, "gold_codes": gcodes})
 
 
-def _resolve(detectors) -> dict[str, Callable]:
-    from .audit import DETECTORS
-
-    if detectors is None:
-        detectors = DETECTORS
-    if isinstance(detectors, dict):
-        return dict(detectors)
-    return {name: importlib.import_module(f"audit_hub.detectors.{name}").run for name in detectors}
+def _resolve(names: dict[str, Callable] | Iterable[str] | None) -> dict[str, Callable]:
+    if isinstance(names, dict):
+        return dict(names)
+    return {name: detectors.get(name).load().run for name in (detectors.names() if names is None else names)}
 
 
 def _verdict(rate_k: float, rate_n: float, nominal: float | None, two_sided: bool) -> tuple[list, bool | None, str]:
@@ -152,19 +148,20 @@ def _verdict(rate_k: float, rate_n: float, nominal: float | None, two_sided: boo
     return ci, False, ""
 
 
-def calibrate(frame: AuditFrame, detectors: dict[str, Callable] | Iterable[str] | None = None, *,
+def calibrate(frame: AuditFrame, names: dict[str, Callable] | Iterable[str] | None = None, *,
               n_sims: int = 200, seed: int = 0, field: str = "hit", alpha: float = 0.05,
               params: dict[str, dict] | None = None, condition_on_gold: bool = True,
               progress: Callable[[int, int], None] | None = None) -> dict[str, dict]:
     """False-positive rate of each detector on ``n_sims`` null versions of ``frame``.
 
-    detectors: {name: run function} (as the audit passes them), names (imported from
-    ``audit_hub.detectors``), or None for all six. params: per-detector keyword arguments (the
-    audit's); visual_dependency's leave-one-out and bootstrap are switched off here (they do not
-    change the headline test). Returns {name: {fpr, fpr_ci, nominal, n_sims, n_runs, kind,
+    names: registered detector names, None for all of them, or {name: run function}. params: per-detector keyword
+    arguments (the audit's); each detector's registered ``calibration_params`` override them (steps
+    such as a leave-one-out or a bootstrap that do not change the headline test are switched off). Returns {name: {fpr, fpr_ci, nominal, n_sims, n_runs, kind,
     out_of_calibration, direction, note}}.
     """
-    runs = _resolve(detectors)
+    runs = _resolve(names)
+    registered = detectors.names()
+    overrides = {n: detectors.get(n).calibration_params if n in registered else {} for n in runs}
     params = params or {}
     sim = NullSimulator(frame, field=field, condition_on_gold=condition_on_gold)
     rng = np.random.default_rng(seed)
@@ -175,9 +172,7 @@ def calibrate(frame: AuditFrame, detectors: dict[str, Callable] | Iterable[str] 
     for s in range(n_sims):
         f = sim.draw(rng)
         for name, fn in runs.items():
-            kw = dict(params.get(name, {}))
-            if name == "visual_dependency":
-                kw.update(leave_one_out=False, n_boot=0)
+            kw = dict(params.get(name, {})) | dict(overrides[name])
             try:
                 res = fn(f, field="hit", seed=seed + s, **kw)
             except DetectorSkipped as e:

@@ -74,11 +74,11 @@ def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
     return tuple(base), tuple(usage)
 
 
-def _fallback_context(argv: list[str] | None):
+def _fallback_context(typer_app: typer.Typer, argv: list[str] | None, prog_name: str | None):
     """A context for the usage line when the error carries none (e.g. an option missing its value)."""
     try:
-        group = typer.main.get_command(app)
-        ctx = group.make_context(PROG, [], resilient_parsing=True)
+        group = typer.main.get_command(typer_app)
+        ctx = group.make_context(prog_name or PROG, [], resilient_parsing=True)
         args = list(sys.argv[1:] if argv is None else argv)
         while args and hasattr(group, "commands") and args[0] in group.commands:
             group = group.commands[args.pop(0)]
@@ -88,11 +88,11 @@ def _fallback_context(argv: list[str] | None):
         return None
 
 
-def _usage_error(e, argv: list[str] | None = None) -> int:
+def _usage_error(e, typer_app: typer.Typer, argv: list[str] | None = None, prog_name: str | None = None) -> int:
     from .escape import one_line
     from .limits import RANGES
 
-    ctx = getattr(e, "ctx", None) or _fallback_context(argv)
+    ctx = getattr(e, "ctx", None) or _fallback_context(typer_app, argv, prog_name)
     if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:
         typer.echo(ctx.get_help(), err=True)
         return 2
@@ -135,10 +135,11 @@ def _install_signal_handlers():
     return old
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Console entry point. Every failure is one line on stderr with no traceback: exit 2 for bad input
-    and usage errors, 130/143 for SIGINT/SIGTERM ("interrupted, nothing written"), 1 for a bug.
-    Everything printed passes through :mod:`audit_hub.scrub`."""
+def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | None = None,
+            interrupted: str = _INTERRUPTED) -> int:
+    """Run a typer app the way every benchaudit entry point does. Every failure is one line on stderr
+    with no traceback: exit 2 for bad input and usage errors, 130/143 for SIGINT/SIGTERM (``interrupted``),
+    1 for a bug. Everything printed passes through :mod:`audit_hub.scrub`."""
     import os
     import signal
     import warnings
@@ -165,16 +166,16 @@ def main(argv: list[str] | None = None) -> int:
     code = 0
     try:
         try:
-            rv = app(args=argv, prog_name=PROG, standalone_mode=False)
+            rv = typer_app(args=argv, prog_name=prog_name, standalone_mode=False)
             if isinstance(rv, int) and rv == 130:  # typer turned a KeyboardInterrupt into Exit(130)
-                typer.echo(_INTERRUPTED, err=True)
+                typer.echo(interrupted, err=True)
             code = rv if isinstance(rv, int) else 0
         except Interrupted as e:
             code = e.exit_code
-            typer.echo(_INTERRUPTED, err=True)
+            typer.echo(interrupted, err=True)
         except KeyboardInterrupt:
             code = 130
-            typer.echo(_INTERRUPTED, err=True)
+            typer.echo(interrupted, err=True)
         except BenchauditError as e:
             typer.echo(f"error: {one_line(e)}", err=True)
             code = e.exit_code
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             click_errors, usage_errors = _click_exception_types()
             if isinstance(e, click_errors):
                 if isinstance(e, usage_errors):
-                    code = _usage_error(e, argv)
+                    code = _usage_error(e, typer_app, argv, prog_name)
                 else:
                     typer.echo(f"error: {one_line(e.format_message())}", err=True)
                     code = e.exit_code
@@ -222,6 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = out_stream, err_stream
         warn_ctx.__exit__(None, None, None)
     return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point (``benchaudit``); see :func:`run_app`."""
+    return run_app(app, argv, prog_name=PROG)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -34,6 +34,10 @@ class InputError(BenchauditError):
         super().__init__(prefix + message)
 
 
+class ParameterError(BenchauditError, ValueError):
+    """A parameter value a function cannot take (exit code 2 in the CLI; a ValueError in Python)."""
+
+
 class DetectorSkipped(BenchauditError):
     """A detector cannot run on the inputs given; the reason goes into summary.json."""
 

@@ -45,7 +45,3 @@ def severity_array(rank: np.ndarray) -> np.ndarray:
     return names[np.clip(np.asarray(rank, dtype=np.int64), 0, 4)]
 
 
-def max_severity(*cols: np.ndarray) -> np.ndarray:
-    """Element-wise maximum of several severity-name arrays."""
-    ranks = np.stack([np.vectorize(RANK.get, otypes=[np.int64])(np.asarray(c, dtype=object)) for c in cols])
-    return severity_array(ranks.max(axis=0))

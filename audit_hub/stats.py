@@ -51,14 +51,6 @@ def clopper_pearson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarra
     return lo, hi
 
 
-def proportion_ci(k, n, alpha: float = 0.05, method: str = "wilson"):
-    if method == "wilson":
-        return wilson_ci(k, n, alpha)
-    if method in ("clopper-pearson", "beta", "exact"):
-        return clopper_pearson_ci(k, n, alpha)
-    raise ValueError(f"unknown interval method {method!r}; use 'wilson' or 'clopper-pearson'")
-
-
 def holm(pvalues) -> np.ndarray:
     """Holm step-down adjusted p-values (NaN entries are ignored and stay NaN)."""
     p = np.asarray(pvalues, dtype=np.float64)
@@ -92,27 +84,6 @@ def benjamini_hochberg(pvalues) -> np.ndarray:
     res[order] = np.minimum(adj, 1.0)
     out[ok] = res
     return out
-
-
-def bootstrap_ci(statistic, n_items: int, *, n_boot: int = 2000, seed: int = 0, alpha: float = 0.05,
-                 batch: int = 200) -> tuple[float, float, np.ndarray]:
-    """Percentile bootstrap over items.
-
-    ``statistic(weights)`` receives an integer array of shape (b, n_items) of resampling counts
-    (multinomial weights, so a vectorised statistic is a weighted sum) and returns shape (b,).
-    Returns (low, high, replicates).
-    """
-    rng = np.random.default_rng(seed)
-    reps = []
-    done = 0
-    while done < n_boot:
-        b = min(batch, n_boot - done)
-        w = rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=b)
-        reps.append(np.asarray(statistic(w), dtype=np.float64))
-        done += b
-    r = np.concatenate(reps)
-    lo, hi = np.nanquantile(r, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi), r
 
 
 def permutation_p_value(null: np.ndarray, observed: float, alternative: str = "greater") -> float:

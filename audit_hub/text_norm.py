@@ -25,12 +25,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from decimal import Decimal, localcontext
-from fractions import Fraction
 
 import numpy as np
 
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+from .schema import canonical_number, parse_number
 
 # RE2 patterns (pyarrow); order matters
 _LATEX_RULES: tuple[tuple[str, str], ...] = (
@@ -61,46 +59,6 @@ _SKELETON_RE = r"\d+(?:\.\d+)?"
 # roman numerals as whole tokens ("II only" vs "III only" differ in a number, not in wording)
 _ROMAN_RE = r"(^|[^a-z#])(?:x{1,3}(?:ix|iv|vi{0,3}|i{1,3})?|ix|iv|vi{0,3}|i{1,3})($|[^a-z#])"
 _BARE_RE = r"^[\s(\[]*(?P<l>[a-z])[\s)\].:]*$"
-
-
-def canonical_number(x: Fraction) -> str:
-    """Canonical text of an exact rational: integer, terminating decimal, or ``p/q``."""
-    if x.denominator == 1:
-        return str(x.numerator)
-    d = x.denominator
-    for p in (2, 5):
-        while d % p == 0:
-            d //= p
-    if d != 1:
-        return f"{x.numerator}/{x.denominator}"
-    with localcontext() as ctx:
-        ctx.prec = 60
-        s = format((Decimal(x.numerator) / Decimal(x.denominator)).normalize(), "f")
-    return s
-
-
-def parse_number(text: str) -> Fraction | None:
-    """Exact value of a text that is a number as a whole (``"0.50"``, ``".5"``, ``"1/2"``, ``"1,000"``,
-    ``"-3"``), else None. Fractions with a zero denominator are not numbers."""
-    t = text.strip().replace("−", "-").replace(" ", "")
-    if not t:
-        return None
-    sign = 1
-    if t[0] in "+-":
-        sign = -1 if t[0] == "-" else 1
-        t = t[1:]
-    if not re.fullmatch(r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.?\d*|\.\d+)(?:/\d+)?", t):
-        return None
-    num, _, den = t.partition("/")
-    try:
-        v = Fraction(num.replace(",", ""))
-        if den:
-            if int(den) == 0:
-                return None
-            v = v / int(den)
-    except (ValueError, ZeroDivisionError):
-        return None
-    return sign * v
 
 
 def _fix_numbers(text: str) -> str:

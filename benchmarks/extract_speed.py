@@ -1,4 +1,4 @@
-"""Speed of the exact-match answer parser (audit_hub.extract.fill_answers_and_exact).
+"""Speed of the exact-match answer parser (audit_hub.answers.fill_answers_and_exact).
 
 Two workloads, as in the ingest benchmark:
 
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from audit_hub.extract import fill_answers_and_exact
+from audit_hub.answers import fill_answers_and_exact
 from audit_hub.frame import AuditFrame
 
 _STR = pd.ArrowDtype(pa.string())

@@ -116,7 +116,7 @@ def measure(kind: str, directory: str) -> dict:
         r = ingest.load_runs(files, dataset_hint=DATASET, hash_files=False)
         t2 = time.perf_counter()
         try:
-            import audit_hub.extract  # noqa: F401
+            import audit_hub.answers  # noqa: F401
             exact = True
         except ImportError:
             exact = False

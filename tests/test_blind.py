@@ -269,8 +269,8 @@ def test_context_overflow_is_an_error_or_a_marked_truncation(tmp_path):
 
 # ------------------------------------------------------------------------------------------- misc
 def test_generate_mode_uses_exact_match_parser(tiny, tmp_path):
+    from audit_hub.answers import extract_answer
     from audit_hub.blind.runner import run_blind
-    from audit_hub.extract import extract_answer
 
     res = run_blind(cfg(tiny, tmp_path / "gen", mode="generate", max_new_tokens=4, limit=6))
     df = res.table

@@ -62,7 +62,8 @@ def _fake(kind):
     def run(frame, *, field="hit", seed=0, **_):
         if kind == "skip":
             raise DetectorSkipped("needs option texts")
-        pq = pd.DataFrame({"question_id": frame.question_ids, "is_fake_issue": np.zeros(frame.n_questions, bool)})
+        pq = pd.DataFrame({"question_id": frame.question_ids, "fake_score": np.ones(frame.n_questions),
+                           "is_fake_issue": np.zeros(frame.n_questions, bool), "fake_severity": "info"})
         if kind == "count":
             pq.loc[:1, "is_fake_issue"] = True
             return DetectorResult("fake", pq, {"n_unanimous_non_gold": 2, "expected_under_independence": 0.5})

@@ -1,4 +1,4 @@
-"""Tests of the judge-free answer parser (audit_hub/extract.py).
+"""Tests of the judge-free answer parser (audit_hub/answers/).
 
 Expected outputs are hand-checked. Strings marked "MATH-V" are real responses from the MATH-Vision
 evaluation outputs (github.com/mathllm/MATH-V, ../shared/data/mathv beside the repository), with the real options.
@@ -17,14 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit_hub.extract import (
-    canonical_gold,
-    extract_answer,
-    fill_answers_and_exact,
-    score_exact,
-    unparseable_share,
-)
-from audit_hub.frame import LETTERS, AuditFrame
+from audit_hub.answers import canonical_gold, extract_answer, fill_answers_and_exact, score_exact
+from audit_hub.frame import AuditFrame
+from audit_hub.schema import LETTERS
 
 ABCDE = ["A", "B", "C", "D", "E"]  # MATH-Vision: the option texts are the letters themselves
 NUMS = ["10", "20", "45", "60"]
@@ -345,12 +340,12 @@ def test_unparseable_share_hand_computed():
         "prediction": ["B", "I cannot tell", "3", "A or B", None, "0.5", "cannot determine"],
     })
     fr = AuditFrame.from_tables(_questions().iloc[:3], runs)
-    u = unparseable_share(fr).set_index(["model", "arm"])
-    assert list(u.columns) == ["n", "n_unparseable", "unparseable_share"]
-    assert (u.loc[("m1", "full"), "n"], u.loc[("m1", "full"), "n_unparseable"]) == (3, 1)
+    u = fr.accuracy_table().set_index(["model", "arm"])  # the one unparseable share (per run row)
+    assert u.loc[("m1", "full"), "n_items"] == 3
     assert u.loc[("m1", "full"), "unparseable_share"] == pytest.approx(1 / 3)
-    # m2: the row without any output is missing, not unparseable
-    assert (u.loc[("m2", "full"), "n"], u.loc[("m2", "full"), "n_unparseable"]) == (2, 1)
+    # m2: "A or B" cannot be read and the row without any output has no answer either
+    assert u.loc[("m2", "full"), "n_items"] == 3
+    assert u.loc[("m2", "full"), "unparseable_share"] == pytest.approx(2 / 3)
     assert u.loc[("m1", "blind"), "unparseable_share"] == 1.0
 
 
@@ -374,7 +369,7 @@ def test_mathv_random_chance_is_always_parseable():
             if r["id"] in keep:
                 rows.append({"question_id": r["id"], "model": os.path.basename(path), "prediction": r["response"]})
     fr = AuditFrame.from_tables(qdf, pd.DataFrame(rows))
-    u = unparseable_share(fr).set_index("model")
+    u = fr.accuracy_table().set_index("model")
     assert u.loc["Random-Chance.jsonl", "unparseable_share"] <= 0.005
     q = fr.questions
     for row, ans in zip(fr.runs.itertuples(), fr.runs["answer"].tolist()):

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from audit_hub.errors import InputError
-from audit_hub.frame import AuditFrame, normalise_value
+from audit_hub.frame import AuditFrame
+from audit_hub.schema import normalise_value
 
 
 def _questions():

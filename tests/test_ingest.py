@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from audit_hub import ingest
 from audit_hub.errors import InputError
-from audit_hub.frame import LETTERS, AuditFrame
+from audit_hub.frame import AuditFrame
+from audit_hub.schema import LETTERS
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 MMB_TSV = os.path.join(FIX, "vlmevalkit", "MMBench_DEV_EN.tsv")
@@ -276,12 +277,12 @@ def test_parquet_runs_fast_path_equals_the_plain_table_path(tmp_path, layout, wi
 
 
 def test_parquet_runs_read_as_codes_without_source_columns(tmp_path):
-    from audit_hub.readers import generic
+    from audit_hub.readers import fileio
 
     q, r = _mixed_tables(n_q=12)
     rp = tmp_path / "runs.parquet"
     _write_runs_parquet(r, rp, "categorical")
-    df = generic.read_parquet_runs(str(rp))
+    df = fileio.read_parquet_runs(str(rp))
     assert "source_row" not in df.columns
     assert isinstance(df["question_id"].dtype, pd.CategoricalDtype)
     assert df["model"].cat.codes.dtype == np.int8 and df["question_id"].cat.codes.dtype == np.int8
@@ -292,7 +293,7 @@ def test_parquet_runs_read_as_codes_without_source_columns(tmp_path):
     # per-row-group dictionaries: Arrow dictionary columns with int8 indices, values in file order
     rp2 = tmp_path / "runs2.parquet"
     exp = _write_runs_parquet(r, rp2, "plain")
-    df2 = generic.read_parquet_runs(str(rp2))
+    df2 = fileio.read_parquet_runs(str(rp2))
     assert str(df2["model"].dtype).startswith("dictionary<values=string, indices=int8")
     assert df2["model"].astype(str).tolist() == exp["model"].tolist()
     assert df2["question_id"].astype(str).tolist() == exp["question_id"].tolist()

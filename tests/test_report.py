@@ -63,8 +63,11 @@ def _pq(frame, name, sev, extra=None):
     df = pd.DataFrame({"question_id": frame.question_ids.astype(str),
                        f"{name}_score": np.where(flag, 0.1, 0.9),
                        f"is_{name}_issue": flag, f"{name}_severity": sev})
-    for k, v in (extra or {}).items():
-        df[f"{name}_{k}"] = v
+    from audit_hub import detectors
+
+    for k in detectors.get(name).evidence:  # every declared evidence column; missing ones as unknown
+        df[f"{name}_{k}"] = (extra or {}).get(k, np.full(n, None, dtype=object))
+    assert not set(extra or {}) - set(detectors.get(name).evidence), "a fake evidence column no detector emits"
     assert len(df) == n
     return df
 
@@ -107,10 +110,13 @@ def make_fake_result(frame: AuditFrame | None = None, *, with_alt: bool = True):
     }
     results = {
         "visual_dependency": DetectorResult("visual_dependency", _pq(frame, "visual_dependency", vd_sev,
-                                            {"f": f, "b": b, "m": np.full(6, 3)}), vd_summary, vd_table,
+                                            {"f": f, "b": b, "mf": np.full(6, 3), "mb": np.full(6, 3)}),
+                                            vd_summary, vd_table,
                                             {"n_permutations": 99}),
         "consensus_error": DetectorResult("consensus_error", _pq(frame, "consensus_error", ce_sev, {
-            "n_parseable": np.full(6, 3), "consensus_letter": ["B", "B", None, "D", "A", "B"]}),
+            "n_parseable": np.full(6, 3), "consensus_answer": ["B", "B", None, "D", "A", "B"],
+            "consensus_share": [1.0, 1.0, np.nan, 2 / 3, 1 / 3, 2 / 3], "unanimous": [True, True, False, False, False, False],
+            "duplicates_gold": [False] * 6}),
             {"n_unanimous_non_gold": 1, "expected_under_independence": 0.12, "n_majority_non_gold": 1}, ce_table),
         "distractor_similarity": DetectorResult("distractor_similarity", _pq(frame, "distractor_similarity", ds_sev, {
             "pair": [None] * 5 + ["A=B"], "similarity": [0.0] * 5 + [1.0]}),
@@ -122,7 +128,7 @@ def make_fake_result(frame: AuditFrame | None = None, *, with_alt: bool = True):
     alt = {}
     if with_alt:
         alt["visual_dependency"] = DetectorResult(
-            "visual_dependency", _pq(frame, "visual_dependency", vd_sev, {"f": f, "b": b, "m": np.full(6, 3)}),
+            "visual_dependency", _pq(frame, "visual_dependency", vd_sev, {"f": f, "b": b, "mf": np.full(6, 3), "mb": np.full(6, 3)}),
             dict(vd_summary), vd_alt_table)
     summary = {"benchaudit_version": "0.1.0", "n_questions": 6, "primary_field": "hit", "seed": 0,
                "seeds": {"detectors": 0}, "pool": {"note": ""},
@@ -175,7 +181,7 @@ def test_questions_table_combines_detectors_by_hand():
 
 
 def test_multiple_flags_join_and_rule_order():
-    from audit_hub.report.build import suggested_actions
+    from audit_hub.report.tables import suggested_actions
     from audit_hub.severity import RANK
 
     r = make_fake_result()

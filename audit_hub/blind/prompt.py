@@ -35,8 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError
-
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+from ..schema import LETTERS
 
 MC_INSTRUCTION = "Please select the correct answer from the options above. \n"
 YESNO_INSTRUCTION = "Please answer yes or no."

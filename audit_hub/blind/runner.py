@@ -23,8 +23,9 @@ from typing import Any
 
 from .. import __version__
 from ..errors import InputError
+from ..schema import LETTERS
 from . import shards as sh
-from .prompt import LETTERS, ChatFormatter, PromptBuilder
+from .prompt import ChatFormatter, PromptBuilder
 from .scoring import AnswerTokens, ForwardFn, answer_scores, pad_left, restricted_log_probs
 
 MODES = ("logprob", "generate")
@@ -187,7 +188,7 @@ def load_model(cfg: BlindConfig, config, device):
 
 # ---------------------------------------------------------------------------------------- helpers
 def _exact(extracted, gold: str, answer_type: str) -> bool | None:
-    from ..extract import score_exact
+    from ..answers import score_exact
 
     v = score_exact(extracted, gold, answer_type)
     if v is None:
@@ -403,7 +404,7 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
                 writer.flush()
                 progress.advance(len(batch))
             if gen_items:
-                from ..extract import extract_answer
+                from ..answers import extract_answer
 
                 for b in range(0, len(gen_items), cfg.batch_size):
                     batch = gen_items[b: b + cfg.batch_size]

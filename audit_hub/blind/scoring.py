@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import InputError
-from .prompt import LETTERS
+from ..schema import LETTERS
 
 YES_FORMS = ("Yes", " Yes", "yes", " yes", "YES", " YES")
 NO_FORMS = ("No", " No", "no", " no", "NO", " NO")

@@ -75,13 +75,12 @@ def register(app: typer.Typer) -> None:
         pool = frame.meta.get("pool") or {}
         if pool.get("note"):
             console.print(f"[yellow]note:[/yellow] {console_text(pool['note'])}")
-        bad = sorted(set(stratify or []) - {"category", "n_options"})
-        if bad:
-            raise InputError(f"--stratify takes 'category' or 'n_options', got {bad}")
         n_cat = int(frame.questions["category"].nunique()) if "category" in frame.questions else 1
         require_memory(audit_memory_estimate(frame.n_questions, n_cat, n_permutations, calibration_sims),
                        f"--n-permutations {n_permutations}")
-        params = {"visual_dependency": {"stratify": list(stratify)}} if stratify else {}
+        from .. import detectors
+
+        params = {detectors.by_role("image_gain"): {"stratify": list(stratify)}} if stratify else {}
         config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
                              run_calibration=calibration_sims > 0, run_tst=tst, params=params)
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -106,19 +105,15 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_headlines(console, result) -> None:
+    from .. import detectors
+
     s = result.summary
-    vd = s.get("visual_dependency", {})
     lines = []
-    if not vd.get("skipped"):
-        def pct(x):
-            return "n/a" if x is None else f"{100 * x:.1f}%"
-        lines.append(
-            f"zero-gain share {pct(vd.get('zero_gain_share'))} (null {pct(vd.get('null_mean'))}, "
-            f"excess {100 * (vd.get('excess') or 0):+.1f} pp, p = {vd.get('p_value')})")
-    ce = s.get("consensus_error", {})
-    if not ce.get("skipped"):
-        lines.append(f"unanimous non-gold consensus: {ce.get('n_unanimous_non_gold')} items "
-                     f"(expected under independence {ce.get('expected_under_independence')})")
+    for spec in detectors.specs():
+        line = getattr(spec.load(), "console_line", None)
+        sm = s.get(spec.name, {})
+        if line is not None and not sm.get("skipped"):
+            lines.append(line(sm))
     for name, reason in result.skipped.items():
         lines.append(f"skipped {name}: {reason}")
     from ..escape import console_text

@@ -25,14 +25,14 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DetectorSkipped
-from ..frame import LETTERS, AuditFrame
+from ..fmt import fmt_num, fmt_p
+from ..frame import AuditFrame
+from ..schema import LETTERS
 from ..severity import severity_array
 from ..stats import benjamini_hochberg, holm, wilson_ci
 from .base import DetectorResult, summary_rows
 
 NAME = "answer_options_distribution"
-JUDGE_DEPENDENT = False
-REQUIRES = "multiple-choice questions (no runs needed)"
 
 
 def stratified_chi2(k_of_item: np.ndarray, pos: np.ndarray, *, n_mc: int = 9999, rng=None,
@@ -213,3 +213,13 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 999
     table = summary_rows(NAME, rows + cat_rows)
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
                           params=summary["params"])
+
+
+# ---------------------------------------------------------------------------------------- report phrases
+def card_line(s: dict) -> str:
+    """The card's one-line finding on this detector's summary ``s``."""
+    counts = s.get("gold_position_counts") or {}
+    hist = ", ".join(f"{k}: {fmt_num(v)}" for k, v in counts.items()) if isinstance(counts, dict) else ""
+    return (f"**{NAME}**: gold positions {hist}; chi-square "
+            f"{fmt_num(s.get('chi2'))} on {fmt_num(s.get('dof'))} df, p = {fmt_p(s.get('p_value'))}"
+            " (stratified by number of options).")

@@ -33,14 +33,14 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DetectorSkipped
-from ..frame import LETTERS, AuditFrame
+from ..fmt import ci, fmt_num, num_labels, str_labels
+from ..frame import AuditFrame
+from ..schema import LETTERS
 from ..severity import severity_array
 from ..stats import benjamini_hochberg, wilson_ci
 from .base import DetectorResult, summary_rows
 
 NAME = "consensus_error"
-JUDGE_DEPENDENT = False
-REQUIRES = "full-arm answers from at least 2 models (blind runs optional, raise severity)"
 
 
 def row_answer_stats(codes: np.ndarray, *, chunk: int = 200_000) -> dict[str, np.ndarray]:
@@ -126,11 +126,11 @@ def closed_code_counts(frame: AuditFrame, arm: str, models: list[str], *, chunk:
     """(rows, counts): the mc and yes/no items and, per item, how many models chose each answer code.
 
     Their codes are below ``K`` = the largest number of options (>= 2), so a one-hot count over K
-    codes replaces the row sort (several times faster at 1e6 x 50). Cached in ``frame.meta`` per arm
+    codes replaces the row sort (several times faster at 1e6 x 50). Cached in ``frame.cache`` per arm
     and model list: consensus_error and fleiss_kappa_agreement share it.
     """
-    key = ("_closed_code_counts", arm, tuple(models))
-    hit = frame.meta.get(key)
+    key = ("closed_code_counts", arm, tuple(models))
+    hit = frame.cache.get(key)
     if hit is not None:
         return hit
     A = frame.answer_codes(arm, models=models)
@@ -144,7 +144,7 @@ def closed_code_counts(frame: AuditFrame, arm: str, models: list[str], *, chunk:
         a = A[lo:lo + chunk] if all_rows else A[rows[lo:lo + chunk]]
         for j in range(K):
             counts[lo:lo + chunk, j] = np.count_nonzero(a == j, axis=1)
-    frame.meta[key] = (rows, counts)
+    frame.cache[key] = (rows, counts)
     return rows, counts
 
 
@@ -189,7 +189,7 @@ def _code_labels(frame: AuditFrame, code: np.ndarray, items: np.ndarray) -> np.n
     yn = (atype == "yesno") & (c >= 0)
     lab[yn] = np.where(c[yn] == 0, "yes", "no")
     other = np.flatnonzero(~mc & ~yn & (c >= 0))
-    run_codes = frame.meta.get("_answer_codes")
+    run_codes = frame.answer_code_vector()
     if len(other) and run_codes is not None and len(run_codes) == len(frame.runs):
         want = np.full(frame.n_questions, -2, np.int64)
         want[items[other]] = c[other]
@@ -387,3 +387,42 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     table = summary_rows(NAME, rows)
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
                           params=summary["params"])
+
+
+# ---------------------------------------------------------------------------------------- report phrases
+def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
+    """The report's evidence phrase for flagged rows ``p`` of the questions table (with ``answer``)."""
+    npv = pd.to_numeric(p[f"{NAME}_n_parseable"], errors="coerce")
+    k = (pd.to_numeric(p[f"{NAME}_consensus_share"], errors="coerce") * npv).round()
+    is_all = p[f"{NAME}_unanimous"].fillna(False).astype(bool).to_numpy()
+    who = ("all " + num_labels(npv) + " parseable models").where(
+        is_all, num_labels(k) + " of " + num_labels(npv) + " parseable models")
+    out = label + ": " + who + " chose " + str_labels(p[f"{NAME}_consensus_answer"])
+    out = out + " (gold " + str_labels(p["answer"]) + ")"
+    bv = pd.to_numeric(p[f"{NAME}_blind_agreement"], errors="coerce")
+    out = out.where(~(bv < 0.5).to_numpy(), out + "; blind runs disagree")
+    out = out.where(~(bv >= 0.5).to_numpy(), out + "; blind runs agree")
+    dup = p[f"{NAME}_duplicates_gold"].fillna(False).astype(bool).to_numpy()
+    return out.where(~dup, out + "; chosen option duplicates the gold text")
+
+
+def card_line(s: dict) -> str:
+    """The card's one-line finding on this detector's summary ``s``."""
+    txt = (f"**{NAME}**: {fmt_num(s.get('n_unanimous_non_gold'))} question(s) on which every model that "
+           f"answered parseably chose the same non-gold option")
+    if s.get("n_unanimous_ci") or s.get("unanimous_ci") or s.get("ci"):
+        txt += f" (95% CI {ci(s.get('n_unanimous_ci') or s.get('unanimous_ci') or s.get('ci'), 'plain')})"
+    txt += f"; {fmt_num(s.get('expected_under_independence'))} expected if model errors were independent"
+    return txt + f"; {fmt_num(s.get('n_majority_non_gold'))} with a strict non-gold majority."
+
+
+def lede_line(s: dict) -> str:
+    """The card's opening line on this detector's summary ``s``."""
+    return (f"{fmt_num(s.get('n_unanimous_non_gold'))} question(s) have a unanimous non-gold answer "
+            f"({fmt_num(s.get('expected_under_independence'))} expected under independent errors).")
+
+
+def console_line(s: dict) -> str:
+    """One line for the terminal after an audit."""
+    return (f"unanimous non-gold consensus: {s.get('n_unanimous_non_gold')} items "
+            f"(expected under independence {s.get('expected_under_independence')})")

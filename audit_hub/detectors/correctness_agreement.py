@@ -20,21 +20,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
 from ..errors import DetectorSkipped
+from ..fmt import fmt_num, num_labels
 from ..frame import AuditFrame
 from ..severity import severity_array
 from ..stats import cochrans_q, jeffreys_interval, wilson_ci
 from .base import DetectorResult, summary_rows
 
 NAME = "correctness_agreement"
-JUDGE_DEPENDENT = True
-REQUIRES = "correctness of at least two models with the image (full arm)"
 
 MIN_MODELS_ITEM_REST = 5
 _CHUNK = 200_000
@@ -96,8 +93,7 @@ def guttman_inversions(x: np.ndarray, known: np.ndarray, order: np.ndarray) -> t
     return inv, share
 
 
-def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 0.05,
-        **_ignored: Any) -> DetectorResult:
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 0.05) -> DetectorResult:
     """Difficulty, saturation, item-rest discrimination and Guttman inversions per question."""
     if field not in ("hit", "hit_exact"):
         raise ValueError("field must be 'hit' or 'hit_exact'")
@@ -255,3 +251,15 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 
         "seed": seed,
     }
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table, params=params)
+
+
+# ---------------------------------------------------------------------------------------- report phrases
+def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
+    """The report's evidence phrase for flagged rows ``p`` of the questions table."""
+    return label + " (item-rest correlation " + num_labels(p[f"{NAME}_item_rest"]) + ")"
+
+
+def card_line(s: dict) -> str:
+    """The card's one-line finding on this detector's summary ``s``."""
+    return (f"**{NAME}**: {fmt_num(s.get('n_saturated'))} question(s) every model gets "
+            f"right (saturated), {fmt_num(s.get('n_floor'))} every model gets wrong (floor).")

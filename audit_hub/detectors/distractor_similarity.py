@@ -32,16 +32,15 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DetectorSkipped
+from ..fmt import fmt_num, isnum, num_labels, str_labels
 from ..frame import AuditFrame
+from ..schema import LETTERS
 from ..severity import severity_array
 from ..stats import wilson_ci
 from .base import DetectorResult, summary_rows
 
 NAME = "distractor_similarity"
-JUDGE_DEPENDENT = False
-REQUIRES = "option texts for at least one question (no runs needed)"
 
-_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 _ANTONYMS: tuple[tuple[str, str], ...] = (
     ("left", "right"), ("above", "below"), ("up", "down"), ("top", "bottom"), ("upper", "lower"),
@@ -267,7 +266,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
         first[1:] = ps[1:] != ps[:-1]
         best = sel[first]
         it = p_item[best]
-        letters = np.array(list(_LETTERS))
+        letters = np.array(list(LETTERS))
         sep = np.where(exact[best], "=", np.where(near[best], "~", "<>"))
         pair_txt[it] = np.char.add(np.char.add(letters[p_a[best]], sep), letters[p_b[best]]).astype(object)
         tier[it] = np.where(exact[best], "exact", np.where(near[best], "near", "contrastive"))
@@ -348,3 +347,22 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
     table = summary_rows(NAME, rows)
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
                           params=summary["params"])
+
+
+# ---------------------------------------------------------------------------------------- report phrases
+def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
+    """The report's evidence phrase for flagged rows ``p`` of the questions table."""
+    out = str_labels(p[f"{NAME}_tier"]).str.replace("_", " ", regex=False) + " options"
+    out = out + " " + str_labels(p[f"{NAME}_pair"]) + " (similarity " + num_labels(p[f"{NAME}_similarity"]) + ")"
+    gold_inv = p[f"{NAME}_involves_gold"].fillna(False).astype(bool).to_numpy()
+    return out.where(~gold_inv, out + ", one of them gold")
+
+
+def card_line(s: dict) -> str:
+    """The card's one-line finding on this detector's summary ``s``."""
+    txt = (f"**{NAME}**: {fmt_num(s.get('n_exact_duplicates'))} question(s) with exact-duplicate "
+           f"options and {fmt_num(s.get('n_near_duplicates'))} with near-duplicates")
+    if isnum(s.get("n_bare_letter_option_items")) and s.get("n_bare_letter_option_items"):
+        txt += (f"; {fmt_num(s.get('n_bare_letter_option_items'))} questions whose options are bare letters "
+                "(the real options are in the image) were not compared")
+    return txt + "."

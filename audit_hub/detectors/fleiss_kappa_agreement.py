@@ -34,14 +34,13 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DetectorSkipped
+from ..fmt import ci, fmt_num, isnum, num_labels
 from ..frame import AuditFrame
 from ..severity import severity_array
 from .base import DetectorResult, summary_rows
 from .consensus_error import answer_row_stats, closed_code_counts
 
 NAME = "fleiss_kappa_agreement"
-JUDGE_DEPENDENT = False
-REQUIRES = "full-arm answers from at least 2 models"
 
 # columns of the per-unit sufficient-statistic table (followed by the tracked answer-code totals)
 _N_RATED, _SUM_P, _SUM_N, _N_CLOSED, _SUM_P_CLOSED, _SUM_INVK = range(6)
@@ -279,3 +278,18 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
     }
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
                           params=summary["params"])
+
+
+# ---------------------------------------------------------------------------------------- report phrases
+def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
+    """The report's evidence phrase for flagged rows ``p`` of the questions table."""
+    return (label + " (pairwise agreement " + num_labels(p[f"{NAME}_agreement"]) + ")" + ", "
+            + num_labels(p[f"{NAME}_n_distinct"]) + " distinct answers")
+
+
+def card_line(s: dict) -> str:
+    """The card's one-line finding on this detector's summary ``s``."""
+    txt = f"**{NAME}**: Fleiss kappa {fmt_num(s.get('kappa'))} (95% CI {ci(s.get('kappa_ci'), 'plain')})"
+    if isnum(s.get("randolph_kappa")):
+        txt += f"; Randolph free-marginal kappa {fmt_num(s.get('randolph_kappa'))}"
+    return txt + "."

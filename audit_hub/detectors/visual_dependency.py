@@ -41,7 +41,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import DetectorSkipped
+from ..errors import DetectorSkipped, ParameterError
+from ..fmt import fmt_p, num_labels, pct, pp
 from ..frame import AuditFrame
 from ..nulls import matched_pairs, matched_sum_moments, sample_matched_sum
 from ..severity import severity_array
@@ -49,9 +50,6 @@ from ..stats import benjamini_hochberg, permutation_p_value, table_bootstrap, wi
 from .base import DetectorResult, summary_rows
 
 NAME = "visual_dependency"
-JUDGE_DEPENDENT = True
-REQUIRES = ("runs with the image (full arm) and without it (blind arm, e.g. `benchaudit blind`), with "
-            "correctness in the chosen field")
 
 _STRATA = ("category", "n_options")
 
@@ -79,7 +77,7 @@ def _strata_codes(frame: AuditFrame, stratify) -> tuple[np.ndarray, list[str]]:
         keys = list(stratify)
     bad = [k for k in keys if k not in _STRATA]
     if bad:
-        raise ValueError(f"stratify must be among {_STRATA}, got {bad}")
+        raise ParameterError(f"stratify (--stratify) takes {' and/or '.join(_STRATA)}, got {bad}")
     code = np.zeros(frame.n_questions, dtype=np.int64)
     for k in keys:
         if k == "category":
@@ -140,8 +138,7 @@ def _cell_label(i: int, j: int, mf: int, mb: int) -> str:
 
 # ---------------------------------------------------------------------------------------- detector
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
-        alpha: float = 0.05, stratify=None, n_boot: int = 1000, leave_one_out: bool = True,
-        **_ignored: Any) -> DetectorResult:
+        alpha: float = 0.05, stratify=None, n_boot: int = 1000, leave_one_out: bool = True) -> DetectorResult:
     """Zero-gain share vs the item-matched permutation null, per question, per category and per pool."""
     if field not in ("hit", "hit_exact"):
         raise ValueError("field must be 'hit' or 'hit_exact'")
@@ -464,3 +461,25 @@ def judge_dependence(frame: AuditFrame, result_hit: DetectorResult | None,
     else:
         out["top_model"] = None
     return out
+
+
+# ---------------------------------------------------------------------------------------- report phrases
+def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
+    """The report's evidence phrase for flagged rows ``p`` of the questions table."""
+    return (label + " (" + num_labels(p[f"{NAME}_f"]) + "/" + num_labels(p[f"{NAME}_mf"]) + " right with it, "
+            + num_labels(p[f"{NAME}_b"]) + "/" + num_labels(p[f"{NAME}_mb"]) + " right blind)")
+
+
+def lede_line(s: dict) -> str:
+    """The card's opening line on this detector's summary ``s``."""
+    return (f"{pct(s.get('zero_gain_share'))} of questions show zero aggregate accuracy gain from the image; "
+            f"an item-matched permutation null accounts for {pct(s.get('null_mean'))}, leaving "
+            f"{pp(s.get('excess'))} (p = {fmt_p(s.get('p_value'))}).")
+
+
+def console_line(s: dict) -> str:
+    """One line for the terminal after an audit."""
+    def share(x):
+        return "n/a" if x is None else f"{100 * x:.1f}%"
+    return (f"zero-gain share {share(s.get('zero_gain_share'))} (null {share(s.get('null_mean'))}, "
+            f"excess {100 * (s.get('excess') or 0):+.1f} pp, p = {s.get('p_value')})")

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import InputError
-from . import MEDIA_COLUMNS, apply_column_map
+from .cells import MEDIA_COLUMNS, apply_column_map
 from .generic import normalise_questions
 
 HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?::(?P<config>[\w.-]+))?(?:@(?P<rev>[\w./-]+))?$")

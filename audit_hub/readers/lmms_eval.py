@@ -33,8 +33,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from . import LETTERS, ReadResult, cell_to_str, is_null, iter_json_lines, stem_of
-from .generic import ARROW_STR, constant_categorical, normalise_questions
+from ..columns import ARROW_STR
+from ..schema import LETTERS, is_null
+from .cells import ReadResult, cell_to_str, constant_categorical, stem_of
+from .fileio import iter_json_lines
+from .generic import normalise_questions
 
 STANDARD_KEYS = frozenset({
     "doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "doc_hash", "prompt_hash", "target_hash",

@@ -23,9 +23,11 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..columns import ARROW_STR
 from ..errors import InputError
-from . import ReadResult, cell_to_str, is_null, iter_json_lines, stem_of
-from .generic import ARROW_STR, constant_categorical
+from ..schema import is_null
+from .cells import ReadResult, cell_to_str, constant_categorical, stem_of
+from .fileio import iter_json_lines
 
 _NUM = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 QUESTION_KEYS = frozenset({"id", "question", "options", "answer", "level", "subject"})
@@ -125,3 +127,18 @@ def read_outputs(path: str, *, arm: str = "full", model: str | None = None,
     })
     return ReadResult(path=path, kind="mathv-output", runs=runs, judges={name: "mathv-rule-match"}, rows=n,
                       info={"model": name})
+
+
+def restore_non_mc_answers(results: list[ReadResult], questions: pd.DataFrame) -> None:
+    """MATH-V outputs read before the questions were known: a single-letter answer becomes an option
+    letter only for ``mc`` questions; for the other items restore MATH-V's lower-case text (in place)."""
+    if "answer_type" not in questions.columns:
+        return
+    mc_ids = set(questions.loc[questions["answer_type"].astype(str) == "mc", "question_id"].astype(str))
+    for r in results:
+        if r.kind == "mathv-output" and r.runs is not None:
+            ans = r.runs["answer"].astype(object)
+            qid = r.runs["question_id"].astype(str)
+            single = ans.notna() & (ans.astype(str).str.len() == 1) & ~qid.isin(mc_ids)
+            if single.any():
+                r.runs.loc[single, "answer"] = ans[single].astype(str).str.lower()

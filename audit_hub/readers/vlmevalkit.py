@@ -29,9 +29,18 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..columns import ARROW_STR
 from ..errors import InputError
-from . import ReadResult, pick_id_column, stem_of, to_str_series
-from .generic import ARROW_STR, as_arrow_str, bool_to_int8, constant_categorical, normalise_questions
+from .cells import (
+    ReadResult,
+    as_arrow_str,
+    bool_to_int8,
+    constant_categorical,
+    pick_id_column,
+    stem_of,
+    to_str_series,
+)
+from .generic import normalise_questions
 
 KNOWN_DATASETS: tuple[str, ...] = (
     "MMBench_DEV_EN", "MMBench_DEV_CN", "MMBench_TEST_EN", "MMBench_TEST_CN", "MMBench_DEV_EN_V11",

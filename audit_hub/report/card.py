@@ -8,7 +8,6 @@ strings and small tables; the template only lays them out.
 
 from __future__ import annotations
 
-import math
 import re
 from importlib import resources
 from pathlib import Path
@@ -17,23 +16,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import detectors
 from ..escape import plain_text, safe_link
+from ..fmt import ci, fmt_num, fmt_p, isnum, md_escape, md_table, pct, pp
 from ..severity import DESCRIPTIONS, LEVELS
-from .build import ACTION_RULES, ACTIONS, DETECTOR_LABELS, judge_disagreement_counts
+from .tables import ACTION_RULES, ACTIONS, judge_disagreement_counts
 
 TEMPLATE_NAME = "audit_card.md.j2"
 TAGS = ["benchaudit", "benchmark-audit", "evaluation", "vision-language-models", "data-quality"]
 N_SEVERE_SHOWN = 15
-
-DETECTOR_SIGNALS = {
-    "visual_dependency": ("full vs blind accuracy", "no-gain-from-image items", True),
-    "consensus_error": ("majority vote vs gold label", "label-conflict candidates", False),
-    "fleiss_kappa_agreement": ("inter-model agreement (Fleiss kappa)", "unstable / ambiguous items", False),
-    "correctness_agreement": ("correctness profile across models", "difficulty / discrimination", True),
-    "answer_options_distribution": ("gold-position histogram", "position bias", False),
-    "distractor_similarity": ("pairwise option similarity", "near-duplicate options", False),
-}
-
 
 # ---------------------------------------------------------------------------------------------- template
 def template_path() -> Path:
@@ -45,66 +36,6 @@ def template_path() -> Path:
     if repo.is_file():
         return repo
     raise FileNotFoundError(f"card template {TEMPLATE_NAME} not found in audit_hub/templates or cards/")
-
-
-# ---------------------------------------------------------------------------------------------- formatting
-def _isnum(x: Any) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(float(x))
-
-
-def pct(x: Any, digits: int = 1) -> str:
-    return f"{100 * float(x):.{digits}f}%" if _isnum(x) else "n/a"
-
-
-def pp(x: Any, digits: int = 1) -> str:
-    return f"{100 * float(x):+.{digits}f} pp" if _isnum(x) else "n/a"
-
-
-def fmt_p(p: Any) -> str:
-    if not _isnum(p):
-        return "n/a"
-    p = float(p)
-    if p < 0.001:
-        return "< 0.001"
-    return f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
-
-
-def fmt_num(x: Any, digits: int = 3) -> str:
-    if not _isnum(x):
-        return "n/a"
-    x = float(x)
-    return f"{int(x):,}" if x.is_integer() and abs(x) < 1e15 else f"{x:.{digits}g}"
-
-
-def ci(pair: Any, kind: str = "pct") -> str:
-    """Format a two-element interval as a percentage / pp / plain range."""
-    if not isinstance(pair, (list, tuple, np.ndarray)) or len(pair) != 2 or not all(_isnum(v) for v in pair):
-        return "n/a"
-    lo, hi = (float(v) for v in pair)
-    if kind == "pct":
-        return f"[{100 * lo:.1f}, {100 * hi:.1f}]%"
-    if kind == "pp":
-        return f"[{100 * lo:+.1f}, {100 * hi:+.1f}] pp"
-    return f"[{lo:.3g}, {hi:.3g}]"
-
-
-def md_escape(s: Any, limit: int = 120) -> str:
-    """Input-derived text for the card body or a table cell: one line, no HTML, links, images, emphasis
-    or table breaks, credentials scrubbed, truncated (see :func:`audit_hub.escape.md_inline`)."""
-    from ..escape import md_inline
-
-    return md_inline(s, limit)
-
-
-def md_table(header: list[str], rows: list[list[Any]], align: list[str] | None = None) -> str:
-    """A Markdown table; ``align`` entries are 'l' or 'r'."""
-    if not rows:
-        return ""
-    align = align or ["l"] + ["r"] * (len(header) - 1)
-    sep = ["---:" if a == "r" else ":---" for a in align]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------- YAML
@@ -157,7 +88,8 @@ def _table_rows(summary_df: pd.DataFrame, detector: str, statistic_like: str, pr
 
 def _headline(result: Any) -> dict:
     s = result.summary
-    vd = s.get("visual_dependency") or {}
+    gain = detectors.by_role("image_gain")
+    vd = (s.get(gain) or {}) if gain else {}
     out: dict[str, Any] = {"vd": None, "lomo": [], "others": []}
     if vd and not vd.get("skipped"):
         rows = [["All models" + (" (pool level)" if vd.get("pool_level") else ""),
@@ -176,8 +108,8 @@ def _headline(result: Any) -> dict:
                          fmt_p(r.get("p_value"))])
         out["vd"] = md_table(["Model pool", "Items", "Observed", "95% CI", "Null mean", "Excess", "Excess 95% CI",
                               "p"], rows)
-        raw = [float(r["zero_gain_share"]) for r in lomo if isinstance(r, dict) and _isnum(r.get("zero_gain_share"))]
-        exc = [float(r["excess"]) for r in lomo if isinstance(r, dict) and _isnum(r.get("excess"))]
+        raw = [float(r["zero_gain_share"]) for r in lomo if isinstance(r, dict) and isnum(r.get("zero_gain_share"))]
+        exc = [float(r["excess"]) for r in lomo if isinstance(r, dict) and isnum(r.get("excess"))]
         if len(raw) >= 2 and len(exc) >= 2:
             out["lomo_spread"] = (f"Across leave-one-model-out pools the raw share spans {100 * (max(raw) - min(raw)):.1f} pp "
                                   f"and the excess {100 * (max(exc) - min(exc)):.1f} pp.")
@@ -190,44 +122,15 @@ def _headline(result: Any) -> dict:
                               + ".") if frag else "The conclusion is stable when any one model is left out."
         decomp = vd.get("diagonal_decomposition") or vd.get("excess_by_cell")
         if isinstance(decomp, dict):
-            parts = [f"{k}: {pp(v)}" for k, v in decomp.items() if _isnum(v)]
+            parts = [f"{k}: {pp(v)}" for k, v in decomp.items() if isnum(v)]
             if parts:
                 out["decomp"] = "Excess by diagonal cell (f = b): " + ", ".join(parts[:8]) + "."
         out["vd_summary"] = vd
-    ce = s.get("consensus_error") or {}
-    if ce and not ce.get("skipped"):
-        txt = (f"**consensus_error**: {fmt_num(ce.get('n_unanimous_non_gold'))} question(s) on which every model that "
-               f"answered parseably chose the same non-gold option")
-        if ce.get("n_unanimous_ci") or ce.get("unanimous_ci") or ce.get("ci"):
-            txt += f" (95% CI {ci(ce.get('n_unanimous_ci') or ce.get('unanimous_ci') or ce.get('ci'), 'plain')})"
-        txt += f"; {fmt_num(ce.get('expected_under_independence'))} expected if model errors were independent"
-        txt += f"; {fmt_num(ce.get('n_majority_non_gold'))} with a strict non-gold majority."
-        out["others"].append(txt)
-    fk = s.get("fleiss_kappa_agreement") or {}
-    if fk and not fk.get("skipped"):
-        txt = f"**fleiss_kappa_agreement**: Fleiss kappa {fmt_num(fk.get('kappa'))} (95% CI {ci(fk.get('kappa_ci'), 'plain')})"
-        if _isnum(fk.get("randolph_kappa")):
-            txt += f"; Randolph free-marginal kappa {fmt_num(fk.get('randolph_kappa'))}"
-        out["others"].append(txt + ".")
-    ca = s.get("correctness_agreement") or {}
-    if ca and not ca.get("skipped"):
-        out["others"].append(f"**correctness_agreement**: {fmt_num(ca.get('n_saturated'))} question(s) every model gets "
-                             f"right (saturated), {fmt_num(ca.get('n_floor'))} every model gets wrong (floor).")
-    ao = s.get("answer_options_distribution") or {}
-    if ao and not ao.get("skipped"):
-        counts = ao.get("gold_position_counts") or {}
-        hist = ", ".join(f"{k}: {fmt_num(v)}" for k, v in counts.items()) if isinstance(counts, dict) else ""
-        out["others"].append(f"**answer_options_distribution**: gold positions {hist}; chi-square "
-                             f"{fmt_num(ao.get('chi2'))} on {fmt_num(ao.get('dof'))} df, p = {fmt_p(ao.get('p_value'))}"
-                             " (stratified by number of options).")
-    dsm = s.get("distractor_similarity") or {}
-    if dsm and not dsm.get("skipped"):
-        txt = (f"**distractor_similarity**: {fmt_num(dsm.get('n_exact_duplicates'))} question(s) with exact-duplicate "
-               f"options and {fmt_num(dsm.get('n_near_duplicates'))} with near-duplicates")
-        if _isnum(dsm.get("n_bare_letter_option_items")) and dsm.get("n_bare_letter_option_items"):
-            txt += (f"; {fmt_num(dsm.get('n_bare_letter_option_items'))} questions whose options are bare letters "
-                    "(the real options are in the image) were not compared")
-        out["others"].append(txt + ".")
+    for spec in detectors.specs():
+        line = getattr(spec.load(), "card_line", None)
+        sm = s.get(spec.name) or {}
+        if line is not None and sm and not sm.get("skipped"):
+            out["others"].append(line(sm))
     mult = (s.get("multiplicity") or {}).get("tests") or {}
     if mult:
         out["multiplicity"] = md_table(
@@ -236,10 +139,18 @@ def _headline(result: Any) -> dict:
     return out
 
 
+def _role_rows(summary_df: pd.DataFrame, role: str, primary: bool = True) -> pd.DataFrame:
+    """The summary-table rows of the headline statistic of the detector playing ``role``."""
+    name = detectors.by_role(role)
+    if name is None:
+        return summary_df.iloc[:0]
+    return _table_rows(summary_df, name, detectors.get(name).headline_statistic, primary)
+
+
 def _per_category(result: Any, summary_df: pd.DataFrame) -> str:
-    vd = _table_rows(summary_df, "visual_dependency", "zero_gain_share")
+    vd = _role_rows(summary_df, "image_gain")
     vd = vd[vd["category"] != "(all)"] if len(vd) else vd
-    ce = _table_rows(summary_df, "consensus_error", "unanimous")
+    ce = _role_rows(summary_df, "label_conflict")
     ce = ce[ce["category"] != "(all)"] if len(ce) else ce
     cats = list(dict.fromkeys(list(vd["category"]) + list(ce["category"])))
     if not cats:
@@ -254,11 +165,11 @@ def _per_category(result: Any, summary_df: pd.DataFrame) -> str:
         ce_txt = "n/a"
         if e is not None:
             est = e["estimate"]
-            if str(e["statistic"]).endswith("share") and _isnum(est) and _isnum(e["n_items"]):
+            if str(e["statistic"]).endswith("share") and isnum(est) and isnum(e["n_items"]):
                 ce_txt = f"{round(float(est) * float(e['n_items'])):,} ({pct(est)})"
             else:
                 ce_txt = fmt_num(est)
-        rows.append((float(v["excess"]) if v is not None and _isnum(v["excess"]) else -np.inf, [
+        rows.append((float(v["excess"]) if v is not None and isnum(v["excess"]) else -np.inf, [
             md_escape(c, 50), fmt_num(n_items),
             pct(v["estimate"]) if v is not None else "n/a", pct(v["null_mean"]) if v is not None else "n/a",
             pp(v["excess"]) if v is not None else "n/a", fmt_p(v["p_adjusted"]) if v is not None else "n/a",
@@ -293,8 +204,8 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
         out["top"] = (f"{total_dis:,} (model, item) scores differ between the judge and exact matching; "
                       f"{md_escape(frame.models[top % frame.n_models], 50)} ({('full', 'blind')[top // frame.n_models]} arm) "
                       f"accounts for {100 * n_dis[top] / total_dis:.0f}% of them.")
-    a = _table_rows(summary_df, "visual_dependency", "zero_gain_share", True)
-    b = _table_rows(summary_df, "visual_dependency", "zero_gain_share", False)
+    a = _role_rows(summary_df, "image_gain", True)
+    b = _role_rows(summary_df, "image_gain", False)
     if len(a) and len(b):
         m2 = a[["category", "estimate"]].drop_duplicates("category").merge(
             b[["category", "estimate"]].drop_duplicates("category"), on="category", suffixes=("_judge", "_exact"))
@@ -304,9 +215,9 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
                                 f"and the exact-match correctness (largest in {md_escape(m2['category'].iloc[int(diff.values.argmax())], 50)}).")
     jd = result.judge_dependence or {}
     ov = jd.get("overall") if isinstance(jd, dict) else None
-    if isinstance(ov, dict) and _isnum(ov.get("hit")) and _isnum(ov.get("hit_exact")):
+    if isinstance(ov, dict) and isnum(ov.get("hit")) and isnum(ov.get("hit_exact")):
         txt = (f"Overall zero-gain share: {pct(ov['hit'])} judged vs {pct(ov['hit_exact'])} with exact matching")
-        if _isnum(ov.get("excess_hit")) and _isnum(ov.get("excess_exact")):
+        if isnum(ov.get("excess_hit")) and isnum(ov.get("excess_exact")):
             txt += (f"; excess over the null {pp(ov['excess_hit'])} (p = {fmt_p(ov.get('p_hit'))}) vs "
                     f"{pp(ov['excess_exact'])} (p = {fmt_p(ov.get('p_exact'))})")
         changes = jd.get("conclusion_changes")
@@ -355,7 +266,8 @@ def _severe(questions: pd.DataFrame, n: int = N_SEVERE_SHOWN) -> str:
 
 def _detector_table(result: Any) -> str:
     rows = []
-    for name, (signal, flags, judge_dep) in DETECTOR_SIGNALS.items():
+    for spec in detectors.specs():
+        name, signal, flags, judge_dep = spec.name, spec.signal, spec.finding, spec.judge_dependent
         if name in result.results:
             status = "ran"
             n_flag = int(result.results[name].per_question.get(f"is_{name}_issue", pd.Series([], dtype=bool)).sum())
@@ -420,16 +332,12 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
     full = [md_escape(m, 60) for m in full]
     blind = [md_escape(m, 60) for m in blind]
     headline = _headline(result)
-    vd = headline.get("vd_summary") or {}
     lede = []
-    if vd:
-        lede.append(f"{pct(vd.get('zero_gain_share'))} of questions show zero aggregate accuracy gain from the image; "
-                    f"an item-matched permutation null accounts for {pct(vd.get('null_mean'))}, leaving "
-                    f"{pp(vd.get('excess'))} (p = {fmt_p(vd.get('p_value'))}).")
-    ce = s.get("consensus_error") or {}
-    if ce and not ce.get("skipped"):
-        lede.append(f"{fmt_num(ce.get('n_unanimous_non_gold'))} question(s) have a unanimous non-gold answer "
-                    f"({fmt_num(ce.get('expected_under_independence'))} expected under independent errors).")
+    for spec in detectors.specs():
+        line = getattr(spec.load(), "lede_line", None)
+        sm = s.get(spec.name) or {}
+        if line is not None and sm and not sm.get("skipped"):
+            lede.append(line(sm))
     n_med = int((questions["severity"].map({lv: i for i, lv in enumerate(LEVELS)}) >= 2).sum())
     lede.append(f"{n_med:,} of {len(questions):,} questions have a finding at medium severity or above.")
     return {
@@ -463,7 +371,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "limitations": _limitations(result),
         "figures": figures,
         "files": files,
-        "detector_labels": DETECTOR_LABELS,
+        "detector_labels": {spec.name: spec.label for spec in detectors.specs()},
         "question_columns": [c for c in questions.columns],
         "skipped": {k: md_escape(v, 300) for k, v in (result.skipped or {}).items()},
     }

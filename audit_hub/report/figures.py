@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import detectors
+
 MAX_POINTS = 30_000
 BLUE, ORANGE, GREY, RED = "#3b6ea8", "#e07b24", "#9a9a9a", "#c0392b"
 
@@ -52,7 +54,12 @@ def _accuracy(frame, arm: str, field: str) -> tuple[np.ndarray, np.ndarray, np.n
     return k, n, share
 
 
-def _table(summary_df: pd.DataFrame, detector: str, stat: str, primary: bool = True) -> pd.DataFrame:
+def _table(summary_df: pd.DataFrame, role: str, primary: bool = True) -> pd.DataFrame:
+    """Per-category rows of the headline statistic of the detector that plays ``role`` in the card."""
+    detector = detectors.by_role(role)
+    if detector is None:
+        return summary_df.iloc[:0]
+    stat = detectors.get(detector).headline_statistic
     t = summary_df[(summary_df["detector"] == detector) & (summary_df["primary"] == primary)]
     st = t["statistic"].astype(str)
     out = t[st == stat]
@@ -120,7 +127,7 @@ def fig_full_vs_blind(result: Any, out: Path, seed: int = 0) -> str | None:
 
 
 def _null_draws(result: Any) -> np.ndarray | None:
-    vd = result.results.get("visual_dependency")
+    vd = result.results.get(detectors.by_role("image_gain"))
     if vd is None:
         return None
     for src in (vd.summary, vd.params, getattr(vd, "extra", None) or {}):
@@ -132,7 +139,8 @@ def _null_draws(result: Any) -> np.ndarray | None:
 
 
 def fig_null(result: Any, out: Path) -> str | None:
-    vd = (result.results.get("visual_dependency").summary if "visual_dependency" in result.results else None)
+    res = result.results.get(detectors.by_role("image_gain"))
+    vd = res.summary if res is not None else None
     if not vd:
         return None
     obs, mu, sd = vd.get("zero_gain_share"), vd.get("null_mean"), vd.get("null_sd")
@@ -196,8 +204,8 @@ def fig_null(result: Any, out: Path) -> str | None:
 
 
 def fig_categories(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
-    vd = _table(summary_df, "visual_dependency", "zero_gain_share")
-    ce = _table(summary_df, "consensus_error", "unanimous")
+    vd = _table(summary_df, "image_gain")
+    ce = _table(summary_df, "label_conflict")
     if not len(vd) and not len(ce):
         return None
     cats = list(vd.sort_values("excess", ascending=True)["category"]) if len(vd) else []
@@ -252,8 +260,8 @@ def fig_judge(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
     both = (h >= 0) & (e >= 0)
     if not both.any():
         return None
-    a = _table(summary_df, "visual_dependency", "zero_gain_share", True)
-    b = _table(summary_df, "visual_dependency", "zero_gain_share", False)
+    a = _table(summary_df, "image_gain", True)
+    b = _table(summary_df, "image_gain", False)
     m2 = a[["category", "estimate"]].merge(b[["category", "estimate"]], on="category", suffixes=("_j", "_e")) \
         if len(a) and len(b) else pd.DataFrame()
     plt = _plt()
@@ -278,7 +286,7 @@ def fig_judge(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
         ax.set_aspect("equal")
         ax.set_title(f"(a) Zero-gain share per category, judged vs exact\nlargest shift {np.nanmax(d):.1f} pp (circled: 4 largest)")
     bx = axes[-1]
-    from .build import judge_disagreement_counts
+    from .tables import judge_disagreement_counts
 
     c = judge_disagreement_counts(frame)
     n_both, n_dis = c["n_both"], c["n_dis"]
@@ -300,7 +308,7 @@ def fig_judge(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
 
 def make_figures(result: Any, questions: pd.DataFrame, out: Path, summary_df: pd.DataFrame | None = None) -> dict[str, str]:
     """Render every figure the inputs support into ``out``; return {name: relative path}."""
-    from .build import build_summary_table
+    from .tables import build_summary_table
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -139,10 +139,6 @@ class TstData:
     def n_questions(self) -> int:
         return len(self.question_id)
 
-    @property
-    def choice_q(self) -> np.ndarray:
-        return np.flatnonzero(self.kind == 0)
-
 
 @dataclass
 class Labels:

@@ -195,7 +195,7 @@ def run_tst_llm(frame, cfg: LlmConfig, *, group_column: str | None = None, accel
 
     from ..blind.scoring import AnswerTokens
     from .cv import fold_assignments
-    from .rf import _units
+    from .rf import group_units
 
     accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
     tok, model_factory = _load(cfg)
@@ -215,7 +215,7 @@ def run_tst_llm(frame, cfg: LlmConfig, *, group_column: str | None = None, accel
     # folds (same engine as TsT-RF; one repeat)
     q = frame.questions
     cat_codes, cat_labels = frame.category_codes("category")
-    groups = _units(q, group_column)
+    groups = group_units(q, group_column)
     assign = fold_assignments(cat_codes[sel], None if groups is None else groups[sel], k=cfg.k, repeats=1,
                               seed=cfg.seed)[0]
     s = np.full(len(sel), np.nan)
@@ -297,9 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if acc.is_main_process:
-        from .release import _yaml_configs
+        from .release import yaml_configs
 
-        card = _yaml_configs([("questions", "train", "data/questions-*.parquet")]) + (
+        card = yaml_configs([("questions", "train", "data/questions-*.parquet")]) + (
             "\n# TsT-LLM\n\n"
             f"- model: {cfg.model}\n- zero-shot mean P(gold): {100 * res.summary['zero_shot_mean_p_gold']:.1f}%\n"
             f"- TsT mean P(gold): {100 * res.summary['tst_mean_p_gold']:.1f}%\n"

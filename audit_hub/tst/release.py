@@ -22,7 +22,7 @@ from ..escape import md_inline
 from ..io_utils import atomic_dir, to_jsonable, write_hub_folder
 
 
-def _yaml_configs(configs: list[tuple[str, str, str]], extra: str = "") -> str:
+def yaml_configs(configs: list[tuple[str, str, str]], extra: str = "") -> str:
     """YAML front matter: ``configs`` = [(config_name, split, path glob)]; the first is the default."""
     lines = ["---", "configs:"]
     for i, (name, split, path) in enumerate(configs):
@@ -92,7 +92,7 @@ def tst_card(summary: dict, llm: dict | None = None) -> str:
     folds = summary.get("folds", {})
     fold_rows = [[name, _pct(h["accuracy"]), _pct(h["mean_p_gold"])] for name, h in folds.items()]
     text = [
-        _yaml_configs([("questions", "train", "data/questions-*.parquet"),
+        yaml_configs([("questions", "train", "data/questions-*.parquet"),
                        ("per_category", "train", "data/per_category-*.parquet"),
                        ("feature_importances", "train", "data/feature_importances-*.parquet")]),
         "# Test-set Stress-Test (TsT-RF)\n",
@@ -172,7 +172,7 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
     cat_rows = [[c, int(n), int(cats.get(c, 0)), _pct(cats.get(c, 0) / n), int(n - cats.get(c, 0))]
                 for c, n in all_cats.items()]
     text = [
-        _yaml_configs([("questions", "train", "data/questions-*.parquet"),
+        yaml_configs([("questions", "train", "data/questions-*.parquet"),
                        ("removed", "train", "data/removed-*.parquet"),
                        ("kept", "train", "data/kept-*.parquet"),
                        ("trace", "train", "data/trace-*.parquet"),
@@ -210,7 +210,7 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
 def pruned_card(res, frame, source: str) -> str:
     s = res.settings
     return "\n".join([
-        _yaml_configs([("default", "test", "data/test-*.parquet")]),
+        yaml_configs([("default", "test", "data/test-*.parquet")]),
         "# Pruned benchmark (benchaudit IBP audit selection)\n",
         f"The questions of {md_inline(source, 200)} that Iterative Bias Pruning kept: {s['n_kept']} of {s['n_questions']} "
         f"({s['n_removed']} removed). IBP repeatedly ran TsT-RF (a random forest on the question text and "

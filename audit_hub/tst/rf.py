@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..schema import LETTERS
 from .cv import fold_assignments, inner_folds, run_cv
 from .features import FullLabels, TstData, build_data, feature_group, make_featuriser, signed_exp, signed_log
 
@@ -277,7 +278,7 @@ def _cv_rf(data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, pa
 def _evaluate(data: TstData, labels: FullLabels, out: dict[str, Any]) -> tuple[pd.DataFrame, dict]:
     """Per-question scores and the headline figures from out-of-fold predictions."""
     n_q = data.n_questions
-    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    letters = LETTERS
     s = np.full(n_q, np.nan)
     chance = np.full(n_q, np.nan)
     correct = np.full(n_q, np.nan)
@@ -359,7 +360,7 @@ def _headline(data: TstData, per_q: pd.DataFrame, mask: np.ndarray | None = None
     }
 
 
-def _units(frame_questions: pd.DataFrame, group_column: str | None) -> np.ndarray | None:
+def group_units(frame_questions: pd.DataFrame, group_column: str | None) -> np.ndarray | None:
     if group_column is None:
         return None
     if group_column not in frame_questions.columns:
@@ -395,7 +396,7 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
     params = RfParams(n_estimators=n_estimators, min_samples_leaf=min_samples_leaf, max_samples=max_samples,
                       n_jobs=n_jobs, n_inner=n_inner, importances=importances, max_train_rows=max_train_rows)
     strata = data.category * 3 + np.where(data.kind == 1, 1, np.where(data.kind == 0, 0, 2))
-    groups = _units(questions, group_column)
+    groups = group_units(questions, group_column)
     runs: dict[str, tuple] = {}
     plan = [("grouped", groups)] if groups is not None else []
     if groups is None or both_groupings:

@@ -29,7 +29,8 @@ Args (one row per question, or per (question, model) pair when models are given)
     options (`list` of `list` of `str`): option texts of the row's question.
     Optional keywords: models, predictions, blind_predictions (`list` of `str`, per row: per-model
     predicted-letter distributions), categories, answer_types, seed (default 0), return_per_question.
-    Any other keyword goes to `audit_hub.detectors.answer_options_distribution.run`.
+    Detector parameters (n_mc, alpha; None = the detector's default) go to
+    `audit_hub.detectors.answer_options_distribution.run`; any other keyword is a TypeError.
     Question-level columns (references, n_options, options, categories) repeat on every row of a
     question; rows of one question must agree.
 
@@ -61,7 +62,14 @@ class AnswerOptionsDistribution(evaluate.Metric):
             reference_urls=["https://huggingface.co/spaces/benchaudit/answer_options_distribution"],
         )
 
-    def _compute(self, question_ids, references, n_options=None, options=None, seed=0, **kwargs):
+    def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
+                 hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,
+                 field="hit", seed=0, return_per_question=False, n_mc=None, alpha=None):
+        """Every keyword is named here: a misspelled one is a TypeError. Detector parameters left at
+        None take the detector's default."""
         return metric_adapter.compute(
-            "answer_options_distribution", question_ids=question_ids, references=references,
-            n_options=n_options, options=options, seed=seed, **kwargs)
+            "answer_options_distribution", question_ids=question_ids, models=models, predictions=predictions,
+            blind_predictions=blind_predictions, references=references, hits=hits, blind_hits=blind_hits,
+            options=options, n_options=n_options, answer_types=answer_types, categories=categories, field=field,
+            seed=seed, return_per_question=return_per_question,
+            params={"n_mc": n_mc, "alpha": alpha})

@@ -32,7 +32,8 @@ Args (one row per (question, model) pair; every list has one entry per row):
     hits (`list` of 0/1): judged correctness (None = unknown).
     Optional keywords in both: options / n_options, answer_types, categories (question-level columns),
     seed (default 0), field ("hit" default or "hit_exact"), return_per_question (bool). Any other
-    keyword goes to `audit_hub.detectors.correctness_agreement.run`.
+    keyword is a TypeError; detector parameters (alpha; None = the
+    detector's default) go to `audit_hub.detectors.correctness_agreement.run`.
 
 Returns:
     A dict of plain Python values: the detector's summary (n_saturated, n_floor, ...) plus n_questions,
@@ -63,7 +64,14 @@ class CorrectnessAgreement(evaluate.Metric):
             reference_urls=["https://huggingface.co/spaces/benchaudit/correctness_agreement"],
         )
 
-    def _compute(self, question_ids, models, predictions=None, references=None, hits=None, seed=0, **kwargs):
+    def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
+                 hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,
+                 field="hit", seed=0, return_per_question=False, alpha=None):
+        """Every keyword is named here: a misspelled one is a TypeError. Detector parameters left at
+        None take the detector's default."""
         return metric_adapter.compute(
             "correctness_agreement", question_ids=question_ids, models=models, predictions=predictions,
-            references=references, hits=hits, seed=seed, **kwargs)
+            blind_predictions=blind_predictions, references=references, hits=hits, blind_hits=blind_hits,
+            options=options, n_options=n_options, answer_types=answer_types, categories=categories, field=field,
+            seed=seed, return_per_question=return_per_question,
+            params={"alpha": alpha})

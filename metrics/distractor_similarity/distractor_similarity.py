@@ -27,7 +27,8 @@ Args (one row per question; a question may repeat if its columns agree):
     references (`list` of `str`): gold option letter of the question.
     categories, answer_types (`list` of `str`, optional): category and answer type of the question.
     seed (`int`): default 0. return_per_question (`bool`): also return the per-question table.
-    Any other keyword goes to `audit_hub.detectors.distractor_similarity.run`.
+    Detector parameters (lev_threshold, lev_min_chars, token_set_threshold, token_min, short_max_chars, workers; None = the detector's default) go to
+    `audit_hub.detectors.distractor_similarity.run`; any other keyword is a TypeError.
 
 Returns:
     A dict of plain Python values: the detector's summary (n_exact_duplicates, n_near_duplicates, ...)
@@ -54,7 +55,17 @@ class DistractorSimilarity(evaluate.Metric):
             reference_urls=["https://huggingface.co/spaces/benchaudit/distractor_similarity"],
         )
 
-    def _compute(self, question_ids, options, references, seed=0, **kwargs):
+    def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
+                 hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,
+                 field="hit", seed=0, return_per_question=False, lev_threshold=None, lev_min_chars=None,
+                 token_set_threshold=None, token_min=None, short_max_chars=None, workers=None):
+        """Every keyword is named here: a misspelled one is a TypeError. Detector parameters left at
+        None take the detector's default."""
         return metric_adapter.compute(
-            "distractor_similarity", question_ids=question_ids, options=options, references=references,
-            seed=seed, **kwargs)
+            "distractor_similarity", question_ids=question_ids, models=models, predictions=predictions,
+            blind_predictions=blind_predictions, references=references, hits=hits, blind_hits=blind_hits,
+            options=options, n_options=n_options, answer_types=answer_types, categories=categories, field=field,
+            seed=seed, return_per_question=return_per_question,
+            params={"lev_threshold": lev_threshold, "lev_min_chars": lev_min_chars,
+                    "token_set_threshold": token_set_threshold, "token_min": token_min,
+                    "short_max_chars": short_max_chars, "workers": workers})

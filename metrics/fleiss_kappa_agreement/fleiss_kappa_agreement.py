@@ -40,7 +40,8 @@ Args (one row per (question, model) pair; every list has one entry per row):
     answer_types, categories (`list` of `str`, optional): answer type and category of the question.
     seed (`int`): seed of the bootstrap, default 0.
     return_per_question (`bool`): also return the per-question table as a list of dicts.
-    Any other keyword goes to `audit_hub.detectors.fleiss_kappa_agreement.run`.
+    Detector parameters (n_boot, max_units, max_boot_codes, alpha, chunk; None = the detector's default) go to
+    `audit_hub.detectors.fleiss_kappa_agreement.run`; any other keyword is a TypeError.
 
 Returns:
     A dict of plain Python values: the detector's summary (kappa, kappa_ci, ...) plus n_questions,
@@ -66,7 +67,16 @@ class FleissKappaAgreement(evaluate.Metric):
             reference_urls=["https://huggingface.co/spaces/benchaudit/fleiss_kappa_agreement"],
         )
 
-    def _compute(self, question_ids, models, predictions, seed=0, **kwargs):
+    def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
+                 hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,
+                 field="hit", seed=0, return_per_question=False, n_boot=None, max_units=None,
+                 max_boot_codes=None, alpha=None, chunk=None):
+        """Every keyword is named here: a misspelled one is a TypeError. Detector parameters left at
+        None take the detector's default."""
         return metric_adapter.compute(
             "fleiss_kappa_agreement", question_ids=question_ids, models=models, predictions=predictions,
-            seed=seed, **kwargs)
+            blind_predictions=blind_predictions, references=references, hits=hits, blind_hits=blind_hits,
+            options=options, n_options=n_options, answer_types=answer_types, categories=categories, field=field,
+            seed=seed, return_per_question=return_per_question,
+            params={"n_boot": n_boot, "max_units": max_units, "max_boot_codes": max_boot_codes, "alpha": alpha,
+                    "chunk": chunk})

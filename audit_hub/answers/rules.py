@@ -54,7 +54,7 @@ numeric: the last number in the last candidate span that holds one, else (unless
 refusal) the last number in the text. Numbers: integers, decimals, negatives (``-3``, ``−3``),
 thousands separators (``1,000``; a comma followed by exactly three digits), fractions ``a/b`` and
 ``\\frac{a}{b}`` (also ``\\dfrac``, ``\\tfrac``), a percent sign or unit is dropped ("50%" -> 50,
-*not* 0.5). The canonical form is :func:`audit_hub.frame.normalise_value` of the float ('45',
+*not* 0.5). The canonical form is :func:`audit_hub.schema.normalise_value` of the float ('45',
 '0.5', '-3').
 
 free: the last candidate's span, else (unless a refusal) the whole text; whitespace-collapsed,
@@ -77,19 +77,14 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from .frame import ARMS, LETTERS, normalise_value
+from ..schema import ANSWER_TYPES, LETTERS, normalise_value
 
-__all__ = ["extract_answer", "score_exact", "fill_answers_and_exact", "unparseable_share",
-           "canonical_gold", "REL_TOL"]
+__all__ = ["extract_answer", "score_exact", "canonical_gold", "REL_TOL"]
 
 REL_TOL = 1e-6
-ANSWER_TYPES = ("mc", "yesno", "numeric", "free")
-_TYPE_CODE = {t: i for i, t in enumerate(ANSWER_TYPES)}
+TYPE_CODE = {t: i for i, t in enumerate(ANSWER_TYPES)}
 _BOX_OPEN, _BOX_CLOSE = "\x02", "\x03"
 _CONTAINS_WHOLE_TEXT_MAX = 300
 
@@ -318,7 +313,7 @@ _TRAIL_CONFLICT = re.compile(
 _NO_LETTER, _CONFLICTING = -1, -3
 
 
-def _letter_code(ch: str) -> int:
+def letter_code(ch: str) -> int:
     return ord(ch.upper()) - 65
 
 
@@ -337,7 +332,7 @@ def _span_letter(span: str) -> int:
     c = _CONFLICT.match(span, m.end())
     if c is not None and c.group(1).upper() != ch.upper():
         return _CONFLICTING
-    return _letter_code(ch)
+    return letter_code(ch)
 
 
 def _lead_letter(t: str) -> tuple[int, bool]:
@@ -353,7 +348,7 @@ def _lead_letter(t: str) -> tuple[int, bool]:
     if c is not None and c.group(1).upper() != ch.upper():
         return _CONFLICTING, False
     pure = rest.strip(" \t\n.:;)]!") == ""
-    return _letter_code(ch), pure
+    return letter_code(ch), pure
 
 
 def _trail_letter(t: str) -> int:
@@ -372,7 +367,7 @@ def _trail_letter(t: str) -> int:
     c = _TRAIL_CONFLICT.search(before) if before else None
     if c is not None and c.group(1).upper() != ch.upper():
         return _CONFLICTING
-    return _letter_code(ch)
+    return letter_code(ch)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,7 +456,7 @@ def _numbers(t: str) -> list[float]:
 _HAS_DIGIT = re.compile(r"\d")
 
 
-def _num_full(s: str, allow_unit: bool = False) -> float | None:
+def num_full(s: str, allow_unit: bool = False) -> float | None:
     """The value of a text that is a single number (fraction, %, thousands) -- else None."""
     if not s or _HAS_DIGIT.search(s) is None:
         return None
@@ -483,38 +478,38 @@ def _canon_num(x: float) -> str:
 # ---------------------------------------------------------------------------------------------
 # option matching (option-dependent rules)
 
-_LOOSE_DROP = re.compile(r"[\W_]+")
+LOOSE_DROP = re.compile(r"[\W_]+")
 _SPACES = re.compile(r"\s+")
 _BRACE1 = re.compile(r"\{(\w)\}")
 
 
-def _compact(strict: str) -> str:
+def compact_key(strict: str) -> str:
     """Math-safe comparison key: no whitespace, ``{x}`` -> ``x`` for one character, no final period."""
     return _BRACE1.sub(r"\1", _SPACES.sub("", strict)).rstrip(".")
 
 
-def _strict(s: str) -> str:
+def strict_key(s: str) -> str:
     t = _clean(s).replace(_BOX_OPEN, "").replace(_BOX_CLOSE, "")
     t = " ".join(t.casefold().split())
     return t.strip(" .;:!\"'“”")
 
 
-class _Options:
+class Options:
     """Normalised forms of one question's options (built once per question)."""
 
     __slots__ = ("k", "strict", "compact", "loose", "nums", "patterns", "allow_refusal", "letter_text")
 
     def __init__(self, options: Sequence[str]):
         self.k = len(options)
-        self.strict = [_strict(str(o)) for o in options]
-        self.compact = [_compact(s) for s in self.strict]
-        self.loose = [_LOOSE_DROP.sub("", s) for s in self.strict]
-        self.nums = [_num_full(s, allow_unit=True) for s in self.strict]
+        self.strict = [strict_key(str(o)) for o in options]
+        self.compact = [compact_key(s) for s in self.strict]
+        self.loose = [LOOSE_DROP.sub("", s) for s in self.strict]
+        self.nums = [num_full(s, allow_unit=True) for s in self.strict]
         # options whose text is a single letter ("$S$", "(c)", Roman "I"): letter code -> option index
         self.letter_text: dict[int, int] = {}
         for j, lo in enumerate(self.loose):
             if len(lo) == 1 and "a" <= lo <= "z":
-                self.letter_text.setdefault(_letter_code(lo), j)
+                self.letter_text.setdefault(letter_code(lo), j)
         self.patterns: list[re.Pattern | None] | None = None  # compiled on first use
         # a question whose options contain a refusal phrase ("This cannot be worked out") keeps it
         self.allow_refusal = not any(_is_refusal(s) for s in self.strict)
@@ -533,7 +528,7 @@ class _Options:
 
     def exact(self, text: str) -> int:
         """Index of the single option the whole text equals, else -1."""
-        s = _strict(text)
+        s = strict_key(text)
         if not s:
             return -1
         hits = [j for j, o in enumerate(self.strict) if o == s]
@@ -541,20 +536,20 @@ class _Options:
             return hits[0]
         if len(hits) > 1:
             return -1
-        x = _num_full(s, allow_unit=True)
+        x = num_full(s, allow_unit=True)
         if x is not None:
             hits = [j for j, v in enumerate(self.nums) if v is not None and _close(v, x)]
             if len(hits) == 1:
                 return hits[0]
             if any(v is not None for v in self.nums):
                 return -1  # numbers compare numerically only ("-3" is not "3")
-        c = _compact(s)
+        c = compact_key(s)
         hits = [j for j, o in enumerate(self.compact) if o == c]
         if len(hits) == 1:
             return hits[0]
         if len(hits) > 1:
             return -1
-        lo = _LOOSE_DROP.sub("", s)
+        lo = LOOSE_DROP.sub("", s)
         if lo:
             hits = [j for j, o in enumerate(self.loose) if o == lo]
             if len(hits) == 1:
@@ -595,10 +590,10 @@ def _close(a: float, b: float) -> bool:
 # ---------------------------------------------------------------------------------------------
 # per-text parses (option-independent, memoised)
 
-_DEPENDS = -2  # the letter depends on the option texts
+DEPENDS = -2  # the letter depends on the option texts
 
 
-class _MCParse:
+class MCParse:
     __slots__ = ("text", "cands", "lead", "pure", "trail", "refusal", "indep")
 
     def __init__(self, raw: str):
@@ -606,14 +601,14 @@ class _MCParse:
         self.text = t
         cands = []
         for _, span, letter in _candidates(t):
-            code = _letter_code(letter) if letter is not None else _span_letter(span)
+            code = letter_code(letter) if letter is not None else _span_letter(span)
             cands.append((code, span))
         self.cands = cands
         self.lead, self.pure = _lead_letter(t) if t else (_NO_LETTER, False)
         self.trail = _NO_LETTER
         self.refusal = False
-        # the answer when it does not depend on the option texts (_DEPENDS otherwise)
-        indep = _DEPENDS
+        # the answer when it does not depend on the option texts (DEPENDS otherwise)
+        indep = DEPENDS
         if not t:
             indep = _NO_LETTER
         elif cands:
@@ -623,17 +618,17 @@ class _MCParse:
         elif self.lead >= 0 or self.lead == _CONFLICTING:
             indep = self.lead
         self.indep = indep
-        if indep == _DEPENDS and t:
+        if indep == DEPENDS and t:
             self.trail = _trail_letter(t)
             self.refusal = _is_refusal(t)
 
 
 @lru_cache(maxsize=1 << 16)
-def _mc_parse(raw: str) -> _MCParse:
-    return _MCParse(raw)
+def _mc_parse(raw: str) -> MCParse:
+    return MCParse(raw)
 
 
-def _read_letter(code: int, opts: _Options) -> int:
+def _read_letter(code: int, opts: Options) -> int:
     """Option index a letter reading stands for, given option texts that are letters themselves.
 
     A letter whose text is *another* option's text (options ``["A", "B", "D", "F", "G"]``,
@@ -645,7 +640,7 @@ def _read_letter(code: int, opts: _Options) -> int:
     return j
 
 
-def _resolve_mc(p: _MCParse, opts: _Options) -> int:
+def resolve_mc(p: MCParse, opts: Options) -> int:
     """Apply the mc rules in priority order; letter index or -1."""
     if not p.text:
         return -1
@@ -690,7 +685,7 @@ _YN_CUT = re.compile(r"[,.;!?\n]")
 
 
 @lru_cache(maxsize=1 << 16)
-def _resolve_yesno(raw: str) -> str | None:
+def resolve_yesno(raw: str) -> str | None:
     t = _clean(raw)
     if not t:
         return None
@@ -715,7 +710,7 @@ def _resolve_yesno(raw: str) -> str | None:
 
 
 @lru_cache(maxsize=1 << 16)
-def _resolve_numeric(raw: str) -> str | None:
+def resolve_numeric(raw: str) -> str | None:
     t = _clean(raw)
     if not t:
         return None
@@ -740,12 +735,12 @@ def _free_norm(s: str) -> str | None:
     s = s.strip(" .;:!\"'“”")
     if not s:
         return None
-    x = _num_full(s)
+    x = num_full(s)
     return _canon_num(x) if x is not None else s
 
 
 @lru_cache(maxsize=1 << 16)
-def _resolve_free(raw: str) -> str | None:
+def resolve_free(raw: str) -> str | None:
     t = _clean(raw)
     if not t:
         return None
@@ -770,7 +765,7 @@ def extract_answer(prediction: str | None, options: Sequence[str] | None, answer
     number string (``'45'``, ``'0.5'``, ``'-3'``) for ``numeric`` and a whitespace-normalised,
     casefolded string for ``free``. See the module docstring for the rules and their order.
     """
-    if answer_type not in _TYPE_CODE:
+    if answer_type not in TYPE_CODE:
         raise ValueError(f"unknown answer_type {answer_type!r}; expected one of {ANSWER_TYPES}")
     if prediction is None:
         return None
@@ -781,14 +776,14 @@ def extract_answer(prediction: str | None, options: Sequence[str] | None, answer
         pass
     raw = str(prediction)
     if answer_type == "mc":
-        opts = _Options([] if options is None else [str(o) for o in options])
-        j = _resolve_mc(_mc_parse(raw), opts)
+        opts = Options([] if options is None else [str(o) for o in options])
+        j = resolve_mc(_mc_parse(raw), opts)
         return LETTERS[j] if 0 <= j < opts.k else None
     if answer_type == "yesno":
-        return _resolve_yesno(raw)
+        return resolve_yesno(raw)
     if answer_type == "numeric":
-        return _resolve_numeric(raw)
-    return _resolve_free(raw)
+        return resolve_numeric(raw)
+    return resolve_free(raw)
 
 
 def canonical_gold(gold: str | None, answer_type: str) -> str | None:
@@ -810,7 +805,7 @@ def canonical_gold(gold: str | None, answer_type: str) -> str | None:
         g = g.lower().strip(".! ")
         return g if g in ("yes", "no") else None
     if answer_type == "numeric":
-        x = _num_full(g, allow_unit=True)
+        x = num_full(g, allow_unit=True)
         return _canon_num(x) if x is not None else _free_norm(_clean(g))
     if answer_type == "free":
         return _free_norm(_clean(g))
@@ -841,383 +836,8 @@ def score_exact(extracted: str | None, gold: str, answer_type: str) -> bool | No
     if answer_type == "yesno":
         return e.lower() == g
     e_norm = _free_norm(_clean(e))
-    if e_norm == g or (e_norm is not None and _compact(e_norm) == _compact(g)):
+    if e_norm == g or (e_norm is not None and compact_key(e_norm) == compact_key(g)):
         return True
-    xe = _num_full(e, allow_unit=answer_type == "numeric")
-    xg = _num_full(str(gold).strip(), allow_unit=answer_type == "numeric")
+    xe = num_full(e, allow_unit=answer_type == "numeric")
+    xg = num_full(str(gold).strip(), allow_unit=answer_type == "numeric")
     return bool(xe is not None and xg is not None and _close(xe, xg))
-
-
-# ---------------------------------------------------------------------------------------------
-# vectorised fill over a runs table
-
-
-class _Table:
-    """Output strings with integer codes: letters A..Z are codes 0..25, yes 26, no 27."""
-
-    def __init__(self):
-        self.strings: list[str] = list(LETTERS) + ["yes", "no"]
-        self.index: dict[str, int] = {s: i for i, s in enumerate(self.strings)}
-
-    def code(self, s: str | None) -> int:
-        if s is None:
-            return -1
-        c = self.index.get(s)
-        if c is None:
-            c = len(self.strings)
-            self.strings.append(s)
-            self.index[s] = c
-        return c
-
-
-def _as_chunked(col) -> pa.ChunkedArray:
-    """A pandas string column (Arrow-backed or not) as a pyarrow ChunkedArray of strings."""
-    arr = col.array if isinstance(col, pd.Series) else col
-    if isinstance(arr, pd.arrays.ArrowExtensionArray):
-        ca = arr.__arrow_array__()
-    else:
-        vals = [None if (v is None or (isinstance(v, float) and math.isnan(v))) else str(v)
-                for v in pd.Series(arr).astype(object).tolist()]
-        ca = pa.chunked_array([pa.array(vals, pa.string())])
-    if isinstance(ca, pa.Array):
-        ca = pa.chunked_array([ca])
-    if not (pa.types.is_string(ca.type) or pa.types.is_large_string(ca.type)):
-        ca = ca.cast(pa.string())
-    return ca
-
-
-def _factorize(ca: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
-    """Codes (int32, -1 for null) and the distinct strings of an Arrow string column."""
-    if len(ca) == 0:
-        return np.zeros(0, np.int32), []
-    enc = pc.dictionary_encode(ca)
-    if isinstance(enc, pa.ChunkedArray):
-        enc = enc.unify_dictionaries()
-        chunks = [c for c in enc.chunks if len(c)]
-        if not chunks:
-            return np.full(len(ca), -1, np.int32), []
-        dictionary = chunks[0].dictionary
-        parts = [(pc.fill_null(c.indices, -1) if c.null_count else c.indices).to_numpy(zero_copy_only=False)
-                 for c in chunks]
-        codes = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    else:
-        dictionary = enc.dictionary
-        codes = (pc.fill_null(enc.indices, -1) if enc.null_count else enc.indices).to_numpy(zero_copy_only=False)
-    return codes.astype(np.int32, copy=False), dictionary.to_pylist()
-
-
-class _Context:
-    """Per-question facts used by the fill (types, option counts, lazily normalised options)."""
-
-    def __init__(self, questions: pd.DataFrame):
-        self.questions = questions
-        self.nq = len(questions)
-        tc = pd.Categorical(questions["answer_type"].astype(str), categories=list(ANSWER_TYPES)).codes
-        self.type_code = np.where(tc < 0, _TYPE_CODE["free"], tc).astype(np.int8)
-        if "n_options" in questions.columns:
-            self.k = questions["n_options"].to_numpy().astype(np.int32)
-        else:
-            self.k = np.array([len(o) for o in questions["options"]], dtype=np.int32)
-        self._options_col = questions["options"].tolist()
-        # questions sharing the same option texts share one _Options ("option group")
-        self._group = np.full(self.nq, -1, dtype=np.int32)
-        self._group_ids: dict[tuple, int] = {}
-        self._group_opts: list[_Options | None] = []
-        self._group_keys: list[tuple] = []
-        self._letter_flags: np.ndarray | None | bool = False  # not computed yet
-
-    def groups(self, qs: np.ndarray) -> np.ndarray:
-        """Option-group id of each question code in ``qs`` (assigned on first use)."""
-        g = self._group[qs]
-        if (g < 0).any():
-            ids, keys, col = self._group_ids, self._group_keys, self._options_col
-            for qi in np.unique(qs[g < 0]).tolist():
-                key = tuple(col[qi])
-                gid = ids.get(key)
-                if gid is None:
-                    gid = len(keys)
-                    ids[key] = gid
-                    keys.append(key)
-                    self._group_opts.append(None)
-                self._group[qi] = gid
-            g = self._group[qs]
-        return g
-
-    def letter_option_flags(self) -> np.ndarray | None:
-        """(n_questions,) bool: some option text is a single letter other than its own position
-        ("$S$" as option A, Roman numerals); None when no question has one. A vectorised regex
-        pre-selects the few short candidate options; only those are normalised in Python."""
-        if self._letter_flags is not False:
-            return self._letter_flags
-        flags = None
-        col = self._options_col
-        if self.nq:
-            lst = pa.array(col, type=pa.list_(pa.string()))
-            flat = lst.flatten()
-            if len(flat):
-                cand = pc.match_substring_regex(flat, _LETTERISH_OPTION)
-                idx = np.flatnonzero(cand.to_numpy(zero_copy_only=False))
-                if len(idx):
-                    offsets = lst.offsets.to_numpy()
-                    qs = np.searchsorted(offsets, idx, side="right") - 1
-                    pos = idx - offsets[qs]
-                    for qi, j in zip(qs.tolist(), pos.tolist()):
-                        lo = _LOOSE_DROP.sub("", _strict(str(col[qi][j])))
-                        if len(lo) == 1 and "a" <= lo <= "z" and _letter_code(lo) != j:
-                            if flags is None:
-                                flags = np.zeros(self.nq, dtype=bool)
-                            flags[qi] = True
-        self._letter_flags = flags
-        return flags
-
-    @property
-    def n_groups(self) -> int:
-        return len(self._group_keys)
-
-    def group_options(self, gid: int) -> _Options:
-        o = self._group_opts[gid]
-        if o is None:
-            o = _Options([str(x) for x in self._group_keys[gid]])
-            self._group_opts[gid] = o
-        return o
-
-    def gold_codes(self, table: _Table) -> np.ndarray:
-        """(n_questions,) table code of each canonical gold answer (-1 when unusable)."""
-        gold = np.full(self.nq, -1, dtype=np.int32)
-        tc = self.type_code
-        answers = self.questions["answer"]
-        mc = tc == _TYPE_CODE["mc"]
-        if mc.any():
-            if "gold_index" in self.questions.columns:
-                gi = self.questions["gold_index"].to_numpy().astype(np.int32)
-                gold[mc] = np.where((gi[mc] >= 0) & (gi[mc] < self.k[mc]), gi[mc], -1)
-            else:
-                gold[mc] = [table.code(canonical_gold(a, "mc")) for a in answers[mc].tolist()]
-        yn = tc == _TYPE_CODE["yesno"]
-        if yn.any():
-            low = answers[yn].astype(str).str.strip().str.lower().to_numpy(dtype=object)
-            gold[yn] = np.where(low == "yes", table.code("yes"), np.where(low == "no", table.code("no"), -1))
-        other = np.flatnonzero(tc >= 2)
-        if len(other):
-            vals = answers.to_numpy(dtype=object)[other]
-            gold[other] = [table.code(canonical_gold(v, ANSWER_TYPES[t])) for v, t in zip(vals, tc[other])]
-        return gold
-
-
-def _extract_rows(ca: pa.ChunkedArray, qrows: np.ndarray, ctx: _Context, table: _Table) -> np.ndarray:
-    """Table codes (int32, -1 unparseable/null) of the answers read from ``ca`` (one per row)."""
-    n = len(qrows)
-    codes, uniques = _factorize(ca)
-    nu = len(uniques)
-    if nu == 0:
-        return np.full(n, -1, dtype=np.int32)
-    has_null = bool((codes < 0).any())
-    types_present = np.flatnonzero(np.bincount(ctx.type_code, minlength=4))
-    if len(types_present) == 1:
-        tcode = None
-        present = types_present
-    else:
-        tcode = ctx.type_code[qrows]
-        present = np.flatnonzero(np.bincount(tcode, minlength=4))
-    out = None
-    for t in present.tolist():
-        if tcode is None:
-            rows = np.flatnonzero(codes >= 0) if has_null else None
-        else:
-            rows = np.flatnonzero((tcode == t) & (codes >= 0))
-            if len(rows) == 0:
-                continue
-        ci = codes if rows is None else codes[rows]
-        qi = qrows if rows is None else qrows[rows]
-        if rows is None and tcode is None:
-            uidx = np.arange(nu)  # every distinct text occurs in these rows
-        else:
-            seen = np.zeros(nu, dtype=bool)
-            seen[ci] = True
-            uidx = np.flatnonzero(seen)
-        if t == _TYPE_CODE["mc"]:
-            res = _fill_mc(ci, qi, uidx, uniques, ctx)
-        else:
-            # uncached: each distinct text is read once here, the LRU cache would only churn
-            fn = {1: _resolve_yesno, 2: _resolve_numeric, 3: _resolve_free}[t].__wrapped__
-            lut = np.full(nu, -1, dtype=np.int32)
-            for u in uidx.tolist():
-                lut[u] = table.code(fn(uniques[u]))
-            res = lut[ci]
-        if rows is None:
-            return res
-        if out is None:
-            out = np.full(n, -1, dtype=np.int32)
-        out[rows] = res
-    return out if out is not None else np.full(n, -1, dtype=np.int32)
-
-
-# an option that may normalise to a single letter: one letter among non-alphanumerics, or LaTeX
-_LETTERISH_OPTION = r"^[^A-Za-z0-9\\]{0,8}[A-Za-z][^A-Za-z0-9]{0,8}$|^.{0,40}\\(?:text|math|mbox)"
-_LUT2_MAX = 4_000_000  # entries of the (text, n_options) lookup table before falling back
-
-
-def _fill_mc(ci: np.ndarray, qi: np.ndarray, uidx: np.ndarray, uniques: list[str], ctx: _Context) -> np.ndarray:
-    """Letter codes for mc rows: vectorised for option-independent texts, per pair otherwise.
-
-    A text whose letter does not depend on the options ("B", "(c)", "The answer is D") resolves
-    through a (text, n_options) lookup table; the rest (option texts, trailing conventions,
-    letters beyond the option range) are resolved once per (text, option list) pair."""
-    nu = len(uniques)
-    indep = np.full(nu, _DEPENDS, dtype=np.int32)
-    pure = np.zeros(nu, dtype=bool)  # the text is nothing but a letter ("B", "(c)", "E.")
-    parsed: dict[int, _MCParse] = {}
-    for u in uidx.tolist():
-        p = _MCParse(uniques[u])
-        indep[u] = p.indep
-        pure[u] = p.pure and not p.cands
-        parsed[u] = p
-    # questions whose option texts are letters in other positions need the per-pair rules
-    flagged = ctx.letter_option_flags()
-    kmin, kmax = (int(ctx.k.min()), int(ctx.k.max()) + 1) if ctx.nq else (0, 1)
-    if nu * kmax <= _LUT2_MAX:
-        # res = lut2[text, k]: letter if in range, -1 unparseable, -2 needs the option texts
-        kk = np.arange(kmax, dtype=np.int32)[None, :]
-        li = indep[:, None]
-        # beyond the range: a bare letter is unparseable, other texts may still equal an option text
-        beyond = np.where(pure, -1, _DEPENDS)[:, None]
-        lut2 = np.where(li == _DEPENDS, _DEPENDS, np.where(li < 0, -1, np.where(li < kk, li, beyond)))
-        lut2 = lut2.astype(np.int32)
-        if kmin == kmax - 1:  # every question has the same number of options: one gather
-            res = lut2[:, kmin][ci]
-        else:
-            flat = ci * np.int32(kmax)
-            flat += ctx.k[qi]
-            res = lut2.ravel()[flat]
-            del flat
-        if flagged is not None:
-            res[flagged[qi]] = _DEPENDS
-        slow = res == _DEPENDS
-    else:
-        kq = ctx.k[qi]
-        li = indep[ci]
-        res = np.where((li >= 0) & (li < kq), li, -1).astype(np.int32)
-        slow = (li == _DEPENDS) | ((li >= kq) & ~pure[ci])
-        if flagged is not None:
-            slow |= flagged[qi]
-    if slow.any():
-        srows = np.flatnonzero(slow)
-        og = ctx.groups(qi[srows])
-        ng = max(ctx.n_groups, 1)
-        pair = ci[srows].astype(np.int64) * ng + og
-        pcodes, puniq = pd.factorize(pair)
-        lut = np.empty(len(puniq), dtype=np.int32)
-        for j, key in enumerate(puniq.tolist()):
-            u, gid = divmod(int(key), ng)
-            lut[j] = _resolve_mc(parsed[u], ctx.group_options(gid))
-        res[srows] = lut[pcodes]
-    return res
-
-
-def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame):
-    """Fill the ``answer`` column and compute ``hit_exact`` for a compact runs table.
-
-    ``questions`` is the validated questions table of :class:`audit_hub.frame.AuditFrame`; ``runs``
-    has columns ``q`` (question code), ``prediction`` and ``answer`` (strings, null when absent).
-    A non-null ``answer`` (the harness's own extraction) is normalised by the same rules ("b" ->
-    "B", "(C)" -> "C", "Hexagon" -> the matching letter); when it cannot be read, the answer is
-    re-extracted from ``prediction``. ``hit_exact`` is 1/0 against the gold (an unparseable answer
-    is 0) and -1 only for rows with neither a prediction nor an answer (no output at all), or
-    when the gold itself is unusable.
-
-    Returns ``(answer, hit_exact)``: an Arrow-backed string array and an int8 numpy array.
-    """
-    n = len(runs)
-    qrows = runs["q"].to_numpy()
-    ctx = _Context(questions)
-    table = _Table()
-    nulls = pa.chunked_array([pa.nulls(n, pa.string())])
-    pred = _as_chunked(runs["prediction"]) if "prediction" in runs.columns else nulls
-    ans = _as_chunked(runs["answer"]) if "answer" in runs.columns else nulls
-    out = None
-    if ans.null_count < n:
-        if ans.null_count == 0:
-            out = _extract_rows(ans, qrows, ctx, table)
-        else:
-            out = np.full(n, -1, dtype=np.int32)
-            rows = np.flatnonzero(pc.is_valid(ans).to_numpy(zero_copy_only=False))
-            out[rows] = _extract_rows(pc.take(ans, pa.array(rows)), qrows[rows], ctx, table)
-    if pred.null_count < n:
-        if out is None and pred.null_count == 0:
-            out = _extract_rows(pred, qrows, ctx, table)
-        else:
-            need = out < 0 if out is not None else np.ones(n, dtype=bool)
-            if pred.null_count:
-                need &= pc.is_valid(pred).to_numpy(zero_copy_only=False)
-            if need.any():
-                if out is None:
-                    out = np.full(n, -1, dtype=np.int32)
-                rows = np.flatnonzero(need)
-                out[rows] = _extract_rows(pc.take(pred, pa.array(rows)), qrows[rows], ctx, table)
-    if out is None:
-        out = np.full(n, -1, dtype=np.int32)
-    # --- hit_exact
-    gold_code = ctx.gold_codes(table)
-    g = gold_code[qrows]
-    hit = (out == g).view(np.int8)  # out = -1 never equals a usable gold (>= 0)
-    numlike = ctx.type_code >= 2
-    if numlike.any():
-        rows = np.flatnonzero(numlike[qrows] & (out >= 0) & (hit == 0))
-        if len(rows):
-            _numeric_hits(rows, out, qrows, gold_code, ctx, table, hit)
-    if (gold_code < 0).any():
-        hit[g < 0] = -1
-    if ans.null_count and pred.null_count:
-        no_output = ~pc.is_valid(ans).to_numpy(zero_copy_only=False)
-        no_output &= ~pc.is_valid(pred).to_numpy(zero_copy_only=False)
-        hit[no_output] = -1  # no output at all
-    # --- answer strings
-    dictionary = pa.array(table.strings, pa.string())
-    idx = pa.array(out, type=pa.int32(), mask=out < 0)
-    answer = pd.arrays.ArrowExtensionArray(pc.take(dictionary, idx))
-    return answer, hit
-
-
-def _numeric_hits(rows: np.ndarray, out: np.ndarray, qrows: np.ndarray, gold_code: np.ndarray,
-                  ctx: _Context, table: _Table, hit: np.ndarray) -> None:
-    """Set ``hit`` to 1 on numeric/free rows whose answer equals the gold numerically (relative
-    tolerance REL_TOL) or by the math-safe compact key ("27000 - 4500\\pi" == "27000-4500\\pi")."""
-    answers = ctx.questions["answer"].to_numpy(dtype=object)
-    tnum = np.array([_num_full(s) if i >= 28 else None for i, s in enumerate(table.strings)], dtype=np.float64)
-    gnum = np.full(ctx.nq, np.nan)
-    qs = np.unique(qrows[rows])
-    for q in qs.tolist():
-        x = _num_full(str(answers[q]).strip(), allow_unit=bool(ctx.type_code[q] == _TYPE_CODE["numeric"]))
-        if x is not None:
-            gnum[q] = x
-    a, b = tnum[out[rows]], gnum[qrows[rows]]
-    ok = np.isfinite(a) & np.isfinite(b)
-    close = np.zeros(len(rows), dtype=bool)
-    close[ok] = np.abs(a[ok] - b[ok]) <= np.maximum(REL_TOL * np.maximum(np.abs(a[ok]), np.abs(b[ok])), 1e-12)
-    keys: dict[str, int] = {}
-    tkey = np.array([keys.setdefault(_compact(x), len(keys)) for x in table.strings], dtype=np.int64)
-    gk = gold_code[qrows[rows]]
-    close |= (gk >= 0) & (tkey[out[rows]] == tkey[np.maximum(gk, 0)])
-    hit[rows[close]] = 1
-
-
-def unparseable_share(frame) -> pd.DataFrame:
-    """Per model and arm: rows with some output (``n``), how many of them could not be read
-    (``n_unparseable``: ``answer`` is null) and the share. Rows with neither a prediction nor an
-    answer are not counted (they are missing, not unparseable)."""
-    r = frame.runs
-    has_output = (r["prediction"].notna() | r["answer"].notna()).to_numpy()
-    df = pd.DataFrame({"m": r["m"].to_numpy(), "arm": r["arm"].to_numpy(),
-                       "out": has_output,
-                       "unparsed": has_output & r["answer"].isna().to_numpy()})
-    g = df.groupby(["m", "arm"], sort=True).agg(n=("out", "sum"), n_unparseable=("unparsed", "sum"))
-    g = g.reset_index()
-    res = pd.DataFrame({
-        "model": [frame.models[int(m)] for m in g["m"]],
-        "arm": [ARMS[int(a)] for a in g["arm"]],
-        "n": g["n"].astype(np.int64).to_numpy(),
-        "n_unparseable": g["n_unparseable"].astype(np.int64).to_numpy(),
-    })
-    with np.errstate(invalid="ignore", divide="ignore"):
-        res["unparseable_share"] = np.where(res["n"] > 0, res["n_unparseable"] / res["n"].clip(lower=1), np.nan)
-    return res

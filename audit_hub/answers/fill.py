@@ -1,0 +1,385 @@
+"""The answer parser over a whole runs table: :func:`fill_answers_and_exact`.
+
+It factorises the texts with Arrow, reads each distinct text once (memoised), resolves bare letters,
+yes/no and numbers with vectorised gathers, and only calls the per-question option rules of
+:mod:`audit_hub.answers.rules` for the remaining (text, question) pairs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..schema import ANSWER_TYPES, LETTERS
+from .rules import (
+    DEPENDS,
+    LOOSE_DROP,
+    REL_TOL,
+    TYPE_CODE,
+    MCParse,
+    Options,
+    canonical_gold,
+    compact_key,
+    letter_code,
+    num_full,
+    resolve_free,
+    resolve_mc,
+    resolve_numeric,
+    resolve_yesno,
+    strict_key,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# vectorised fill over a runs table
+class _Table:
+    """Output strings with integer codes: letters A..Z are codes 0..25, yes 26, no 27."""
+
+    def __init__(self):
+        self.strings: list[str] = list(LETTERS) + ["yes", "no"]
+        self.index: dict[str, int] = {s: i for i, s in enumerate(self.strings)}
+
+    def code(self, s: str | None) -> int:
+        if s is None:
+            return -1
+        c = self.index.get(s)
+        if c is None:
+            c = len(self.strings)
+            self.strings.append(s)
+            self.index[s] = c
+        return c
+
+
+def _as_chunked(col) -> pa.ChunkedArray:
+    """A pandas string column (Arrow-backed or not) as a pyarrow ChunkedArray of strings."""
+    arr = col.array if isinstance(col, pd.Series) else col
+    if isinstance(arr, pd.arrays.ArrowExtensionArray):
+        ca = arr.__arrow_array__()
+    else:
+        vals = [None if (v is None or (isinstance(v, float) and math.isnan(v))) else str(v)
+                for v in pd.Series(arr).astype(object).tolist()]
+        ca = pa.chunked_array([pa.array(vals, pa.string())])
+    if isinstance(ca, pa.Array):
+        ca = pa.chunked_array([ca])
+    if not (pa.types.is_string(ca.type) or pa.types.is_large_string(ca.type)):
+        ca = ca.cast(pa.string())
+    return ca
+
+
+def _factorize(ca: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """Codes (int32, -1 for null) and the distinct strings of an Arrow string column."""
+    if len(ca) == 0:
+        return np.zeros(0, np.int32), []
+    enc = pc.dictionary_encode(ca)
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.unify_dictionaries()
+        chunks = [c for c in enc.chunks if len(c)]
+        if not chunks:
+            return np.full(len(ca), -1, np.int32), []
+        dictionary = chunks[0].dictionary
+        parts = [(pc.fill_null(c.indices, -1) if c.null_count else c.indices).to_numpy(zero_copy_only=False)
+                 for c in chunks]
+        codes = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    else:
+        dictionary = enc.dictionary
+        codes = (pc.fill_null(enc.indices, -1) if enc.null_count else enc.indices).to_numpy(zero_copy_only=False)
+    return codes.astype(np.int32, copy=False), dictionary.to_pylist()
+
+
+class _Context:
+    """Per-question facts used by the fill (types, option counts, lazily normalised options)."""
+
+    def __init__(self, questions: pd.DataFrame):
+        self.questions = questions
+        self.nq = len(questions)
+        tc = pd.Categorical(questions["answer_type"].astype(str), categories=list(ANSWER_TYPES)).codes
+        self.type_code = np.where(tc < 0, TYPE_CODE["free"], tc).astype(np.int8)
+        if "n_options" in questions.columns:
+            self.k = questions["n_options"].to_numpy().astype(np.int32)
+        else:
+            self.k = np.array([len(o) for o in questions["options"]], dtype=np.int32)
+        self._options_col = questions["options"].tolist()
+        # questions sharing the same option texts share one Options ("option group")
+        self._group = np.full(self.nq, -1, dtype=np.int32)
+        self._group_ids: dict[tuple, int] = {}
+        self._group_opts: list[Options | None] = []
+        self._group_keys: list[tuple] = []
+        self._letter_flags: np.ndarray | None | bool = False  # not computed yet
+
+    def groups(self, qs: np.ndarray) -> np.ndarray:
+        """Option-group id of each question code in ``qs`` (assigned on first use)."""
+        g = self._group[qs]
+        if (g < 0).any():
+            ids, keys, col = self._group_ids, self._group_keys, self._options_col
+            for qi in np.unique(qs[g < 0]).tolist():
+                key = tuple(col[qi])
+                gid = ids.get(key)
+                if gid is None:
+                    gid = len(keys)
+                    ids[key] = gid
+                    keys.append(key)
+                    self._group_opts.append(None)
+                self._group[qi] = gid
+            g = self._group[qs]
+        return g
+
+    def letter_option_flags(self) -> np.ndarray | None:
+        """(n_questions,) bool: some option text is a single letter other than its own position
+        ("$S$" as option A, Roman numerals); None when no question has one. A vectorised regex
+        pre-selects the few short candidate options; only those are normalised in Python."""
+        if self._letter_flags is not False:
+            return self._letter_flags
+        flags = None
+        col = self._options_col
+        if self.nq:
+            lst = pa.array(col, type=pa.list_(pa.string()))
+            flat = lst.flatten()
+            if len(flat):
+                cand = pc.match_substring_regex(flat, _LETTERISH_OPTION)
+                idx = np.flatnonzero(cand.to_numpy(zero_copy_only=False))
+                if len(idx):
+                    offsets = lst.offsets.to_numpy()
+                    qs = np.searchsorted(offsets, idx, side="right") - 1
+                    pos = idx - offsets[qs]
+                    for qi, j in zip(qs.tolist(), pos.tolist()):
+                        lo = LOOSE_DROP.sub("", strict_key(str(col[qi][j])))
+                        if len(lo) == 1 and "a" <= lo <= "z" and letter_code(lo) != j:
+                            if flags is None:
+                                flags = np.zeros(self.nq, dtype=bool)
+                            flags[qi] = True
+        self._letter_flags = flags
+        return flags
+
+    @property
+    def n_groups(self) -> int:
+        return len(self._group_keys)
+
+    def group_options(self, gid: int) -> Options:
+        o = self._group_opts[gid]
+        if o is None:
+            o = Options([str(x) for x in self._group_keys[gid]])
+            self._group_opts[gid] = o
+        return o
+
+    def gold_codes(self, table: _Table) -> np.ndarray:
+        """(n_questions,) table code of each canonical gold answer (-1 when unusable)."""
+        gold = np.full(self.nq, -1, dtype=np.int32)
+        tc = self.type_code
+        answers = self.questions["answer"]
+        mc = tc == TYPE_CODE["mc"]
+        if mc.any():
+            if "gold_index" in self.questions.columns:
+                gi = self.questions["gold_index"].to_numpy().astype(np.int32)
+                gold[mc] = np.where((gi[mc] >= 0) & (gi[mc] < self.k[mc]), gi[mc], -1)
+            else:
+                gold[mc] = [table.code(canonical_gold(a, "mc")) for a in answers[mc].tolist()]
+        yn = tc == TYPE_CODE["yesno"]
+        if yn.any():
+            low = answers[yn].astype(str).str.strip().str.lower().to_numpy(dtype=object)
+            gold[yn] = np.where(low == "yes", table.code("yes"), np.where(low == "no", table.code("no"), -1))
+        other = np.flatnonzero(tc >= 2)
+        if len(other):
+            vals = answers.to_numpy(dtype=object)[other]
+            gold[other] = [table.code(canonical_gold(v, ANSWER_TYPES[t])) for v, t in zip(vals, tc[other])]
+        return gold
+
+
+def _extract_rows(ca: pa.ChunkedArray, qrows: np.ndarray, ctx: _Context, table: _Table) -> np.ndarray:
+    """Table codes (int32, -1 unparseable/null) of the answers read from ``ca`` (one per row)."""
+    n = len(qrows)
+    codes, uniques = _factorize(ca)
+    nu = len(uniques)
+    if nu == 0:
+        return np.full(n, -1, dtype=np.int32)
+    has_null = bool((codes < 0).any())
+    types_present = np.flatnonzero(np.bincount(ctx.type_code, minlength=4))
+    if len(types_present) == 1:
+        tcode = None
+        present = types_present
+    else:
+        tcode = ctx.type_code[qrows]
+        present = np.flatnonzero(np.bincount(tcode, minlength=4))
+    out = None
+    for t in present.tolist():
+        if tcode is None:
+            rows = np.flatnonzero(codes >= 0) if has_null else None
+        else:
+            rows = np.flatnonzero((tcode == t) & (codes >= 0))
+            if len(rows) == 0:
+                continue
+        ci = codes if rows is None else codes[rows]
+        qi = qrows if rows is None else qrows[rows]
+        if rows is None and tcode is None:
+            uidx = np.arange(nu)  # every distinct text occurs in these rows
+        else:
+            seen = np.zeros(nu, dtype=bool)
+            seen[ci] = True
+            uidx = np.flatnonzero(seen)
+        if t == TYPE_CODE["mc"]:
+            res = _fill_mc(ci, qi, uidx, uniques, ctx)
+        else:
+            # uncached: each distinct text is read once here, the LRU cache would only churn
+            fn = {1: resolve_yesno, 2: resolve_numeric, 3: resolve_free}[t].__wrapped__
+            lut = np.full(nu, -1, dtype=np.int32)
+            for u in uidx.tolist():
+                lut[u] = table.code(fn(uniques[u]))
+            res = lut[ci]
+        if rows is None:
+            return res
+        if out is None:
+            out = np.full(n, -1, dtype=np.int32)
+        out[rows] = res
+    return out if out is not None else np.full(n, -1, dtype=np.int32)
+
+
+# an option that may normalise to a single letter: one letter among non-alphanumerics, or LaTeX
+_LETTERISH_OPTION = r"^[^A-Za-z0-9\\]{0,8}[A-Za-z][^A-Za-z0-9]{0,8}$|^.{0,40}\\(?:text|math|mbox)"
+_LUT2_MAX = 4_000_000  # entries of the (text, n_options) lookup table before falling back
+
+
+def _fill_mc(ci: np.ndarray, qi: np.ndarray, uidx: np.ndarray, uniques: list[str], ctx: _Context) -> np.ndarray:
+    """Letter codes for mc rows: vectorised for option-independent texts, per pair otherwise.
+
+    A text whose letter does not depend on the options ("B", "(c)", "The answer is D") resolves
+    through a (text, n_options) lookup table; the rest (option texts, trailing conventions,
+    letters beyond the option range) are resolved once per (text, option list) pair."""
+    nu = len(uniques)
+    indep = np.full(nu, DEPENDS, dtype=np.int32)
+    pure = np.zeros(nu, dtype=bool)  # the text is nothing but a letter ("B", "(c)", "E.")
+    parsed: dict[int, MCParse] = {}
+    for u in uidx.tolist():
+        p = MCParse(uniques[u])
+        indep[u] = p.indep
+        pure[u] = p.pure and not p.cands
+        parsed[u] = p
+    # questions whose option texts are letters in other positions need the per-pair rules
+    flagged = ctx.letter_option_flags()
+    kmin, kmax = (int(ctx.k.min()), int(ctx.k.max()) + 1) if ctx.nq else (0, 1)
+    if nu * kmax <= _LUT2_MAX:
+        # res = lut2[text, k]: letter if in range, -1 unparseable, -2 needs the option texts
+        kk = np.arange(kmax, dtype=np.int32)[None, :]
+        li = indep[:, None]
+        # beyond the range: a bare letter is unparseable, other texts may still equal an option text
+        beyond = np.where(pure, -1, DEPENDS)[:, None]
+        lut2 = np.where(li == DEPENDS, DEPENDS, np.where(li < 0, -1, np.where(li < kk, li, beyond)))
+        lut2 = lut2.astype(np.int32)
+        if kmin == kmax - 1:  # every question has the same number of options: one gather
+            res = lut2[:, kmin][ci]
+        else:
+            flat = ci * np.int32(kmax)
+            flat += ctx.k[qi]
+            res = lut2.ravel()[flat]
+            del flat
+        if flagged is not None:
+            res[flagged[qi]] = DEPENDS
+        slow = res == DEPENDS
+    else:
+        kq = ctx.k[qi]
+        li = indep[ci]
+        res = np.where((li >= 0) & (li < kq), li, -1).astype(np.int32)
+        slow = (li == DEPENDS) | ((li >= kq) & ~pure[ci])
+        if flagged is not None:
+            slow |= flagged[qi]
+    if slow.any():
+        srows = np.flatnonzero(slow)
+        og = ctx.groups(qi[srows])
+        ng = max(ctx.n_groups, 1)
+        pair = ci[srows].astype(np.int64) * ng + og
+        pcodes, puniq = pd.factorize(pair)
+        lut = np.empty(len(puniq), dtype=np.int32)
+        for j, key in enumerate(puniq.tolist()):
+            u, gid = divmod(int(key), ng)
+            lut[j] = resolve_mc(parsed[u], ctx.group_options(gid))
+        res[srows] = lut[pcodes]
+    return res
+
+
+def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame):
+    """Fill the ``answer`` column and compute ``hit_exact`` for a compact runs table.
+
+    ``questions`` is the validated questions table of :class:`audit_hub.frame.AuditFrame`; ``runs``
+    has columns ``q`` (question code), ``prediction`` and ``answer`` (strings, null when absent).
+    A non-null ``answer`` (the harness's own extraction) is normalised by the same rules ("b" ->
+    "B", "(C)" -> "C", "Hexagon" -> the matching letter); when it cannot be read, the answer is
+    re-extracted from ``prediction``. ``hit_exact`` is 1/0 against the gold (an unparseable answer
+    is 0) and -1 only for rows with neither a prediction nor an answer (no output at all), or
+    when the gold itself is unusable.
+
+    Returns ``(answer, hit_exact)``: an Arrow-backed string array and an int8 numpy array.
+    """
+    n = len(runs)
+    qrows = runs["q"].to_numpy()
+    ctx = _Context(questions)
+    table = _Table()
+    nulls = pa.chunked_array([pa.nulls(n, pa.string())])
+    pred = _as_chunked(runs["prediction"]) if "prediction" in runs.columns else nulls
+    ans = _as_chunked(runs["answer"]) if "answer" in runs.columns else nulls
+    out = None
+    if ans.null_count < n:
+        if ans.null_count == 0:
+            out = _extract_rows(ans, qrows, ctx, table)
+        else:
+            out = np.full(n, -1, dtype=np.int32)
+            rows = np.flatnonzero(pc.is_valid(ans).to_numpy(zero_copy_only=False))
+            out[rows] = _extract_rows(pc.take(ans, pa.array(rows)), qrows[rows], ctx, table)
+    if pred.null_count < n:
+        if out is None and pred.null_count == 0:
+            out = _extract_rows(pred, qrows, ctx, table)
+        else:
+            need = out < 0 if out is not None else np.ones(n, dtype=bool)
+            if pred.null_count:
+                need &= pc.is_valid(pred).to_numpy(zero_copy_only=False)
+            if need.any():
+                if out is None:
+                    out = np.full(n, -1, dtype=np.int32)
+                rows = np.flatnonzero(need)
+                out[rows] = _extract_rows(pc.take(pred, pa.array(rows)), qrows[rows], ctx, table)
+    if out is None:
+        out = np.full(n, -1, dtype=np.int32)
+    # --- hit_exact
+    gold_code = ctx.gold_codes(table)
+    g = gold_code[qrows]
+    hit = (out == g).view(np.int8)  # out = -1 never equals a usable gold (>= 0)
+    numlike = ctx.type_code >= 2
+    if numlike.any():
+        rows = np.flatnonzero(numlike[qrows] & (out >= 0) & (hit == 0))
+        if len(rows):
+            _numeric_hits(rows, out, qrows, gold_code, ctx, table, hit)
+    if (gold_code < 0).any():
+        hit[g < 0] = -1
+    if ans.null_count and pred.null_count:
+        no_output = ~pc.is_valid(ans).to_numpy(zero_copy_only=False)
+        no_output &= ~pc.is_valid(pred).to_numpy(zero_copy_only=False)
+        hit[no_output] = -1  # no output at all
+    # --- answer strings
+    dictionary = pa.array(table.strings, pa.string())
+    idx = pa.array(out, type=pa.int32(), mask=out < 0)
+    answer = pd.arrays.ArrowExtensionArray(pc.take(dictionary, idx))
+    return answer, hit
+
+
+def _numeric_hits(rows: np.ndarray, out: np.ndarray, qrows: np.ndarray, gold_code: np.ndarray,
+                  ctx: _Context, table: _Table, hit: np.ndarray) -> None:
+    """Set ``hit`` to 1 on numeric/free rows whose answer equals the gold numerically (relative
+    tolerance REL_TOL) or by the math-safe compact key ("27000 - 4500\\pi" == "27000-4500\\pi")."""
+    answers = ctx.questions["answer"].to_numpy(dtype=object)
+    tnum = np.array([num_full(s) if i >= 28 else None for i, s in enumerate(table.strings)], dtype=np.float64)
+    gnum = np.full(ctx.nq, np.nan)
+    qs = np.unique(qrows[rows])
+    for q in qs.tolist():
+        x = num_full(str(answers[q]).strip(), allow_unit=bool(ctx.type_code[q] == TYPE_CODE["numeric"]))
+        if x is not None:
+            gnum[q] = x
+    a, b = tnum[out[rows]], gnum[qrows[rows]]
+    ok = np.isfinite(a) & np.isfinite(b)
+    close = np.zeros(len(rows), dtype=bool)
+    close[ok] = np.abs(a[ok] - b[ok]) <= np.maximum(REL_TOL * np.maximum(np.abs(a[ok]), np.abs(b[ok])), 1e-12)
+    keys: dict[str, int] = {}
+    tkey = np.array([keys.setdefault(compact_key(x), len(keys)) for x in table.strings], dtype=np.int64)
+    gk = gold_code[qrows[rows]]
+    close |= (gk >= 0) & (tkey[out[rows]] == tkey[np.maximum(gk, 0)])
+    hit[rows[close]] = 1

@@ -1,0 +1,108 @@
+"""The detectors, registered in this one place (see :mod:`audit_hub.detectors.registry`).
+
+Each detector is a module ``audit_hub/detectors/<name>.py`` with a pure ``run(frame, *, field, seed,
+...) -> DetectorResult`` (contract in :mod:`audit_hub.detectors.base`). Its metadata (description,
+inputs, judge dependence, calibration parameters, report phrases) is registered below; nothing
+outside this package spells a detector's name.
+"""
+
+from __future__ import annotations
+
+from .registry import ActionTrigger, DetectorSpec, RegistryError, by_role, get, names, register, specs
+
+register(
+    name="visual_dependency",
+    description="share of questions with zero accuracy gain from the image, against an item-matched "
+                "permutation null",
+    requires="runs with the image (full arm) and without it (blind arm, e.g. `benchaudit blind`), with "
+             "correctness in the chosen field",
+    inputs=(("models", "predictions", "blind_predictions", "references"), ("models", "hits", "blind_hits")),
+    judge_dependent=True,
+    evidence=("f", "b", "mf", "mb", "m", "gain", "zero_gain", "negative_gain", "excluded"),
+    label="no gain from the image",
+    signal="full vs blind accuracy",
+    finding="no-gain-from-image items",
+    audit_params=("n_permutations", "alpha"),
+    calibration_params={"leave_one_out": False, "n_boot": 0},
+    actions=(ActionTrigger("drop", "high"),),
+    role="image_gain",
+    headline_statistic="zero_gain_share",
+    judge_dependence="judge_dependence",
+)
+register(
+    name="consensus_error",
+    description="questions on which the models agree on one answer that is not the gold one",
+    requires="full-arm answers from at least 2 models (blind runs optional, raise severity)",
+    inputs=(("models", "predictions", "references"),),
+    judge_dependent=False,
+    evidence=("n_parseable", "consensus_code", "consensus_answer", "consensus_share", "gold_share", "unanimous",
+              "n_blind_parseable", "blind_agreement", "duplicates_gold"),
+    label="consensus error",
+    signal="majority vote vs gold label",
+    finding="label-conflict candidates",
+    actions=(ActionTrigger("rewrite distractor", "medium", "consensus_error_duplicates_gold"),
+             ActionTrigger("relabel", "high")),
+    role="label_conflict",
+    headline_statistic="unanimous",
+)
+register(
+    name="fleiss_kappa_agreement",
+    description="inter-model agreement on each question's answer (Fleiss kappa and per-item agreement)",
+    requires="full-arm answers from at least 2 models",
+    inputs=(("models", "predictions"),),
+    judge_dependent=False,
+    evidence=("agreement", "n_raters", "n_distinct", "entropy"),
+    label="low inter-model agreement",
+    signal="inter-model agreement (Fleiss kappa)",
+    finding="unstable / ambiguous items",
+)
+register(
+    name="correctness_agreement",
+    description="each question's correctness profile across models (saturation, floor, item-rest correlation)",
+    requires="correctness of at least two models with the image (full arm)",
+    inputs=(("models", "predictions", "references"), ("models", "hits")),
+    judge_dependent=True,
+    evidence=("n_correct", "n_models", "p_correct", "p_correct_low", "p_correct_high", "saturated", "floor",
+              "item_rest", "item_rest_p", "guttman_inversions", "guttman_share", "note"),
+    label="anomalous correctness profile",
+    signal="correctness profile across models",
+    finding="difficulty / discrimination",
+)
+register(
+    name="answer_options_distribution",
+    description="gold-answer positions against a uniform spread, stratified by the number of options",
+    requires="multiple-choice questions (no runs needed)",
+    inputs=(("references", "options"), ("references", "n_options")),
+    judge_dependent=False,
+    evidence=("gold_letter", "n_options", "position_excess"),
+    label="gold in an over-represented position",
+    signal="gold-position histogram",
+    finding="position bias",
+)
+register(
+    name="distractor_similarity",
+    description="identical, near-identical and contrastive option pairs",
+    requires="option texts for at least one question (no runs needed)",
+    inputs=(("options", "references"),),
+    judge_dependent=False,
+    evidence=("tier", "pair", "similarity", "involves_gold", "n_exact_pairs", "n_near_pairs", "n_contrastive_pairs",
+              "bare_letter_options", "n_options_compared"),
+    label="duplicate options",
+    signal="pairwise option similarity",
+    finding="near-duplicate options",
+    actions=(ActionTrigger("rewrite distractor", "medium"),),
+)
+
+#: The card's text for each suggested action (the triggers are the ``actions`` registered above).
+ACTION_RULES: dict[str, str] = {
+    "rewrite distractor": "distractor_similarity at medium or above (identical or near-identical options), or "
+                          "the consensus option duplicates the gold text; the options need fixing, not the label",
+    "relabel": "consensus_error at high or above: every model that answered parseably chose the same non-gold "
+               "option, so the gold label is the first suspect",
+    "drop": "visual_dependency at high or above: every model solves it without the image and gains nothing from "
+            "it, so on a vision benchmark the item does not measure vision",
+    "review": "any other finding at medium or above",
+    "keep": "no finding above low",
+}
+
+__all__ = ["ACTION_RULES", "ActionTrigger", "DetectorSpec", "RegistryError", "by_role", "get", "names", "register", "specs"]

@@ -1,0 +1,265 @@
+"""Column and cell helpers every format mapping shares: what one reader returns (:class:`ReadResult`),
+cells as text, ID / option / category columns, and the Arrow / categorical column constructors."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..columns import ARROW_STR
+from ..errors import InputError
+from ..schema import LETTERS, is_null
+
+TEXT_EXTENSIONS = (".csv", ".tsv", ".jsonl", ".json")
+
+
+TABLE_EXTENSIONS = (".csv", ".tsv", ".jsonl", ".json", ".parquet", ".xlsx")
+
+
+PICKLE_EXTENSIONS = (".pkl", ".pickle")
+#: columns that can hold the question ID, in order of preference
+ID_CANDIDATES: tuple[str, ...] = ("question_id", "id", "index", "qid", "doc_id")
+
+
+#: columns that hold images or other media; never read (or dropped right after reading)
+MEDIA_COLUMNS = frozenset({"image", "images", "image_path", "image_base64", "decoded_image", "img", "video",
+                           "audio"})
+
+
+#: spellings of the second-level category seen in the wild
+L2_ALIASES = ("l2_category", "l2-category", "L2-category", "L2_category", "l2category", "subcategory")
+
+
+@dataclass
+class ReadResult:
+    """What one reader got out of one file."""
+
+    path: str
+    kind: str  # e.g. "vlmevalkit-sheet", "vlmevalkit-judged", "lmms-eval-samples", "mathv-output", "generic"
+    runs: pd.DataFrame | None = None
+    questions: pd.DataFrame | None = None
+    judges: dict[str, str] = field(default_factory=dict)  # model -> judge name
+    rows: int = 0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def options_are_bare_letters(options: Sequence[str] | None) -> bool:
+    """True when every option text is just its own letter (``['A', 'B', 'C']``).
+
+    MATH-Vision stores many choices this way because the real options are drawn in the image; a
+    detector that compares option texts must not read anything into such options.
+    """
+    if options is None or len(options) == 0:
+        return False
+    for i, o in enumerate(options):
+        t = str(o).strip().strip("().").upper()
+        if i >= len(LETTERS) or t != LETTERS[i]:
+            return False
+    return True
+
+
+def cell_to_str(v: Any) -> str | None:
+    """A cell as text: integral floats lose their ``.0`` (Excel stores 7 as 7.0), nulls -> None."""
+    if is_null(v):
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return str(int(f)) if f.is_integer() and abs(f) < 1e15 else repr(f)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", errors="replace")
+    return str(v)
+
+
+def to_str_series(s: pd.Series, *, strip: bool = False) -> pd.Series:
+    """Column -> object Series of str/None, converting each distinct value once (fast on repeats)."""
+    if len(s) == 0:
+        return pd.Series([], dtype=object, index=s.index)
+    if pd.api.types.is_integer_dtype(s.dtype) and not s.isna().any():
+        return pd.Series(s.astype("int64").astype(str).to_numpy(dtype=object), index=s.index, dtype=object)
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        cats = to_str_series(pd.Series(s.cat.categories), strip=strip).to_numpy(dtype=object)
+        table = np.append(cats, None).astype(object)
+        return pd.Series(table[s.cat.codes.to_numpy()], index=s.index, dtype=object)
+    if isinstance(s.dtype, (pd.StringDtype, pd.ArrowDtype)) and pd.api.types.is_string_dtype(s.dtype):
+        t = s.str.strip() if strip else s
+        return pd.Series(t.to_numpy(dtype=object, na_value=None), index=s.index, dtype=object)
+    codes, uniques = pd.factorize(s, use_na_sentinel=True)
+    conv = [cell_to_str(u) for u in uniques]
+    if strip:
+        conv = [c.strip() if c is not None else None for c in conv]
+    table = np.array(conv + [None], dtype=object)
+    return pd.Series(table[codes], index=s.index, dtype=object)
+
+
+def stem_of(path: str) -> str:
+    base = os.path.basename(path)
+    for ext in sorted(TABLE_EXTENSIONS + PICKLE_EXTENSIONS, key=len, reverse=True):
+        if base.lower().endswith(ext):
+            return base[: -len(ext)]
+    return os.path.splitext(base)[0]
+
+
+def ext_of(path: str) -> str:
+    return os.path.splitext(path)[1].lower()
+
+
+def apply_column_map(df: pd.DataFrame, column_map: dict[str, str] | None, file: str) -> pd.DataFrame:
+    """Rename columns ``old -> new`` (from ``--map old=new``); a map whose source is absent is ignored."""
+    if not column_map:
+        return df
+    ren = {old: new for old, new in column_map.items() if old in df.columns}
+    if not ren:
+        return df
+    out = df.rename(columns=ren)
+    dup = out.columns[out.columns.duplicated()].tolist()
+    if dup:
+        raise InputError(f"--map renames produce duplicate column(s) {dup}", file=file, column=dup[0])
+    return out
+
+
+def pick_id_column(columns: Iterable[str], df: pd.DataFrame | None = None) -> str | None:
+    """First ID candidate column present (and unique, when ``df`` is given)."""
+    cols = list(columns)
+    present = [c for c in ID_CANDIDATES if c in cols]
+    if df is None:
+        return present[0] if present else None
+    for c in present:
+        if not df[c].isna().any() and not df[c].duplicated().any():
+            return c
+    return present[0] if present else None
+
+
+def first_present(columns: Iterable[str], names: Iterable[str]) -> str | None:
+    cols = set(columns)
+    for n in names:
+        if n in cols:
+            return n
+    return None
+
+
+def options_from_letter_columns(df: pd.DataFrame) -> list[list[str]] | None:
+    """VLMEvalKit layout: option texts in columns ``A``, ``B``, ... (a row ends at its first empty cell)."""
+    letters = []
+    for ch in LETTERS:
+        if ch in df.columns:
+            letters.append(ch)
+        else:
+            break
+    if len(letters) < 2:
+        return None
+    cols = [to_str_series(df[c]).tolist() for c in letters]
+    out: list[list[str]] = []
+    for row in zip(*cols):
+        opts: list[str] = []
+        for v in row:
+            if v is None or v.strip() == "" or v.strip().lower() == "nan":
+                break
+            opts.append(v)
+        out.append(opts)
+    return out
+
+
+_OPTIONS_HDR = re.compile(r"(?:^|\n|\s)Options?\s*:\s*", re.IGNORECASE)
+
+
+_CHOICES_HDR = re.compile(r"(?:^|\n)\s*Choices\s*:\s*\n", re.IGNORECASE)
+
+
+_PAREN_OPT = re.compile(r"^\s*\(([A-Z])\)\s?(.*)$")
+
+
+def split_embedded_options(question: str) -> tuple[str, list[str]]:
+    """Options written into the question text -> (stem, options); ``(question, [])`` when none.
+
+    Two layouts are understood: MMStar's ``...\\nOptions: A: x, B: y, C: z`` and MathVista's
+    ``...\\nChoices:\\n(A) x\\n(B) y``. Letters must run A, B, C, ... in order, so a comma inside
+    an option text does not split it.
+    """
+    if not isinstance(question, str) or not question:
+        return question, []
+    matches = list(_CHOICES_HDR.finditer(question))
+    m = matches[-1] if matches else None
+    if m is not None:
+        stem, body = question[: m.start()], question[m.end():]
+        opts: list[str] = []
+        tail: list[str] = []
+        for line in body.split("\n"):
+            pm = _PAREN_OPT.match(line)
+            if pm and not tail and pm.group(1) == LETTERS[len(opts)]:
+                opts.append(pm.group(2).strip())
+            elif opts and not tail and line.strip() and not line.lstrip().startswith("("):
+                if line[:1].isspace():  # wrapped option line
+                    opts[-1] = opts[-1] + " " + line.strip()
+                else:
+                    tail.append(line)
+            elif line.strip():
+                tail.append(line)
+        if len(opts) >= 2:
+            return stem.rstrip(), opts
+    hdrs = list(_OPTIONS_HDR.finditer(question))
+    hdr = hdrs[-1] if hdrs else None
+    if hdr is not None:
+        stem, body = question[: hdr.start()], question[hdr.end():]
+        if body.startswith("A:") or body.startswith("A."):
+            sep = body[1]
+            starts = [0]
+            pos = 0
+            for k in range(1, len(LETTERS)):
+                pat = re.compile(r"(?:,|;|\n)\s*" + LETTERS[k] + re.escape(sep) + r"\s")
+                mm = pat.search(body, pos)
+                if not mm:
+                    break
+                starts.append(mm.start())
+                pos = mm.end()
+            if len(starts) >= 2:
+                opts = []
+                for j, s0 in enumerate(starts):
+                    end = starts[j + 1] if j + 1 < len(starts) else len(body)
+                    piece = body[s0:end].lstrip(",;\n ").strip()
+                    piece = piece[2:].strip()  # drop "A:"
+                    opts.append(piece)
+                return stem.rstrip(), opts
+    return question, []
+
+
+def bool_to_int8(s: pd.Series) -> pd.Series:
+    """Nullable boolean -> nullable Int8 (the frame converts numeric columns without Python loops)."""
+    if isinstance(s.dtype, pd.BooleanDtype) or (isinstance(s.dtype, pd.ArrowDtype)
+                                                and pa.types.is_boolean(s.dtype.pyarrow_dtype)):
+        return s.astype("Int8")
+    return s
+
+
+def as_arrow_str(s: pd.Series) -> pd.Series:
+    """Any column -> Arrow string column (null for missing)."""
+    if isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_string(s.dtype.pyarrow_dtype):
+        return s
+    return pd.Series(pd.array(to_str_series(s).tolist(), dtype=ARROW_STR), index=s.index)
+
+
+def constant_categorical(value: str, n: int) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[value])
+
+
+def is_arrow_dictionary(s: pd.Series) -> bool:
+    return isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_dictionary(s.dtype.pyarrow_dtype)
+
+
+def is_arrow_bool(s: pd.Series) -> bool:
+    return isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_boolean(s.dtype.pyarrow_dtype)
+
+
+def null_strings(n: int, index: pd.Index) -> pd.Series:
+    """An all-null Arrow string column of length ``n`` (built in C, not from a list of Nones)."""
+    return pd.Series(pd.arrays.ArrowExtensionArray(pa.nulls(n, pa.string())), index=index)

@@ -1,0 +1,237 @@
+"""Which reader reads a file: questions files and run files (files, folders, globs) are recognised by
+extension and content and handed to the format's reader. No provenance and no merging here (see
+:mod:`audit_hub.ingest` and :mod:`audit_hub.readers.merge`)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Sequence
+
+import pandas as pd
+
+from ..errors import InputError
+from ..input_guard import check_input_path, reading, skip_reason
+from .cells import PICKLE_EXTENSIONS, TABLE_EXTENSIONS, ReadResult, ext_of
+from .fileio import (
+    ensure_nonempty,
+    parquet_column_names,
+    peek_json_line,
+    read_parquet_runs,
+    read_table,
+    refuse_pickle,
+)
+
+
+@reading(0)
+def read_questions(spec: str, *, column_map: dict[str, str] | None = None, revision: str | None = None,
+                   split: str | None = None, arrow_options: bool = False,
+                   ) -> tuple[pd.DataFrame, str, str, dict | None]:
+    """A questions file, folder or Hub id -> (questions in the public format, the file read, its kind,
+    the Hub provenance when it came from the Hub). See :func:`audit_hub.ingest.load_questions`."""
+    from . import generic, hf, lmms_eval, mathv, vlmevalkit
+
+    spec = str(spec)
+    if os.path.lexists(spec):
+        check_input_path(spec)
+    if os.path.isdir(spec):
+        saved = os.path.join(spec, "questions.parquet")
+        if os.path.isfile(saved):
+            return read_questions(saved, column_map=column_map, arrow_options=arrow_options)
+        if hf.is_hub_layout_folder(spec):
+            q, info = hf.load_hub_questions(spec, revision=revision, column_map=column_map, split=split)
+            return q, spec, "hub", info
+        raise InputError("the folder holds no questions.parquet and is not a Hugging Face dataset folder "
+                         "(data/*.parquet + README.md)", file=spec)
+    if not os.path.exists(spec):
+        if any(ch in spec for ch in "*?["):
+            raise InputError("the questions must be one file, not a glob", file=spec)
+        if hf.parse_hub_spec(spec) is not None and not spec.endswith(TABLE_EXTENSIONS):
+            q, info = hf.load_hub_questions(spec, revision=revision, column_map=column_map, split=split)
+            return q, spec, "hub", info
+        raise InputError("no such file or folder", file=spec)
+    ext = ext_of(spec)
+    if ext in PICKLE_EXTENSIONS:
+        refuse_pickle(spec)
+    if ext not in TABLE_EXTENSIONS:
+        raise InputError(f"unknown file type {ext or '(no extension)'!r} for questions; expected one of "
+                         f"{' '.join(TABLE_EXTENSIONS)}", file=spec)
+    ensure_nonempty(spec)
+    kind = "generic"
+    if ext == ".jsonl":
+        rec = peek_json_line(spec)
+        if rec is None:
+            raise InputError("the file has no JSON lines", file=spec)
+        if mathv.is_mathv_questions_record(rec):
+            return mathv.read_questions(spec), spec, "mathv-questions", None
+        if lmms_eval.is_lmms_eval_record(rec):
+            res = lmms_eval.read_samples(spec)
+            if res.questions is None:
+                raise InputError("the lmms-eval samples carry no gold answers (target)", file=spec, column="target")
+            return res.questions, spec, "lmms-eval-samples", None
+    df = read_table(spec, column_map, dictionary=False, arrow_lists=arrow_options)
+    if "image" in df.columns:
+        df = df.drop(columns=["image"])
+    if vlmevalkit.is_vlmevalkit_sheet(df.columns) or "index" in df.columns:
+        kind = "vlmevalkit"
+        df = df.drop(columns=[c for c in ("prediction", "hit", "log", "extracted", "score", "res") if c in df.columns])
+    return generic.normalise_questions(df, spec), spec, f"{kind}-questions", None
+
+
+def _expand(specs: Sequence[str]) -> list[tuple[str, bool]]:
+    """Specs -> [(file, explicit)]; ``explicit`` is False for files found inside a folder or a glob."""
+    out: list[tuple[str, bool]] = []
+    for spec in specs:
+        spec = str(spec)
+        if os.path.lexists(spec):
+            check_input_path(spec)
+        if os.path.isdir(spec):
+            found = []
+            for root, dirs, files in os.walk(spec):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found.extend(os.path.join(root, f) for f in sorted(files) if not f.startswith("."))
+            if not found:
+                raise InputError("the folder is empty", file=spec)
+            out.extend((f, False) for f in found)
+        elif os.path.isfile(spec):
+            out.append((spec, True))
+        elif any(ch in spec for ch in "*?["):
+            matches = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
+            if not matches:
+                raise InputError("the pattern matches no files", file=spec)
+            out.extend((p, False) for p in matches)
+        else:
+            raise InputError("no such file or folder", file=spec)
+    seen: set[str] = set()
+    uniq = []
+    for p, e in out:
+        a = os.path.abspath(p)
+        if a not in seen:
+            seen.add(a)
+            uniq.append((p, e))
+    return uniq
+
+
+@reading(0)
+def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFrame | None,
+                   column_map: dict[str, str] | None, dataset_hint: str | None, model: str | None,
+                   metric: str | None, with_questions: bool = True) -> ReadResult | str:
+    """One file -> ReadResult, or a string saying why a file found in a folder was skipped."""
+    from . import generic, lmms_eval, mathv, vlmevalkit
+
+    if explicit:
+        check_input_path(path, allow_dir=False)
+    elif (why := skip_reason(path)) is not None:
+        return why
+    ext = ext_of(path)
+    if ext in PICKLE_EXTENSIONS:
+        if explicit:
+            refuse_pickle(path)
+        return "pickle cache (never unpickled; export it to .xlsx/.tsv/.parquet to use it)"
+    if ext not in TABLE_EXTENSIONS:
+        if explicit:
+            raise InputError(f"unknown file type {ext or '(no extension)'!r}; expected one of "
+                             f"{' '.join(TABLE_EXTENSIONS)}", file=path)
+        return f"not a table file ({ext or 'no extension'})"
+    if explicit:
+        ensure_nonempty(path)
+    elif os.path.getsize(path) == 0:
+        return "empty file"
+    if ext == ".jsonl":
+        rec = peek_json_line(path)
+        if rec is None:
+            if explicit:
+                raise InputError("the file has no JSON lines", file=path)
+            return "no JSON lines"
+        if lmms_eval.is_lmms_eval_record(rec):
+            return lmms_eval.read_samples(path, arm=arm, model=model, metric=metric)
+        if mathv.is_mathv_output_record(rec):
+            return mathv.read_outputs(path, arm=arm, model=model, questions=questions)
+        if mathv.is_mathv_questions_record(rec):
+            if explicit:
+                raise InputError("this is a MATH-V questions file (data/test.jsonl); pass it as the questions, "
+                                 "not as a run", file=path)
+            return "MATH-V questions file"
+    if ext == ".parquet":  # a long run table: zero-copy Arrow columns, row numbers left implicit
+        cmap = column_map or {}
+        cols = [cmap.get(c, c) for c in parquet_column_names(path)]
+        if not ("model" not in cols and vlmevalkit.is_vlmevalkit_sheet(cols)) and generic.is_generic_run_table(cols):
+            df = read_parquet_runs(path, column_map)
+            return generic.generic_runs(df, path, arm=arm, model=model, with_questions=with_questions,
+                                        implicit_rows=True)
+
+    def keep(cols: list[str]) -> list[str] | None:
+        """Without questions, a VLMEvalKit sheet needs only its ID, prediction and judge columns."""
+        if with_questions or "model" in cols or not vlmevalkit.is_vlmevalkit_sheet(cols):
+            return None
+        return [c for c in cols if c in vlmevalkit.RUN_COLUMNS]
+
+    try:
+        df = read_table(path, column_map, keep=keep)
+    except InputError:
+        if explicit or ext != ".json":
+            raise
+        return "JSON file that is not a table (e.g. a summary)"
+    cols = list(df.columns)
+    if "model" not in cols and vlmevalkit.is_vlmevalkit_sheet(cols):
+        return vlmevalkit.read_sheet(df, path, arm=arm, dataset_hint=dataset_hint, model=model,
+                                     with_questions=with_questions)
+    if generic.is_generic_run_table(cols):
+        return generic.generic_runs(df, path, arm=arm, model=model, with_questions=with_questions)
+    if explicit:
+        shown = [c for c in cols if c != "source_row"]
+        raise InputError(f"not a run file: no prediction or hit column (found {shown}); use --map OLD=prediction "
+                         "or pass it as the questions", file=path, column="prediction")
+    return "no prediction/hit column (summary or dataset file)"
+
+
+def read_all(specs: Sequence[str], *, arm: str, questions: pd.DataFrame | None, column_map, dataset_hint,
+              model, metric, with_questions: bool = True) -> tuple[list[ReadResult], list[dict]]:
+    results: list[ReadResult] = []
+    skipped: list[dict] = []
+    for path, explicit in _expand(specs):
+        r = _read_run_file(path, explicit, arm=arm, questions=questions, column_map=column_map,
+                           dataset_hint=dataset_hint, model=model, metric=metric, with_questions=with_questions)
+        if isinstance(r, str):
+            skipped.append({"path": os.path.abspath(path), "reason": r})
+        else:
+            results.append(r)
+    if not results:
+        where = ", ".join(map(str, specs))
+        reasons = "; ".join(f"{os.path.basename(s['path'])}: {s['reason']}" for s in skipped[:5])
+        raise InputError(f"no run files recognised in {where}" + (f" (skipped {reasons})" if reasons else ""))
+    return results, skipped
+
+
+def materialise_hub_specs(specs: Sequence[str]) -> tuple[list[str], dict[str, dict]]:
+    """Replace Hub dataset ids (``org/name[@revision]``) among run specs by local snapshot folders.
+
+    A spec that exists on disk, or looks like a glob, is left alone. The snapshot is fetched with
+    ``huggingface_hub.snapshot_download`` (the usual cache and token; offline mode honoured) and
+    its resolved commit is recorded for the manifest."""
+    from . import hf
+
+    out: list[str] = []
+    hub: dict[str, dict] = {}
+    for spec in specs:
+        spec = str(spec)
+        parsed = None
+        if not os.path.exists(spec) and not any(ch in spec for ch in "*?[") and not spec.endswith(TABLE_EXTENSIONS):
+            parsed = hf.parse_hub_spec(spec)
+        if parsed is None:
+            out.append(spec)
+            continue
+        repo, config, rev = parsed
+        try:
+            from huggingface_hub import snapshot_download
+
+            folder = snapshot_download(repo_id=repo, repo_type="dataset", revision=rev)
+        except Exception as e:  # noqa: BLE001 - one clear message whatever the client raises
+            first = str(e).splitlines()[0] if str(e) else ""
+            raise InputError(f"cannot fetch the Hub dataset ({type(e).__name__}: {first})", file=spec) from None
+        folder = os.path.abspath(folder)
+        sha = os.path.basename(folder) if re.fullmatch(r"[0-9a-f]{40}", os.path.basename(folder)) else None
+        hub[folder] = {"repo_id": repo, "config": config, "revision": rev, "resolved_commit": sha, "hub_spec": spec}
+        out.append(os.path.join(folder, "data") if os.path.isdir(os.path.join(folder, "data")) else folder)
+    return out, hub

@@ -1,0 +1,104 @@
+"""Write the report folder: the ``questions``, ``summary`` and ``runs`` configs, and ``write_report``.
+
+The folder has exactly the layout ``datasets.push_to_hub`` writes (``README.md`` with ``configs`` and
+``dataset_info`` YAML, ``data/<config>-NNNNN-of-MMMMM.parquet``), plus ``summary.json``,
+``manifest.json`` and ``figures/``. It is written inside :func:`audit_hub.io_utils.atomic_dir`, so a
+failed or killed audit never leaves a partial folder behind. This is the only module that imports
+the card, the figures and the manifest.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .tables import build_questions_table, build_runs_table, build_summary_table
+
+CONFIGS: tuple[str, ...] = ("questions", "summary", "runs")
+
+
+# Target in-memory size of one Parquet shard (datasets.push_to_hub uses 500 MB on disk).
+SHARD_BYTES = 256 * 1024 * 1024
+
+
+def _arrow_table(df: pd.DataFrame):
+    """DataFrame -> Arrow table with plain ``string`` types and no pandas metadata (portable schema)."""
+    import pyarrow as pa
+
+    t = pa.Table.from_pandas(df, preserve_index=False)
+    fields = []
+    for f in t.schema:
+        typ = f.type
+        if pa.types.is_large_string(typ):
+            typ = pa.string()
+        elif pa.types.is_large_list(typ) and pa.types.is_large_string(typ.value_type):
+            typ = pa.list_(pa.string())
+        elif (pa.types.is_list(typ) or pa.types.is_large_list(typ)) and pa.types.is_large_string(typ.value_type):
+            typ = pa.list_(pa.string())
+        elif pa.types.is_null(typ):
+            typ = pa.string()
+        elif pa.types.is_dictionary(typ):
+            typ = pa.string()
+        fields.append(pa.field(f.name, typ))
+    return t.cast(pa.schema(fields))
+
+
+def write_config(folder: Path, name: str, df: pd.DataFrame, shard_bytes: int = SHARD_BYTES) -> list[str]:
+    """Write one config as ``data/<name>-NNNNN-of-MMMMM.parquet`` shards; return the relative paths."""
+    import pyarrow.parquet as pq
+
+    table = _arrow_table(df)
+    n_shards = max(1, math.ceil(table.nbytes / shard_bytes)) if table.num_rows else 1
+    n_shards = min(n_shards, max(1, table.num_rows))
+    rows = math.ceil(table.num_rows / n_shards) if table.num_rows else 0
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    paths = []
+    for s in range(n_shards):
+        rel = f"data/{name}-{s:05d}-of-{n_shards:05d}.parquet"
+        pq.write_table(table.slice(s * rows, rows) if rows else table, folder / rel, compression="zstd")
+        paths.append(rel)
+    return paths
+
+
+def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[str], inputs: list[dict],
+                 figures: bool = True, shard_bytes: int = SHARD_BYTES, _hook=None) -> Path:
+    """Write the whole report folder atomically and return its path.
+
+    ``inputs``: one dict per input file (``path``, ``kind``, optional ``sha256``, ``bytes``, ``rows``,
+    ``revision``/``resolved_commit`` for Hub inputs); missing hashes are computed here.
+    ``_hook`` is for tests: called with the temporary folder just before it is moved into place.
+    """
+    from ..io_utils import atomic_dir, dump_json
+    from .card import render_card
+    from .manifest import build_manifest
+
+    started = time.time()
+    target = Path(out_dir)
+    questions = build_questions_table(result)
+    summary_df = build_summary_table(result)
+    runs = build_runs_table(result)
+    with atomic_dir(target, command="audit", inputs=[r.get("path") for r in inputs or []]) as tmp:
+        files = {
+            "questions": write_config(tmp, "questions", questions, shard_bytes),
+            "summary": write_config(tmp, "summary", summary_df, shard_bytes),
+            "runs": write_config(tmp, "runs", runs, shard_bytes),
+        }
+        figs: dict[str, str] = {}
+        if figures:
+            from .figures import make_figures
+
+            figs = make_figures(result, questions, tmp / "figures", summary_df)
+        (tmp / "summary.json").write_text(dump_json(result.summary), encoding="utf-8")
+        card = render_card(result, questions, summary_df, files=files, figures=figs, folder=tmp)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+        manifest = build_manifest(result, command_line=command_line, inputs=inputs, folder=tmp,
+                                  started_at=started, finished_at=time.time())
+        (tmp / "manifest.json").write_text(dump_json(manifest), encoding="utf-8")
+        if _hook is not None:
+            _hook(tmp)
+    return target.resolve()

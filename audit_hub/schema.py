@@ -1,0 +1,161 @@
+"""The audit's vocabulary, defined once: arms, answer types, option letters, the missing code, the
+canonical form of an answer value, the truth table of correctness cells and the options cell.
+
+Every other module imports these from here; none defines its own copy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from decimal import Decimal, localcontext
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+
+ARMS: tuple[str, ...] = ("full", "blind")
+
+
+ANSWER_TYPES: tuple[str, ...] = ("mc", "yesno", "numeric", "free")
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+QUESTION_COLUMNS = ("question_id", "question", "options", "answer", "answer_type", "category",
+                    "l2_category", "group_id", "hint")
+OPTIONAL_QUESTION_COLUMNS = ("l2_category", "group_id", "hint")
+RUN_COLUMNS = ("question_id", "model", "arm", "prediction", "answer", "hit", "hit_exact")
+MISSING = -1  # code for "unknown" in int8 / int16 / int32 matrices
+
+#: Correctness cells: the one truth table of every reader and the frame (compared stripped, lower-case).
+HIT_TRUE = frozenset({"1", "true", "t", "yes", "y", "1.0", "correct"})
+HIT_FALSE = frozenset({"0", "false", "f", "no", "n", "0.0", "incorrect", "wrong"})
+HIT_NULL = frozenset({"", "nan", "none", "null"})
+
+
+def hit_code(v: Any) -> int | None:
+    """A correctness cell -> 1 (right), 0 (wrong), :data:`MISSING` (empty); None when it is not one of
+    the accepted spellings (the caller names the file, row and column)."""
+    if v is None:
+        return MISSING
+    if isinstance(v, (bool, np.bool_)):
+        return int(v)
+    if isinstance(v, (float, np.floating)) and np.isnan(v):
+        return MISSING
+    k = str(v).strip().lower()
+    if k in HIT_TRUE:
+        return 1
+    if k in HIT_FALSE:
+        return 0
+    if k in HIT_NULL:
+        return MISSING
+    return None
+
+
+NUMBER_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+def infer_answer_type(options: Sequence[str], answer: str) -> str:
+    """Answer type of one question when the source does not say it."""
+    if len(options) > 0:
+        return "mc"
+    a = str(answer).strip().lower()
+    if a in ("yes", "no"):
+        return "yesno"
+    if NUMBER_RE.match(a.replace(",", "")):
+        return "numeric"
+    return "free"
+
+
+def normalise_value(v: str) -> str:
+    """Canonical text of a numeric or free answer: numbers as shortest float repr, text casefolded."""
+    s = str(v).strip()
+    t = s.replace(",", "").replace("$", "").strip()
+    if NUMBER_RE.match(t):
+        try:
+            x = float(t)
+            return repr(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
+        except ValueError:
+            pass
+    return " ".join(s.casefold().split())
+
+
+def is_null(v: Any) -> bool:
+    """Missing value test that works for scalars, lists and arrays."""
+    if v is None:
+        return True
+    if isinstance(v, (list, tuple, dict, np.ndarray)):
+        return False
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def options_cell(v: Any, file: str, row: int, clean: bool = False) -> list[str]:
+    """One options cell (a list, an array, a JSON list in text, or empty) -> list of option texts.
+
+    ``clean``: the caller guarantees a list of str is already clean (returned as is).
+    """
+    if type(v) is list and (clean or all(type(x) is str for x in v)):
+        return v
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return ["" if is_null(x) else str(x) for x in v]
+    if is_null(v):
+        return []
+    s = str(v).strip()
+    if s == "":
+        return []
+    if s.startswith("["):
+        try:
+            parsed = json.loads(s)
+        except ValueError as e:
+            raise InputError(f"options is not a JSON list ({e}); write options as a JSON list of strings",
+                             file=file, row=row, column="options") from None
+        if not isinstance(parsed, list):
+            raise InputError("options must be a JSON list", file=file, row=row, column="options")
+        return ["" if x is None else str(x) for x in parsed]
+    raise InputError("options must be a list of option texts (a JSON list in text files)",
+                     file=file, row=row, column="options")
+
+
+def canonical_number(x: Fraction) -> str:
+    """Canonical text of an exact rational: integer, terminating decimal, or ``p/q``."""
+    if x.denominator == 1:
+        return str(x.numerator)
+    d = x.denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    if d != 1:
+        return f"{x.numerator}/{x.denominator}"
+    with localcontext() as ctx:
+        ctx.prec = 60
+        s = format((Decimal(x.numerator) / Decimal(x.denominator)).normalize(), "f")
+    return s
+
+
+def parse_number(text: str) -> Fraction | None:
+    """Exact value of a text that is a number as a whole (``"0.50"``, ``".5"``, ``"1/2"``, ``"1,000"``,
+    ``"-3"``), else None. Fractions with a zero denominator are not numbers."""
+    t = text.strip().replace("−", "-").replace(" ", "")
+    if not t:
+        return None
+    sign = 1
+    if t[0] in "+-":
+        sign = -1 if t[0] == "-" else 1
+        t = t[1:]
+    if not re.fullmatch(r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.?\d*|\.\d+)(?:/\d+)?", t):
+        return None
+    num, _, den = t.partition("/")
+    try:
+        v = Fraction(num.replace(",", ""))
+        if den:
+            if int(den) == 0:
+                return None
+            v = v / int(den)
+    except (ValueError, ZeroDivisionError):
+        return None
+    return sign * v

@@ -1,0 +1,406 @@
+"""Validation of the two input tables of the audit frame: questions and runs.
+
+:func:`validate_questions` checks and normalises the question table (IDs unique and non-empty, answer
+types known, options parsed, the gold inside the options); :func:`validate_runs` checks the runs
+against it (every question ID known, arms known, correctness cells in :data:`audit_hub.schema`'s
+truth table), encodes them as integer codes and fills the exact-match columns with the answer
+parser. Every error names the file, the row and the column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from .columns import ARROW_STR, arrow_chunks, to_arrow_strings, to_codes
+from .errors import InputError
+from .schema import (
+    ANSWER_TYPES,
+    ARMS,
+    LETTERS,
+    MISSING,
+    NUMBER_RE,
+    hit_code,
+    infer_answer_type,
+    is_null,
+    options_cell,
+)
+
+
+def _row_of(src_rows: np.ndarray | None, i: int) -> int:
+    return int(src_rows[i]) if src_rows is not None else i + 1
+
+
+def validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
+    if df is None or len(df) == 0:
+        raise InputError("the questions table is empty", file=file)
+    missing = [c for c in ("question_id", "answer") if c not in df.columns]
+    if missing:
+        raise InputError(f"missing required column(s) {missing}; found {list(df.columns)}", file=file,
+                         column=missing[0])
+    src_rows = df["source_row"].to_numpy() if "source_row" in df.columns else None
+    if "source_file" in df.columns and len(df):
+        file = str(df["source_file"].iloc[0])
+    qid = df["question_id"]
+    null_id = qid.isna().to_numpy()
+    if null_id.any():
+        i = int(np.flatnonzero(null_id)[0])
+        raise InputError("question_id is empty", file=file, row=_row_of(src_rows, i), column="question_id")
+    qid = qid.astype(str).str.strip()
+    dup = qid.duplicated(keep="first").to_numpy()
+    if dup.any():
+        i = int(np.flatnonzero(dup)[0])
+        first = int(np.flatnonzero((qid == qid.iloc[i]).to_numpy())[0])
+        raise InputError(f"duplicate question_id {qid.iloc[i]!r} (first seen at row {_row_of(src_rows, first)})",
+                         file=file, row=_row_of(src_rows, i), column="question_id")
+    n = len(df)
+
+    def col(name, default=None):
+        if name in df.columns:
+            return df[name].tolist()
+        return [default] * n
+
+    options = _options_fast(df["options"]) if "options" in df.columns else [[] for _ in range(n)]
+    if options is None:
+        options = [options_cell(v, file, _row_of(src_rows, i)) for i, v in enumerate(col("options"))]
+    n_opt = np.fromiter((len(o) for o in options), dtype=np.int64, count=n)
+    answers, types, gold_idx, simple = _answers_fast(df, n_opt)
+    answers_in = types_in = None
+    for i in np.flatnonzero(~simple):
+        # the rows the vectorised pass could not settle (errors, gold given as option text, ...),
+        # one by one with the row-level rules; simple rows never raise, so the first error is the same
+        if answers_in is None:
+            answers_in, types_in = col("answer"), col("answer_type")
+        a = answers_in[i]
+        if is_null(a) or str(a).strip() == "":
+            raise InputError("gold answer is empty", file=file, row=_row_of(src_rows, i), column="answer")
+        a = str(a).strip()
+        t = types_in[i]
+        t = infer_answer_type(options[i], a) if is_null(t) or str(t) == "" else str(t).strip().lower()
+        if t not in ANSWER_TYPES:
+            raise InputError(f"unknown answer_type {t!r}; expected one of {ANSWER_TYPES}",
+                             file=file, row=_row_of(src_rows, i), column="answer_type")
+        if t == "mc":
+            k = len(options[i])
+            if k == 0:
+                raise InputError("answer_type is 'mc' but the question has no options",
+                                 file=file, row=_row_of(src_rows, i), column="options")
+            if k > len(LETTERS):
+                raise InputError(f"{k} options; at most 26 are supported", file=file,
+                                 row=_row_of(src_rows, i), column="options")
+            letter = a.upper()
+            if len(letter) != 1 or letter not in LETTERS[:k]:
+                # gold given as the option text instead of a letter?
+                matches = [j for j, o in enumerate(options[i]) if o.strip() == a]
+                if len(matches) == 1:
+                    letter = LETTERS[matches[0]]
+                else:
+                    raise InputError(f"gold {a!r} is not one of the option letters {LETTERS[:k]!r}",
+                                     file=file, row=_row_of(src_rows, i), column="answer")
+            a = letter
+            gold_idx[i] = LETTERS.index(letter)
+        elif t == "yesno":
+            if a.lower() not in ("yes", "no"):
+                raise InputError(f"yes/no gold must be 'yes' or 'no', got {a!r}", file=file,
+                                 row=_row_of(src_rows, i), column="answer")
+            a = a.lower()
+        answers[i] = a
+        types[i] = t
+
+    def text_col(name):
+        if name not in df.columns:
+            return pd.Series([None] * n, dtype=object)
+        return _text_series(df[name])
+
+    out = pd.DataFrame({
+        "question_id": qid.to_numpy(dtype=object),
+        "question": text_col("question").fillna(""),
+        "options": options,
+        "answer": answers,
+        "answer_type": types,
+        "category": text_col("category").fillna("(none)"),
+        "l2_category": text_col("l2_category"),
+        "group_id": text_col("group_id"),
+        "hint": text_col("hint"),
+    })
+    out["n_options"] = n_opt.astype(np.int16)
+    out["gold_index"] = gold_idx
+    return out
+
+
+def _text_series(s: pd.Series) -> pd.Series:
+    """Object Series of ``str`` values with None for missing (str() of non-string values)."""
+    s = s.reset_index(drop=True)
+    null = s.isna().to_numpy()
+    obj = s.astype(object)
+    if pd.api.types.infer_dtype(obj, skipna=True) not in ("string", "empty"):
+        obj = obj.map(lambda v: v if isinstance(v, str) else str(v))
+    return obj.where(~null, None)
+
+
+def _options_fast(s: pd.Series) -> list[list[str]] | None:
+    """Option lists through Arrow when the column is a list of strings (Parquet / Arrow / Python lists);
+    None when a row needs the row-level parser (JSON strings, scalars, non-string elements)."""
+    import pyarrow.compute as pc
+
+    try:
+        chunks = arrow_chunks(s)
+        arr = chunks.combine_chunks() if chunks is not None else pa.array(s, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
+        return None
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if pa.types.is_null(t):
+        return [[] for _ in range(len(arr))]
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return None
+    vt = t.value_type
+    if not (pa.types.is_string(vt) or pa.types.is_large_string(vt) or pa.types.is_null(vt)):
+        return None
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    values = pc.list_flatten(arr)
+    values = pc.fill_null(values.cast(pa.string()), "") if len(values) else values
+    import gc
+
+    ends = np.cumsum(lengths).tolist()
+    starts = [0] + ends[:-1]
+    was = gc.isenabled()
+    gc.disable()  # millions of new lists: the cyclic collector would rescan them over and over
+    try:
+        vals = values.to_pylist()
+        return [vals[a:b] for a, b in zip(starts, ends)]
+    finally:
+        if was:
+            gc.enable()
+
+
+_LETTER_INDEX = {c: i for i, c in enumerate(LETTERS)}
+
+
+def _answers_fast(df: pd.DataFrame, n_opt: np.ndarray) -> tuple[list, list, np.ndarray, np.ndarray]:
+    """Vectorised gold answers / answer types / gold letters for the rows that follow the plain rules.
+
+    String work is done once per distinct (answer, answer_type) value, then gathered back. Returns
+    (answers, types, gold_index, simple); rows with ``simple`` False are left for the row-level loop
+    (which raises the errors)."""
+    n = len(df)
+    gold_idx = np.full(n, MISSING, dtype=np.int16)
+    ans = df["answer"].reset_index(drop=True)
+    null_a = ans.isna().to_numpy()
+    a_codes, a_uniq = pd.factorize(_text_series(ans).fillna(""), use_na_sentinel=False)
+    a_u = pd.Series(np.asarray(a_uniq, dtype=object), dtype=object).str.strip()
+    low_u = a_u.str.lower().to_numpy(dtype=object)
+    a_u = a_u.to_numpy(dtype=object)
+    ok = ~null_a & (np.fromiter((len(x) > 0 for x in a_u), bool, count=len(a_u))[a_codes] if len(a_u) else True)
+    if "answer_type" in df.columns:
+        tcol = df["answer_type"].reset_index(drop=True)
+        t_codes, t_uniq = pd.factorize(_text_series(tcol).fillna(""), use_na_sentinel=False)
+        t_u = np.asarray(t_uniq, dtype=object)
+        given = ~(tcol.isna().to_numpy() | (t_u == "")[t_codes])
+        t = np.array([x.strip().lower() for x in t_u], dtype=object)[t_codes]
+    else:
+        given = np.zeros(n, bool)
+        t = np.full(n, "", dtype=object)
+    # inferred types where none is given: per distinct answer text
+    yn_u = np.isin(low_u, ["yes", "no"])
+    num_u = np.array([bool(NUMBER_RE.match(x.replace(",", ""))) for x in low_u], dtype=bool)
+    is_yn, is_num = yn_u[a_codes], num_u[a_codes]
+    inferred = np.where(n_opt > 0, "mc", np.where(is_yn, "yesno", np.where(is_num, "numeric", "free"))).astype(object)
+    types = np.where(given, t, inferred).astype(object)
+    ok &= np.isin(types, ANSWER_TYPES)
+    answers = a_u[a_codes] if len(a_u) else np.full(n, "", dtype=object)
+    # mc: a single letter within the item's options
+    mc = ok & (types == "mc")
+    if mc.any():
+        up_u = np.array([x.upper() for x in a_u], dtype=object)
+        li_u = np.array([_LETTER_INDEX.get(x, -1) for x in up_u], dtype=np.int64)
+        li = li_u[a_codes[mc]]
+        k = n_opt[mc]
+        good = (li >= 0) & (k >= 1) & (k <= len(LETTERS)) & (li < k)
+        idx = np.flatnonzero(mc)
+        gi = idx[good]
+        gold_idx[gi] = li[good].astype(np.int16)
+        answers[gi] = up_u[a_codes[gi]]
+        ok[idx[~good]] = False
+    yn = ok & (types == "yesno")
+    if yn.any():
+        good = yn_u[a_codes]
+        answers[yn & good] = low_u[a_codes[yn & good]]
+        ok[yn & ~good] = False
+    return answers.tolist(), types.tolist(), gold_idx, ok
+
+
+def _hit_to_int8(series: pd.Series | None, n: int, where, col: str) -> np.ndarray:
+    """A correctness column -> int8 (1/0/-1). ``where(i)`` gives the file and row of run row ``i``."""
+    if series is None:
+        return np.full(n, MISSING, dtype=np.int8)
+    s = series
+    if s.dtype == bool:
+        return s.to_numpy().view(np.int8).copy()
+    chunks = arrow_chunks(s)
+    if chunks is not None and (pa.types.is_boolean(chunks.type) or pa.types.is_integer(chunks.type)):
+        import pyarrow.compute as pc
+
+        if pa.types.is_integer(chunks.type):
+            bad = pc.and_(pc.not_equal(chunks, 0), pc.not_equal(chunks, 1))
+            if pc.any(bad).as_py():
+                i = int(np.flatnonzero(bad.to_numpy(zero_copy_only=False) == True)[0])  # noqa: E712
+                raise InputError(f"{col} must be 0/1/true/false or empty, got {chunks[i].as_py()!r}",
+                                 **where(i), column=col)
+        return pc.fill_null(pc.cast(chunks, pa.int8()), -1).to_numpy().astype(np.int8, copy=False)
+    if pd.api.types.is_bool_dtype(s.dtype):
+        out = np.full(n, MISSING, dtype=np.int8)
+        v = s.to_numpy(dtype=object, na_value=None)
+        mask = pd.notna(s).to_numpy()
+        out[mask] = np.asarray(v[mask], dtype=bool).astype(np.int8)
+        return out
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        v = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~np.isnan(v) & (v != 0) & (v != 1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{col} must be 0/1/true/false or empty, got {v[i]!r}",
+                             **where(i), column=col)
+        out = np.full(n, MISSING, dtype=np.int8)
+        ok = ~np.isnan(v)
+        out[ok] = v[ok].astype(np.int8)
+        return out
+    # strings / objects: map via unique values
+    codes, uniques = pd.factorize(s, use_na_sentinel=True)
+    table = np.empty(len(uniques), dtype=np.int8)
+    for j, u in enumerate(uniques):
+        code = hit_code(u)
+        if code is None:
+            i = int(np.flatnonzero(codes == j)[0])
+            raise InputError(f"{col} must be 0/1/true/false or empty, got {u!r}",
+                             **where(i), column=col)
+        table[j] = code
+    out = np.full(n, MISSING, dtype=np.int8)
+    ok = codes >= 0
+    out[ok] = table[codes[ok]]
+    return out
+
+
+def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exact: bool):
+    n = len(runs)
+    src_rows = runs["source_row"].to_numpy() if "source_row" in runs.columns else None
+    src_files = runs["source_file"] if "source_file" in runs.columns else None
+
+    def where(i: int) -> dict:
+        f = str(src_files.iloc[i]) if src_files is not None else file
+        return {"file": f, "row": _row_of(src_rows, i)}
+
+    if n == 0:
+        empty = pd.DataFrame({"q": np.array([], np.int32), "m": np.array([], np.int16),
+                              "arm": np.array([], np.int8),
+                              "prediction": pd.Series([], dtype=ARROW_STR), "answer": pd.Series([], dtype=ARROW_STR),
+                              "hit": np.array([], np.int8), "hit_exact": np.array([], np.int8)})
+        return empty, []
+    for c in ("question_id", "model"):
+        if c not in runs.columns:
+            raise InputError(f"missing required column {c!r}; found {list(runs.columns)}", file=file, column=c)
+    # question ids -> codes (int32 / int16 / int8 throughout: 1e8 rows must stay within a few GB)
+    qcodes_raw, quniq = to_codes(runs["question_id"])
+    if (qcodes_raw < 0).any():
+        i = int(np.flatnonzero(qcodes_raw < 0)[0])
+        raise InputError("question_id is empty", **where(i), column="question_id")
+    quniq = np.array([s.strip() for s in quniq], dtype=object)
+    lookup = pd.Index(q["question_id"].astype(str)).get_indexer(quniq).astype(np.int32)
+    if len(lookup) == len(q) and (lookup == np.arange(len(lookup))).all():
+        qcodes = qcodes_raw  # the runs' dictionary is the questions table in order: codes are final
+    else:
+        qcodes = lookup[qcodes_raw]
+    unknown = qcodes < 0
+    if unknown.any():
+        bad_ids = pd.unique(quniq[qcodes_raw[unknown]])
+        i = int(np.flatnonzero(unknown)[0])
+        raise InputError(
+            f"{len(bad_ids)} question ID(s) in the runs are not in the questions table "
+            f"({int(unknown.sum())} rows); first five: {list(map(str, bad_ids[:5]))}",
+            **where(i), column="question_id")
+    del qcodes_raw, unknown
+    # models (first-appearance / category order, stripped of nothing: names are kept verbatim)
+    mcodes, models = to_codes(runs["model"])
+    if (mcodes < 0).any():
+        i = int(np.flatnonzero(mcodes < 0)[0])
+        raise InputError("model is empty", **where(i), column="model")
+    if len(models) > 32000:
+        raise InputError(f"{len(models)} distinct models; at most 32,000 are supported", file=file, column="model")
+    mcodes = mcodes.astype(np.int16, copy=False)
+    # arms
+    if "arm" in runs.columns:
+        acodes_raw, auniq = to_codes(runs["arm"])
+        amap = np.array([ARMS.index(a.strip().lower()) if a.strip().lower() in ARMS else -1 for a in auniq],
+                        dtype=np.int8)
+        if (acodes_raw < 0).any():
+            i = int(np.flatnonzero(acodes_raw < 0)[0])
+            raise InputError(f"arm is empty; expected one of {ARMS}", **where(i), column="arm")
+        acodes = amap[acodes_raw] if len(amap) else np.zeros(n, np.int8)
+        del acodes_raw
+        if (acodes < 0).any():
+            i = int(np.flatnonzero(acodes < 0)[0])
+            raise InputError(f"unknown arm {auniq[to_codes(runs['arm'])[0][i]]!r}; expected one of {ARMS}",
+                             **where(i), column="arm")
+    else:
+        acodes = np.zeros(n, dtype=np.int8)
+    # duplicates of (question, model, arm): O(n) check through a dense bitmap filled in chunks of int64
+    # keys (no n-long int64 array), sort only on failure
+    nq, nm = len(q), len(models)
+
+    def keys(lo: int, hi: int) -> np.ndarray:
+        return (acodes[lo:hi].astype(np.int64) * nm + mcodes[lo:hi]) * nq + qcodes[lo:hi]
+
+    step = 1 << 23
+    if nq * nm * 2 <= 1_000_000_000:
+        seen = np.zeros(nq * nm * 2, dtype=np.bool_)
+        for lo in range(0, n, step):
+            seen[keys(lo, lo + step)] = True
+        has_dup = int(np.count_nonzero(seen)) != n
+        del seen
+    else:
+        has_dup = True  # fall back to the sort below
+    if has_dup:
+        key = keys(0, n)
+        order = np.argsort(key, kind="stable")
+        sk = key[order]
+        d = np.flatnonzero(sk[1:] == sk[:-1])
+        if len(d):
+            i = int(order[d[0] + 1])
+            first = int(order[d[0]])
+            raise InputError(
+                f"duplicate row for question {q['question_id'].iloc[qcodes[i]]!r}, model {models[mcodes[i]]!r}, "
+                f"arm {ARMS[acodes[i]]!r} (first seen at row {where(first)['row']})",
+                **where(i), column="question_id")
+        del key, order, sk
+
+    def str_col(name):
+        if name not in runs.columns:
+            return pd.arrays.ArrowExtensionArray(pa.nulls(n, pa.string()))
+        return to_arrow_strings(runs[name])
+
+    answer_dict = None
+    if "answer" in runs.columns and "hit_exact" in runs.columns:
+        col_a = runs["answer"]
+        if isinstance(col_a.dtype, pd.CategoricalDtype) or (
+                isinstance(col_a.dtype, pd.ArrowDtype) and pa.types.is_dictionary(col_a.dtype.pyarrow_dtype)):
+            answer_dict = to_codes(col_a)  # the answer codes for encode_answers, at no hashing cost
+    prediction = str_col("prediction")
+    answer = str_col("answer")
+    hit = _hit_to_int8(runs["hit"] if "hit" in runs.columns else None, n, where, "hit")
+    out = pd.DataFrame({
+        "q": qcodes.astype(np.int32, copy=False), "m": mcodes, "arm": acodes.astype(np.int8, copy=False),
+        "prediction": prediction,
+        "answer": answer, "hit": hit,
+    }, copy=False)
+    if answer_dict is not None:
+        out.attrs["_answer_dict"] = (answer_dict[0], answer_dict[1], out["answer"].array._pa_array)  # noqa: SLF001
+    if "hit_exact" in runs.columns:
+        out["hit_exact"] = _hit_to_int8(runs["hit_exact"], n, where, "hit_exact")
+    elif compute_exact:
+        from .answers.fill import fill_answers_and_exact
+        out["answer"], out["hit_exact"] = fill_answers_and_exact(q, out)
+    else:
+        out["hit_exact"] = np.full(n, MISSING, dtype=np.int8)
+    return out, list(models)
