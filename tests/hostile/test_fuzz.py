@@ -191,7 +191,7 @@ def test_arbitrary_sheet_xml_inside_a_valid_zip(xlsx_bytes, sheet):
        options=st.one_of(st.none(), st.lists(st.text(max_size=15), max_size=6)),
        kind=st.sampled_from(["mc", "yesno", "numeric", "free"]))
 def test_answer_parser_never_raises(text, options, kind):
-    from audit_hub.extract import extract_answer
+    from audit_hub.answers import extract_answer
 
     try:
         out = extract_answer(text, options, kind)
