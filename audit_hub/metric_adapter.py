@@ -85,10 +85,10 @@ def build_frame(
 
     facts: dict = {}
     try:
-        qdf, runs, facts = read_compute_columns(
-            question_ids, models=models, predictions=predictions, blind_predictions=blind_predictions,
-            references=references, hits=hits, blind_hits=blind_hits, options=options, n_options=n_options,
-            answer_types=answer_types, categories=categories)
+        qdf, runs, facts = read_compute_columns(question_ids, {
+            "models": models, "predictions": predictions, "blind_predictions": blind_predictions,
+            "references": references, "hits": hits, "blind_hits": blind_hits, "options": options,
+            "n_options": n_options, "answer_types": answer_types, "categories": categories})
         frame = AuditFrame.from_tables(qdf, runs, questions_source=QUESTIONS_SOURCE, runs_source=SOURCE,
                                        compute_exact=False)
     except InputError as e:

@@ -51,39 +51,30 @@ def clopper_pearson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarra
     return lo, hi
 
 
-def holm(pvalues) -> np.ndarray:
-    """Holm step-down adjusted p-values (NaN entries are ignored and stay NaN)."""
+def _adjust_finite(pvalues, adjust) -> np.ndarray:
+    """Apply ``adjust`` (sorted-order adjustment of a 1-d array of p-values) to the non-NaN entries;
+    NaN entries stay NaN. ``adjust(sorted_p) -> adjusted sorted_p`` before clipping at 1."""
     p = np.asarray(pvalues, dtype=np.float64)
     out = np.full_like(p, np.nan)
     ok = ~np.isnan(p)
     if not ok.any():
         return out
     pv = p[ok]
-    m = len(pv)
     order = np.argsort(pv, kind="stable")
-    adj = np.maximum.accumulate((m - np.arange(m)) * pv[order])
-    res = np.empty(m)
-    res[order] = np.minimum(adj, 1.0)
+    res = np.empty(len(pv))
+    res[order] = np.minimum(adjust(pv[order]), 1.0)
     out[ok] = res
     return out
+
+
+def holm(pvalues) -> np.ndarray:
+    """Holm step-down adjusted p-values (NaN entries are ignored and stay NaN)."""
+    return _adjust_finite(pvalues, lambda ps: np.maximum.accumulate((len(ps) - np.arange(len(ps))) * ps))
 
 
 def benjamini_hochberg(pvalues) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (NaN entries are ignored and stay NaN)."""
-    p = np.asarray(pvalues, dtype=np.float64)
-    out = np.full_like(p, np.nan)
-    ok = ~np.isnan(p)
-    if not ok.any():
-        return out
-    pv = p[ok]
-    m = len(pv)
-    order = np.argsort(pv, kind="stable")
-    ranked = pv[order] * m / np.arange(1, m + 1)
-    adj = np.minimum.accumulate(ranked[::-1])[::-1]
-    res = np.empty(m)
-    res[order] = np.minimum(adj, 1.0)
-    out[ok] = res
-    return out
+    return _adjust_finite(pvalues, lambda ps: np.minimum.accumulate((ps * len(ps) / np.arange(1, len(ps) + 1))[::-1])[::-1])
 
 
 def permutation_p_value(null: np.ndarray, observed: float, alternative: str = "greater") -> float:

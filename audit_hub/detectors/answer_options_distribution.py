@@ -78,27 +78,14 @@ def stratified_chi2(k_of_item: np.ndarray, pos: np.ndarray, *, n_mc: int = 9999,
     return {"chi2": chi2, "dof": dof, "p_value": p, "method": method, "n": n_tot, "strata": strata}
 
 
-def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 9999, alpha: float = 0.05
-        ) -> DetectorResult:
-    """Gold-position balance, majority-letter baseline and per-model letter preferences."""
+def _majority_baseline(res: dict, mc: np.ndarray, K: np.ndarray, gold: np.ndarray, p: float | None,
+                       alpha: float) -> tuple[int, np.ndarray, np.ndarray, dict]:
+    """Per stratum of option count: the majority-letter baseline hits, each item's gold-position excess
+    over 1/K, the items whose gold sits in an over-represented position (binomial, Holm; only when the
+    overall test rejects) and the stratum summaries."""
     from scipy import stats as st
 
-    Q = frame.n_questions
-    K = frame.n_options.astype(np.int64)
-    gold = frame.gold_index.astype(np.int64)
-    mc = (frame.answer_type == "mc") & (gold >= 0) & (K >= 2)
-    if not mc.any():
-        raise DetectorSkipped("no multiple-choice questions with 2 or more options")
-    rng = np.random.default_rng(seed)
-    kmax = int(K[mc].max())
-    res = stratified_chi2(K[mc], gold[mc], n_mc=n_mc, rng=rng)
-    N = res["n"]
-    chi2, dof, p = res["chi2"], res["dof"], res["p_value"]
-    w = float(np.sqrt(chi2 / N)) if chi2 is not None and N else None
-    gold_counts = np.bincount(gold[mc], minlength=kmax)
-    gold_position_counts = {LETTERS[j]: int(gold_counts[j]) for j in range(kmax)}
-
-    # ---- majority-letter baseline and per-item excess
+    Q = len(K)
     base_hits = 0
     excess = np.zeros(Q)
     flag = np.zeros(Q, bool)
@@ -119,13 +106,16 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 999
                                "chi2": s["chi2"], "dof": Kv - 1,
                                "over_represented": [LETTERS[j] for j in np.flatnonzero(over)],
                                "binomial_p_holm": {LETTERS[j]: float(bp_adj[j]) for j in range(Kv)}}
-    chance = float((1.0 / K[mc]).mean())
-    base_acc = base_hits / N if N else None
-    blo, bhi = wilson_ci(base_hits, N)
-    sev = np.where(flag, 1, 0)
+    return base_hits, excess, flag, strata_out
 
-    # ---- per model and arm: predicted letters vs gold letters on the same items
-    per_model = {}
+
+def _letter_preferences(frame: AuditFrame, mc: np.ndarray, gold: np.ndarray, kmax: int) -> dict:
+    """Per model and arm: predicted letters vs gold letters on the same items (counts, total variation,
+    chi-square against the gold distribution, favourite letter)."""
+    from scipy import stats as st
+
+    Q = frame.n_questions
+    per_model: dict = {}
     for arm in ("full", "blind"):
         if not frame.has_arm(arm):
             continue
@@ -161,6 +151,52 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 999
                 "p_value": float(st.chi2.sf(c2, df_)) if df_ > 0 else None,
                 "favourite_letter": LETTERS[int(np.argmax(pred[j]))],
             }
+    return per_model
+
+
+def _category_rows(frame: AuditFrame, mc: np.ndarray, K: np.ndarray, gold: np.ndarray, *, n_mc: int,
+                   rng: np.random.Generator) -> list[dict]:
+    """One gold-position chi-square row per category, BH-adjusted across categories."""
+    codes, labels = frame.category_codes("category")
+    cat_rows, cat_p = [], []
+    for c, lab in enumerate(labels):
+        sel = mc & (codes == c)
+        r = stratified_chi2(K[sel], gold[sel], n_mc=n_mc, rng=rng)
+        cat_p.append(np.nan if r["p_value"] is None else r["p_value"])
+        cat_rows.append({"category": lab, "arm": None, "statistic": "gold_position_chi2", "estimate": r["chi2"],
+                         "null_mean": float(r["dof"]),
+                         "excess": (r["chi2"] - r["dof"]) if r["chi2"] is not None else None,
+                         "p_value": r["p_value"], "n_items": int(r["n"])})
+    padj = benjamini_hochberg(np.array(cat_p, dtype=np.float64))
+    for row, pa_ in zip(cat_rows, padj):
+        row["p_adjusted"] = None if np.isnan(pa_) else float(pa_)
+    return cat_rows
+
+
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 9999, alpha: float = 0.05
+        ) -> DetectorResult:
+    """Gold-position balance, majority-letter baseline and per-model letter preferences."""
+    K = frame.n_options.astype(np.int64)
+    gold = frame.gold_index.astype(np.int64)
+    mc = (frame.answer_type == "mc") & (gold >= 0) & (K >= 2)
+    if not mc.any():
+        raise DetectorSkipped("no multiple-choice questions with 2 or more options")
+    rng = np.random.default_rng(seed)
+    kmax = int(K[mc].max())
+    res = stratified_chi2(K[mc], gold[mc], n_mc=n_mc, rng=rng)
+    N = res["n"]
+    chi2, dof, p = res["chi2"], res["dof"], res["p_value"]
+    w = float(np.sqrt(chi2 / N)) if chi2 is not None and N else None
+    gold_counts = np.bincount(gold[mc], minlength=kmax)
+    gold_position_counts = {LETTERS[j]: int(gold_counts[j]) for j in range(kmax)}
+
+    base_hits, excess, flag, strata_out = _majority_baseline(res, mc, K, gold, p, alpha)
+    chance = float((1.0 / K[mc]).mean())
+    base_acc = base_hits / N if N else None
+    blo, bhi = wilson_ci(base_hits, N)
+    sev = np.where(flag, 1, 0)
+
+    per_model = _letter_preferences(frame, mc, gold, kmax)
 
     per_question = pd.DataFrame({
         "question_id": frame.question_id_column(),
@@ -198,18 +234,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 999
             {"category": "(all)", "arm": None, "statistic": "majority_letter_baseline", "estimate": base_acc,
              "ci_low": float(blo), "ci_high": float(bhi), "null_mean": chance,
              "excess": (base_acc - chance) if base_acc is not None else None, "n_items": int(N)}]
-    cat_rows, cat_p = [], []
-    for c, lab in enumerate(labels):
-        sel = mc & (codes == c)
-        r = stratified_chi2(K[sel], gold[sel], n_mc=n_mc, rng=rng)
-        cat_p.append(np.nan if r["p_value"] is None else r["p_value"])
-        cat_rows.append({"category": lab, "arm": None, "statistic": "gold_position_chi2", "estimate": r["chi2"],
-                         "null_mean": float(r["dof"]),
-                         "excess": (r["chi2"] - r["dof"]) if r["chi2"] is not None else None,
-                         "p_value": r["p_value"], "n_items": int(r["n"])})
-    padj = benjamini_hochberg(np.array(cat_p, dtype=np.float64))
-    for row, pa_ in zip(cat_rows, padj):
-        row["p_adjusted"] = None if np.isnan(pa_) else float(pa_)
+    cat_rows = _category_rows(frame, mc, K, gold, n_mc=n_mc, rng=rng)
     table = summary_rows(NAME, rows + cat_rows)
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
                           params=summary["params"])

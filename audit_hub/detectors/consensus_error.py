@@ -227,34 +227,12 @@ def _duplicates_gold(frame: AuditFrame, items: np.ndarray, code: np.ndarray) -> 
     return out
 
 
-def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: int | None = None,
-        blind_agree_share: float = 0.5) -> DetectorResult:
-    """Flag unanimous and majority non-gold answers (see the module docstring). ``field`` unused."""
-    from scipy import stats as st
-
-    models = frame.models_in("full")
-    if len(models) < 2:
-        raise DetectorSkipped(f"needs full-arm answers from at least 2 models (found {len(models)})")
-    Q, M = frame.n_questions, len(models)
-    A = frame.answer_codes("full", models=models)
-    gold = frame.gold_codes().astype(np.int64)
-    thr = max(2, (M - 1) if min_answered is None else int(min_answered))
-    parse = A >= 0
-    n_p = parse.sum(axis=1).astype(np.int64)
-    is_gold = (A == gold[:, None]) & (gold[:, None] >= 0)
-    n_gold = is_gold.sum(axis=1).astype(np.int64)
-    rs = answer_row_stats(frame, "full", models, exclude_gold=True)
-    top, top_n, top_tied = rs["top_value"], rs["top_count"].astype(np.int64), rs["top_tied"]
-    eligible = n_p >= thr
-    unanimous = eligible & (top_n == n_p) & (n_p > 0) & (gold >= 0)
-    majority = (n_p >= 2) & (2 * top_n > n_p) & (gold >= 0)
-    plurality = (n_p >= 2) & (top_n > n_gold) & ~top_tied & (gold >= 0)
-    cons = np.where(majority, top, -1)
-
-    # ---- blind runs
+def _blind_agreement(frame: AuditFrame, cons: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Per item: the share of parseable blind-arm answers that agree with the full-arm consensus (NaN
+    without a consensus or blind answers) and the number of parseable blind answers."""
     blind_models = frame.models_in("blind") if frame.has_arm("blind") else []
-    blind_share = np.full(Q, np.nan)
-    n_blind = np.zeros(Q, np.int64)
+    blind_share = np.full(frame.n_questions, np.nan)
+    n_blind = np.zeros(frame.n_questions, np.int64)
     if blind_models:
         B = frame.answer_codes("blind", models=blind_models)
         n_blind = (B >= 0).sum(axis=1).astype(np.int64)
@@ -262,24 +240,17 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         with np.errstate(invalid="ignore", divide="ignore"):
             blind_share = np.where((n_blind > 0) & (cons >= 0), agree / np.maximum(n_blind, 1), np.nan)
         del B
-    blind_disagrees = ~np.isnan(blind_share) & (blind_share < blind_agree_share)
+    return blind_models, blind_share, n_blind
 
-    un_items = np.flatnonzero(unanimous)
-    dup_gold = np.zeros(Q, bool)
-    dup_gold[un_items] = _duplicates_gold(frame, un_items, cons)
 
-    # only unanimous non-gold consensus is an issue; a non-gold majority is recorded (low) because on a
-    # hard benchmark with weak models it mostly reflects shared difficulty, not a wrong label
-    sev = np.where(unanimous, np.where(blind_disagrees | dup_gold, 4, 3), np.where(majority, 1, 0))
-    flagged = sev >= 3
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(n_p > 0, top_n / np.maximum(n_p, 1), 0.0)
-        gold_share = np.where(n_p > 0, n_gold / np.maximum(n_p, 1), np.nan)
-    labels = np.full(Q, "", dtype=object)
-    lab_items = np.flatnonzero(cons >= 0)
-    labels[lab_items] = _code_labels(frame, cons, lab_items)
+def _expected_unanimous(frame: AuditFrame, parse: np.ndarray, is_gold: np.ndarray, n_p: np.ndarray,
+                        eligible: np.ndarray, unanimous: np.ndarray, gold: np.ndarray):
+    """The unanimous non-gold count expected if the models erred independently (closed items only, each
+    model's error rate spread uniformly over the wrong options) and its Poisson p-value. Returns the
+    per-model error rates, the items in the expectation, each item's probability, the expected and
+    observed counts, the p-value and the number of eligible open items left out."""
+    from scipy import stats as st
 
-    # ---- expected count under independent errors (closed items only)
     atype = frame.answer_type
     closed = (atype == "mc") | (atype == "yesno")
     k_opts = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
@@ -290,6 +261,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     log_e = np.where(e > 0, np.log(np.where(e > 0, e, 1.0)), -1e6)
     log_e = np.where(np.isnan(e), 0.0, log_e)
     exp_sel = eligible & closed & (k_opts >= 2) & (gold >= 0)
+    Q = frame.n_questions
     pe = np.empty(Q)
     for lo in range(0, Q, 1 << 17):  # chunked: no (Q, M) float64 copy
         pe[lo:lo + (1 << 17)] = parse[lo:lo + (1 << 17)].astype(np.float64) @ log_e
@@ -299,54 +271,18 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     obs_closed = int((unanimous & exp_sel).sum())
     p_value = float(st.poisson.sf(obs_closed - 1, expected)) if expected > 0 else (1.0 if obs_closed == 0 else 0.0)
     n_open_excl = int((eligible & ~closed).sum())
+    return e, exp_sel, p_item, expected, obs_closed, p_value, n_open_excl
 
-    n_un = int(unanimous.sum())
-    n_el = int(eligible.sum())
+
+def _table_rows(frame: AuditFrame, *, eligible: np.ndarray, unanimous: np.ndarray, majority: np.ndarray,
+                exp_sel: np.ndarray, p_item: np.ndarray, n_p: np.ndarray, expected: float, obs_closed: int,
+                p_value: float) -> list[dict]:
+    """Unanimous and majority non-gold shares overall and per category (Wilson intervals; per-category
+    Poisson p against the independence expectation, BH-adjusted)."""
+    from scipy import stats as st
+
+    n_un, n_el = int(unanimous.sum()), int(eligible.sum())
     lo, hi = wilson_ci(n_un, n_el)
-    per_question = pd.DataFrame({
-        "question_id": frame.question_id_column(),
-        f"{NAME}_score": 1.0 - share,
-        f"is_{NAME}_issue": flagged,
-        f"{NAME}_severity": severity_array(sev),
-        f"{NAME}_n_parseable": n_p,
-        f"{NAME}_consensus_code": cons,
-        f"{NAME}_consensus_answer": labels,
-        f"{NAME}_consensus_share": share,
-        f"{NAME}_gold_share": gold_share,
-        f"{NAME}_unanimous": unanimous,
-        f"{NAME}_n_blind_parseable": n_blind,
-        f"{NAME}_blind_agreement": blind_share,
-        f"{NAME}_duplicates_gold": dup_gold,
-    })
-    summary = {
-        "n_unanimous_non_gold": n_un,
-        "expected_under_independence": expected,
-        "n_majority_non_gold": int(majority.sum()),
-        "n_unanimous_non_gold_ci": [float(lo * n_el), float(hi * n_el)] if n_el else None,
-        "unanimous_share": n_un / n_el if n_el else None,
-        "unanimous_share_ci": [float(lo), float(hi)] if n_el else None,
-        "n_eligible": n_el,
-        "n_unanimous_closed": obs_closed,
-        "n_eligible_closed": int(exp_sel.sum()),
-        "n_open_items_excluded": n_open_excl,
-        "ratio_to_expected": (obs_closed / expected) if expected > 0 else None,
-        "n_majority_only": int((majority & ~unanimous).sum()),
-        "n_plurality_non_gold": int(plurality.sum()),
-        "n_critical": int((sev == 4).sum()),
-        "n_blind_disagrees": int((unanimous & blind_disagrees).sum()),
-        "n_duplicates_gold": int(dup_gold.sum()),
-        "p_value": p_value,
-        "n_flagged": int(flagged.sum()),
-        "model_error_rates": {m: (None if np.isnan(x) else float(x)) for m, x in zip(models, e)},
-        "n_models": M,
-        "blind_models": list(blind_models),
-        "notes": ([f"{n_open_excl} eligible numeric/free item(s) are excluded from the expectation "
-                   "(no fixed number of options)."] if n_open_excl else []),
-        "params": {"min_answered": thr, "blind_agree_share": blind_agree_share},
-        "seed": seed,
-    }
-
-    # ---- per-category table
     codes, labs = frame.category_codes("category")
     C = len(labs)
     n_c = np.bincount(codes, weights=eligible, minlength=C)
@@ -384,6 +320,112 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         rows.append({"category": lab, "arm": "full", "statistic": "majority_non_gold_share",
                      "estimate": m_c[j] / nm_c[j] if nm_c[j] else np.nan, "ci_low": float(lm[j]),
                      "ci_high": float(hm[j]), "n_items": int(nm_c[j])})
+    return rows
+
+
+def _count_summary(*, unanimous: np.ndarray, eligible: np.ndarray, majority: np.ndarray, plurality: np.ndarray,
+                   sev: np.ndarray, blind_disagrees: np.ndarray, dup_gold: np.ndarray, exp_sel: np.ndarray,
+                   expected: float, obs_closed: int, n_open_excl: int) -> dict:
+    """The headline counts: unanimous non-gold (with its Wilson interval and the independence
+    expectation), majority and plurality non-gold, critical, blind-disagreeing and gold-duplicating."""
+    n_un = int(unanimous.sum())
+    n_el = int(eligible.sum())
+    lo, hi = wilson_ci(n_un, n_el)
+    return {
+        "n_unanimous_non_gold": n_un,
+        "expected_under_independence": expected,
+        "n_majority_non_gold": int(majority.sum()),
+        "n_unanimous_non_gold_ci": [float(lo * n_el), float(hi * n_el)] if n_el else None,
+        "unanimous_share": n_un / n_el if n_el else None,
+        "unanimous_share_ci": [float(lo), float(hi)] if n_el else None,
+        "n_eligible": n_el,
+        "n_unanimous_closed": obs_closed,
+        "n_eligible_closed": int(exp_sel.sum()),
+        "n_open_items_excluded": n_open_excl,
+        "ratio_to_expected": (obs_closed / expected) if expected > 0 else None,
+        "n_majority_only": int((majority & ~unanimous).sum()),
+        "n_plurality_non_gold": int(plurality.sum()),
+        "n_critical": int((sev == 4).sum()),
+        "n_blind_disagrees": int((unanimous & blind_disagrees).sum()),
+        "n_duplicates_gold": int(dup_gold.sum()),
+    }
+
+
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: int | None = None,
+        blind_agree_share: float = 0.5) -> DetectorResult:
+    """Flag unanimous and majority non-gold answers (see the module docstring). ``field`` unused."""
+    models = frame.models_in("full")
+    if len(models) < 2:
+        raise DetectorSkipped(f"needs full-arm answers from at least 2 models (found {len(models)})")
+    Q, M = frame.n_questions, len(models)
+    A = frame.answer_codes("full", models=models)
+    gold = frame.gold_codes().astype(np.int64)
+    thr = max(2, (M - 1) if min_answered is None else int(min_answered))
+    parse = A >= 0
+    n_p = parse.sum(axis=1).astype(np.int64)
+    is_gold = (A == gold[:, None]) & (gold[:, None] >= 0)
+    n_gold = is_gold.sum(axis=1).astype(np.int64)
+    rs = answer_row_stats(frame, "full", models, exclude_gold=True)
+    top, top_n, top_tied = rs["top_value"], rs["top_count"].astype(np.int64), rs["top_tied"]
+    eligible = n_p >= thr
+    unanimous = eligible & (top_n == n_p) & (n_p > 0) & (gold >= 0)
+    majority = (n_p >= 2) & (2 * top_n > n_p) & (gold >= 0)
+    plurality = (n_p >= 2) & (top_n > n_gold) & ~top_tied & (gold >= 0)
+    cons = np.where(majority, top, -1)
+
+    blind_models, blind_share, n_blind = _blind_agreement(frame, cons)
+    blind_disagrees = ~np.isnan(blind_share) & (blind_share < blind_agree_share)
+
+    un_items = np.flatnonzero(unanimous)
+    dup_gold = np.zeros(Q, bool)
+    dup_gold[un_items] = _duplicates_gold(frame, un_items, cons)
+
+    # only unanimous non-gold consensus is an issue; a non-gold majority is recorded (low) because on a
+    # hard benchmark with weak models it mostly reflects shared difficulty, not a wrong label
+    sev = np.where(unanimous, np.where(blind_disagrees | dup_gold, 4, 3), np.where(majority, 1, 0))
+    flagged = sev >= 3
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(n_p > 0, top_n / np.maximum(n_p, 1), 0.0)
+        gold_share = np.where(n_p > 0, n_gold / np.maximum(n_p, 1), np.nan)
+    labels = np.full(Q, "", dtype=object)
+    lab_items = np.flatnonzero(cons >= 0)
+    labels[lab_items] = _code_labels(frame, cons, lab_items)
+
+    e, exp_sel, p_item, expected, obs_closed, p_value, n_open_excl = _expected_unanimous(
+        frame, parse, is_gold, n_p, eligible, unanimous, gold)
+
+    per_question = pd.DataFrame({
+        "question_id": frame.question_id_column(),
+        f"{NAME}_score": 1.0 - share,
+        f"is_{NAME}_issue": flagged,
+        f"{NAME}_severity": severity_array(sev),
+        f"{NAME}_n_parseable": n_p,
+        f"{NAME}_consensus_code": cons,
+        f"{NAME}_consensus_answer": labels,
+        f"{NAME}_consensus_share": share,
+        f"{NAME}_gold_share": gold_share,
+        f"{NAME}_unanimous": unanimous,
+        f"{NAME}_n_blind_parseable": n_blind,
+        f"{NAME}_blind_agreement": blind_share,
+        f"{NAME}_duplicates_gold": dup_gold,
+    })
+    summary = {
+        **_count_summary(unanimous=unanimous, eligible=eligible, majority=majority, plurality=plurality, sev=sev,
+                         blind_disagrees=blind_disagrees, dup_gold=dup_gold, exp_sel=exp_sel, expected=expected,
+                         obs_closed=obs_closed, n_open_excl=n_open_excl),
+        "p_value": p_value,
+        "n_flagged": int(flagged.sum()),
+        "model_error_rates": {m: (None if np.isnan(x) else float(x)) for m, x in zip(models, e)},
+        "n_models": M,
+        "blind_models": list(blind_models),
+        "notes": ([f"{n_open_excl} eligible numeric/free item(s) are excluded from the expectation "
+                   "(no fixed number of options)."] if n_open_excl else []),
+        "params": {"min_answered": thr, "blind_agree_share": blind_agree_share},
+        "seed": seed,
+    }
+
+    rows = _table_rows(frame, eligible=eligible, unanimous=unanimous, majority=majority, exp_sel=exp_sel,
+                       p_item=p_item, n_p=n_p, expected=expected, obs_closed=obs_closed, p_value=p_value)
     table = summary_rows(NAME, rows)
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
                           params=summary["params"])

@@ -93,43 +93,14 @@ def guttman_inversions(x: np.ndarray, known: np.ndarray, order: np.ndarray) -> t
     return inv, share
 
 
-def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 0.05) -> DetectorResult:
-    """Difficulty, saturation, item-rest discrimination and Guttman inversions per question."""
-    if field not in ("hit", "hit_exact"):
-        raise ValueError("field must be 'hit' or 'hit_exact'")
-    models = frame.models_in("full")
-    if len(models) < 2:
-        raise DetectorSkipped("needs correctness of at least two models with the image")
-    x = frame.correctness("full", field, models)
-    known = x >= 0
-    if not known.any():
-        raise DetectorSkipped(f"no correctness values in field {field!r}")
-    right = x == 1
-    M = len(models)
-    k = right.sum(axis=1, dtype=np.int64)
-    n = known.sum(axis=1, dtype=np.int64)
-    # Jeffreys on the (few) distinct (k, n) pairs, then broadcast back
-    pair, inv_pair = np.unique(k * (M + 1) + n, return_inverse=True)
-    pm, pl, ph = jeffreys_interval(pair // (M + 1), pair % (M + 1))
-    p_mean, p_lo, p_hi = pm[inv_pair], pl[inv_pair], ph[inv_pair]
-    saturated = (n >= 2) & (k == n)
-    floor = (n >= 2) & (k == 0)
-
-    # ---- model accuracies and ranking significance
-    tot = right.sum(axis=0, dtype=np.int64)
-    cnt = known.sum(axis=0, dtype=np.int64)
-    acc = np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
-    complete = known.all(axis=1)
-    if complete.sum() >= 2:
-        q_stat, q_df, q_p = cochrans_q(right[complete])
-    else:
-        q_stat, q_df, q_p = None, M - 1, None
-    ranking_sig = q_p is not None and q_p < alpha
-
-    # ---- item-rest correlation
-    item_rest = np.full(frame.n_questions, np.nan)
-    p_neg = np.full(frame.n_questions, np.nan)
-    tested = np.zeros(frame.n_questions, dtype=bool)
+def _item_rest_test(right: np.ndarray, known: np.ndarray, tot: np.ndarray, cnt: np.ndarray, n: np.ndarray, *,
+                    alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Item-rest correlation per question, its one-sided p for a negative correlation, which items
+    were tested (enough models) and which are significantly negative (negative discrimination)."""
+    Q, M = right.shape
+    item_rest = np.full(Q, np.nan)
+    p_neg = np.full(Q, np.nan)
+    tested = np.zeros(Q, dtype=bool)
     if M >= MIN_MODELS_ITEM_REST:
         item_rest = _item_rest(right, known, tot.astype(np.float64), cnt.astype(np.float64))
         # rest scores need n_m - 1 > 0; the matrix form ignores models with a single known item
@@ -140,48 +111,31 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 
             t = r * np.sqrt(dfree / np.maximum(1 - r * r, 1e-12))
         p_neg = np.where(tested, _st.t.cdf(t, dfree), np.nan)
     negative = tested & (item_rest < 0) & (p_neg < alpha)
+    return item_rest, p_neg, tested, negative
 
-    # ---- Guttman inversions (only with a significant ranking)
+
+def _guttman(x: np.ndarray, known: np.ndarray, acc: np.ndarray, ranking_sig: bool, q_p: float | None,
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """Models ordered weakest first and, with a significant ranking only, each item's Guttman
+    inversions and their share; otherwise the reason they were not computed."""
+    Q = x.shape[0]
     order = np.argsort(np.nan_to_num(acc, nan=-1.0), kind="stable")
     if ranking_sig:
         inv, inv_share = guttman_inversions(x, known, order)
         guttman_reason = ""
     else:
-        inv = np.full(frame.n_questions, -1, dtype=np.int64)
-        inv_share = np.full(frame.n_questions, np.nan)
+        inv = np.full(Q, -1, dtype=np.int64)
+        inv_share = np.full(Q, np.nan)
         guttman_reason = ("model ranking not significant (Cochran's Q p = "
                           f"{q_p:.3g})" if q_p is not None else "fewer than 2 items answered by every model")
+    return order, inv, inv_share, guttman_reason
 
-    # ---- severity, score
-    rank = np.zeros(frame.n_questions, dtype=np.int64)
-    rank[floor] = 1
-    rank[negative] = 2
-    note = np.full(frame.n_questions, "", dtype=object)
-    note[saturated] = "saturated: every model correct, does not discriminate between models"
-    note[floor] = "floor: every model wrong (too hard for this pool, or a wrong gold; see consensus_error)"
-    note[negative] = "negative discrimination: weaker models right where stronger ones fail"
-    score = np.where(tested, np.nan_to_num(p_neg, nan=1.0), 1.0)
-    score = np.where(floor, np.minimum(score, 0.75), score)
-    per_question = pd.DataFrame({
-        "question_id": frame.question_id_column(),
-        f"{NAME}_score": np.clip(score, 0.0, 1.0),
-        f"is_{NAME}_issue": rank >= 2,
-        f"{NAME}_severity": severity_array(rank),
-        f"{NAME}_n_correct": k.astype(np.int32),
-        f"{NAME}_n_models": n.astype(np.int32),
-        f"{NAME}_p_correct": p_mean,
-        f"{NAME}_p_correct_low": p_lo,
-        f"{NAME}_p_correct_high": p_hi,
-        f"{NAME}_saturated": saturated,
-        f"{NAME}_floor": floor,
-        f"{NAME}_item_rest": item_rest,
-        f"{NAME}_item_rest_p": p_neg,
-        f"{NAME}_guttman_inversions": inv,
-        f"{NAME}_guttman_share": inv_share,
-        f"{NAME}_note": note,
-    })
 
-    # ---- per category
+def _per_category(frame: AuditFrame, k: np.ndarray, n: np.ndarray, saturated: np.ndarray, floor: np.ndarray,
+                  tested: np.ndarray, negative: np.ndarray, field: str) -> tuple[dict, pd.DataFrame, int]:
+    """Per category (and overall): saturated, floor and negative-discrimination shares with Wilson
+    intervals and the mean share correct; returns the per-category summary, the table and the number
+    of items with any known correctness."""
     cat, labels = frame.category_codes("category")
     G = len(labels)
     has = n > 0
@@ -217,6 +171,89 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 
     table = summary_rows(NAME, rows)
     table["arm"] = "full"
     table["field"] = field
+    return per_category, table, n_all
+
+
+def _share_correct_interval(k: np.ndarray, n: np.ndarray, M: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Jeffreys mean and 95% interval of each item's share correct, computed on the (few) distinct
+    (k, n) pairs and broadcast back."""
+    pair, inv_pair = np.unique(k * (M + 1) + n, return_inverse=True)
+    pm, pl, ph = jeffreys_interval(pair // (M + 1), pair % (M + 1))
+    return pm[inv_pair], pl[inv_pair], ph[inv_pair]
+
+
+def _model_ranking(right: np.ndarray, known: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                                 tuple[float | None, int, float | None]]:
+    """Per model: right and known counts and accuracy; the items every model answered; Cochran's Q
+    test of equal accuracies on them (``(None, M - 1, None)`` with fewer than two such items)."""
+    M = right.shape[1]
+    tot = right.sum(axis=0, dtype=np.int64)
+    cnt = known.sum(axis=0, dtype=np.int64)
+    acc = np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
+    complete = known.all(axis=1)
+    q = cochrans_q(right[complete]) if complete.sum() >= 2 else (None, M - 1, None)
+    return tot, cnt, acc, complete, q
+
+
+def _severity(saturated: np.ndarray, floor: np.ndarray, negative: np.ndarray, tested: np.ndarray,
+              p_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Severity rank (floor: low; negative discrimination: medium), the note and the score per item."""
+    rank = np.zeros(len(saturated), dtype=np.int64)
+    rank[floor] = 1
+    rank[negative] = 2
+    note = np.full(len(saturated), "", dtype=object)
+    note[saturated] = "saturated: every model correct, does not discriminate between models"
+    note[floor] = "floor: every model wrong (too hard for this pool, or a wrong gold; see consensus_error)"
+    note[negative] = "negative discrimination: weaker models right where stronger ones fail"
+    score = np.where(tested, np.nan_to_num(p_neg, nan=1.0), 1.0)
+    score = np.where(floor, np.minimum(score, 0.75), score)
+    return rank, note, score
+
+
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 0.05) -> DetectorResult:
+    """Difficulty, saturation, item-rest discrimination and Guttman inversions per question."""
+    if field not in ("hit", "hit_exact"):
+        raise ValueError("field must be 'hit' or 'hit_exact'")
+    models = frame.models_in("full")
+    if len(models) < 2:
+        raise DetectorSkipped("needs correctness of at least two models with the image")
+    x = frame.correctness("full", field, models)
+    known = x >= 0
+    if not known.any():
+        raise DetectorSkipped(f"no correctness values in field {field!r}")
+    right = x == 1
+    M = len(models)
+    k = right.sum(axis=1, dtype=np.int64)
+    n = known.sum(axis=1, dtype=np.int64)
+    p_mean, p_lo, p_hi = _share_correct_interval(k, n, M)
+    saturated = (n >= 2) & (k == n)
+    floor = (n >= 2) & (k == 0)
+    tot, cnt, acc, complete, (q_stat, q_df, q_p) = _model_ranking(right, known)
+    ranking_sig = q_p is not None and q_p < alpha
+    item_rest, p_neg, tested, negative = _item_rest_test(right, known, tot, cnt, n, alpha=alpha)
+    order, inv, inv_share, guttman_reason = _guttman(x, known, acc, ranking_sig, q_p)
+    rank, note, score = _severity(saturated, floor, negative, tested, p_neg)
+    per_question = pd.DataFrame({
+        "question_id": frame.question_id_column(),
+        f"{NAME}_score": np.clip(score, 0.0, 1.0),
+        f"is_{NAME}_issue": rank >= 2,
+        f"{NAME}_severity": severity_array(rank),
+        f"{NAME}_n_correct": k.astype(np.int32),
+        f"{NAME}_n_models": n.astype(np.int32),
+        f"{NAME}_p_correct": p_mean,
+        f"{NAME}_p_correct_low": p_lo,
+        f"{NAME}_p_correct_high": p_hi,
+        f"{NAME}_saturated": saturated,
+        f"{NAME}_floor": floor,
+        f"{NAME}_item_rest": item_rest,
+        f"{NAME}_item_rest_p": p_neg,
+        f"{NAME}_guttman_inversions": inv,
+        f"{NAME}_guttman_share": inv_share,
+        f"{NAME}_note": note,
+    })
+
+    has = n > 0
+    per_category, table, n_all = _per_category(frame, k, n, saturated, floor, tested, negative, field)
 
     n_sat, n_floor = int(saturated.sum()), int(floor.sum())
     s_lo, s_hi = wilson_ci(n_sat, n_all)

@@ -111,26 +111,15 @@ def _unique_inverse(keys: np.ndarray, n_keys: int | None = None) -> tuple[np.nda
     return sk[start], inv
 
 
-def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: float = 0.9,
-        lev_min_chars: int = 8, token_set_threshold: float = 90.0, token_min: int = 2,
-        short_max_chars: int = 3, workers: int = -1) -> DetectorResult:
-    """Find exact and near-duplicate options within each item (see the module docstring).
-
-    ``field`` and ``seed`` are accepted for the common signature and not used (no randomness).
-    """
+def _flatten_options(q: pd.DataFrame):
+    """Every option of every item as one flat Arrow array, each unique raw text normalised once.
+    Returns the list offsets, each option's item and position, its raw-text code, the normalised texts
+    (codes and values) and per normalised text its characters, tokens and whether it is a number."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..text_norm import normalise_many, skeletons
+    from ..text_norm import normalise_many
 
-    q = frame.questions
-    Q = frame.n_questions
-    K = frame.n_options.astype(np.int64)
-    if not (K > 0).any():
-        raise DetectorSkipped("no option texts")
-    gold = frame.gold_index.astype(np.int64)
-
-    # ---- flatten options; normalise each unique raw text once
     la = pa.array(q["options"], type=pa.list_(pa.string()))
     flat = pc.fill_null(pc.list_flatten(la), "")
     parent = pc.list_parent_indices(la).to_numpy().astype(np.int64)
@@ -147,16 +136,12 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
     toks[norm_code_u] = nt.n_tokens
     isnum = np.zeros(n_norm, bool)
     isnum[norm_code_u] = nt.is_number
+    return offsets, parent, pos, raw_code, nt, norm_code_u, norm_texts, chars, toks, isnum
 
-    bare = nt.bare_letter[raw_code] == pos
-    ncode = norm_code_u[raw_code].astype(np.int64)
-    usable = ~bare & (chars[ncode] > 0)
-    n_bare = np.bincount(parent, weights=bare, minlength=Q).astype(np.int64)
-    bare_item = (K > 0) & (n_bare == K)
-    n_usable = np.bincount(parent, weights=usable, minlength=Q).astype(np.int64)
-    compared = n_usable >= 2
 
-    # ---- all option pairs (i < j) of each item, grouped by number of options
+def _option_pairs(K: np.ndarray, compared: np.ndarray, offsets: np.ndarray, usable: np.ndarray):
+    """All option pairs (i < j) of the compared items, grouped by number of options (int32 / int8 index
+    arrays: 1e6 items give ~7e6 pairs), without unusable options: item, positions, flat indices."""
     # (int32 / int8 index arrays: 1e6 items give ~7e6 pairs)
     items_l, a_l, b_l = [], [], []
     for k in np.flatnonzero(np.bincount(K[compared])) if compared.any() else []:
@@ -179,14 +164,20 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
     if not usable.all():
         keep = usable[fa] & usable[fb]
         p_item, p_a, p_b, fa, fb = p_item[keep], p_a[keep], p_b[keep], fa[keep], fb[keep]
-    ca, cb = ncode[fa], ncode[fb]
-    exact = ca == cb
-    p_gold = (gold[p_item] == p_a) | (gold[p_item] == p_b)
-    sim = exact.astype(np.float64)
-    near = np.zeros(len(ca), bool)
-    contrast = np.zeros(len(ca), bool)
+    return p_item, p_a, p_b, fa, fb
 
-    # ---- near duplicates on unique non-identical text pairs
+
+def _score_near_pairs(ca, cb, exact, sim, near, contrast, norm_texts, chars, toks, isnum, *, lev_threshold,
+                      lev_min_chars, token_set_threshold, token_min, short_max_chars, workers) -> int:
+    """Near duplicates on the unique non-identical normalised text pairs (Levenshtein similarity, else
+    token-set ratio; texts that differ only in their numbers or are contrastive are not near
+    duplicates). Fills ``sim``, ``near`` and ``contrast`` per pair in place; returns the number of
+    unique text pairs scored."""
+    import pyarrow as pa
+
+    from ..text_norm import skeletons
+
+    n_norm = len(norm_texts)
     ne = np.flatnonzero(~exact)
     n_fuzzy_pairs = 0
     if len(ne):
@@ -241,18 +232,12 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
         sim[ne] = usim[inv]
         near[ne] = ucls[inv] == 1
         contrast[ne] = ucls[inv] == 2
+    return n_fuzzy_pairs
 
-    # ---- per question
-    sev_pair = np.where(exact, np.where(p_gold, 4, 3), np.where(near, np.where(p_gold, 2, 1), 0))
-    sev = np.zeros(Q, np.int64)
-    nz = sev_pair > 0  # zeros cannot raise the maximum; ufunc.at over every pair is slow
-    np.maximum.at(sev, p_item[nz], sev_pair[nz])
-    max_sim = np.zeros(Q)
-    pos_sim = sim > 0
-    np.maximum.at(max_sim, p_item[pos_sim], sim[pos_sim])
-    n_exact_pairs = np.bincount(p_item[exact], minlength=Q)
-    n_near_pairs = np.bincount(p_item[near], minlength=Q)
-    n_contrast_pairs = np.bincount(p_item[contrast], minlength=Q)
+
+def _best_pair(Q, p_item, p_a, p_b, sev_pair, sim, exact, near, contrast, p_gold):
+    """Per item, the pair that explains its finding (most severe, then most similar): its tier
+    (exact / near / contrastive), its letters ("A=B", "A~B", "A<>B") and whether the gold is in it."""
     tier = np.full(Q, "", dtype=object)
     pair_txt = np.full(Q, "", dtype=object)
     inv_gold = np.zeros(Q, bool)
@@ -271,26 +256,35 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
         pair_txt[it] = np.char.add(np.char.add(letters[p_a[best]], sep), letters[p_b[best]]).astype(object)
         tier[it] = np.where(exact[best], "exact", np.where(near[best], "near", "contrastive"))
         inv_gold[it] = p_gold[best] & (exact[best] | near[best])
-    flagged = sev > 0
-    per_question = pd.DataFrame({
-        "question_id": frame.question_id_column(),
-        f"{NAME}_score": 1.0 - max_sim,
-        f"is_{NAME}_issue": flagged,
-        f"{NAME}_severity": severity_array(sev),
-        f"{NAME}_tier": tier,
-        f"{NAME}_pair": pair_txt,
-        f"{NAME}_similarity": max_sim,
-        f"{NAME}_involves_gold": inv_gold,
-        f"{NAME}_n_exact_pairs": n_exact_pairs.astype(np.int64),
-        f"{NAME}_n_near_pairs": n_near_pairs.astype(np.int64),
-        f"{NAME}_n_contrastive_pairs": n_contrast_pairs.astype(np.int64),
-        f"{NAME}_bare_letter_options": bare_item,
-        f"{NAME}_n_options_compared": n_usable,
-    })
+    return tier, pair_txt, inv_gold
 
-    # ---- summary and per-category table
-    has_exact = n_exact_pairs > 0
-    has_near = n_near_pairs > 0
+
+def _category_rows(frame: AuditFrame, compared: np.ndarray, has_exact: np.ndarray, has_near: np.ndarray,
+                   ) -> list[dict]:
+    """Exact- and near-duplicate shares of the compared items, overall and per category (Wilson)."""
+    codes, labels = frame.category_codes("category")
+    rows = []
+    for stat, hit in (("exact_duplicate_share", has_exact), ("near_duplicate_share", has_near)):
+        n_c = np.bincount(codes, weights=compared, minlength=len(labels))
+        k_c = np.bincount(codes, weights=hit & compared, minlength=len(labels))
+        tot_n, tot_k = int(compared.sum()), int((hit & compared).sum())
+        l0, h0 = wilson_ci(tot_k, tot_n)
+        rows.append({"category": "(all)", "arm": None, "field": None, "statistic": stat,
+                     "estimate": tot_k / tot_n if tot_n else np.nan, "ci_low": float(l0), "ci_high": float(h0),
+                     "n_items": tot_n})
+        lc, hc = wilson_ci(k_c, n_c)
+        for j, lab in enumerate(labels):
+            rows.append({"category": lab, "arm": None, "field": None, "statistic": stat,
+                         "estimate": k_c[j] / n_c[j] if n_c[j] else np.nan, "ci_low": float(lc[j]),
+                         "ci_high": float(hc[j]), "n_items": int(n_c[j])})
+    return rows
+
+
+def _summary(*, K, compared, bare_item, p_item, exact, near, contrast, p_gold, has_exact, has_near, n_fuzzy_pairs,
+             flagged, sev, params, seed) -> dict:
+    """Headline counts (items and pairs; with the gold involved), the exact-duplicate share with its
+    Wilson interval, what was compared, the severity counts and the notes on bare-letter options."""
+    Q = len(K)
     n_compared = int(compared.sum())
     notes = []
     if bare_item.any():
@@ -324,26 +318,86 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
         "notes": notes,
         "severity_counts": {lvl: int(c) for lvl, c in zip(
             ("info", "low", "medium", "high", "critical"), np.bincount(np.minimum(sev, 4), minlength=5))},
-        "params": {"lev_threshold": lev_threshold, "lev_min_chars": lev_min_chars,
-                   "token_set_threshold": token_set_threshold, "token_min": token_min,
-                   "short_max_chars": short_max_chars},
+        "params": params,
         "seed": seed,
     }
-    codes, labels = frame.category_codes("category")
-    rows = []
-    for stat, hit in (("exact_duplicate_share", has_exact), ("near_duplicate_share", has_near)):
-        n_c = np.bincount(codes, weights=compared, minlength=len(labels))
-        k_c = np.bincount(codes, weights=hit & compared, minlength=len(labels))
-        tot_n, tot_k = int(compared.sum()), int((hit & compared).sum())
-        l0, h0 = wilson_ci(tot_k, tot_n)
-        rows.append({"category": "(all)", "arm": None, "field": None, "statistic": stat,
-                     "estimate": tot_k / tot_n if tot_n else np.nan, "ci_low": float(l0), "ci_high": float(h0),
-                     "n_items": tot_n})
-        lc, hc = wilson_ci(k_c, n_c)
-        for j, lab in enumerate(labels):
-            rows.append({"category": lab, "arm": None, "field": None, "statistic": stat,
-                         "estimate": k_c[j] / n_c[j] if n_c[j] else np.nan, "ci_low": float(lc[j]),
-                         "ci_high": float(hc[j]), "n_items": int(n_c[j])})
+    return summary
+
+
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: float = 0.9,
+        lev_min_chars: int = 8, token_set_threshold: float = 90.0, token_min: int = 2,
+        short_max_chars: int = 3, workers: int = -1) -> DetectorResult:
+    """Find exact and near-duplicate options within each item (see the module docstring).
+
+    ``field`` and ``seed`` are accepted for the common signature and not used (no randomness).
+    """
+    q = frame.questions
+    Q = frame.n_questions
+    K = frame.n_options.astype(np.int64)
+    if not (K > 0).any():
+        raise DetectorSkipped("no option texts")
+    gold = frame.gold_index.astype(np.int64)
+
+    offsets, parent, pos, raw_code, nt, norm_code_u, norm_texts, chars, toks, isnum = _flatten_options(q)
+    bare = nt.bare_letter[raw_code] == pos
+    ncode = norm_code_u[raw_code].astype(np.int64)
+    usable = ~bare & (chars[ncode] > 0)
+    n_bare = np.bincount(parent, weights=bare, minlength=Q).astype(np.int64)
+    bare_item = (K > 0) & (n_bare == K)
+    n_usable = np.bincount(parent, weights=usable, minlength=Q).astype(np.int64)
+    compared = n_usable >= 2
+
+    p_item, p_a, p_b, fa, fb = _option_pairs(K, compared, offsets, usable)
+    ca, cb = ncode[fa], ncode[fb]
+    exact = ca == cb
+    p_gold = (gold[p_item] == p_a) | (gold[p_item] == p_b)
+    sim = exact.astype(np.float64)
+    near = np.zeros(len(ca), bool)
+    contrast = np.zeros(len(ca), bool)
+
+    n_fuzzy_pairs = _score_near_pairs(ca, cb, exact, sim, near, contrast, norm_texts, chars, toks, isnum,
+                                      lev_threshold=lev_threshold, lev_min_chars=lev_min_chars,
+                                      token_set_threshold=token_set_threshold, token_min=token_min,
+                                      short_max_chars=short_max_chars, workers=workers)
+
+    # ---- per question
+    sev_pair = np.where(exact, np.where(p_gold, 4, 3), np.where(near, np.where(p_gold, 2, 1), 0))
+    sev = np.zeros(Q, np.int64)
+    nz = sev_pair > 0  # zeros cannot raise the maximum; ufunc.at over every pair is slow
+    np.maximum.at(sev, p_item[nz], sev_pair[nz])
+    max_sim = np.zeros(Q)
+    pos_sim = sim > 0
+    np.maximum.at(max_sim, p_item[pos_sim], sim[pos_sim])
+    n_exact_pairs = np.bincount(p_item[exact], minlength=Q)
+    n_near_pairs = np.bincount(p_item[near], minlength=Q)
+    n_contrast_pairs = np.bincount(p_item[contrast], minlength=Q)
+    tier, pair_txt, inv_gold = _best_pair(Q, p_item, p_a, p_b, sev_pair, sim, exact, near, contrast, p_gold)
+    flagged = sev > 0
+    per_question = pd.DataFrame({
+        "question_id": frame.question_id_column(),
+        f"{NAME}_score": 1.0 - max_sim,
+        f"is_{NAME}_issue": flagged,
+        f"{NAME}_severity": severity_array(sev),
+        f"{NAME}_tier": tier,
+        f"{NAME}_pair": pair_txt,
+        f"{NAME}_similarity": max_sim,
+        f"{NAME}_involves_gold": inv_gold,
+        f"{NAME}_n_exact_pairs": n_exact_pairs.astype(np.int64),
+        f"{NAME}_n_near_pairs": n_near_pairs.astype(np.int64),
+        f"{NAME}_n_contrastive_pairs": n_contrast_pairs.astype(np.int64),
+        f"{NAME}_bare_letter_options": bare_item,
+        f"{NAME}_n_options_compared": n_usable,
+    })
+
+    has_exact = n_exact_pairs > 0
+    has_near = n_near_pairs > 0
+    params = {"lev_threshold": lev_threshold, "lev_min_chars": lev_min_chars,
+              "token_set_threshold": token_set_threshold, "token_min": token_min,
+              "short_max_chars": short_max_chars}
+    summary = _summary(K=K, compared=compared, bare_item=bare_item, p_item=p_item, exact=exact, near=near,
+                       contrast=contrast, p_gold=p_gold, has_exact=has_exact, has_near=has_near,
+                       n_fuzzy_pairs=n_fuzzy_pairs, flagged=flagged, sev=sev, params=params, seed=seed)
+    rows = _category_rows(frame, compared, has_exact, has_near)
     table = summary_rows(NAME, rows)
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
                           params=summary["params"])

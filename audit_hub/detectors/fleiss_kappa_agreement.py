@@ -77,32 +77,13 @@ def _kappas(s: np.ndarray, fixed_pe: np.ndarray | float) -> tuple[np.ndarray, np
     return k, kr
 
 
-def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1000, max_units: int = 2000,
-        max_boot_codes: int = 64, alpha: float = 0.05, chunk: int = 200_000) -> DetectorResult:
-    """Overall and per-category Fleiss/Randolph kappa with bootstrap CIs, per-item agreement."""
-    models = frame.models_in("full")
-    if len(models) < 2:
-        raise DetectorSkipped(f"needs full-arm answers from at least 2 models (found {len(models)})")
-    rng = np.random.default_rng(seed)
-    Q, M = frame.n_questions, len(models)
-    A = frame.answer_codes("full", models=models)
-    rs = answer_row_stats(frame, "full", models, chunk=chunk)
-    n = rs["n"].astype(np.int64)
-    rated = n >= 2
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p_i = np.where(rated, (rs["sum_sq"] - n) / (n * (n - 1)).clip(min=1), np.nan)
-    atype = frame.answer_type
-    closed = (atype == "mc") | (atype == "yesno")
-    k_i = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
-    closed &= k_i >= 2
-    inv_k = np.where(closed, 1.0 / np.maximum(k_i, 1), 0.0)
-
-    # ---- answer-code totals over rated items (chunked bincount)
+def _code_totals(A: np.ndarray, rated: np.ndarray, crows: np.ndarray, ccounts: np.ndarray, orows: np.ndarray,
+                 chunk: int) -> tuple[np.ndarray, int, int]:
+    """Answer-code totals over the rated items (mc / yes-no items from the shared per-item code counts,
+    the others row by row), the largest code and the number of closed-item code columns used."""
     max_code = int(A.max()) if A.size else -1
     totals = np.zeros(max_code + 2, np.float64)
     # mc / yes-no items: from the shared per-item code counts; the others (numeric/free) row by row
-    crows, ccounts = closed_code_counts(frame, "full", models)
-    orows = np.setdiff1d(np.arange(Q), crows) if len(crows) < Q else np.zeros(0, np.int64)
     cr = rated[crows]
     kc = min(ccounts.shape[1], max_code + 1)
     totals[:kc] += ccounts[cr][:, :kc].sum(axis=0)
@@ -111,32 +92,14 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
         a = A[r_[rated[r_]]]
         a = a[a >= 0]
         totals[: max_code + 1] += np.bincount(a, minlength=max_code + 1)[: max_code + 1]
-    sum_n = float(n[rated].sum())
-    n_rated = int(rated.sum())
-    if n_rated == 0:
-        raise DetectorSkipped("no item has parseable answers from 2 or more models")
-    p_j = totals / sum_n
-    p_e = float((p_j * p_j).sum())
-    p_bar = float(np.nanmean(p_i[rated]))
-    kappa = (p_bar - p_e) / (1 - p_e) if p_e < 1 else float("nan")
-    cl_r = closed & rated
-    if cl_r.any():
-        pe_r = float(inv_k[cl_r].mean())
-        kappa_r = (float(p_i[cl_r].mean()) - pe_r) / (1 - pe_r)
-    else:
-        pe_r, kappa_r = float("nan"), float("nan")
+    return totals, max_code, kc
 
-    # ---- tracked codes for the bootstrap
-    nz = np.flatnonzero(totals > 0)
-    tracked = nz[np.argsort(-totals[nz], kind="stable")[:max_boot_codes]]
-    code_map = np.full(max_code + 2, -1, np.int64)
-    code_map[tracked] = np.arange(len(tracked))
-    D = len(tracked)
 
-    # ---- units: items, or random groups within large categories
-    cat, labels = frame.category_codes("category")
-    C = len(labels)
-    n_cat_rated = np.bincount(cat[rated], minlength=C)
+def _bootstrap_units(rated: np.ndarray, cat: np.ndarray, C: int, max_units: int, rng: np.random.Generator,
+                     ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Bootstrap units: each rated item, or random groups of items within categories larger than
+    ``max_units``. Returns the unit of each item (-1 unrated), each unit's category and the count."""
+    Q = len(rated)
     unit = np.full(Q, -1, np.int64)
     unit_cat = []
     next_u = 0
@@ -154,6 +117,12 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
         next_u += g
     U = next_u
     unit_cat = np.concatenate(unit_cat) if unit_cat else np.zeros(0, np.int64)
+    return unit, unit_cat, U
+
+
+def _unit_stats(A, unit, U, D, rated, p_i, n, closed, inv_k, crows, ccounts, orows, code_map, kc, chunk):
+    """(U, _NFIX + D) sufficient statistics per unit: rated items, sums of agreement and raters, closed
+    items and their agreement and 1/K, then the counts of the D tracked answer codes."""
     ustats = np.zeros((U, _NFIX + D), np.float64)
     ur = unit[rated]
     ustats[:, _N_RATED] = np.bincount(ur, minlength=U)
@@ -178,14 +147,11 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
             idx = (u[:, None] * D + d)[ok]
             flat += np.bincount(idx, minlength=U * D)
         ustats[:, _NFIX:] = flat.reshape(U, D)
-    # P_e part of the untracked codes, held at its observed value (overall and per category)
-    untracked = np.ones(max_code + 2, bool)
-    untracked[tracked] = False
-    fixed_all = float((p_j[untracked] ** 2).sum())
+    return ustats
 
-    # per-category observed sums and fixed parts
-    cat_sum = np.zeros((C, _NFIX + D))
-    np.add.at(cat_sum, unit_cat, ustats)
+
+def _fixed_part_by_category(A, rated, cat, C, untracked, cat_sum, fixed_all, max_code) -> np.ndarray:
+    """Per category, the chance-agreement part of the untracked codes, held at its observed value."""
     fixed_cat = np.zeros(C)
     if untracked[: max_code + 1].any() and fixed_all > 0:
         for c in range(C):
@@ -196,10 +162,25 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
             if len(a) and cat_sum[c, _SUM_N] > 0:
                 cnt = np.bincount(a)
                 fixed_cat[c] = float(((cnt / cat_sum[c, _SUM_N]) ** 2).sum())
-    k_cat, kr_cat = _kappas(cat_sum, fixed_cat)
+    return fixed_cat
 
-    # ---- stratified bootstrap over units
-    reps_cat = np.zeros((n_boot, C, _NFIX + D))
+
+def _untracked_chance_parts(A, rated, cat, C, tracked, p_j, ustats, unit_cat, max_code):
+    """The chance-agreement part of the untracked codes, held at its observed value overall and per
+    category, and the per-category observed sums of the unit statistics."""
+    untracked = np.ones(max_code + 2, bool)
+    untracked[tracked] = False
+    fixed_all = float((p_j[untracked] ** 2).sum())
+    cat_sum = np.zeros((C, ustats.shape[1]))
+    np.add.at(cat_sum, unit_cat, ustats)
+    return fixed_all, cat_sum, _fixed_part_by_category(A, rated, cat, C, untracked, cat_sum, fixed_all, max_code)
+
+
+def _stratified_bootstrap(ustats: np.ndarray, unit_cat: np.ndarray, C: int, n_boot: int,
+                          rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, C, stats) bootstrap replicates of the per-category sums, units resampled within each
+    category (multinomial weights, 250 replicates at a time)."""
+    reps_cat = np.zeros((n_boot, C, ustats.shape[1]))
     for c in range(C):
         us = np.flatnonzero(unit_cat == c)
         if len(us) == 0:
@@ -208,21 +189,121 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
             b = min(250, n_boot - b0)
             w = rng.multinomial(len(us), np.full(len(us), 1.0 / len(us)), size=b).astype(np.float64)
             reps_cat[b0:b0 + b, c] = w @ ustats[us]
-    rk_all, rkr_all = _kappas(reps_cat.sum(axis=1), fixed_all)
-    rk_cat, rkr_cat = _kappas(reps_cat, fixed_cat[None, :])
-    q = [alpha / 2, 1 - alpha / 2]
+    return reps_cat
 
-    def ci(r):
-        r = r[~np.isnan(r)]
-        return [float(x) for x in np.quantile(r, q)] if len(r) else [None, None]
 
-    kappa_ci, kappa_r_ci = ci(rk_all), ci(rkr_all)
+def _closed_items(frame: AuditFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """mc / yes-no items with 2+ options, each item's number of options and 1/K (0 for open items)."""
+    atype = frame.answer_type
+    closed = (atype == "mc") | (atype == "yesno")
+    k_i = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
+    closed &= k_i >= 2
+    return closed, k_i, np.where(closed, 1.0 / np.maximum(k_i, 1), 0.0)
 
-    # ---- per item
+
+def _overall_kappas(p_i: np.ndarray, rated: np.ndarray, closed: np.ndarray, inv_k: np.ndarray, p_j: np.ndarray):
+    """Code shares ``p_j``, chance agreement P_e, mean observed agreement, Fleiss kappa, and Randolph's
+    free-marginal P_e and kappa on the rated closed items (NaN without any)."""
+    p_e = float((p_j * p_j).sum())
+    p_bar = float(np.nanmean(p_i[rated]))
+    kappa = (p_bar - p_e) / (1 - p_e) if p_e < 1 else float("nan")
+    cl_r = closed & rated
+    if cl_r.any():
+        pe_r = float(inv_k[cl_r].mean())
+        kappa_r = (float(p_i[cl_r].mean()) - pe_r) / (1 - pe_r)
+    else:
+        pe_r, kappa_r = float("nan"), float("nan")
+    return p_j, p_e, p_bar, kappa, pe_r, kappa_r
+
+
+def _tracked_codes(totals: np.ndarray, max_code: int, max_boot_codes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The most frequent answer codes the bootstrap tracks, and code -> tracked column (-1 untracked)."""
+    nz = np.flatnonzero(totals > 0)
+    tracked = nz[np.argsort(-totals[nz], kind="stable")[:max_boot_codes]]
+    code_map = np.full(max_code + 2, -1, np.int64)
+    code_map[tracked] = np.arange(len(tracked))
+    return tracked, code_map
+
+
+def _percentile_ci(r: np.ndarray, alpha: float) -> list:
+    """Percentile interval of bootstrap replicates (NaN replicates dropped; [None, None] without any)."""
+    r = r[~np.isnan(r)]
+    return [float(x) for x in np.quantile(r, [alpha / 2, 1 - alpha / 2])] if len(r) else [None, None]
+
+
+def _normalised_entropy(entropy: np.ndarray, closed: np.ndarray, n: np.ndarray, k_i: np.ndarray) -> np.ndarray:
+    """Answer entropy per item divided by its maximum (log of the options or raters, whichever fewer)."""
     K_eff = np.where(closed, np.minimum(n, k_i), n)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ent_norm = np.where(K_eff >= 2, rs["entropy"] / np.log(np.maximum(K_eff, 2)), 0.0)
-    ent_norm = np.clip(ent_norm, 0.0, 1.0)
+        ent_norm = np.where(K_eff >= 2, entropy / np.log(np.maximum(K_eff, 2)), 0.0)
+    return np.clip(ent_norm, 0.0, 1.0)
+
+
+def _overall_rows(kappa, kappa_ci, kappa_r, kappa_r_ci, n_rated: int, n_closed_rated: int) -> list[dict]:
+    """The "(all)" rows: Fleiss kappa over the rated items, Randolph kappa over the rated closed items."""
+    return [
+        {"category": "(all)", "arm": "full", "statistic": "fleiss_kappa", "estimate": kappa,
+         "ci_low": kappa_ci[0], "ci_high": kappa_ci[1], "null_mean": 0.0, "n_items": n_rated},
+        {"category": "(all)", "arm": "full", "statistic": "randolph_kappa", "estimate": kappa_r,
+         "ci_low": kappa_r_ci[0], "ci_high": kappa_r_ci[1], "null_mean": 0.0, "n_items": n_closed_rated},
+    ]
+
+
+def _category_rows(labels, k_cat, kr_cat, rk_cat, rkr_cat, n_cat_rated, cat_sum, alpha) -> tuple[dict, list[dict]]:
+    """Per category: Fleiss and Randolph kappa with bootstrap intervals (summary entries and table rows)."""
+    per_category: dict = {}
+    cat_rows: list[dict] = []
+    for c, lab in enumerate(labels):
+        kc, krc = _percentile_ci(rk_cat[:, c], alpha), _percentile_ci(rkr_cat[:, c], alpha)
+        n_c = int(n_cat_rated[c])
+        per_category[lab] = {"kappa": None if np.isnan(k_cat[c]) else float(k_cat[c]), "kappa_ci": kc,
+                             "randolph_kappa": None if np.isnan(kr_cat[c]) else float(kr_cat[c]),
+                             "randolph_kappa_ci": krc, "n_items": n_c}
+        cat_rows.append({"category": lab, "arm": "full", "statistic": "fleiss_kappa", "estimate": k_cat[c],
+                     "ci_low": kc[0], "ci_high": kc[1], "null_mean": 0.0, "n_items": n_c})
+        cat_rows.append({"category": lab, "arm": "full", "statistic": "randolph_kappa", "estimate": kr_cat[c],
+                     "ci_low": krc[0], "ci_high": krc[1], "null_mean": 0.0,
+                     "n_items": int(cat_sum[c, _N_CLOSED])})
+    return per_category, cat_rows
+
+
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1000, max_units: int = 2000,
+        max_boot_codes: int = 64, alpha: float = 0.05, chunk: int = 200_000) -> DetectorResult:
+    """Overall and per-category Fleiss/Randolph kappa with bootstrap CIs, per-item agreement."""
+    models = frame.models_in("full")
+    if len(models) < 2:
+        raise DetectorSkipped(f"needs full-arm answers from at least 2 models (found {len(models)})")
+    rng = np.random.default_rng(seed)
+    Q, M = frame.n_questions, len(models)
+    A = frame.answer_codes("full", models=models)
+    rs = answer_row_stats(frame, "full", models, chunk=chunk)
+    n = rs["n"].astype(np.int64)
+    rated = n >= 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_i = np.where(rated, (rs["sum_sq"] - n) / (n * (n - 1)).clip(min=1), np.nan)
+    closed, k_i, inv_k = _closed_items(frame)
+    crows, ccounts = closed_code_counts(frame, "full", models)
+    orows = np.setdiff1d(np.arange(Q), crows) if len(crows) < Q else np.zeros(0, np.int64)
+    totals, max_code, kc = _code_totals(A, rated, crows, ccounts, orows, chunk)
+    n_rated = int(rated.sum())
+    if n_rated == 0:
+        raise DetectorSkipped("no item has parseable answers from 2 or more models")
+    p_j, p_e, p_bar, kappa, pe_r, kappa_r = _overall_kappas(p_i, rated, closed, inv_k, totals / float(n[rated].sum()))
+    tracked, code_map = _tracked_codes(totals, max_code, max_boot_codes)
+    D = len(tracked)
+    cat, labels = frame.category_codes("category")
+    C = len(labels)
+    n_cat_rated = np.bincount(cat[rated], minlength=C)
+    unit, unit_cat, U = _bootstrap_units(rated, cat, C, max_units, rng)
+    ustats = _unit_stats(A, unit, U, D, rated, p_i, n, closed, inv_k, crows, ccounts, orows, code_map, kc, chunk)
+    fixed_all, cat_sum, fixed_cat = _untracked_chance_parts(A, rated, cat, C, tracked, p_j, ustats, unit_cat,
+                                                            max_code)
+    k_cat, kr_cat = _kappas(cat_sum, fixed_cat)
+    reps_cat = _stratified_bootstrap(ustats, unit_cat, C, n_boot, rng)
+    rk_all, rkr_all = _kappas(reps_cat.sum(axis=1), fixed_all)
+    rk_cat, rkr_cat = _kappas(reps_cat, fixed_cat[None, :])
+    kappa_ci, kappa_r_ci = _percentile_ci(rk_all, alpha), _percentile_ci(rkr_all, alpha)
+    ent_norm = _normalised_entropy(rs["entropy"], closed, n, k_i)
     flag = rated & (n >= 3) & (p_i <= p_e + 1e-12)
     sev = np.where(flag, 2, 0)
     per_question = pd.DataFrame({
@@ -236,25 +317,9 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
         f"{NAME}_entropy": ent_norm,
     })
 
-    per_category = {}
-    rows = [
-        {"category": "(all)", "arm": "full", "statistic": "fleiss_kappa", "estimate": kappa,
-         "ci_low": kappa_ci[0], "ci_high": kappa_ci[1], "null_mean": 0.0, "n_items": n_rated},
-        {"category": "(all)", "arm": "full", "statistic": "randolph_kappa", "estimate": kappa_r,
-         "ci_low": kappa_r_ci[0], "ci_high": kappa_r_ci[1], "null_mean": 0.0, "n_items": int(cl_r.sum())},
-    ]
-    for c, lab in enumerate(labels):
-        kc, krc = ci(rk_cat[:, c]), ci(rkr_cat[:, c])
-        n_c = int(n_cat_rated[c])
-        per_category[lab] = {"kappa": None if np.isnan(k_cat[c]) else float(k_cat[c]), "kappa_ci": kc,
-                             "randolph_kappa": None if np.isnan(kr_cat[c]) else float(kr_cat[c]),
-                             "randolph_kappa_ci": krc, "n_items": n_c}
-        rows.append({"category": lab, "arm": "full", "statistic": "fleiss_kappa", "estimate": k_cat[c],
-                     "ci_low": kc[0], "ci_high": kc[1], "null_mean": 0.0, "n_items": n_c})
-        rows.append({"category": lab, "arm": "full", "statistic": "randolph_kappa", "estimate": kr_cat[c],
-                     "ci_low": krc[0], "ci_high": krc[1], "null_mean": 0.0,
-                     "n_items": int(cat_sum[c, _N_CLOSED])})
-    table = summary_rows(NAME, rows)
+    per_category, cat_rows = _category_rows(labels, k_cat, kr_cat, rk_cat, rkr_cat, n_cat_rated, cat_sum, alpha)
+    table = summary_rows(NAME, _overall_rows(kappa, kappa_ci, kappa_r, kappa_r_ci, n_rated,
+                                             int((closed & rated).sum())) + cat_rows)
     summary = {
         "kappa": float(kappa),
         "kappa_ci": kappa_ci,

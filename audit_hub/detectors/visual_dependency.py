@@ -137,6 +137,266 @@ def _cell_label(i: int, j: int, mf: int, mb: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------- detector
+def _overall_test(tabs: np.ndarray, pairs, z_count: int, n_items: int, B: int, n_boot: int,
+                  rng: np.random.Generator) -> tuple[dict, float | None, np.ndarray]:
+    """The headline test: zero-gain share with its Wilson interval against the item-matched
+    permutation null (mean, SD, excess with its table-bootstrap interval, permutation p). Returns the
+    headline summary entries (in summary order), the z score and the B permuted zero-gain counts."""
+    n_strata, R, C = tabs.shape
+    overall = _Null(tabs, pairs, np.zeros(n_strata, dtype=np.int64), 1, B, rng)
+    share = z_count / n_items
+    s_lo, s_hi = wilson_ci(z_count, n_items)
+    null_mean = float(overall.mean[0] / n_items)
+    p_value = float(permutation_p_value(overall.draws[0], z_count)) if B > 0 else None
+    zscore = float((z_count - overall.mean[0]) / np.sqrt(overall.var[0])) if overall.var[0] > 0 else None
+    keep = tabs.reshape(n_strata, -1).sum(axis=1) > 0
+    e_lo, e_hi, _ = table_bootstrap(tabs[keep].reshape(int(keep.sum()), -1),
+                                    lambda t: _excess_stat(pairs, n_items)(t.reshape(t.shape[0], t.shape[1], R, C)),
+                                    n_boot=n_boot, seed=rng) if n_boot > 0 else (np.nan, np.nan, None)
+    head = {"n_items": n_items, "zero_gain_share": share, "share_ci": [float(s_lo), float(s_hi)],
+            "null_mean": null_mean, "null_sd": float(np.sqrt(overall.var[0]) / n_items),
+            "excess": share - null_mean, "excess_ci": [float(e_lo), float(e_hi)], "p_value": p_value}
+    return head, zscore, overall.draws[0]
+
+
+def _diagonal_cells(tabs: np.ndarray, pairs, mf: int, mb: int, n_items: int) -> list[dict]:
+    """Observed and expected (independence within strata) counts of each zero-gain cell (f = b share)."""
+    pi, pj = pairs
+    obs_cells = tabs[:, pi, pj].sum(axis=0)
+    n_s = tabs.sum(axis=(1, 2)).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        exp_cells = np.where(n_s[:, None] > 0, tabs.sum(axis=2)[:, pi] * tabs.sum(axis=1)[:, pj]
+                             / np.maximum(n_s, 1)[:, None], 0.0).sum(axis=0)
+    cells = [{"f": int(i), "b": int(j), "label": _cell_label(int(i), int(j), mf, mb), "observed": int(o),
+              "expected": float(e), "excess": float((o - e) / n_items)}
+             for i, j, o, e in zip(pi, pj, obs_cells, exp_cells)]
+    return cells
+
+
+def _three_way(pos: np.ndarray, zero: np.ndarray, neg: np.ndarray, n: int) -> dict:
+    """Counts, shares and Wilson intervals of positive, zero and negative gain."""
+    out = {}
+    for name, m in (("positive", pos), ("zero", zero), ("negative", neg)):
+        k = int(m.sum())
+        lo, hi = wilson_ci(k, n)
+        out[name] = {"count": k, "share": k / n if n else None, "ci": [float(lo), float(hi)]}
+    return out
+
+
+def _category_units(frame: AuditFrame, cat_all: np.ndarray, strata_keys: list[str]):
+    """Shuffle units for the per-category null: the category (and the number of options when the
+    null is stratified by it). Returns each question's unit, each unit's category and the count."""
+    if "n_options" in strata_keys:
+        _, no_code = np.unique(frame.n_options, return_inverse=True)
+        unit_all = cat_all.astype(np.int64) * (int(no_code.max()) + 1) + no_code
+    else:
+        unit_all = cat_all.astype(np.int64)
+    _, unit_all = np.unique(unit_all, return_inverse=True)
+    n_units = int(unit_all.max()) + 1
+    unit_cat = np.zeros(n_units, dtype=np.int64)
+    unit_cat[unit_all] = cat_all
+    return unit_all, unit_cat, n_units
+
+
+def _per_category(per: _Null, tabs: np.ndarray, pairs, cat: np.ndarray, f: np.ndarray, pos: np.ndarray,
+                  neg: np.ndarray, cat_labels: list[str], n_items: int, B: int) -> tuple[dict, list[dict]]:
+    """Per category: zero-gain share against its own permutation null (BH-adjusted) and the global
+    null, and the positive / negative gain shares (summary entries and table rows)."""
+    pi, pj = pairs
+    n_cat = len(cat_labels)
+    R = tabs.shape[1]
+    cat_p = per.p_values() if B > 0 else np.full(n_cat, np.nan)
+    cat_p_adj = benjamini_hochberg(cat_p)
+    glob_c = tabs.sum(axis=(0, 1))[pj].astype(np.float64)
+    cat_r = np.bincount(cat * R + f, minlength=n_cat * R).reshape(n_cat, R)[:, pi].astype(np.float64)
+    cnt_pos = np.bincount(cat, weights=pos, minlength=n_cat)
+    cnt_neg = np.bincount(cat, weights=neg, minlength=n_cat)
+    per_category: dict[str, dict] = {}
+    rows = []
+    for g, label in enumerate(cat_labels):
+        n_g = int(per.n[g])
+        if n_g == 0:
+            per_category[label] = {"n_items": 0}
+            continue
+        z_g = int(per.observed[g])
+        lo, hi = wilson_ci(z_g, n_g)
+        nm = float(per.mean[g] / n_g)
+        entry = {
+            "n_items": n_g, "zero_gain_share": z_g / n_g, "share_ci": [float(lo), float(hi)],
+            "null_mean": nm, "null_sd": float(np.sqrt(per.var[g]) / n_g),
+            "null_mean_global": float((cat_r[g] * glob_c).sum() / n_items / n_g),
+            "excess": z_g / n_g - nm,
+            "p_value": None if np.isnan(cat_p[g]) else float(cat_p[g]),
+            "p_adjusted": None if np.isnan(cat_p_adj[g]) else float(cat_p_adj[g]),
+            "positive_gain_share": float(cnt_pos[g] / n_g), "negative_gain_share": float(cnt_neg[g] / n_g),
+        }
+        per_category[label] = entry
+        rows.append({"category": label, "statistic": "zero_gain_share", "estimate": entry["zero_gain_share"],
+                     "ci_low": lo, "ci_high": hi, "null_mean": nm, "excess": entry["excess"],
+                     "p_value": cat_p[g], "p_adjusted": cat_p_adj[g], "n_items": n_g})
+        for stat_name, k in (("positive_gain_share", cnt_pos[g]), ("negative_gain_share", cnt_neg[g])):
+            lo2, hi2 = wilson_ci(k, n_g)
+            rows.append({"category": label, "statistic": stat_name, "estimate": k / n_g, "ci_low": lo2,
+                         "ci_high": hi2, "n_items": n_g})
+    return per_category, rows
+
+
+def _overall_rows(share, s_lo, s_hi, null_mean, excess, p_value, n_items: int, three_way: dict) -> list[dict]:
+    """The "(all)" rows: zero-gain share against the null, positive and negative gain shares."""
+    all_rows = [{"category": "(all)", "statistic": "zero_gain_share", "estimate": share, "ci_low": s_lo,
+                 "ci_high": s_hi, "null_mean": null_mean, "excess": excess, "p_value": p_value,
+                 "p_adjusted": p_value, "n_items": n_items}]
+    for stat_name in ("positive", "negative"):
+        t = three_way[stat_name]
+        all_rows.append({"category": "(all)", "statistic": f"{stat_name}_gain_share", "estimate": t["share"],
+                         "ci_low": t["ci"][0], "ci_high": t["ci"][1], "n_items": n_items})
+    return all_rows
+
+
+def _leave_one_model_out(full, blind, idx, f, b, strata, n_strata, mf_names, mb_names, pool_level, n_items,
+                         n_questions, B, rng) -> list[dict]:
+    """The zero-gain test with each model left out in turn (same items; both arms for a paired model,
+    its own arm at pool level), with the excess over its own null."""
+    mf, mb = len(mf_names), len(mb_names)
+    lomo: list[dict] = []
+    all_items = n_items == n_questions
+    drops = []
+    if not pool_level and mf >= 2:
+        drops = [(name, "both", j) for j, name in enumerate(mf_names)]
+    elif pool_level:
+        drops = ([(name, "full", j) for j, name in enumerate(mf_names)] if mf >= 2 else []) + \
+                ([(name, "blind", j) for j, name in enumerate(mb_names)] if mb >= 2 else [])
+    # (models, items) contiguous 0/1 rows: one column per drop is a contiguous read
+    full_k = np.ascontiguousarray(((full if all_items else full[idx]) == 1).T).view(np.int8) if drops else None
+    blind_k = np.ascontiguousarray(((blind if all_items else blind[idx]) == 1).T).view(np.int8) if drops else None
+    # the cell index with model j dropped is (cell of the full pool) - (j's contribution): an
+    # incremental update of f and b per drop, in int32 (the counts are the same integers)
+    cell_base: dict[tuple[int, int], np.ndarray] = {}
+    for name, arm, j in drops:
+        mfd = mf - 1 if arm in ("both", "full") else mf
+        mbd = mb - 1 if arm in ("both", "blind") else mb
+        Rd, Cd = mfd + 1, mbd + 1
+        if (Rd, Cd) not in cell_base:
+            cell_base[(Rd, Cd)] = (strata * (Rd * Cd) + f * Cd + b).astype(np.int32)
+        cd = cell_base[(Rd, Cd)]
+        if arm in ("both", "full"):
+            cd = cd - full_k[j].astype(np.int32) * Cd
+        if arm in ("both", "blind"):
+            cd = cd - blind_k[j]
+        pr = matched_pairs(Rd, Cd)
+        td = np.bincount(cd, minlength=n_strata * Rd * Cd).reshape(n_strata, Rd, Cd)
+        nd = _Null(td, pr, np.zeros(n_strata, dtype=np.int64), 1, B, rng)
+        zd = int(nd.observed[0])
+        lo, hi = wilson_ci(zd, n_items)
+        pd_ = float(permutation_p_value(nd.draws[0], zd)) if B > 0 else None
+        lomo.append({"dropped_model": name, "arm": arm, "n_models_full": mfd, "n_models_blind": mbd,
+                     "n_items": n_items, "zero_gain_share": zd / n_items, "share_ci": [float(lo), float(hi)],
+                     "null_mean": float(nd.mean[0] / n_items), "null_sd": float(np.sqrt(nd.var[0]) / n_items),
+                     "excess": zd / n_items - float(nd.mean[0] / n_items), "p_value": pd_})
+    return lomo
+
+
+def _fragility(lomo: list[dict], p_value, excess: float, alpha: float) -> tuple[bool | None, str]:
+    """Whether leaving one model out changes the conclusion (significance at alpha or the sign of the
+    excess), and which models do it."""
+    fragile, reason = None, ""
+    if not lomo:
+        return fragile, reason
+    sig = p_value is not None and p_value <= alpha
+    changed = [r["dropped_model"] for r in lomo
+               if r["p_value"] is not None and (r["p_value"] <= alpha) != sig]
+    flipped = [r["dropped_model"] for r in lomo if np.sign(r["excess"]) != np.sign(excess) and excess != 0]
+    fragile = bool(changed or flipped)
+    parts = []
+    if changed:
+        parts.append(f"significance at alpha={alpha:g} "
+                     + ("lost" if sig else "gained") + " without " + ", ".join(changed))
+    if flipped:
+        parts.append("sign of the excess flips without " + ", ".join(flipped))
+    reason = "; ".join(parts)
+    return fragile, reason
+
+
+def _per_question(frame: AuditFrame, idx, known, f, b, b_all, zero, neg, mf: int, mb: int):
+    """The per-question table (counts right with and without the image, gain, zero / negative gain,
+    severity: zero gain, worse when most or all blind models are right) and the severity ranks."""
+    Q = frame.n_questions
+    fq = np.full(Q, -1, dtype=np.int16)
+    bq = np.full(Q, -1, dtype=np.int16)
+    fq[idx], bq[idx] = f, b
+    gain = np.full(Q, np.nan)
+    gain[idx] = f / mf - b / mb
+    zq = np.zeros(Q, dtype=bool)
+    zq[idx] = zero
+    negq = np.zeros(Q, dtype=bool)
+    negq[idx] = neg
+    bshare = np.where(known, b_all / mb, 0.0)
+    rank = np.zeros(Q, dtype=np.int64)
+    rank[zq] = 1
+    rank[zq & (bshare >= 0.5)] = 2
+    rank[zq & (b_all == mb) & known] = 3 if mb >= 3 else 2
+    score = np.where(zq, 1.0 - (0.25 + 0.75 * bshare), 1.0)
+    per_question = pd.DataFrame({
+        "question_id": frame.question_id_column(),
+        f"{NAME}_score": score,
+        f"is_{NAME}_issue": rank >= 2,
+        f"{NAME}_severity": severity_array(rank),
+        f"{NAME}_f": fq,
+        f"{NAME}_b": bq,
+        f"{NAME}_mf": np.int16(mf),
+        f"{NAME}_mb": np.int16(mb),
+        f"{NAME}_m": np.int16(mf),
+        f"{NAME}_gain": gain,
+        f"{NAME}_zero_gain": zq,
+        f"{NAME}_negative_gain": negq,
+        f"{NAME}_excluded": ~known,
+    })
+    return per_question, rank
+
+
+def _summary(*, head: dict, B: int, lomo: list, fragile, reason: str, z_count: int, n_excluded: int, rank, zscore,
+             draws: np.ndarray, three_way: dict, cells: list, per_category: dict, pool_level: bool, mf_names,
+             mb_names, field: str, params: dict, seed: int) -> dict:
+    """The detector's summary: the headline test, leave-one-model-out, counts, the null draws, the
+    three-way split, the diagonal decomposition, per category and the pools."""
+    n_items = head["n_items"]
+    mf, mb = len(mf_names), len(mb_names)
+    note = ""
+    if pool_level:
+        note = (f"pool level: no model has runs in both arms, so f counts the {mf} full-arm models and b the {mb} "
+                f"blind model(s); zero gain is equal share (f*{mb} == b*{mf}). Pools differ, so the gain mixes "
+                "model and image effects.")
+    summary = {
+        **head,
+        "n_permutations": B,
+        "leave_one_model_out": lomo,
+        "fragile": fragile,
+        "fragile_reason": reason,
+        "n_zero_gain": z_count,
+        "n_excluded": int(n_excluded),
+        "n_flagged": int((rank >= 2).sum()),
+        "n_high": int((rank == 3).sum()),
+        "z": zscore,
+        "null_permutation_mean": float(draws.mean() / n_items) if B > 0 else None,
+        "null_permutation_sd": float(draws.std() / n_items) if B > 0 else None,
+        # the B permuted zero-gain shares themselves (for the report's null-distribution figure)
+        "null_distribution": (draws / n_items).round(8).tolist() if B > 0 else [],
+        "three_way": three_way,
+        "diagonal_decomposition": {c["label"]: c["excess"] for c in cells},
+        "diagonal_cells": cells,
+        "per_category": per_category,
+        "pool_level": pool_level,
+        "models_full": list(mf_names),
+        "models_blind": list(mb_names),
+        "n_models": mf,
+        "field": field,
+        "note": note,
+        "params": params,
+        "seed": seed,
+    }
+    return summary
+
+
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
         alpha: float = 0.05, stratify=None, n_boot: int = 1000, leave_one_out: bool = True) -> DetectorResult:
     """Zero-gain share vs the item-matched permutation null, per question, per category and per pool."""
@@ -173,228 +433,37 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     cat = cat_all[idx]
     n_cat = len(cat_labels)
 
-    # ---- overall
     tabs = np.bincount(strata * (R * C) + cell, minlength=n_strata * R * C).reshape(n_strata, R, C)
-    overall = _Null(tabs, pairs, np.zeros(n_strata, dtype=np.int64), 1, B, rng)
     z_count = int(zero.sum())
-    share = z_count / n_items
-    s_lo, s_hi = wilson_ci(z_count, n_items)
-    null_mean = float(overall.mean[0] / n_items)
-    null_sd = float(np.sqrt(overall.var[0]) / n_items)
-    excess = share - null_mean
-    p_value = float(permutation_p_value(overall.draws[0], z_count)) if B > 0 else None
-    zscore = float((z_count - overall.mean[0]) / np.sqrt(overall.var[0])) if overall.var[0] > 0 else None
-    keep = tabs.reshape(n_strata, -1).sum(axis=1) > 0
-    e_lo, e_hi, _ = table_bootstrap(tabs[keep].reshape(int(keep.sum()), -1),
-                                    lambda t: _excess_stat(pairs, n_items)(t.reshape(t.shape[0], t.shape[1], R, C)),
-                                    n_boot=n_boot, seed=rng) if n_boot > 0 else (np.nan, np.nan, None)
-
-    # ---- diagonal decomposition
-    pi, pj = pairs
-    obs_cells = tabs[:, pi, pj].sum(axis=0)
-    n_s = tabs.sum(axis=(1, 2)).astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        exp_cells = np.where(n_s[:, None] > 0, tabs.sum(axis=2)[:, pi] * tabs.sum(axis=1)[:, pj]
-                             / np.maximum(n_s, 1)[:, None], 0.0).sum(axis=0)
-    cells = [{"f": int(i), "b": int(j), "label": _cell_label(int(i), int(j), mf, mb), "observed": int(o),
-              "expected": float(e), "excess": float((o - e) / n_items)}
-             for i, j, o, e in zip(pi, pj, obs_cells, exp_cells)]
-
-    # ---- three-way split
-    def split(mask_pos, mask_zero, mask_neg, n):
-        out = {}
-        for name, m in (("positive", mask_pos), ("zero", mask_zero), ("negative", mask_neg)):
-            k = int(m.sum())
-            lo, hi = wilson_ci(k, n)
-            out[name] = {"count": k, "share": k / n if n else None, "ci": [float(lo), float(hi)]}
-        return out
-
-    three_way = split(pos, zero, neg, n_items)
-
-    # ---- per category (shuffle within category [and within n_options when stratified by it])
-    if "n_options" in strata_keys:
-        _, no_code = np.unique(frame.n_options, return_inverse=True)
-        unit_all = cat_all.astype(np.int64) * (int(no_code.max()) + 1) + no_code
-    else:
-        unit_all = cat_all.astype(np.int64)
-    _, unit_all = np.unique(unit_all, return_inverse=True)
-    n_units = int(unit_all.max()) + 1
-    unit_cat = np.zeros(n_units, dtype=np.int64)
-    unit_cat[unit_all] = cat_all
-    unit = unit_all[idx]
-    utabs = np.bincount(unit * (R * C) + cell, minlength=n_units * R * C).reshape(n_units, R, C)
+    head, zscore, draws = _overall_test(tabs, pairs, z_count, n_items, B, n_boot, rng)
+    p_value, excess = head["p_value"], head["excess"]
+    cells = _diagonal_cells(tabs, pairs, mf, mb, n_items)
+    three_way = _three_way(pos, zero, neg, n_items)
+    unit_all, unit_cat, n_units = _category_units(frame, cat_all, strata_keys)
+    utabs = np.bincount(unit_all[idx] * (R * C) + cell, minlength=n_units * R * C).reshape(n_units, R, C)
     per = _Null(utabs, pairs, unit_cat, n_cat, B, rng)
-    cat_p = per.p_values() if B > 0 else np.full(n_cat, np.nan)
-    cat_p_adj = benjamini_hochberg(cat_p)
-    glob_c = tabs.sum(axis=(0, 1))[pj].astype(np.float64)
-    cat_r = np.bincount(cat * R + f, minlength=n_cat * R).reshape(n_cat, R)[:, pi].astype(np.float64)
-    cnt_pos = np.bincount(cat, weights=pos, minlength=n_cat)
-    cnt_neg = np.bincount(cat, weights=neg, minlength=n_cat)
-    per_category: dict[str, dict] = {}
-    rows = []
-    for g, label in enumerate(cat_labels):
-        n_g = int(per.n[g])
-        if n_g == 0:
-            per_category[label] = {"n_items": 0}
-            continue
-        z_g = int(per.observed[g])
-        lo, hi = wilson_ci(z_g, n_g)
-        nm = float(per.mean[g] / n_g)
-        entry = {
-            "n_items": n_g, "zero_gain_share": z_g / n_g, "share_ci": [float(lo), float(hi)],
-            "null_mean": nm, "null_sd": float(np.sqrt(per.var[g]) / n_g),
-            "null_mean_global": float((cat_r[g] * glob_c).sum() / n_items / n_g),
-            "excess": z_g / n_g - nm,
-            "p_value": None if np.isnan(cat_p[g]) else float(cat_p[g]),
-            "p_adjusted": None if np.isnan(cat_p_adj[g]) else float(cat_p_adj[g]),
-            "positive_gain_share": float(cnt_pos[g] / n_g), "negative_gain_share": float(cnt_neg[g] / n_g),
-        }
-        per_category[label] = entry
-        rows.append({"category": label, "statistic": "zero_gain_share", "estimate": entry["zero_gain_share"],
-                     "ci_low": lo, "ci_high": hi, "null_mean": nm, "excess": entry["excess"],
-                     "p_value": cat_p[g], "p_adjusted": cat_p_adj[g], "n_items": n_g})
-        for stat_name, k in (("positive_gain_share", cnt_pos[g]), ("negative_gain_share", cnt_neg[g])):
-            lo2, hi2 = wilson_ci(k, n_g)
-            rows.append({"category": label, "statistic": stat_name, "estimate": k / n_g, "ci_low": lo2,
-                         "ci_high": hi2, "n_items": n_g})
-    all_rows = [{"category": "(all)", "statistic": "zero_gain_share", "estimate": share, "ci_low": s_lo,
-                 "ci_high": s_hi, "null_mean": null_mean, "excess": excess, "p_value": p_value,
-                 "p_adjusted": p_value, "n_items": n_items}]
-    for stat_name in ("positive", "negative"):
-        t = three_way[stat_name]
-        all_rows.append({"category": "(all)", "statistic": f"{stat_name}_gain_share", "estimate": t["share"],
-                         "ci_low": t["ci"][0], "ci_high": t["ci"][1], "n_items": n_items})
+    per_category, rows = _per_category(per, tabs, pairs, cat, f, pos, neg, cat_labels, n_items, B)
+    all_rows = _overall_rows(head["zero_gain_share"], *head["share_ci"], head["null_mean"], excess, p_value,
+                             n_items, three_way)
     table = summary_rows(NAME, all_rows + rows)
     table["arm"] = "full_vs_blind"
     table["field"] = field
 
-    # ---- leave one model out (same items; the excess, not only the raw share)
-    lomo = []
-    fragile, reason = None, ""
+    lomo, fragile, reason = [], None, ""
     if leave_one_out:
-        drops = []
-        if not pool_level and mf >= 2:
-            drops = [(name, "both", j) for j, name in enumerate(mf_names)]
-        elif pool_level:
-            drops = ([(name, "full", j) for j, name in enumerate(mf_names)] if mf >= 2 else []) + \
-                    ([(name, "blind", j) for j, name in enumerate(mb_names)] if mb >= 2 else [])
-        # (models, items) contiguous 0/1 rows: one column per drop is a contiguous read
-        all_items = n_items == frame.n_questions
-        full_k = np.ascontiguousarray(((full if all_items else full[idx]) == 1).T).view(np.int8) if drops else None
-        blind_k = np.ascontiguousarray(((blind if all_items else blind[idx]) == 1).T).view(np.int8) if drops else None
-        # the cell index with model j dropped is (cell of the full pool) - (j's contribution): an
-        # incremental update of f and b per drop, in int32 (the counts are the same integers)
-        cell_base: dict[tuple[int, int], np.ndarray] = {}
-        for name, arm, j in drops:
-            mfd = mf - 1 if arm in ("both", "full") else mf
-            mbd = mb - 1 if arm in ("both", "blind") else mb
-            Rd, Cd = mfd + 1, mbd + 1
-            if (Rd, Cd) not in cell_base:
-                cell_base[(Rd, Cd)] = (strata * (Rd * Cd) + f * Cd + b).astype(np.int32)
-            cd = cell_base[(Rd, Cd)]
-            if arm in ("both", "full"):
-                cd = cd - full_k[j].astype(np.int32) * Cd
-            if arm in ("both", "blind"):
-                cd = cd - blind_k[j]
-            pr = matched_pairs(Rd, Cd)
-            td = np.bincount(cd, minlength=n_strata * Rd * Cd).reshape(n_strata, Rd, Cd)
-            nd = _Null(td, pr, np.zeros(n_strata, dtype=np.int64), 1, B, rng)
-            zd = int(nd.observed[0])
-            lo, hi = wilson_ci(zd, n_items)
-            pd_ = float(permutation_p_value(nd.draws[0], zd)) if B > 0 else None
-            lomo.append({"dropped_model": name, "arm": arm, "n_models_full": mfd, "n_models_blind": mbd,
-                         "n_items": n_items, "zero_gain_share": zd / n_items, "share_ci": [float(lo), float(hi)],
-                         "null_mean": float(nd.mean[0] / n_items), "null_sd": float(np.sqrt(nd.var[0]) / n_items),
-                         "excess": zd / n_items - float(nd.mean[0] / n_items), "p_value": pd_})
-        if lomo:
-            sig = p_value is not None and p_value <= alpha
-            changed = [r["dropped_model"] for r in lomo
-                       if r["p_value"] is not None and (r["p_value"] <= alpha) != sig]
-            flipped = [r["dropped_model"] for r in lomo if np.sign(r["excess"]) != np.sign(excess) and excess != 0]
-            fragile = bool(changed or flipped)
-            parts = []
-            if changed:
-                parts.append(f"significance at alpha={alpha:g} "
-                             + ("lost" if sig else "gained") + " without " + ", ".join(changed))
-            if flipped:
-                parts.append("sign of the excess flips without " + ", ".join(flipped))
-            reason = "; ".join(parts)
+        lomo = _leave_one_model_out(full, blind, idx, f, b, strata, n_strata, mf_names, mb_names, pool_level,
+                                    n_items, frame.n_questions, B, rng)
+        fragile, reason = _fragility(lomo, p_value, excess, alpha)
 
-    # ---- per question
     Q = frame.n_questions
-    fq = np.full(Q, -1, dtype=np.int16)
-    bq = np.full(Q, -1, dtype=np.int16)
-    fq[idx], bq[idx] = f, b
-    gain = np.full(Q, np.nan)
-    gain[idx] = f / mf - b / mb
-    zq = np.zeros(Q, dtype=bool)
-    zq[idx] = zero
-    negq = np.zeros(Q, dtype=bool)
-    negq[idx] = neg
-    bshare = np.where(known, b_all / mb, 0.0)
-    rank = np.zeros(Q, dtype=np.int64)
-    rank[zq] = 1
-    rank[zq & (bshare >= 0.5)] = 2
-    rank[zq & (b_all == mb) & known] = 3 if mb >= 3 else 2
-    score = np.where(zq, 1.0 - (0.25 + 0.75 * bshare), 1.0)
-    per_question = pd.DataFrame({
-        "question_id": frame.question_id_column(),
-        f"{NAME}_score": score,
-        f"is_{NAME}_issue": rank >= 2,
-        f"{NAME}_severity": severity_array(rank),
-        f"{NAME}_f": fq,
-        f"{NAME}_b": bq,
-        f"{NAME}_mf": np.int16(mf),
-        f"{NAME}_mb": np.int16(mb),
-        f"{NAME}_m": np.int16(mf),
-        f"{NAME}_gain": gain,
-        f"{NAME}_zero_gain": zq,
-        f"{NAME}_negative_gain": negq,
-        f"{NAME}_excluded": ~known,
-    })
+    per_question, rank = _per_question(frame, idx, known, f, b, b_all, zero, neg, mf, mb)
 
     params = {"field": field, "n_permutations": B, "alpha": alpha, "stratify": strata_keys or None,
               "n_boot": n_boot, "leave_one_out": leave_one_out}
-    note = ""
-    if pool_level:
-        note = (f"pool level: no model has runs in both arms, so f counts the {mf} full-arm models and b the {mb} "
-                f"blind model(s); zero gain is equal share (f*{mb} == b*{mf}). Pools differ, so the gain mixes "
-                "model and image effects.")
-    summary = {
-        "n_items": n_items,
-        "zero_gain_share": share,
-        "share_ci": [float(s_lo), float(s_hi)],
-        "null_mean": null_mean,
-        "null_sd": null_sd,
-        "excess": excess,
-        "excess_ci": [float(e_lo), float(e_hi)],
-        "p_value": p_value,
-        "n_permutations": B,
-        "leave_one_model_out": lomo,
-        "fragile": fragile,
-        "fragile_reason": reason,
-        "n_zero_gain": z_count,
-        "n_excluded": int(Q - n_items),
-        "n_flagged": int((rank >= 2).sum()),
-        "n_high": int((rank == 3).sum()),
-        "z": zscore,
-        "null_permutation_mean": float(overall.draws[0].mean() / n_items) if B > 0 else None,
-        "null_permutation_sd": float(overall.draws[0].std() / n_items) if B > 0 else None,
-        # the B permuted zero-gain shares themselves (for the report's null-distribution figure)
-        "null_distribution": (overall.draws[0] / n_items).round(8).tolist() if B > 0 else [],
-        "three_way": three_way,
-        "diagonal_decomposition": {c["label"]: c["excess"] for c in cells},
-        "diagonal_cells": cells,
-        "per_category": per_category,
-        "pool_level": pool_level,
-        "models_full": list(mf_names),
-        "models_blind": list(mb_names),
-        "n_models": mf,
-        "field": field,
-        "note": note,
-        "params": params,
-        "seed": seed,
-    }
+    summary = _summary(head=head, B=B, lomo=lomo, fragile=fragile, reason=reason, z_count=z_count,
+                       n_excluded=Q - n_items, rank=rank, zscore=zscore, draws=draws, three_way=three_way,
+                       cells=cells, per_category=per_category, pool_level=pool_level, mf_names=mf_names,
+                       mb_names=mb_names, field=field, params=params, seed=seed)
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table, params=params)
 
 

@@ -8,7 +8,7 @@ Column conventions are documented in :mod:`audit_hub.metric_adapter`. Errors are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,9 @@ from ..schema import LETTERS, options_cell
 #: Where errors say the data came from (evaluate has no file names).
 SOURCE = "<evaluate compute inputs>"
 QUESTIONS_SOURCE = "<questions from the compute inputs>"
+#: The per-row columns besides ``question_ids`` (see :mod:`audit_hub.metric_adapter`).
+COLUMNS: tuple[str, ...] = ("models", "predictions", "blind_predictions", "references", "hits", "blind_hits",
+                            "options", "n_options", "answer_types", "categories")
 
 
 _PLACEHOLDER_GOLD = {"mc": "A", "yesno": "yes", "numeric": "0", "free": "?"}
@@ -113,20 +116,10 @@ def _options_column(values: list) -> list[list[str]]:
 
 
 def read_compute_columns(
-    question_ids: Sequence,
-    *,
-    models: Sequence | None = None,
-    predictions: Sequence | None = None,
-    blind_predictions: Sequence | None = None,
-    references: Sequence | None = None,
-    hits: Sequence | None = None,
-    blind_hits: Sequence | None = None,
-    options: Sequence | None = None,
-    n_options: Sequence | None = None,
-    answer_types: Sequence | None = None,
-    categories: Sequence | None = None,
+    question_ids: Sequence, columns: Mapping[str, Sequence | None],
 ) -> tuple[pd.DataFrame, pd.DataFrame | None, dict[str, Any]]:
-    """The compute columns -> (questions table, runs table or None, facts about the inputs).
+    """The compute columns (``columns``: name in :data:`COLUMNS` -> per-row values or None) ->
+    (questions table, runs table or None, facts about the inputs).
 
     Rows are (question, model) pairs when ``models`` is given, else questions (a question may
     repeat; its question-level columns must then agree). Full-arm runs come from
@@ -141,10 +134,11 @@ def read_compute_columns(
     if n == 0:
         raise InputError("no rows: question_ids is empty", file=SOURCE, column="question_ids")
     cols: dict[str, list | None] = {}
-    for name, v in (("models", models), ("predictions", predictions), ("blind_predictions", blind_predictions),
-                    ("references", references), ("hits", hits), ("blind_hits", blind_hits),
-                    ("options", options), ("n_options", n_options), ("answer_types", answer_types),
-                    ("categories", categories)):
+    unknown = sorted(set(columns) - set(COLUMNS))
+    if unknown:
+        raise TypeError(f"unknown compute column(s) {unknown}; known: {list(COLUMNS)}")
+    for name in COLUMNS:
+        v = columns.get(name)
         cols[name] = None if v is None else _as_list(name, v, n)
 
     qtext = _text_or_none(qid_list)

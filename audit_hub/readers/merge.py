@@ -74,6 +74,8 @@ def _merge_parts(parts: list[tuple[ReadResult, pd.DataFrame]], key: tuple[str, s
     order = pd.unique(np.concatenate([t.index.to_numpy(dtype=object) for _, t in tables]))
     merged = tables[0][1].reindex(order)
     merged_path = tables[0][0].path
+    # where each correctness cell came from (a later file may fill it), for error messages
+    origin = {c: (merged["source_file"].copy(), merged["source_row"].copy()) for c in ("hit", "hit_exact")}
     for res, t in tables[1:]:
         t = t.reindex(order)
         lp, rp = merged["prediction"], t["prediction"]
@@ -88,8 +90,13 @@ def _merge_parts(parts: list[tuple[ReadResult, pd.DataFrame]], key: tuple[str, s
                     "are these two different runs (or two datasets) under one model name?",
                     file=res.path, row=int(t["source_row"].iloc[i]), column="prediction")
         for c in cols:
+            if c in origin:
+                fill = (merged[c].isna() & t[c].notna()).to_numpy()
+                origin[c][0].iloc[fill] = t["source_file"].to_numpy()[fill]
+                origin[c][1].iloc[fill] = t["source_row"].to_numpy()[fill]
             merged[c] = merged[c].where(merged[c].notna(), t[c])
         merged_path = f"{merged_path} + {res.path}"
+
     def _nullable(v) -> bool:
         return v is None or bool(pd.isna(v))
 
@@ -103,8 +110,7 @@ def _merge_parts(parts: list[tuple[ReadResult, pd.DataFrame]], key: tuple[str, s
                 code = MISSING if _nullable(v) else hit_code(v)
                 if code is None:
                     raise InputError(f"{c} must be 0/1/true/false or empty, got {v!r}",
-                                     file=str(merged["source_file"].iloc[i]),
-                                     row=int(merged["source_row"].iloc[i]), column=c)
+                                     file=str(origin[c][0].iloc[i]), row=int(origin[c][1].iloc[i]), column=c)
                 vals.append(None if code == MISSING else code)
             out[c] = pd.array(vals, dtype="Int8")
     out["source_file"] = merged["source_file"].astype(str).to_numpy(dtype=object)
