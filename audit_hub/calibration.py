@@ -1,26 +1,42 @@
 """Calibration check: each detector's false-positive rate on simulated benchmarks with no defect.
 
-A null benchmark keeps this benchmark's questions (IDs, categories, answer types, option counts),
-its models and arms and which (question, model, arm) runs exist, and each model's accuracy per arm
-(in the audited correctness field). It replaces everything that could carry a defect: the gold is
-drawn uniformly over the options (mc) or yes/no, option texts are distinct placeholders, and every
-outcome is an independent Bernoulli draw (a wrong mc answer is uniform over the wrong options).
-On yes/no items the accuracy is taken per gold answer (``condition_on_gold``): a model that says
-"yes" too often is right more on yes-gold items, a property of the model and not a planted defect.
-That response bias makes the gold answer a covariate shared by every model and both arms; it is
-why the detectors drift out of calibration on binary benchmarks (the item-matched null of
-the zero-gain audit does not condition on it, and the consensus count's independence expectation
-ignores it), as the audit paper reports for HallusionBench.
+What a null benchmark keeps. A stratified subsample of ``n_items`` of this benchmark's questions
+(default: about 30,000 simulated (item, model, arm) cells, between 200 and 2,000 items; all of them
+when the benchmark is smaller) drawn in proportion to the *accuracy
+classes* below, with their IDs, categories, answer types and option counts, the yes/no gold answers
+as they are (the gold balance), the models and arms and which (question, model, arm) runs exist. The
+cost of a simulation therefore does not depend on the number of questions: only the accuracy
+tables below are read from the whole benchmark (one pass over the dense correctness matrices).
+
+Accuracy classes: the effective option count (options of an mc item, 2 for yes/no, open items
+apart) and, on yes/no items, the gold answer (``condition_on_gold``). Each model has one accuracy per
+(arm, class), so a model that says "yes" too often is right more on yes-gold items (a response bias
+by gold, not a defect), and 2-option items are easier than 5-option ones when they are in the data.
+
+Outcomes. Blind arm: independent Bernoulli draws with the (arm, model, class) accuracy, i.e. the
+blind outcome is independent of the item given its class (the zero-gain audit's null). Full arm:
+a Rasch model ``expit(a - sigma z_i)`` whose abilities reproduce the class accuracies and whose
+difficulty spread ``sigma`` matches the spread of the benchmark's per-item full-arm counts (moments);
+each simulated item draws ``z_i`` from its own posterior given the real item's full-arm outcomes,
+so items differ in difficulty as they do in the data, shared by every model. A wrong mc answer is uniform
+over the wrong options (no attractive distractors: a unanimous wrong answer is then no more likely
+than difficulty makes it); a wrong yes/no answer is the other word. mc gold positions are redrawn
+uniformly; option texts are distinct placeholders. All simulations are drawn at once, vectorised.
+
+What it replaces: everything that could carry a defect (gold position bias, duplicate options,
+items answerable without the image, wrong gold labels).
 
 Rates. For a detector whose summary has a headline ``p_value``, the false-positive rate is the share
 of simulations with ``p <= alpha`` (nominal ``alpha``). For a count-based detector (observed and
-expected-under-independence counts in its summary, e.g. the consensus count), it is the flagged count per
-item pooled over simulations against the expected count per item. Otherwise the per-item flag rate is
-reported without a nominal level.
+expected-under-independence counts in its summary), it is the flagged count per item pooled over
+simulations against the expected count per item. Otherwise the per-item flag rate is reported
+without a nominal level, with a note on what it means.
 
 ``out_of_calibration`` is True when the rate's 95% Wilson interval lies entirely above
 ``1.5 x nominal`` (too many false positives) or, for p-value tests, entirely below ``0.5 x nominal``
 (far too conservative). The margin keeps Monte Carlo noise and discrete p-values from flagging.
+Miscalibration of an unstratified test grows with the number of items, so a subsample understates it
+for larger benchmarks (it is still detected: see the tests).
 """
 
 from __future__ import annotations
@@ -42,66 +58,192 @@ from .stats import wilson_ci
 COUNT_KEYS = (("n_unanimous_non_gold", "expected_under_independence"), ("n_flagged", "expected_flagged"))
 MARGIN_HIGH = 1.5
 MARGIN_LOW = 0.5
+CELL_BUDGET = 30_000   # simulated (item, model, arm) cells per null benchmark
+MIN_ITEMS, MAX_ITEMS = 200, 2000
+# what a per-item flag rate means for a detector without a nominal rate
+FLAG_RATE_NOTE = ("no nominal rate: the share of questions it flags on defect-free benchmarks like this one (same "
+                  "option counts, accuracies and difficulty spread; option texts are distinct placeholders, so a "
+                  "flag from comparing option texts is a false positive)")
 
 
-def _accuracies(frame: AuditFrame, field: str, cls: np.ndarray, n_cls: int) -> np.ndarray:
-    """(2 arms, n_models, n_cls) accuracy in ``field`` (pooled over classes where a class is empty)."""
-    r = frame.runs
-    v = r[field].to_numpy()
-    if not (v >= 0).any():
-        v = r["hit_exact" if field == "hit" else "hit"].to_numpy()
-    ok = v >= 0
-    key = (r["arm"].to_numpy().astype(np.int64) * frame.n_models + r["m"].to_numpy()) * n_cls + cls[r["q"].to_numpy()]
-    size = 2 * frame.n_models * n_cls
-    nk = np.bincount(key[ok], minlength=size).reshape(2, frame.n_models, n_cls)
-    hk = np.bincount(key[ok], weights=v[ok] == 1, minlength=size).reshape(2, frame.n_models, n_cls)
-    pooled = hk.sum(axis=2) / np.maximum(nk.sum(axis=2), 1)
-    acc = np.where(nk > 0, hk / np.maximum(nk, 1), pooled[:, :, None])
-    return np.clip(acc, 0.0, 1.0)
+def default_items(n_models: int, n_arms: int) -> int:
+    """Subsample size: about ``CELL_BUDGET`` simulated cells, between 200 and 2,000 items."""
+    return int(np.clip(CELL_BUDGET // max(n_models * n_arms, 1), MIN_ITEMS, MAX_ITEMS))
+
+
+def _logit(p):
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
+
+
+def accuracy_classes(frame: AuditFrame, condition_on_gold: bool = True) -> np.ndarray:
+    """Class per question: (effective option count) x (gold answer on yes/no items)."""
+    from .strata import strata_codes
+
+    return strata_codes(frame, ["n_options", "gold"] if condition_on_gold else ["n_options"])[0]
+
+
+def class_accuracies(frame: AuditFrame, field: str, cls: np.ndarray, n_cls: int) -> tuple[np.ndarray, np.ndarray]:
+    """(2 arms, n_models, n_cls) accuracy in ``field`` (a model's pooled accuracy where a class is
+    empty) and the (2, Q, M) int8 dense correctness matrices (-1 unknown / absent run)."""
+    M, Q = frame.n_models, frame.n_questions
+    fld = field
+    if not (frame.runs[field].to_numpy() >= 0).any():
+        fld = "hit_exact" if field == "hit" else "hit"
+    acc = np.zeros((2, M, n_cls))
+    dense = []
+    order = np.argsort(cls, kind="stable")
+    bounds = np.searchsorted(cls[order], np.arange(n_cls + 1))
+    for a, arm in enumerate(("full", "blind")):
+        if not frame.has_arm(arm):
+            dense.append(np.full((Q, M), -1, np.int8))
+            continue
+        C = frame.correctness(arm, fld)
+        dense.append(C)
+        nk = np.zeros((M, n_cls))
+        hk = np.zeros((M, n_cls))
+        for c in range(n_cls):
+            block = C[order[bounds[c]:bounds[c + 1]]]
+            nk[:, c] = (block >= 0).sum(axis=0)
+            hk[:, c] = (block == 1).sum(axis=0)
+        pooled = hk.sum(axis=1) / np.maximum(nk.sum(axis=1), 1)
+        acc[a] = np.where(nk > 0, hk / np.maximum(nk, 1), pooled[:, None])
+    return np.clip(acc, 0.0, 1.0), dense
+
+
+def _stratified_subsample(cls: np.ndarray, n_items: int, rng: np.random.Generator) -> np.ndarray:
+    """Sorted item indices, ``n_items`` in all, in proportion to the classes (each class at least 2)."""
+    Q = len(cls)
+    if n_items >= Q:
+        return np.arange(Q)
+    counts = np.bincount(cls)
+    want = np.maximum(np.round(counts * n_items / Q).astype(np.int64), np.minimum(counts, 2))
+    keys = rng.random(Q)
+    order = np.lexsort((keys, cls))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    take = np.concatenate([order[s:s + w] for s, w in zip(starts, want)])
+    return np.sort(take)
+
+
+def item_difficulty(C: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Random-effect (Rasch) difficulty of the full arm, fitted by moments, and each item's posterior.
+
+    ``C``: (n, M) 0/1/-1 correctness; ``acc``: (n, M) each cell's class accuracy. Model:
+    ``P(correct) = expit(a_im - sigma z_i)``, ``z_i ~ N(0, 1)``, with ``a`` solved so that the marginal
+    accuracy is ``acc``. ``sigma`` makes the spread of the per-item correct counts match the model's
+    (beyond binomial). Returns (ability a (n, M), posterior over the quadrature nodes (n, nq), sigma).
+    """
+    from .label_model import LOGW, NODES, solve_ability
+
+    known = (C >= 0).astype(np.float64)
+    y = (C == 1).astype(np.float64)
+    f = y.sum(axis=1)
+    w = np.exp(LOGW)
+
+    def gap(sig):
+        a = solve_ability(acc, sig)
+        p = 1 / (1 + np.exp(-(a[:, :, None] - sig * NODES)))          # (n, M, nq)
+        S = np.einsum("nm,nmq->nq", known, p)
+        V = np.einsum("nm,nmq->nq", known, p * (1 - p))
+        e = S @ w
+        return float(((f - e) ** 2).sum() - (V @ w + (S * S) @ w - e * e).sum()), a, p
+
+    grid = np.linspace(0.0, 4.0, 17)
+    sig, (g0, a, p) = 0.0, gap(0.0)
+    if C.shape[1] >= 2 and g0 > 0:
+        prev = (0.0, g0)
+        for s in grid[1:]:
+            g, a_s, p_s = gap(s)
+            if g <= 0:
+                sig = prev[0] + (s - prev[0]) * prev[1] / (prev[1] - g)
+                break
+            prev = (s, g)
+        else:
+            sig = grid[-1]
+        _, a, p = gap(sig)
+    lp = (known[:, :, None] * (y[:, :, None] * np.log(np.clip(p, 1e-12, 1)) + (1 - y[:, :, None]) * np.log(np.clip(1 - p, 1e-12, 1)))
+          ).sum(axis=1) + LOGW
+    post = np.exp(lp - lp.max(axis=1, keepdims=True))
+    return a, post / post.sum(axis=1, keepdims=True), float(sig)
 
 
 class NullSimulator:
-    """Draw null frames for one benchmark cheaply (arrays only; the frame is assembled directly)."""
+    """Draw null frames for one benchmark on a fixed stratified subsample of its items."""
 
-    def __init__(self, frame: AuditFrame, *, field: str = "hit", condition_on_gold: bool = True):
+    def __init__(self, frame: AuditFrame, *, field: str = "hit", condition_on_gold: bool = True,
+                 n_items: int | str | None = "auto", seed: int = 0, difficulty: bool = True):
+        from .strata import effective_option_count
+
         self.frame = frame
-        q = frame.questions
+        rng = np.random.default_rng([seed, 7])
+        cls_all = accuracy_classes(frame, condition_on_gold)
+        n_cls = int(cls_all.max()) + 1 if len(cls_all) else 1
+        self.acc, dense = class_accuracies(frame, field, cls_all, n_cls)
+        if n_items == "auto":
+            n_items = default_items(frame.n_models, int(frame.has_arm("full")) + int(frame.has_arm("blind")))
+        items = _stratified_subsample(cls_all, frame.n_questions if n_items is None else int(n_items), rng)
+        self.items = items
+        self.n_items = len(items)
+        self.cls = cls_all[items]
+        q = frame.questions.iloc[items].reset_index(drop=True)
         self.k = q["n_options"].to_numpy().astype(np.int64)
         self.atype = q["answer_type"].to_numpy(dtype=object)
         self.is_mc = self.atype == "mc"
         self.is_yn = self.atype == "yesno"
-        self.k_eff = np.where(self.is_mc, self.k, 2)
-        gold_yes = q["answer"].astype(str).str.lower().to_numpy() == "yes"
-        # accuracy classes: 0 = mc / other, 1 = yes-gold, 2 = no-gold (yes/no items)
-        cls = np.zeros(frame.n_questions, dtype=np.int64)
-        if condition_on_gold:
-            cls[self.is_yn & gold_yes] = 1
-            cls[self.is_yn & ~gold_yes] = 2
-        self.cls = cls
-        self.acc = _accuracies(frame, field, cls, 3)
-        self.yes_gold_share = float(gold_yes[self.is_yn].mean()) if self.is_yn.any() else 0.5
-        r = frame.runs
-        self.rq = r["q"].to_numpy()
-        self.rm = r["m"].to_numpy()
-        self.ra = r["arm"].to_numpy()
+        self.k_eff = np.maximum(effective_option_count(frame)[items], 2)
+        gcode = frame.gold_codes()[items].astype(np.int64)
+        self.gold_yn = np.clip(gcode, 0, 1)  # yes = 0, no = 1, kept as in the benchmark
+        self.exists = np.stack([d[items] >= 0 for d in dense])  # (2, n, M): which runs exist
+        M = frame.n_models
+        acc_full = self.acc[0][np.arange(M)[None, :], self.cls[:, None]]   # (n, M)
+        if difficulty:
+            self.ability, self.node_post, self.difficulty_sd = item_difficulty(dense[0][items], acc_full)
+        else:
+            self.ability, self.node_post, self.difficulty_sd = _logit(acc_full), None, 0.0
+        self.p_blind = self.acc[1][np.arange(M)[None, :], self.cls[:, None]]
+        self.condition_on_gold = condition_on_gold
         qs = q[["question_id", "question", "answer_type", "category", "l2_category", "group_id", "hint",
                 "n_options"]].copy()
         qs["options"] = [[f"option {j}" for j in range(kk)] if mc else [] for kk, mc in zip(self.k, self.is_mc)]
         self.q_base = qs
+        rows = np.argwhere(self.exists.transpose(0, 2, 1))  # (arm, m, item) in run order
+        self.ra, self.rm, self.rq = rows[:, 0], rows[:, 1], rows[:, 2]
+
+    def describe(self) -> dict:
+        return {"n_items": self.n_items, "n_items_benchmark": self.frame.n_questions,
+                "subsample": "stratified by effective option count x yes/no gold" if self.n_items < self.frame.n_questions
+                else "all items", "difficulty_sd": self.difficulty_sd, "condition_on_gold": self.condition_on_gold}
+
+    def draw_many(self, n_sims: int, rng: np.random.Generator) -> list[AuditFrame]:
+        """``n_sims`` null frames, drawn together (one vectorised draw per array)."""
+        n, S = self.n_items, int(n_sims)
+        gold = (rng.random((S, n)) * self.k_eff).astype(np.int64)
+        gold = np.where(self.is_yn, self.gold_yn, gold)
+        gq = gold[:, self.rq]
+        from .label_model import NODES
+
+        # full arm: each item's difficulty drawn from its posterior (keeps which items are hard)
+        if self.node_post is not None:
+            cdf = np.cumsum(self.node_post, axis=1)
+            node = (rng.random((S, n, 1)) > cdf[None]).sum(axis=2).clip(0, len(NODES) - 1)
+            u = self.difficulty_sd * NODES[node]                                     # (S, n)
+        else:
+            u = np.zeros((S, n))
+        full = self.ra == 0
+        p = np.empty((S, len(self.rq)))
+        p[:, full] = 1 / (1 + np.exp(-(self.ability[self.rq[full], self.rm[full]] - u[:, self.rq[full]])))
+        p[:, ~full] = self.p_blind[self.rq[~full], self.rm[~full]]
+        hit = rng.random((S, len(self.rq))) < p
+        kq = self.k_eff[self.rq]
+        off = 1 + (rng.random((S, len(self.rq))) * (kq - 1)).astype(np.int64)
+        choice = np.where(hit, gq, (gq + off) % kq)
+        return [self._frame(gold[s], hit[s], choice[s]) for s in range(S)]
 
     def draw(self, rng: np.random.Generator) -> AuditFrame:
         """One null frame."""
-        Q = self.frame.n_questions
-        gold = (rng.random(Q) * self.k_eff).astype(np.int64)
-        # yes/no: keep the benchmark's yes share (gold balance is not a defect of items)
-        gold = np.where(self.is_yn, (rng.random(Q) >= self.yes_gold_share).astype(np.int64), gold)
-        cls = self.cls.copy()
-        cls[self.is_yn] = np.where(gold[self.is_yn] == 0, 1, 2) if (self.cls[self.is_yn] > 0).any() else 0
-        p = self.acc[self.ra, self.rm, cls[self.rq]]
-        hit = rng.random(len(p)) < p
-        kq = self.k_eff[self.rq]
-        off = 1 + (rng.random(len(p)) * (kq - 1)).astype(np.int64)
-        choice = np.where(hit, gold[self.rq], (gold[self.rq] + off) % kq)
+        return self.draw_many(1, rng)[0]
+
+    def _frame(self, gold: np.ndarray, hit: np.ndarray, choice: np.ndarray) -> AuditFrame:
         q = self.q_base.copy()
         letters = np.array(list(LETTERS))
         other = ~self.is_mc & ~self.is_yn
@@ -111,14 +253,15 @@ class NullSimulator:
         q["n_options"] = self.k.astype(np.int16)
         qt = self.atype[self.rq]
         ans = np.where(qt == "mc", letters[np.minimum(choice, 25)],
-                       np.where(qt == "yesno", np.where(choice == 0, "yes", "no"), np.char.add("v", choice.astype(str))))
+                       np.where(qt == "yesno", np.where(choice == 0, "yes", "no"),
+                                np.char.add("v", choice.astype(str))))
         h = hit.astype(np.int8)
         runs = pd.DataFrame({
             "q": self.rq.astype(np.int32), "m": self.rm.astype(np.int16), "arm": self.ra.astype(np.int8),
             "prediction": pd.array(ans, dtype=ARROW_STR), "answer": pd.array(ans, dtype=ARROW_STR),
             "hit": h, "hit_exact": h.copy(),
         })
-        # answer codes in the frame's code space (mc: option index; yes=0/no=1; other: 2 + value)
+        # answer codes in the frame's code space (mc: option index; yes=0/no=1; other: kmax + value)
         kmax = max(int(self.k.max()) if len(self.k) else 0, 2)
         codes = np.where(np.isin(qt, ("mc", "yesno")), choice, kmax + choice).astype(np.int32)
         gcodes = np.where(other, kmax, gold).astype(np.int32)
@@ -151,26 +294,34 @@ def _verdict(rate_k: float, rate_n: float, nominal: float | None, two_sided: boo
 def calibrate(frame: AuditFrame, names: dict[str, Callable] | Iterable[str] | None = None, *,
               n_sims: int = 200, seed: int = 0, field: str = "hit", alpha: float = 0.05,
               params: dict[str, dict] | None = None, condition_on_gold: bool = True,
+              n_items: int | str | None = "auto", difficulty: bool = True,
               progress: Callable[[int, int], None] | None = None) -> dict[str, dict]:
     """False-positive rate of each detector on ``n_sims`` null versions of ``frame``.
 
-    names: registered detector names, None for all of them, or {name: run function}. params: per-detector keyword
-    arguments (the audit's); each detector's registered ``calibration_params`` override them (steps
-    such as a leave-one-out or a bootstrap that do not change the headline test are switched off). Returns {name: {fpr, fpr_ci, nominal, n_sims, n_runs, kind,
-    out_of_calibration, direction, note}}.
+    names: registered detector names, None for all of them, or {name: run function}. params: per-detector
+    keyword arguments (the audit's); each detector's registered ``calibration_params`` override them
+    (steps that do not change the headline test, such as a leave-one-out, a bootstrap, a power or
+    recall simulation, are switched off). n_items: size of the stratified subsample the nulls are
+    drawn on ("auto": about 30,000 simulated cells, 200 to 2,000 items; None = every item). Returns
+    {name: {fpr, fpr_ci, nominal, n_sims, n_runs, kind, out_of_calibration, direction, note, simulator}}.
     """
     runs = _resolve(names)
     registered = detectors.names()
     overrides = {n: detectors.get(n).calibration_params if n in registered else {} for n in runs}
     params = params or {}
-    sim = NullSimulator(frame, field=field, condition_on_gold=condition_on_gold)
+    sim = NullSimulator(frame, field=field, condition_on_gold=condition_on_gold, n_items=n_items, seed=seed,
+                        difficulty=difficulty)
     rng = np.random.default_rng(seed)
+    batch = 10
     pvals: dict[str, list] = {n: [] for n in runs}
     counts: dict[str, list] = {n: [] for n in runs}
     flags: dict[str, list] = {n: [] for n in runs}
     skipped: dict[str, str] = {}
+    frames: list[AuditFrame] = []
     for s in range(n_sims):
-        f = sim.draw(rng)
+        if not frames:
+            frames = sim.draw_many(min(batch, n_sims - s), rng)[::-1]
+        f = frames.pop()
         for name, fn in runs.items():
             kw = dict(params.get(name, {})) | dict(overrides[name])
             try:
@@ -192,10 +343,10 @@ def calibrate(frame: AuditFrame, names: dict[str, Callable] | Iterable[str] | No
         if progress:
             progress(s + 1, n_sims)
     out: dict[str, dict] = {}
-    Q = frame.n_questions
+    Q = sim.n_items
     for name in runs:
         entry: dict[str, Any] = {"n_sims": n_sims, "alpha": alpha, "condition_on_gold": condition_on_gold,
-                                 "seed": seed}
+                                 "seed": seed, "n_items_simulated": sim.n_items, "simulator": sim.describe()}
         if pvals[name]:
             pv = np.array(pvals[name])
             k = int((pv <= alpha).sum())
@@ -219,7 +370,7 @@ def calibrate(frame: AuditFrame, names: dict[str, Callable] | Iterable[str] | No
             ci, _, _ = _verdict(tot, n_items, None, two_sided=False)
             entry.update(kind="flag_rate", fpr=tot / n_items, fpr_ci=ci, nominal=None, n_runs=len(flags[name]),
                          out_of_calibration=None, direction="",
-                         note="per-item flag rate on null simulations; the detector defines no nominal rate")
+                         note=FLAG_RATE_NOTE)
         else:
             entry.update(kind="skipped", fpr=None, fpr_ci=None, nominal=None, n_runs=0, out_of_calibration=None,
                          direction="", note=f"skipped on null simulations: {skipped.get(name, 'no output')}")

@@ -25,7 +25,7 @@ app = typer.Typer(
 
 # Command modules: each exposes register(app). Missing optional modules are skipped so that a
 # partial install still runs; a module that fails for another reason is a bug and raises.
-_COMMAND_MODULES = ("audit", "blind", "tst", "publish", "metrics")
+_COMMAND_MODULES = ("audit", "blind", "tst", "publish", "metrics", "curate")
 
 
 def _version_callback(value: bool) -> None:

@@ -12,7 +12,10 @@
    (default 989, the H200/H100 SXM dense bf16 peak). Target: >= 50% MFU. Prints that it was skipped
    otherwise.
 
-Run: ``.venv/bin/python benchmarks/blind.py`` (under a minute on one idle CPU core).
+Run: ``.venv/bin/python benchmarks/blind.py`` (under a minute on one idle CPU core);
+``--smoke`` runs every step at a tiny size (seconds; CI). For the full GPU check of the product
+(random 7B model, 2,000 questions through ``run_blind``, MFU, 1 vs 2 processes) run
+``scripts/gpu_check.sh``.
 """
 
 from __future__ import annotations
@@ -56,8 +59,8 @@ def logprob_mode(model, tok, prompts_ids, bs, device, space_only: bool = False):
     ``space_only`` keeps only the " A" forms (to check agreement with the per-option baseline)."""
     import torch
 
-    from audit_hub.blind.runner import _pad_left
     from audit_hub.blind.scoring import AnswerTokens, ForwardFn, answer_scores, restricted_log_probs
+    from audit_hub.blind.scoring import pad_left as _pad_left
 
     fwd = ForwardFn(model)
     letters = AnswerTokens.letters(tok, 4)
@@ -80,7 +83,7 @@ def per_option_mode(model, tok, prompts_ids, bs, device):
     log-softmax; the continuation token's log-probability; argmax over the question's options."""
     import torch
 
-    from audit_hub.blind.runner import _pad_left
+    from audit_hub.blind.scoring import pad_left as _pad_left
     from audit_hub.blind.scoring import position_ids_from_mask
 
     cont = [tok.encode(" " + c, add_special_tokens=False) for c in "ABCD"]
@@ -225,7 +228,11 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu-iters", type=int, default=10)
     ap.add_argument("--skip-gpu", action="store_true")
     ap.add_argument("--skip-cpu", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, no GPU part (CI)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.n_questions, args.batch_size, args.hidden, args.layers, args.heads = 8, 4, 32, 1, 2
+        args.skip_gpu = True
     if not args.skip_cpu:
         cpu_benchmark(args)
     gpu_benchmark(args)

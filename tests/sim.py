@@ -64,6 +64,9 @@ def simulate_frame(
     judge_flip_rate: float = 0.0,
     blind_models: list[str] | int | None = None,
     yes_bias: float = 0.0,
+    guessing: bool = False,
+    distractor_attraction: float = 0.0,
+    label_errors: int = 0,
     seed: int = 0,
 ) -> AuditFrame:
     """Simulate a benchmark with ``n_questions`` items and ``n_models`` models.
@@ -77,7 +80,13 @@ def simulate_frame(
     judge_flip_rate: share of rows whose ``hit_exact`` disagrees with ``hit`` (an exact-match parser
     that disagrees with the judge). yes_bias: on yes/no items every model's accuracy is raised by this
     amount on yes-gold items and lowered on no-gold items (a shared "say yes" response bias; not an
-    item defect, but it makes the gold a covariate shared by all models and arms). Categories are ``cat0``... assigned at random.
+    item defect, but it makes the gold a covariate shared by all models and arms). guessing: a model
+    that does not know the answer guesses, so the success probability is ``1/k + (1 - 1/k) p`` (accuracy
+    tied to the option count). distractor_attraction: share of wrong mc answers that go to one
+    attractive distractor per item, shared by every model (the rest are uniform over the wrong
+    options). label_errors: number of items whose *stated* gold is changed uniformly to another option
+    after the runs are drawn (``meta["planted"]["label_errors"]``; the runs keep answering the true one).
+    Categories are ``cat0``... assigned at random.
     """
     rng = np.random.default_rng(seed)
     planted = dict(planted or {})
@@ -155,18 +164,24 @@ def simulate_frame(
         acc["blind"] = np.array([ab[lookup[m]] if m in lookup else ab[0] for m in bm])
         arm_models["blind"] = bm
     difficulty = rng.normal(0.0, difficulty_sd, size=Q) if difficulty_sd > 0 else np.zeros(Q)
+    attractor = 1 + (rng.random(Q) * (k - 1)).astype(np.int64)  # offset of each item's attractive distractor
 
     frames = []
     for arm, names in arm_models.items():
         a = acc[arm]
         Mi = len(names)
         p = 1.0 / (1.0 + np.exp(-(_logit(a)[None, :] - difficulty[:, None])))
+        if guessing:
+            p = 1.0 / k[:, None] + (1.0 - 1.0 / k[:, None]) * p
         if yes_bias:
             shift = np.where(is_yn, np.where(gold == 0, yes_bias, -yes_bias), 0.0)
             p = np.clip(p + shift[:, None], 0.0, 1.0)
         hit = rng.random((Q, Mi)) < p
         # wrong answer: uniform over the k-1 wrong options
         off = 1 + (rng.random((Q, Mi)) * (k[:, None] - 1)).astype(np.int64)
+        if distractor_attraction > 0:
+            att = rng.random((Q, Mi)) < distractor_attraction
+            off = np.where(att, attractor[:, None], off)
         choice = np.where(hit, gold[:, None], (gold[:, None] + off) % k[:, None])
         bs = sets["blind_solvable"]
         hit[bs] = True
@@ -200,7 +215,18 @@ def simulate_frame(
             "hit_exact": he,
         }))
     runs = pd.concat(frames, ignore_index=True)
-    meta = {"planted": {key: [str(qids[i]) for i in sets[key]] for key in _PLANT_KEYS if counts[key]},
+    le = np.sort(rng.choice(np.setdiff1d(np.arange(Q), np.concatenate(list(sets.values()))), size=int(label_errors),
+                            replace=False)) if label_errors else np.zeros(0, np.int64)
+    if len(le):
+        new_gold = (gold[le] + 1 + (rng.random(len(le)) * (k[le] - 1)).astype(np.int64)) % k[le]
+        questions.loc[le, "answer"] = np.where(is_yn[le], np.where(new_gold == 0, "yes", "no"),
+                                               np.array(list(LETTERS))[np.minimum(new_gold, 25)])
+        lab = dict(zip(qids[le], questions.loc[le, "answer"]))
+        sel = runs["question_id"].isin(lab)
+        runs.loc[sel, "hit"] = (runs.loc[sel, "answer"] == runs.loc[sel, "question_id"].map(lab)).astype(np.int8)
+        runs.loc[sel, "hit_exact"] = runs.loc[sel, "hit"]
+    meta = {"planted": {key: [str(qids[i]) for i in sets[key]] for key in _PLANT_KEYS if counts[key]}
+            | ({"label_errors": [str(qids[i]) for i in le]} if len(le) else {}),
             "simulated": {"seed": seed, "n_questions": Q, "n_models": M}}
     if gp is not None:
         meta["planted"]["gold_position"] = [float(x) for x in gp]

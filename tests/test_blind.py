@@ -67,8 +67,32 @@ def test_default_prompt_is_vlmevalkit_mcq_without_image():
     assert p == ("Hint: Count them\nQuestion: How many?\nOptions:\nA. one\nB. two\nC. three\n"
                  "Please select the correct answer from the options above. \n")
     assert default_prompt("How many?", ["x", "y"], "mc", hint=None).startswith("Question: How many?\nOptions:\nA. x\n")
-    assert default_prompt("Is it red?", [], "yesno", hint=float("nan")) == "Question: Is it red?\nPlease answer yes or no."
+    assert default_prompt("Is it red?", [], "yesno", hint=float("nan")) == "Is it red?\nPlease answer yes or no."
+    assert default_prompt("Is it red? Please answer yes or no.", [], "yesno") == "Is it red? Please answer yes or no."
     assert default_prompt("Area?", [], "numeric").endswith("Answer the question using a single word or phrase.")
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "blind" / "harness_prompts.json"
+
+
+def test_prompt_styles_equal_the_harnesses_own_text():
+    """tests/fixtures/blind/harness_prompts.json was produced by VLMEvalKit's build_prompt methods and
+    lmms-eval's doc_to_text functions (provenance inside the file)."""
+    data = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    assert data["provenance"]["vlmevalkit"]["commit"] and data["provenance"]["lmms-eval"]["version"]
+    n = 0
+    for q in data["questions"]:
+        for style, expected in q["expected"].items():
+            got = default_prompt(q["question"], q["options"], q["answer_type"], q["hint"], style)
+            assert got == expected, (q["question_id"], style)
+            n += 1
+    assert n == 14
+    assert {s for q in data["questions"] for s in q["expected"]} == {"vlmevalkit", "lmms-eval", "lmms-eval-mmstar"}
+    plain = default_prompt("Which?", ["x", "y"], "mc", "h", "plain")
+    assert plain == "h\nQuestion: Which?\nA. x\nB. y\nAnswer:"
+    with pytest.raises(InputError, match="--prompt-style"):
+        default_prompt("Which?", ["x"], "mc", None, "harness")
+    assert len({PromptBuilder(None, s).sha256 for s in ("vlmevalkit", "lmms-eval", "plain")}) == 3
 
 
 def test_prompt_templates_format_jinja_and_errors(tmp_path):
@@ -141,7 +165,7 @@ def test_logprob_equals_per_option_reference(tiny, tmp_path, which):
 
     from audit_hub.blind.runner import run_blind
 
-    res = run_blind(cfg(tiny, tmp_path / "out", model=tiny[which]))
+    res = run_blind(cfg(tiny, tmp_path / "out", model=tiny[which], chat_template=which == "model"))
     df = res.table.set_index("question_id")
     q = make_questions()
     assert sorted(df.index) == sorted(q["question_id"])
@@ -229,9 +253,11 @@ def test_resume_skips_done_and_refuses_mismatch(tiny, tmp_path):
         run_blind(cfg(tiny, out, prompt_template="{question} {options}"))
     with pytest.raises(InputError, match="mode"):
         run_blind(cfg(tiny, out, mode="generate"))
-    with pytest.raises(InputError, match="model"):
+    with pytest.raises(InputError, match="has no chat template.*--prompt-style plain"):
         run_blind(cfg(tiny, out, model=tiny["plain"]))
-    third = run_blind(cfg(tiny, out, model=tiny["plain"], overwrite=True))
+    with pytest.raises(InputError, match="model"):
+        run_blind(cfg(tiny, out, model=tiny["plain"], prompt_style="plain"))
+    third = run_blind(cfg(tiny, out, model=tiny["plain"], prompt_style="plain", overwrite=True))
     assert third.summary["n_new"] == 15 and third.summary["n_resumed"] == 0
 
 
@@ -255,16 +281,16 @@ def test_context_overflow_is_an_error_or_a_marked_truncation(tmp_path):
     q.to_parquet(qp)
     tiny = {"model": model, "questions": str(qp)}
     with pytest.raises(InputError, match=r"2 prompt\(s\) do not fit the model's context of 128 tokens.*q000 \(\d+ prompt tokens\), q004"):
-        run_blind(cfg(tiny, tmp_path / "err"))
-    assert not (tmp_path / "err" / "data").exists()
-    res = run_blind(cfg(tiny, tmp_path / "trunc", truncate="left"))
+        run_blind(cfg(tiny, tmp_path / "err", chat_template=False))
+    assert not (tmp_path / "err").exists()  # nothing written
+    res = run_blind(cfg(tiny, tmp_path / "trunc", truncate="left", chat_template=False))
     df = res.table.set_index("question_id")
     assert set(df.index[df["truncated"]]) == {"q000", "q004"}
     assert (df.loc[["q000", "q004"], "n_prompt_tokens"] == 128).all()
     assert res.summary["n_truncated"] == 2
     # --max-length lowers the limit below the model's: every prompt now overflows
     with pytest.raises(InputError, match="context of 8 tokens"):
-        run_blind(cfg(tiny, tmp_path / "err2", max_length=8))
+        run_blind(cfg(tiny, tmp_path / "err2", max_length=8, chat_template=False))
 
 
 # ------------------------------------------------------------------------------------------- misc

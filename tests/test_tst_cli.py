@@ -31,7 +31,7 @@ def test_tst_and_prune_commands(tmp_path):
     qf = tmp_path / "q.jsonl"
     make_synthetic(300, planted=True, numeric_share=0.1, seed=21).to_json(qf, orient="records", lines=True)
     runner = CliRunner()
-    r = runner.invoke(_app(), ["tst", "--questions", str(qf), "--out", str(tmp_path / "t"), "--repeats", "1",
+    r = runner.invoke(_app(), ["tst", "--questions", str(qf), "--out", str(tmp_path / "t"), "--repeats", "1", "--null-permutations", "9",
                                "--k", "4"])
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "t" / "summary.json").read_text())["tst"]
@@ -55,3 +55,47 @@ def test_command_module_is_light():
             "if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_audit_card_shows_the_tst_table(tmp_path):
+    """``benchaudit audit --tst``: the report card carries the per-format TsT table and its null."""
+    from test_report import make_fake_result
+
+    from audit_hub.frame import AuditFrame
+    from audit_hub.report import write_report
+    from audit_hub.tst.rf import run_tst_rf
+
+    f = AuditFrame.from_tables(make_synthetic(150, planted=True, numeric_share=0.3, seed=3))
+    res = run_tst_rf(f, k=3, repeats=1, null_permutations=9, n_estimators=5, null_trees=5, importances=False)
+    r = make_fake_result()
+    r.summary["tst"] = res.summary
+    inp = tmp_path / "runs.csv"
+    inp.write_text("question_id,model\nq0,m0\n")
+    write_report(r, tmp_path / "rep", command_line=["benchaudit", "audit", "--tst"],
+                 inputs=[{"path": str(inp), "kind": "runs"}])
+    card = (tmp_path / "rep" / "README.md").read_text()
+    assert "## Test-set Stress-Test (TsT-RF)" in card
+    assert "| all (n-weighted) |" in card and "| choice |" in card and "| numeric |" in card
+    assert "expected calibration error" in card
+
+
+def test_tst_report_card_and_printed_lines(tmp_path):
+    from audit_hub.frame import AuditFrame
+    from audit_hub.tst.release import summary_lines, write_tst_report
+    from audit_hub.tst.rf import run_tst_rf
+
+    f = AuditFrame.from_tables(make_synthetic(150, planted=True, numeric_share=0.3, seed=4))
+    res = run_tst_rf(f, k=3, repeats=1, null_permutations=9, n_estimators=5, null_trees=5, importances=False)
+    lines = summary_lines(res.summary)
+    assert [ln.split()[0] for ln in lines[1:4]] == ["choice", "numeric", "all"]
+    assert all("null test" in ln and "p = " in ln and "chance" in ln for ln in lines[1:4])
+    assert "excess = null test - null mean" in lines[4]
+    out = write_tst_report(f, res, tmp_path / "t", command_line=["benchaudit", "tst"])
+    card = (out / "README.md").read_text()
+    assert "![Reliability of TsT-RF P(gold)](figures/tst_reliability.png)" in card
+    assert (out / "figures" / "tst_reliability.png").stat().st_size > 1000
+    s = json.loads((out / "summary.json").read_text())["tst"]
+    assert set(s["by_format"]) == {"choice", "numeric"}
+    for b in s["by_format"].values():
+        assert {"n", "accuracy", "accuracy_ci", "chance", "majority_baseline", "p_value", "null_mean", "null_sd",
+                "excess", "excess_ci"} <= set(b)

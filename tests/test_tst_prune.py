@@ -152,3 +152,53 @@ def test_gap_table_pool_level_without_paired_models():
     assert g["vision_original"] == pytest.approx((0.75 + 0.25) / 2) and g["blind_original"] == pytest.approx(0.25)
     assert g["vision_pruned"] == pytest.approx((1.0 + 0.5) / 2) and g["blind_pruned"] == pytest.approx(0.5)
     assert g["gap_random_mean"] == pytest.approx(0.25)
+
+
+def test_rank_scale_is_per_format_z_about_chance():
+    from audit_hub.tst.prune import rank_scale
+
+    sc = np.array([0.5, 0.1, -0.1, 0.3, 2.0, 1.0, 0.0, np.nan])
+    fmt = np.array(["choice"] * 4 + ["numeric"] * 3 + ["none"], dtype=object)
+    z = rank_scale(sc, fmt)
+    sd_c, sd_n = np.std(sc[:4], ddof=1), np.std(sc[4:7], ddof=1)
+    np.testing.assert_allclose(z[:7], np.r_[sc[:4] / sd_c, sc[4:7] / sd_n])
+    assert np.isnan(z[7])
+    # the numeric 2.0 (raw) outranks the choice 0.5 on the raw scale but not necessarily after z
+    assert z[0] == pytest.approx(0.5 / sd_c) and z[4] == pytest.approx(2.0 / sd_n)
+    # one format only: the raw scale is kept (ties and order exactly as before)
+    np.testing.assert_array_equal(rank_scale(sc[:4], fmt[:4]), sc[:4])
+
+
+def _stub_tst(frame, **kw):
+    """A TsT stand-in with fixed scores: choice questions 0.30 above chance for 'hot', 0.02 else;
+    numeric questions 10x larger raw excess (a wider MRA scale) but no question stands out."""
+    from audit_hub.tst.rf import TstResult
+
+    q = frame.questions
+    num = (q["answer_type"] == "numeric").to_numpy()
+    hot = q["question_id"].str.startswith("hot").to_numpy()
+    rng = np.random.default_rng(len(q))
+    sc = np.where(num, rng.normal(0.0, 1.0, len(q)), np.where(hot, 0.30, rng.normal(0.02, 0.02, len(q))))
+    pq = pd.DataFrame({"question_id": q["question_id"].astype(str), "tst_s": sc + 0.25, "tst_s_minus_chance": sc,
+                       "tst_format": np.where(num, "numeric", "choice")})
+    return TstResult(per_question=pq, summary={"accuracy": 0.5, "mean_p_gold": 0.3, "chance": 0.25,
+                                               "majority_baseline": 0.25})
+
+
+def test_global_ibp_on_mixed_formats_ranks_each_format_on_its_own_scale():
+    rows = [{"question_id": f"hot{i}", "question": "q", "options": ["1", "2"], "answer": "A", "category": "c"}
+            for i in range(10)]
+    rows += [{"question_id": f"mc{i}", "question": "q", "options": ["1", "2"], "answer": "A", "category": "c"}
+             for i in range(90)]
+    rows += [{"question_id": f"nu{i}", "question": "q", "options": [], "answer": "5", "answer_type": "numeric",
+              "category": "c"} for i in range(100)]
+    f = AuditFrame.from_tables(pd.DataFrame(rows))
+    res = iterative_bias_pruning(f, budget=10, step=10, tst_fn=_stub_tst, random_seeds=3, random_tst_seeds=0)
+    # on the raw scale the numeric tail (sd 1) would take most of the 10; on per-format z the planted
+    # choice questions (z ~ 4) come first
+    assert set(res.removed["question_id"]) == {f"hot{i}" for i in range(10)}
+    assert "z" in res.settings["rank_scale"]
+    # a threshold on the calibrated scale: nothing at or above 0.5 -> stop before removing
+    res = iterative_bias_pruning(f, budget=10, step=10, threshold=0.5, tst_fn=_stub_tst, random_seeds=3,
+                                 random_tst_seeds=0)
+    assert len(res.removed) <= 10 and (res.removed["score"] >= 0.5).all()

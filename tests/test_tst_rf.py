@@ -79,7 +79,7 @@ def test_labels_view_masks_held_out_answers():
 
 def test_planted_shortcut_scored_far_above_chance_and_others_near_chance():
     f = _frame(1200, planted=True, seed=2)
-    res = run_tst_rf(f, k=5, repeats=1, seed=0)
+    res = run_tst_rf(f, k=5, repeats=1, seed=0, null_permutations=0)
     pq = res.per_question
     cat = f.questions["category"].to_numpy()
     planted = pq["tst_s"].to_numpy()[cat == "t0"]
@@ -95,7 +95,7 @@ def test_planted_shortcut_scored_far_above_chance_and_others_near_chance():
 
 def test_null_benchmark_scores_within_noise_of_chance():
     f = _frame(1200, planted=False, seed=3)
-    res = run_tst_rf(f, k=5, repeats=2, seed=0)
+    res = run_tst_rf(f, k=5, repeats=2, seed=0, null_permutations=0)
     s = res.summary
     assert s["chance"] == pytest.approx(0.25)
     lo, hi = s["mean_p_gold_ci"]
@@ -106,8 +106,8 @@ def test_null_benchmark_scores_within_noise_of_chance():
 
 def test_deterministic_and_json_serialisable():
     f = _frame(300, planted=True, numeric_share=0.2, seed=4)
-    a = run_tst_rf(f, k=3, repeats=2, seed=7)
-    b = run_tst_rf(f, k=3, repeats=2, seed=7)
+    a = run_tst_rf(f, k=3, repeats=2, seed=7, null_permutations=9, null_jobs=1)
+    b = run_tst_rf(f, k=3, repeats=2, seed=7, null_permutations=9, null_jobs=2)  # threads change nothing
     pd.testing.assert_frame_equal(a.per_question, b.per_question)
     assert dump_json(a.summary) == dump_json(b.summary)
     s = json.loads(dump_json(a.summary))
@@ -123,7 +123,7 @@ def test_deterministic_and_json_serialisable():
 
 def test_probabilities_sum_to_one_within_question():
     f = _frame(200, seed=6)
-    res = run_tst_rf(f, k=4, repeats=1, seed=0, importances=False)
+    res = run_tst_rf(f, k=4, repeats=1, seed=0, importances=False, null_permutations=0)
     p = res.arrays["p_opt"][0]
     sums = np.bincount(res.arrays["opt_q"], weights=p)
     np.testing.assert_allclose(sums[f.questions["n_options"].to_numpy() > 0], 1.0)
@@ -140,7 +140,7 @@ def test_numeric_low_variance_template_is_learned():
             rows.append({"question_id": f"n{i}", "question": "How many people are in the picture?", "options": [],
                          "answer": str(int(rng.integers(1, 200))), "category": "count"})
     f = AuditFrame.from_tables(pd.DataFrame(rows))
-    res = run_tst_rf(f, k=5, repeats=1, seed=0)
+    res = run_tst_rf(f, k=5, repeats=1, seed=0, null_permutations=0)
     per = {c["category"]: c for c in res.summary["per_category"]}
     assert per["size"]["numeric_mra"] > 0.85
     assert per["count"]["numeric_mra"] < 0.4
@@ -148,7 +148,8 @@ def test_numeric_low_variance_template_is_learned():
 
 def test_grouped_and_ungrouped_both_reported():
     f = AuditFrame.from_tables(make_synthetic(400, planted=True, seed=8, groups=60))
-    res = run_tst_rf(f, k=4, repeats=1, seed=0, group_column="group_id", importances=False)
+    res = run_tst_rf(f, k=4, repeats=1, seed=0, group_column="group_id", importances=False,
+                     null_permutations=0)
     assert set(res.summary["folds"]) == {"grouped", "ungrouped"}
     assert res.summary["per_question_from"] == "grouped"
     with pytest.raises(InputError):
@@ -161,7 +162,7 @@ def test_free_questions_unscored_and_yesno_scored():
     rows += [{"question_id": f"f{i}", "question": "Name it", "options": [], "answer": "a dog",
               "answer_type": "free", "category": "free"} for i in range(5)]
     f = AuditFrame.from_tables(pd.DataFrame(rows))
-    res = run_tst_rf(f, k=3, repeats=1, seed=0)
+    res = run_tst_rf(f, k=3, repeats=1, seed=0, null_permutations=0)
     pq = res.per_question
     assert pq.loc[pq.question_id.str.startswith("f"), "tst_s"].isna().all()
     assert res.summary["n_unscored"] == 5

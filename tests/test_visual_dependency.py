@@ -163,3 +163,60 @@ def test_judge_dependence_localises_disagreement():
     largest = jd["largest_difference"]
     assert abs(largest["difference"]) == max(abs(v["difference"]) for v in cats.values())
     assert jd["overall"]["hit"] == rh.summary["zero_gain_share"]
+
+
+# ------------------------------------------------------------------ stratification and power (issue 12)
+def test_auto_is_the_default_and_the_unstratified_figure_is_kept():
+    rng = np.random.default_rng(11)
+    f = simulate_frame(1200, 3, n_options=rng.choice([2, 4, 5], 1200), accuracy_full=0.4, accuracy_blind=0.15,
+                       guessing=True, seed=12)
+    r = vd.run(f, n_permutations=199, n_boot=0, leave_one_out=False)
+    s = r.summary
+    assert s["stratify"] == ["n_options", "gold"] and s["n_strata"] == 3
+    assert "independent of the item given its stratum" in s["null_hypothesis"]
+    un = s["unstratified"]
+    none = vd.run(f, stratify="none", n_permutations=199, n_boot=0, leave_one_out=False).summary
+    assert none["unstratified"] is None and none["stratify"] is None
+    assert un["null_mean"] == pytest.approx(none["null_mean"]) and un["excess"] == pytest.approx(none["excess"])
+    # accuracy tied to the option count: the global shuffle under-predicts zero gain
+    assert un["excess"] > s["excess"]
+    assert un["headline"] == "stratified" and "stratum" in un["why"]
+    # by hand: the stratified null mean is the sum over strata of the within-stratum expectations
+    fq, bq = r.per_question["visual_dependency_f"].to_numpy(), r.per_question["visual_dependency_b"].to_numpy()
+    k = f.n_options
+    exp = 0.0
+    for kk in np.unique(k):
+        m = k == kk
+        n = m.sum()
+        exp += sum((fq[m] == j).sum() * (bq[m] == j).sum() / n for j in range(4))
+    assert s["null_mean"] == pytest.approx(exp / len(fq))
+
+
+def test_yes_no_strata_use_the_gold_answer():
+    f = simulate_frame(400, 3, answer_type="yesno", accuracy_full=0.7, accuracy_blind=0.6, yes_bias=0.2, seed=13)
+    s = vd.run(f, n_permutations=99, n_boot=0, leave_one_out=False).summary
+    assert s["n_strata"] == 2
+    s2 = vd.run(f, stratify=["auto", "category"], n_permutations=99, n_boot=0, leave_one_out=False).summary
+    assert s2["stratify"] == ["n_options", "gold", "category"] and s2["n_strata"] == 6
+    with pytest.raises(ValueError):
+        vd.run(f, stratify="colour")
+
+
+def test_power_estimate_matches_direct_simulation():
+    """Closed-form power of the stratified test against the rejection rate of simulated benchmarks with that
+    share of blind-solvable items (1,500 items x 3 models)."""
+    kw = dict(accuracy_full=0.6, accuracy_blind=0.4)
+    base = vd.run(simulate_frame(1500, 3, seed=20, **kw), n_permutations=99, n_boot=0, leave_one_out=False)
+    pw = base.summary["power"]
+    share = 0.02
+    predicted = pw["power_at"]["0.02"]
+    assert 0.1 < predicted < 0.9  # a share where power is informative
+    rej = 0
+    n_sim = 60
+    for s in range(n_sim):
+        f = simulate_frame(1500, 3, planted={"blind_solvable": int(share * 1500)}, seed=100 + s, **kw)
+        p = vd.run(f, n_permutations=199, n_boot=0, leave_one_out=False, power=False).summary["p_value"]
+        rej += p <= 0.05
+    assert abs(rej / n_sim - predicted) < 0.15, (rej / n_sim, predicted)
+    assert 0 < pw["min_detectable_share"] < 0.1
+    assert pw["power_at"]["0.02"] < pw["power_at"]["0.05"] < pw["power_at"]["0.1"]

@@ -11,10 +11,14 @@ The default multiple-choice prompt is VLMEvalKit's ``ImageMCQDataset.build_promp
     B. {option B}
     Please select the correct answer from the options above. \n
 
-Yes/no items use ``Question: {question}\\nPlease answer yes or no.`` (VLMEvalKit's Y/N datasets carry
-that instruction in the question text) and numeric / free items use ``Question: {question}\\nAnswer the
-question using a single word or phrase.`` (VLMEvalKit's VQA instruction). A hint line is prepended in
-both cases when present.
+Yes/no items: the question as it is when it already asks for yes or no (MME), else the question plus
+``\nPlease answer yes or no.`` (VLMEvalKit's ``ImageYORNDataset``); numeric / free items: the question plus
+``\nAnswer the question using a single word or phrase.`` (``ImageVQADataset``). This is
+``--prompt-style vlmevalkit``. Other styles: ``lmms-eval`` (lmms-eval's ``mmbench_doc_to_text`` layout
+and post-prompt for multiple choice; ``mme_doc_to_text`` for yes/no and short answers),
+``lmms-eval-mmstar`` (MMStar's ``Options: A: x, B: y`` question layout with lmms-eval's MMStar
+post-prompt) and ``plain`` (a raw completion prompt ending in ``Answer:`` for models without a chat
+template). tests/fixtures/blind/harness_prompts.json holds the harnesses' own output for these styles.
 
 A user template (``--prompt-template``, a string or a file) replaces all of these. It is rendered as a
 Jinja template when it contains ``{{`` or ``{%``, otherwise with Python's ``str.format``. Fields:
@@ -40,6 +44,15 @@ from ..schema import LETTERS
 MC_INSTRUCTION = "Please select the correct answer from the options above. \n"
 YESNO_INSTRUCTION = "Please answer yes or no."
 OPEN_INSTRUCTION = "Answer the question using a single word or phrase."
+# lmms-eval's default post-prompts (mmbench_en, mmstar and mme task YAMLs, lmms_eval 0.7.3)
+LMMS_MC_POST = "\nAnswer with the option's letter from the given choices directly."
+LMMS_MMSTAR_POST = "\nAnswer with the option's letter from the given choices directly"
+LMMS_SHORT_POST = "\nAnswer the question using a single word or phrase."
+LMMS_YESNO_STRIP = " Please answer yes or no."
+LMMS_OPTIONS_HEADER = "There are several options:"
+
+PROMPT_STYLES = ("vlmevalkit", "lmms-eval", "lmms-eval-mmstar", "plain")
+STYLE_VERSION = "2"  # bump when a style's text changes (part of the run fingerprint)
 
 
 def _clean(v: Any) -> str:
@@ -60,18 +73,59 @@ def options_block(options: Sequence[str]) -> str:
     return "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
 
 
-def default_prompt(question: str, options: Sequence[str], answer_type: str, hint: str | None = None) -> str:
-    """The default text-only prompt (VLMEvalKit's MCQ prompt for ``mc``; see the module docstring)."""
-    hint = _clean(hint).strip()
-    out = f"Hint: {hint}\n" if hint else ""
+def _vlmevalkit(question: str, options: Sequence[str], answer_type: str, hint: str) -> str:
+    if answer_type == "mc" and len(options):  # ImageMCQDataset.build_prompt
+        out = f"Hint: {hint}\n" if hint else ""
+        return out + f"Question: {question}\nOptions:\n" + options_block(options) + "\n" + MC_INSTRUCTION
+    if answer_type == "yesno":  # ImageYORNDataset: the question as is (MME carries the instruction);
+        # AMBER-like questions without it get VLMEvalKit's appended instruction
+        return question if "yes or no" in question.lower() else question + "\n" + YESNO_INSTRUCTION
+    return question + "\n" + OPEN_INSTRUCTION  # ImageVQADataset.build_prompt
+
+
+def _lmms_short(question: str) -> str:  # lmms-eval mme_doc_to_text with the default post-prompt
+    return question.strip().replace(LMMS_YESNO_STRIP, "") + LMMS_SHORT_POST
+
+
+def _lmms_eval(question: str, options: Sequence[str], answer_type: str, hint: str) -> str:
+    if answer_type == "mc" and len(options):  # lmms-eval mmbench_doc_to_text (+ create_options_prompt)
+        opts = LMMS_OPTIONS_HEADER + "\n" + options_block(options)
+        query = f"{hint} {question} {opts}" if hint and hint != "nan" else f"{question} {opts}"
+        return query + "\n" + LMMS_MC_POST
+    return _lmms_short(question)
+
+
+def _lmms_eval_mmstar(question: str, options: Sequence[str], answer_type: str, hint: str) -> str:
+    if answer_type == "mc" and len(options):  # MMStar's question layout + lmms-eval mmstar_doc_to_text
+        stem = question + "\nOptions: " + ", ".join(f"{LETTERS[i]}: {o}" for i, o in enumerate(options))
+        return stem.strip() + LMMS_MMSTAR_POST
+    return _lmms_short(question)
+
+
+def _plain(question: str, options: Sequence[str], answer_type: str, hint: str) -> str:
+    out = f"{hint}\n" if hint else ""
     out += f"Question: {question}\n"
     if answer_type == "mc" and len(options):
-        out += "Options:\n" + options_block(options) + "\n" + MC_INSTRUCTION
-    elif answer_type == "yesno":
-        out += YESNO_INSTRUCTION
-    else:
-        out += OPEN_INSTRUCTION
-    return out
+        return out + options_block(options) + "\nAnswer:"
+    if answer_type == "yesno":
+        return out + "Answer (yes or no):"
+    return out + "Answer:"
+
+
+_STYLE_FN = {"vlmevalkit": _vlmevalkit, "lmms-eval": _lmms_eval, "lmms-eval-mmstar": _lmms_eval_mmstar,
+             "plain": _plain}
+
+
+def check_style(style: str) -> str:
+    if style not in _STYLE_FN:
+        raise InputError(f"--prompt-style must be one of {', '.join(PROMPT_STYLES)}, got {style!r}")
+    return style
+
+
+def default_prompt(question: str, options: Sequence[str], answer_type: str, hint: str | None = None,
+                   style: str = "vlmevalkit") -> str:
+    """The built-in text-only prompt of ``style`` (see the module docstring)."""
+    return _STYLE_FN[check_style(style)](_clean(question), list(options), answer_type, _clean(hint).strip())
 
 
 @dataclass(frozen=True)
@@ -79,16 +133,18 @@ class PromptBuilder:
     """Renders question rows into prompt strings; ``template=None`` means the default prompt."""
 
     template: str | None = None
+    style: str = "vlmevalkit"
 
     @classmethod
-    def from_option(cls, value: str | None) -> PromptBuilder:
+    def from_option(cls, value: str | None, style: str = "vlmevalkit") -> PromptBuilder:
         """Build from the ``--prompt-template`` value: ``None``, a file path, or the template text."""
+        check_style(style)
         if value is None or value == "":
-            return cls(None)
+            return cls(None, style)
         if len(value) < 4096 and "\n" not in value and os.path.isfile(value):
             with open(value, encoding="utf-8") as fh:
-                return cls(fh.read())
-        return cls(value)
+                return cls(fh.read(), style)
+        return cls(value, style)
 
     @property
     def is_jinja(self) -> bool:
@@ -98,7 +154,7 @@ class PromptBuilder:
     def identity(self) -> str:
         """Stable text that identifies the prompt format (hashed into the run fingerprint)."""
         if self.template is None:
-            return "default:vlmevalkit-mcq-v1|" + MC_INSTRUCTION + "|" + YESNO_INSTRUCTION + "|" + OPEN_INSTRUCTION
+            return f"style:{self.style}:v{STYLE_VERSION}"
         return ("jinja:" if self.is_jinja else "format:") + self.template
 
     @property
@@ -121,7 +177,7 @@ class PromptBuilder:
     def render(self, question: str, options: Sequence[str], answer_type: str, hint: str | None = None,
                question_id: str | None = None) -> str:
         if self.template is None:
-            return default_prompt(question, options, answer_type, hint)
+            return default_prompt(question, options, answer_type, hint, self.style)
         fields = {
             "question": _clean(question),
             "hint": _clean(hint),

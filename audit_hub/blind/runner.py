@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,14 @@ from .. import __version__
 from ..errors import InputError
 from ..schema import LETTERS
 from . import shards as sh
+from .common import BlindResult, Progress, exact_hit, load_question_table, parse_max_memory
+from .inputs import VISION_HINT, collate
 from .prompt import ChatFormatter, PromptBuilder
-from .scoring import AnswerTokens, ForwardFn, answer_scores, pad_left, restricted_log_probs
+from .scoring import AnswerTokens, ForwardFn, answer_scores, restricted_log_probs
 
 MODES = ("logprob", "generate")
+BACKENDS = ("transformers", "openai")
+IMAGE_MODES = ("none", "blank")
 TRUNCATE = ("error", "left")
 DTYPES = {"auto": None, "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
           "float32": "float32", "fp32": "float32"}
@@ -61,8 +66,45 @@ class BlindConfig:
     progress: bool = True
     cpu: bool = False
     keep_shards: bool = False
+    prompt_style: str = "vlmevalkit"
+    image_mode: str = "none"
+    device_map: str | None = None
+    max_memory: str | None = None
+    # served backend (--backend openai)
+    backend: str = "transformers"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    concurrency: int = 16
+    request_timeout: float = 120.0
+    max_retries: int = 6
+    top_logprobs: int = 20
+    retry_base_s: float = 1.0  # first backoff step (tests lower it)
+    # a model already in memory (scripts/gpu_check.sh builds a random 7B-shaped one on the GPU);
+    # ``model`` then names a folder holding its config and tokenizer
+    model_object: Any = None
 
     def validate(self) -> None:
+        from .prompt import check_style
+
+        check_style(self.prompt_style)
+        if self.backend not in BACKENDS:
+            raise InputError(f"--backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.image_mode not in IMAGE_MODES:
+            raise InputError(f"--image-mode must be one of {IMAGE_MODES}, got {self.image_mode!r}")
+        if self.backend == "openai":
+            from .served import validate_served
+
+            validate_served(self)
+        elif self.base_url is not None:
+            raise InputError("--base-url is for --backend openai")
+        if self.device_map is not None and self.device_map not in ("auto", "balanced", "balanced_low_0",
+                                                                   "sequential"):
+            raise InputError(f"--device-map must be auto, balanced, balanced_low_0 or sequential, "
+                             f"got {self.device_map!r}")
+        if self.max_memory is not None:
+            if self.device_map is None:
+                raise InputError("--max-memory needs --device-map")
+            parse_max_memory(self.max_memory)
         if self.mode not in MODES:
             raise InputError(f"--mode must be one of {MODES}, got {self.mode!r}")
         if self.truncate not in TRUNCATE:
@@ -77,44 +119,7 @@ class BlindConfig:
             raise InputError("--limit must be at least 1")
 
 
-@dataclass
-class BlindResult:
-    """What a process returns: the summary (all processes) and the merged table (main process)."""
-
-    summary: dict
-    table: Any = None
-    out: Path | None = None
-    url: str | None = None
-    extra: dict = field(default_factory=dict)
-
-
 # ---------------------------------------------------------------------------------------- inputs
-def load_question_table(spec: str, column_map: dict[str, str] | None = None):
-    """Questions through the core reader, validated by :class:`AuditFrame` (images are ignored)."""
-    from ..frame import AuditFrame
-
-    try:
-        from ..ingest import load_questions
-    except ImportError:  # pragma: no cover - only while the core reader is missing
-        load_questions = None
-    if load_questions is not None:
-        q = load_questions(spec, column_map=column_map)
-        if not hasattr(q, "columns") and hasattr(q, "questions"):
-            q = q.questions
-    else:  # pragma: no cover
-        import pandas as pd
-
-        if spec.endswith(".parquet"):
-            q = pd.read_parquet(spec)
-        elif spec.endswith((".jsonl", ".json")):
-            q = pd.read_json(spec, lines=spec.endswith(".jsonl"))
-        else:
-            raise InputError("cannot read questions without audit_hub.ingest", file=spec)
-        if column_map:
-            q = q.rename(columns={v: k for k, v in column_map.items()})
-    return AuditFrame.from_tables(q, questions_source=spec).questions
-
-
 def default_model_name(model: str) -> str:
     p = Path(model)
     return p.resolve().name if p.is_dir() else model
@@ -138,8 +143,32 @@ def _context_limit(config, override: int | None) -> int | None:
     return None
 
 
+def _load_processor(cfg: BlindConfig, required: bool):
+    from transformers import AutoProcessor
+
+    kw = {"revision": cfg.revision, "trust_remote_code": cfg.trust_remote_code}
+    try:
+        return AutoProcessor.from_pretrained(cfg.model, **kw)
+    except ImportError as e:
+        if not required:
+            return None
+        missing = re.search(r"\b(torchvision|PIL|pillow|av|decord|timm)\b", str(e), flags=re.IGNORECASE)
+        raise InputError(f"--image-mode blank needs the processor of {cfg.model!r}, which needs "
+                         f"{missing.group(1).lower() if missing else 'a missing package'}: {VISION_HINT}") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        if not required:
+            return None
+        raise InputError(f"--image-mode blank needs the processor of {cfg.model!r}, which could not be loaded "
+                         f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+
+
 def load_tokenizer(cfg: BlindConfig, config):
-    """Tokenizer (left padding, a pad token) and, for image-text-to-text models, the processor."""
+    """Tokenizer (left padding, a pad token) and, when needed, the processor.
+
+    The text-only path needs only the tokenizer and a chat template; the processor is loaded when the
+    tokenizer has no chat template (a VLM whose template lives in the processor) or for
+    ``--image-mode blank`` (it must then load: a missing package is named in one line).
+    """
     from transformers import AutoTokenizer
 
     kw = {"revision": cfg.revision, "trust_remote_code": cfg.trust_remote_code}
@@ -148,14 +177,19 @@ def load_tokenizer(cfg: BlindConfig, config):
         tok = AutoTokenizer.from_pretrained(cfg.model, **kw)
     except (OSError, ValueError, KeyError):
         tok = None
-    if tok is None or (getattr(config, "vision_config", None) is not None and not getattr(tok, "chat_template", None)):
+    if cfg.image_mode == "blank":
         try:
-            from transformers import AutoProcessor
-
-            processor = AutoProcessor.from_pretrained(cfg.model, **kw)
-            tok = tok or getattr(processor, "tokenizer", None)
-        except (OSError, ValueError, KeyError, ImportError):
-            processor = None
+            import PIL  # noqa: F401
+        except ImportError:
+            raise InputError(f"--image-mode blank needs pillow: {VISION_HINT}") from None
+        processor = _load_processor(cfg, required=True)
+        if getattr(processor, "image_processor", None) is None:
+            raise InputError(f"--image-mode blank: the processor of {cfg.model!r} has no image processor")
+        tok = tok or getattr(processor, "tokenizer", None)
+    elif tok is None or (getattr(config, "vision_config", None) is not None
+                         and not getattr(tok, "chat_template", None)):
+        processor = _load_processor(cfg, required=False)
+        tok = tok or getattr(processor, "tokenizer", None)
     if tok is None:
         raise InputError(f"no tokenizer could be loaded for {cfg.model!r}")
     tok.padding_side = "left"
@@ -166,42 +200,77 @@ def load_tokenizer(cfg: BlindConfig, config):
     return tok, processor
 
 
-def load_model(cfg: BlindConfig, config, device):
-    """A causal LM, or an image-text-to-text model used with text only; eval mode on ``device``."""
+def _process_gpus(state) -> list[int]:
+    """GPUs of this process for ``--device-map``: the node's GPUs split evenly among its local processes."""
+    import torch
+
+    n = torch.cuda.device_count()
+    if n == 0:
+        return []
+    local_n = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    r = state.local_process_index
+    if local_n > n:
+        raise InputError(f"--device-map with {local_n} processes on a node with {n} GPU(s): use at most one "
+                         "process per GPU group")
+    per = n // local_n
+    return list(range(r * per, (r + 1) * per))
+
+
+def load_model(cfg: BlindConfig, config, device, state=None):
+    """A causal LM, or an image-text-to-text model used with text only; eval mode.
+
+    Returns ``(model, is_vlm, input_device)``. With ``--device-map`` the weights are placed by
+    accelerate's big-model loading across this process's GPUs (and CPU/disk as ``--max-memory`` allows).
+    """
     import transformers
 
     dtype = _torch_dtype(cfg.dtype, device)
-    kw = {"revision": cfg.revision, "trust_remote_code": cfg.trust_remote_code, "dtype": dtype}
+    kw: dict[str, Any] = {"revision": cfg.revision, "trust_remote_code": cfg.trust_remote_code, "dtype": dtype}
+    offload_dir = None
+    if cfg.device_map:
+        mm = parse_max_memory(cfg.max_memory) if cfg.max_memory else None
+        gpus = _process_gpus(state) if state is not None else []
+        if gpus and (state is None or state.num_processes > 1):
+            mm = {k: v for k, v in (mm or {}).items() if not isinstance(k, int) or k in gpus} or None
+            if mm is None or not any(isinstance(k, int) for k in mm):
+                import torch
+
+                mm = {**(mm or {}), **{g: torch.cuda.get_device_properties(g).total_memory for g in gpus}}
+        kw["device_map"] = cfg.device_map
+        if mm:
+            kw["max_memory"] = mm
+        if mm:  # anything that does not fit goes to disk (accelerate needs a folder for it)
+            import tempfile
+
+            offload_dir = tempfile.mkdtemp(prefix="benchaudit-offload-")
+            kw["offload_folder"] = offload_dir
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(cfg.model, **kw)
-        is_vlm = False
-    except ValueError:
-        cls = getattr(transformers, "AutoModelForImageTextToText", None)
-        if cls is None:
-            raise
-        model = cls.from_pretrained(cfg.model, **kw)
-        is_vlm = True
-    model.to(device)
+        try:
+            model = transformers.AutoModelForCausalLM.from_pretrained(cfg.model, **kw)
+            is_vlm = False
+        except ValueError:
+            cls = getattr(transformers, "AutoModelForImageTextToText", None)
+            if cls is None:
+                raise
+            model = cls.from_pretrained(cfg.model, **kw)
+            is_vlm = True
+    except ImportError as e:
+        raise InputError(f"cannot load {cfg.model!r}: {str(e).splitlines()[0]}") from None
+    if cfg.device_map:
+        devs = {v for v in getattr(model, "hf_device_map", {}).values()}
+        ints = sorted(d for d in devs if isinstance(d, int))
+        input_device = f"cuda:{ints[0]}" if ints else ("cuda:0" if "cuda" in str(devs) else "cpu")
+        model._benchaudit_offload_dir = offload_dir
+    else:
+        model.to(device)
+        input_device = device
     model.eval()
-    return model, is_vlm
+    import torch
+
+    return model, is_vlm, torch.device(input_device)
 
 
 # ---------------------------------------------------------------------------------------- helpers
-def _exact(extracted, gold: str, answer_type: str) -> bool | None:
-    from ..answers import score_exact
-
-    v = score_exact(extracted, gold, answer_type)
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return v
-    try:
-        iv = int(v)
-    except (TypeError, ValueError):
-        return None
-    return None if iv < 0 else bool(iv)
-
-
 def _round_robin_split(state, order: list[int]) -> list[int]:
     """This process's share of ``order`` (sorted by length): items ``rank, rank+n, ...``.
 
@@ -216,43 +285,34 @@ def _round_robin_split(state, order: list[int]) -> list[int]:
     return mine
 
 
-class _Progress:
-    """rich progress bar on the main process, with questions per second."""
-
-    def __init__(self, enabled: bool, total: int, label: str):
-        self.bar = None
-        self.t0 = time.perf_counter()
-        self.done = 0
-        if enabled and total > 0:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("{task.fields[qps]} q/s"), TimeRemainingColumn(),
-                                console=Console(stderr=True), transient=False)
-            self.task = self.bar.add_task(label, total=total, qps="-")
-            self.bar.start()
-
-    def advance(self, n: int) -> None:
-        self.done += n
-        if self.bar is not None:
-            dt = max(time.perf_counter() - self.t0, 1e-9)
-            self.bar.update(self.task, advance=n, qps=f"{self.done / dt:.1f}")
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
 # ---------------------------------------------------------------------------------------- main entry
+def _check_text_only(cfg: BlindConfig, builder: PromptBuilder, chat: ChatFormatter) -> None:
+    """A model without a chat template needs an explicit prompt choice (raw text is a different task)."""
+    if chat.active or not cfg.chat_template or builder.template is not None or builder.style == "plain":
+        return
+    raise InputError(f"{cfg.model!r} has no chat template (tokenizer or processor): pass --prompt-style plain "
+                     "(a raw completion prompt ending in 'Answer:'), a --prompt-template, or --no-chat-template "
+                     "to send the chosen style's text without one")
+
+
 def run_blind(cfg: BlindConfig) -> BlindResult:
-    """Run (or resume) a blind run; every process calls this. See the module docstring."""
+    """Run (or resume) a blind run; every process calls this. See the module docstring.
+
+    Every check of the inputs (options, questions, model files, chat template, image tokens, context
+    length) runs before anything is written to ``cfg.out``.
+    """
     cfg.validate()
     sh.check_output_folder(Path(cfg.out), [cfg.questions, cfg.model])  # before anything heavy is imported
+    if cfg.backend == "openai":
+        from .served import run_served
+
+        return run_served(cfg)
     import torch
     from accelerate import PartialState
     from accelerate.utils import gather_object
     from transformers import AutoConfig
+
+    from .inputs import encode_blank, encode_text, image_token_ids
 
     use_cpu = cfg.cpu or not torch.cuda.is_available() or os.environ.get("ACCELERATE_USE_CPU", "").lower() in (
         "1", "true", "yes")
@@ -269,8 +329,9 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     except (OSError, ValueError) as e:
         raise InputError(f"cannot load the model configuration of {cfg.model!r}: {e}") from None
     tok, processor = load_tokenizer(cfg, mconfig)
-    builder = PromptBuilder.from_option(cfg.prompt_template)
+    builder = PromptBuilder.from_option(cfg.prompt_template, cfg.prompt_style)
     chat = ChatFormatter(tok, processor, enabled=cfg.chat_template)
+    _check_text_only(cfg, builder, chat)
     limit = _context_limit(mconfig, cfg.max_length)
 
     import hashlib
@@ -286,28 +347,13 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
         "max_new_tokens": cfg.max_new_tokens,
         "truncate": cfg.truncate,
         "max_length": limit,
+        "image_mode": cfg.image_mode,
         "benchaudit_version": __version__,
     }
     sh.check_fingerprint(out, fp, cfg.overwrite)
     rows = sh.question_row_hashes(questions)
     merged_rows = sh.check_question_rows(out, rows, cfg.overwrite)
-    state.wait_for_everyone()
-    if state.is_main_process:
-        out.mkdir(parents=True, exist_ok=True)
-        if cfg.overwrite:
-            sh.reset_output(out)
-        if cfg.overwrite or sh.read_run_config(out) is None:
-            sh.write_run_config(out, {
-                "fingerprint": fp, "fingerprint_sha256": sh.fingerprint_digest(fp),
-                "questions": cfg.questions, "column_map": cfg.column_map, "prompt_template": builder.template,
-                "chat_template_applied": chat.active, "batch_size": cfg.batch_size,
-                "created_unix": time.time(), "seed": 0, "question_rows": rows,
-            })
-        elif merged_rows is not None:  # resumed with more questions (a larger --limit): record them too
-            sh.write_run_config(out, {**sh.read_run_config(out), "question_rows": merged_rows})
-    state.wait_for_everyone()
-    done = sh.done_ids(out)
-    state.wait_for_everyone()  # nobody writes a shard before every process has read the done set
+    done = set() if cfg.overwrite else sh.done_ids(out)
 
     qid = questions["question_id"].astype(str).tolist()
     atype = questions["answer_type"].tolist()
@@ -318,22 +364,34 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     order = sorted(pending, key=lambda i: (-len(prompts[i]), i))
     mine = _round_robin_split(state, order)
 
-    # Tokenise this process's share and check the context limit before loading the model.
-    texts = [chat(prompts[i]) for i in mine]
-    enc = tok(texts, add_special_tokens=not chat.active)["input_ids"] if texts else []
+    # Tokenise this process's share and check image tokens and the context limit before loading the model.
+    if cfg.image_mode == "blank":
+        enc = encode_blank(processor, chat, [prompts[i] for i in mine])
+    else:
+        enc = encode_text(tok, chat, [chat(prompts[i]) for i in mine])
+        img_ids = image_token_ids(mconfig, tok, processor)
+        bad = [(qid[i], sorted(img_ids.intersection(ids))) for i, ids in zip(mine, enc.ids)
+               if img_ids.intersection(ids)]
+        bad = gather_object(bad) if state.num_processes > 1 else bad  # every process raises, none waits
+        if bad:
+            q0, found = sorted(bad)[0]
+            raise InputError(f"the text-only prompt of question {q0!r} (and {len(bad) - 1} more) contains image "
+                             f"token(s) {found}: the chat template or prompt of {cfg.model!r} inserts an image "
+                             "placeholder, so it cannot run text-only; use --image-mode blank, or "
+                             "--no-chat-template / --prompt-template", file=cfg.questions, column="question")
     logprob_kind = {"mc", "yesno"} if cfg.mode == "logprob" else set()
     items, overflow = [], []
-    for i, ids in zip(mine, enc):
+    for i, ids, extra in zip(mine, enc.ids, enc.per_token):
         gen = atype[i] not in logprob_kind
         need = cfg.max_new_tokens if gen else 0
         truncated = False
         if limit is not None and len(ids) + need > limit:
-            if cfg.truncate == "error" or limit - need < 1:
+            if cfg.truncate == "error" or limit - need < 1 or cfg.image_mode == "blank":
                 overflow.append((qid[i], len(ids)))
                 continue
             ids = ids[len(ids) - (limit - need):]
             truncated = True
-        items.append({"i": i, "ids": list(ids), "gen": gen, "truncated": truncated})
+        items.append({"i": i, "ids": list(ids), "extra": extra, "gen": gen, "truncated": truncated})
     all_overflow = gather_object(overflow) if state.num_processes > 1 else overflow
     if all_overflow:
         first = sorted(all_overflow)[:3]
@@ -341,22 +399,45 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
             f"{len(all_overflow)} prompt(s) do not fit the model's context of {limit} tokens (generated items "
             f"also need room for --max-new-tokens {cfg.max_new_tokens}); first: "
             f"{', '.join(f'{q} ({n} prompt tokens)' for q, n in first)}. Pass --truncate left to keep the last "
-            "tokens of such prompts (rows are then marked truncated), or --max-length to override the limit",
-            file=cfg.questions, column="question")
+            "tokens of such prompts (rows are then marked truncated; not with --image-mode blank), or "
+            "--max-length to override the limit", file=cfg.questions, column="question")
+
+    state.wait_for_everyone()
+    if state.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        if cfg.overwrite:
+            sh.reset_output(out)
+        if cfg.overwrite or sh.read_run_config(out) is None:
+            sh.write_run_config(out, {
+                "fingerprint": fp, "fingerprint_sha256": sh.fingerprint_digest(fp),
+                "questions": cfg.questions, "column_map": cfg.column_map, "prompt_template": builder.template,
+                "prompt_style": None if builder.template is not None else builder.style,
+                "image_mode": cfg.image_mode, "backend": "transformers",
+                "device_map": cfg.device_map, "max_memory": cfg.max_memory,
+                "chat_template_applied": chat.active, "batch_size": cfg.batch_size,
+                "created_unix": time.time(), "seed": 0, "question_rows": rows,
+            })
+        elif merged_rows is not None:  # resumed with more questions (a larger --limit): record them too
+            sh.write_run_config(out, {**sh.read_run_config(out), "question_rows": merged_rows})
+    state.wait_for_everyone()  # nobody writes a shard before the output folder is set up
 
     if not state.is_main_process:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one set of loading bars, not one per process
-    model, is_vlm = load_model(cfg, mconfig, state.device)
+    if cfg.model_object is not None:
+        model, is_vlm, in_device = cfg.model_object, False, next(cfg.model_object.parameters()).device
+    else:
+        model, is_vlm, in_device = load_model(cfg, mconfig, state.device, state)
     forward = ForwardFn(model, pass_position_ids=not is_vlm)
+    shared = enc.shared
     kmax = max([len(options[it["i"]]) for it in items if atype[it["i"]] == "mc" and not it["gen"]], default=0)
     letter_tokens = AnswerTokens.letters(tok, kmax) if kmax else None
     yn_tokens = AnswerTokens.yes_no(tok) if any(atype[it["i"]] == "yesno" and not it["gen"] for it in items) else None
 
     fail_after = os.environ.get(FAIL_HOOK_ENV)
     writer = sh.ShardWriter(out, state.process_index, fail_after=int(fail_after) if fail_after else None)
-    progress = _Progress(cfg.progress and state.is_main_process, len(items),
+    progress = Progress(cfg.progress and state.is_main_process, len(items),
                          f"blind {model_name}" + (f" (rank 0 of {state.num_processes})" if state.num_processes > 1 else ""))
     t0 = time.perf_counter()
     gold = questions["answer"].astype(str).tolist()
@@ -372,8 +453,9 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
         with torch.inference_mode():
             for b in range(0, len(lp_items), cfg.batch_size):
                 batch = lp_items[b: b + cfg.batch_size]
-                ids, mask = pad_left([it["ids"] for it in batch], tok.pad_token_id, state.device)
-                last = forward(ids, mask)
+                ids, mask, extras = collate([it["ids"] for it in batch], [it["extra"] for it in batch], shared,
+                                            tok.pad_token_id, in_device)
+                last = forward(ids, mask, **extras)
                 rows = []
                 lt = answer_scores(last, letter_tokens) if letter_tokens is not None else None
                 yt = answer_scores(last, yn_tokens) if yn_tokens is not None else None
@@ -408,9 +490,10 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
 
                 for b in range(0, len(gen_items), cfg.batch_size):
                     batch = gen_items[b: b + cfg.batch_size]
-                    ids, mask = pad_left([it["ids"] for it in batch], tok.pad_token_id, state.device)
+                    ids, mask, extras = collate([it["ids"] for it in batch], [it["extra"] for it in batch], shared,
+                                                tok.pad_token_id, in_device)
                     gen_out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=cfg.max_new_tokens,
-                                             do_sample=False, num_beams=1, pad_token_id=tok.pad_token_id)
+                                             do_sample=False, num_beams=1, pad_token_id=tok.pad_token_id, **extras)
                     texts_out = tok.batch_decode(gen_out[:, ids.shape[1]:], skip_special_tokens=True)
                     rows = []
                     for it, text in zip(batch, texts_out):
@@ -418,7 +501,7 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
                         extracted = extract_answer(text, list(options[i]), atype[i])
                         row = base_row(it)
                         row.update({"prediction": text, "answer": None if extracted is None else str(extracted),
-                                    "hit_exact": _exact(extracted, gold[i], atype[i]), "scoring": "generate"})
+                                    "hit_exact": exact_hit(extracted, gold[i], atype[i]), "scoring": "generate"})
                         rows.append(row)
                     writer.add(rows)
                     writer.flush()
@@ -430,7 +513,13 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     n_new = int(sum(n_new_all))
     state.wait_for_everyone()
 
+    offload = getattr(model, "_benchaudit_offload_dir", None)
+    if offload:
+        import shutil
+
+        shutil.rmtree(offload, ignore_errors=True)
     summary = {"model": model_name, "n_new": n_new, "n_resumed": len(questions) - len(pending),
+               "image_mode": cfg.image_mode, "prompt_style": None if builder.template is not None else builder.style,
                "processes": state.num_processes, "elapsed_s": elapsed,
                "questions_per_s": n_new / elapsed if elapsed > 0 else None}
     result = BlindResult(summary=summary, out=out)

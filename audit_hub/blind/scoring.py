@@ -148,8 +148,8 @@ class ForwardFn:
             self.keep_kw = None
         self.pass_position_ids = pass_position_ids and ("position_ids" in params or accepts_kwargs)
 
-    def __call__(self, input_ids, attention_mask):
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False}
+    def __call__(self, input_ids, attention_mask, **extras):
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False, **extras}
         if self.pass_position_ids:
             kwargs["position_ids"] = position_ids_from_mask(attention_mask)
         if self.keep_kw:

@@ -31,7 +31,7 @@ CONFIG_NAME = "run_config.json"
 
 # Output columns (the runs schema of the core plus scoring details).
 COLUMNS = ("question_id", "model", "arm", "prediction", "answer", "hit_exact", "option_logprobs",
-           "gold_prob", "letter_mass", "scoring", "n_prompt_tokens", "truncated")
+           "gold_prob", "letter_mass", "scoring", "n_prompt_tokens", "truncated", "options_missing")
 
 
 def arrow_schema():
@@ -43,7 +43,20 @@ def arrow_schema():
         ("option_logprobs", pa.list_(pa.float64())), ("gold_prob", pa.float64()),
         ("letter_mass", pa.float64()), ("scoring", pa.string()), ("n_prompt_tokens", pa.int32()),
         ("truncated", pa.bool_()),
+        # served runs: option letters absent from the server's top_logprobs (null for local runs)
+        ("options_missing", pa.list_(pa.string())),
     ])
+
+
+def _conform(table):
+    """Cast a shard to the current schema (a shard written before a column existed gets nulls)."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    for f in schema:
+        if f.name not in table.column_names:
+            table = table.append_column(f.name, pa.nulls(len(table), type=f.type))
+    return table.select(schema.names).cast(schema)
 
 
 # ---------------------------------------------------------------------------------------- fingerprint
@@ -266,9 +279,9 @@ def merge(out: Path, question_order: list[str], keep_shards: bool = False):
     parts = []
     merged_path = out / MERGED_REL
     if merged_path.exists():
-        parts.append(pq.read_table(merged_path).cast(arrow_schema()))
+        parts.append(_conform(pq.read_table(merged_path)))
     for p in shards:
-        parts.append(pq.read_table(p).cast(arrow_schema()))
+        parts.append(_conform(pq.read_table(p)))
     table = pa.concat_tables(parts) if parts else arrow_schema().empty_table()
     qids = [str(q) for q in table.column("question_id").to_pylist()]
     first: dict[str, int] = {}
@@ -292,6 +305,17 @@ def merge(out: Path, question_order: list[str], keep_shards: bool = False):
     return table.to_pandas()
 
 
+def _image_sentence(summary: dict) -> str:
+    mode = summary.get("image_mode", "none")
+    text = ("Images were dropped (image mode `none`: text only)." if mode == "none" else
+            "Every image was replaced by one blank white image at the processor's default size (image mode "
+            "`blank`).")
+    style = summary.get("prompt_style")
+    served = summary.get("backend") == "openai"
+    return text + (f" Prompt style `{style}`." if style else " Custom prompt template.") + (
+        " Served model through an OpenAI-compatible API (no image was sent)." if served else "")
+
+
 def card_markdown(model_name: str, summary: dict, questions_spec: str) -> str:
     """A small dataset card for the merged blind predictions."""
     acc = summary.get("accuracy_exact")
@@ -306,7 +330,7 @@ def card_markdown(model_name: str, summary: dict, questions_spec: str) -> str:
         "tags:\n- benchaudit\n- blind-baseline\n"
         "---\n\n"
         f"# Blind (text-only) predictions of `{model_name}`\n\n"
-        f"Questions: `{questions_spec}`. Images were dropped; hints and options were kept.\n"
+        f"Questions: `{questions_spec}`. " + _image_sentence(summary) + " Hints and options were kept.\n"
         "Produced by `benchaudit blind`; rows follow the benchaudit runs schema (`question_id`, `model`, "
         "`arm` = `blind`, `prediction`, `answer`, `hit_exact`) plus `option_logprobs` (normalised log "
         "probabilities over the option letters) and `gold_prob`.\n\n"

@@ -38,8 +38,10 @@ def register(app: typer.Typer) -> None:
         calibration_sims: int = typer.Option(
             50, "--calibration-sims", **opt("--calibration-sims"), help="Simulated null benchmarks per detector for the calibration check (0 = skip)."),
         stratify: list[str] | None = typer.Option(
-            None, "--stratify", help="Stratify the zero-gain permutation null: 'category' and/or 'n_options' "
-                                     "(repeatable; default: one global shuffle)."),
+            None, "--stratify",
+            help="Strata of the zero-gain permutation null (repeatable). Default 'auto': effective option count, "
+                 "and the gold answer on yes/no items. 'category' adds the category to auto; 'none' is one "
+                 "global shuffle (the paper's unstratified number, always reported next to the headline)."),
         tst: bool = typer.Option(False, "--tst", help="Also run the TsT-RF stress test and add tst_s to the report."),
         figures: bool = typer.Option(True, "--figures/--no-figures", help="Render PNG figures for the card."),
     ) -> None:
@@ -79,8 +81,9 @@ def register(app: typer.Typer) -> None:
         require_memory(audit_memory_estimate(frame.n_questions, n_cat, n_permutations, calibration_sims),
                        f"--n-permutations {n_permutations}")
         from .. import detectors
+        from ..strata import cli_stratify
 
-        params = {detectors.by_role("image_gain"): {"stratify": list(stratify)}} if stratify else {}
+        params = {detectors.by_role("image_gain"): {"stratify": cli_stratify(stratify)}}
         config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
                              run_calibration=calibration_sims > 0, run_tst=tst, params=params)
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

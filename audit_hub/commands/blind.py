@@ -36,7 +36,8 @@ def register(app: typer.Typer) -> None:
     @app.command("blind")
     def blind(
         model: str = typer.Option(..., "--model", "-m", help="Local folder or Hub id of a causal LM, or of an "
-                                  "image-text-to-text VLM (run with text only)."),
+                                  "image-text-to-text VLM (run with text only); with --backend openai, the "
+                                  "model name the server knows."),
         questions: str = typer.Option(..., "--questions", "-q", help="Benchmark questions: a file or a Hub "
                                       "dataset id with a question-ID column (as `benchaudit audit` reads them)."),
         out: Path = typer.Option(..., "--out", "-o", help="Output folder (resumable: rerun the same command "
@@ -74,6 +75,30 @@ def register(app: typer.Typer) -> None:
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on the main process."),
         cpu: bool = typer.Option(False, "--cpu", help="Run on CPU even when a GPU is present."),
         keep_shards: bool = typer.Option(False, "--keep-shards", help="Keep per-process shards after the merge."),
+        prompt_style: str = typer.Option("vlmevalkit", "--prompt-style", help="Built-in prompt: vlmevalkit "
+                                         "(default; VLMEvalKit's MCQ / Y/N / VQA prompts), lmms-eval (MMBench "
+                                         "layout and post-prompt), lmms-eval-mmstar, or plain (raw 'Answer:' "
+                                         "prompt for models without a chat template)."),
+        image_mode: str = typer.Option("none", "--image-mode", help="none: text only (default); blank: one white "
+                                       "image at the processor's default size (local models; needs .[vision] "
+                                       "for some processors)."),
+        device_map: str | None = typer.Option(None, "--device-map", help="auto: spread a model larger than one "
+                                                 "GPU over this process's GPUs (accelerate big-model loading)."),
+        max_memory: str | None = typer.Option(None, "--max-memory", help="Per-device limits for --device-map, "
+                                                 "e.g. 0=70GiB,1=70GiB,cpu=200GiB."),
+        backend: str = typer.Option("transformers", "--backend", help="transformers (local model) or openai "
+                                    "(any OpenAI-compatible chat-completions server: vLLM, SGLang, TGI, APIs)."),
+        base_url: str | None = typer.Option(None, "--base-url", help="Server URL for --backend openai, e.g. "
+                                               "http://localhost:8000/v1."),
+        api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable that "
+                                        "holds the API key (never written anywhere)."),
+        concurrency: int = typer.Option(16, "--concurrency", help="Requests in flight (--backend openai)."),
+        request_timeout: float = typer.Option(120.0, "--request-timeout", help="Seconds before a request is "
+                                              "abandoned and retried (--backend openai)."),
+        max_retries: int = typer.Option(6, "--max-retries", help="Retries per request on 429/5xx/timeouts/"
+                                        "malformed bodies (--backend openai)."),
+        top_logprobs: int = typer.Option(20, "--top-logprobs", help="top_logprobs asked of the server in "
+                                         "logprob mode (0 = generate and parse only)."),
     ) -> None:
         """Text-only (blind) predictions; launch with `accelerate launch -m audit_hub.blind` for several GPUs."""
         from ..blind.runner import BlindConfig, run_blind
@@ -84,5 +109,8 @@ def register(app: typer.Typer) -> None:
                           max_new_tokens=max_new_tokens, dtype=dtype, trust_remote_code=trust_remote_code,
                           revision=revision, max_length=max_length, truncate=truncate, overwrite=overwrite,
                           limit=limit, push_to_hub=push_to_hub, private=private, progress=progress, cpu=cpu,
-                          keep_shards=keep_shards)
+                          keep_shards=keep_shards, prompt_style=prompt_style, image_mode=image_mode,
+                          device_map=device_map, max_memory=max_memory, backend=backend, base_url=base_url,
+                          api_key_env=api_key_env, concurrency=concurrency, request_timeout=request_timeout,
+                          max_retries=max_retries, top_logprobs=top_logprobs)
         run_blind(cfg)

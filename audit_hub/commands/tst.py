@@ -56,8 +56,13 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", **opt("--seed"), help="Base seed (recorded in summary.json)."),
         group_column: str | None = typer.Option(
             None, "--group-column", help="Question column kept within one fold (image or scene), e.g. group_id."),
-        n_estimators: int = typer.Option(50, "--n-estimators", **opt("--n-estimators"), help="Trees per random forest."),
+        n_estimators: int = typer.Option(30, "--n-estimators", **opt("--n-estimators"), help="Trees per random forest."),
         n_jobs: int = typer.Option(1, "--n-jobs", **opt("--n-jobs"), help="Parallel jobs for fitting the forests (-1 = all cores)."),
+        null_permutations: int = typer.Option(
+            99, "--null-permutations", min=0, max=100_000,
+            help="Label permutations of the null (p-value); 99 resolves p <= 0.01; 0 skips the null."),
+        null_jobs: int = typer.Option(0, "--null-jobs", min=0, max=4096, help="Threads for the null (0 = cores, at most 4)."),
+        calibration: str = typer.Option("isotonic", "--calibration", help="s(x) calibration: isotonic | power | none."),
         feature: list[str] | None = typer.Option(None, "--featuriser",
                                                  help="Registered featuriser(s) to use (default: generic)."),
         llm: str | None = typer.Option(None, "--llm", help="Also run TsT-LLM with this local causal LM folder."),
@@ -80,12 +85,13 @@ def register(app: typer.Typer) -> None:
         check_output_target(out, command="tst", inputs=[questions, llm])
         with console.status("reading questions"):
             frame = _frame(questions, None, None, column_map, revision)
-        total = k * repeats * (2 if group_column else 1)
+        total = k * repeats * (2 if group_column else 1) + max(null_permutations, 0)
         with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=console,
                       transient=True) as prog:
             task = prog.add_task("TsT-RF folds", total=total)
             res = run_tst_rf(frame, k=k, repeats=repeats, seed=seed, group_column=group_column,
-                             n_estimators=n_estimators, n_jobs=n_jobs,
+                             n_estimators=n_estimators, n_jobs=n_jobs, null_permutations=null_permutations,
+                             null_jobs=null_jobs or None, calibrate=calibration,
                              featurisers=tuple(feature) if feature else ("generic",),
                              progress=lambda: prog.advance(task))
         llm_res = None
@@ -95,10 +101,11 @@ def register(app: typer.Typer) -> None:
             llm_res = run_tst_llm(frame, LlmConfig(model=llm, k=k, seed=seed,
                                                    max_steps=llm_steps or None), group_column=group_column)
         folder = write_tst_report(frame, res, out, command_line=["benchaudit", *sys.argv[1:]], llm=llm_res)
-        s = res.summary
-        typer.echo(f"TsT-RF accuracy {100 * (s['accuracy'] or 0):.1f}% | mean P(gold) "
-                   f"{100 * (s['mean_p_gold'] or 0):.1f}% | chance {100 * (s['chance'] or 0):.1f}% | majority "
-                   f"{100 * (s['majority_baseline'] or 0):.1f}% -> {one_line(folder)}")
+        from ..tst.release import summary_lines
+
+        for line in summary_lines(res.summary):
+            typer.echo(line)
+        typer.echo(f"-> {one_line(folder)}")
 
     @app.command("prune")
     def prune(
@@ -120,7 +127,7 @@ def register(app: typer.Typer) -> None:
         k: int = typer.Option(5, "--k", **opt("--k")), repeats: int = typer.Option(3, "--repeats", **opt("--repeats")),
         seed: int = typer.Option(0, "--seed", **opt("--seed")),
         group_column: str | None = typer.Option(None, "--group-column"),
-        n_estimators: int = typer.Option(50, "--n-estimators", **opt("--n-estimators")),
+        n_estimators: int = typer.Option(30, "--n-estimators", **opt("--n-estimators")),
         n_jobs: int = typer.Option(1, "--n-jobs", **opt("--n-jobs")),
         column_map: list[str] | None = typer.Option(None, "--map", help="Column rename OLD=NEW; repeatable."),
         revision: str | None = typer.Option(None, "--revision"),

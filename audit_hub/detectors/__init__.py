@@ -23,7 +23,8 @@ register(
     signal="full vs blind accuracy",
     finding="no-gain-from-image items",
     audit_params=("n_permutations", "alpha"),
-    calibration_params={"leave_one_out": False, "n_boot": 0},
+    # 199 permutations inside a simulation (p resolution 0.005); power is not part of the test
+    calibration_params={"leave_one_out": False, "n_boot": 0, "power": False, "n_permutations": 199},
     actions=(ActionTrigger("drop", "high"),),
     role="image_gain",
     headline_statistic="zero_gain_share",
@@ -36,7 +37,9 @@ register(
     inputs=(("models", "predictions", "references"),),
     judge_dependent=False,
     evidence=("n_parseable", "consensus_code", "consensus_answer", "consensus_share", "gold_share", "unanimous",
-              "n_blind_parseable", "blind_agreement", "duplicates_gold"),
+              "n_blind_parseable", "blind_agreement", "duplicates_gold", "p_gold_wrong", "log_odds_gold_wrong"),
+    # the recall simulation is not part of the headline test; 3 EM iterations inside a simulation
+    calibration_params={"recall_sims": 0, "label_iters": 3},
     label="consensus error",
     signal="majority vote vs gold label",
     finding="label-conflict candidates",
@@ -67,6 +70,7 @@ register(
     label="anomalous correctness profile",
     signal="correctness profile across models",
     finding="difficulty / discrimination",
+    role="correctness_profile",
 )
 register(
     name="answer_options_distribution",
@@ -91,14 +95,16 @@ register(
     signal="pairwise option similarity",
     finding="near-duplicate options",
     actions=(ActionTrigger("rewrite distractor", "medium"),),
+    role="option_similarity",
 )
 
 #: The card's text for each suggested action (the triggers are the ``actions`` registered above).
 ACTION_RULES: dict[str, str] = {
     "rewrite distractor": "distractor_similarity at medium or above (identical or near-identical options), or "
                           "the consensus option duplicates the gold text; the options need fixing, not the label",
-    "relabel": "consensus_error at high or above: every model that answered parseably chose the same non-gold "
-               "option, so the gold label is the first suspect",
+    "relabel": "consensus_error at high or above: posterior >= 0.5 that the gold is wrong under a model of "
+               "per-model reliability, item difficulty and attractive distractors (on open items: every model "
+               "that answered parseably chose the same non-gold answer), so the gold label is the first suspect",
     "drop": "visual_dependency at high or above: every model solves it without the image and gains nothing from "
             "it, so on a vision benchmark the item does not measure vision",
     "review": "any other finding at medium or above",

@@ -14,20 +14,33 @@ every answer type; unparseable/missing answers are left out):
   a tie, i.e. no majority) picks one non-gold code. Severity low and not flagged when not unanimous
   (with weak models a non-gold majority mostly reflects shared difficulty, not a wrong label).
   ``n_majority_non_gold`` counts every item with a non-gold strict majority (unanimous ones included).
-* **expected under independence**: if each model erred independently with its own error rate ``e_m``
-  (wrong / parseable over mc and yes/no items) and picked uniformly among the ``K - 1`` wrong options,
+* **expected under independence** (the paper's figure, kept for comparison): if each model erred
+  independently with its own error rate ``e_m`` and picked uniformly among the ``K - 1`` wrong options,
   an item with parseable answerers ``S`` is unanimous-wrong with probability
-  ``sum_j prod_{m in S} e_m/(K-1) = prod_{m in S} e_m * (K-1)^(1-|S|)`` (computed in log space as one
-  matrix-vector product). Summed over eligible mc and yes/no items; numeric/free items have no fixed
-  number of options and are excluded from the expectation (``n_open_items_excluded``).
-  ``p_value`` is the Poisson upper tail ``P(X >= observed closed-item count | expected)`` (a
-  Poisson approximation to the Poisson-binomial). Real models share difficulty, so expect the
-  observed count to exceed this null on any real benchmark; the ratio is the informative part.
+  ``prod_{m in S} e_m * (K-1)^(1-|S|)``, summed over eligible mc and yes/no items.
+  ``p_value_independence`` is its Poisson upper tail. Real models share difficulty, so this count is
+  exceeded on defect-free benchmarks (it is not a calibrated test).
+* **headline test** (``p_value``, ``headline_test``): likelihood ratio of "no gold is wrong" under a
+  latent-truth model (:mod:`audit_hub.label_model`) that keeps each model's reliability per answer class
+  (a yes/no response bias included), item difficulty (a random effect per arm) and attractive
+  distractors (Dirichlet over the wrong options), fitted by EM to the runs (blind arm included when
+  present). Calibrated on simulated benchmarks with shared difficulty (tests).
+* **posterior** ``p_gold_wrong`` per closed item; severity **high** (relabel; **critical** as above)
+  needs ``p_gold_wrong >= 0.5``: evidence beyond what difficulty and attractive distractors explain. A
+  unanimous non-gold answer the model explains is **medium** (review). Open (numeric / free) items have
+  no option structure to model and keep the unanimity rule.
+* ``detection``: recall, precision and average precision of the posterior ranking on simulations of
+  this pool (fitted model, same items and answer patterns) with 3% planted wrong golds;
+  ``pool_too_weak`` when the estimated recall is below 0.5 ("no findings" then means little).
 
-Per question: ``score = 1 - (share of parseable answers on the most chosen non-gold code)``.
+Per question: ``score = 1 - p_gold_wrong`` on closed items (a continuous ranking, defined whether or not
+any pool is unanimous); on open items ``1 - (share of parseable answers on the most chosen non-gold
+code)``. Lower is more suspicious.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,6 +54,7 @@ from ..stats import benjamini_hochberg, wilson_ci
 from .base import DetectorResult, summary_rows
 
 NAME = "consensus_error"
+MIN_MODEL_ITEMS = 20  # fewer closed items: no latent-truth model (unanimity rule only)
 
 
 def row_answer_stats(codes: np.ndarray, *, chunk: int = 200_000) -> dict[str, np.ndarray]:
@@ -351,9 +365,114 @@ def _count_summary(*, unanimous: np.ndarray, eligible: np.ndarray, majority: np.
     }
 
 
+def _label_data(frame: AuditFrame, models: list[str], blind_models: list[str], gold: np.ndarray):
+    """The closed items (mc, yes/no with a gold among their options) as :class:`LabelData`."""
+    from ..label_model import LabelData
+
+    atype = frame.answer_type
+    k = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
+    rows = np.flatnonzero(((atype == "mc") | (atype == "yesno")) & (k >= 2) & (gold >= 0) & (gold < k))
+    arms = [frame.answer_codes("full", models=models)[rows]]
+    if blind_models:
+        arms.append(frame.answer_codes("blind", models=blind_models)[rows])
+    return rows, LabelData(arms, k[rows], atype[rows] == "yesno", gold[rows])
+
+
+def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True, recall_sims: int = 2,
+                    fit_items: int = 20000, label_iters: int = 4) -> dict:
+    """Posterior that each closed item's gold is wrong, the likelihood-ratio test and the detection
+    estimate at this pool (see :mod:`audit_hub.label_model`)."""
+    from .. import label_model as lm
+
+    models = frame.models_in("full")
+    blind_models = frame.models_in("blind") if (use_blind and frame.has_arm("blind")) else []
+    gold = frame.gold_codes().astype(np.int64)
+    rows, data = _label_data(frame, models, blind_models, gold)
+    out = {"rows": rows[:0], "p_wrong": np.zeros(0), "log_odds": np.zeros(0), "top": np.zeros(0, np.int64), "test": None, "params": None,
+           "detection": None}
+    if len(rows) < MIN_MODEL_ITEMS:
+        return out
+    out["rows"] = rows
+    params = lm.fit(data, seed=seed, fit_items=fit_items, n_iter=label_iters)
+    post, ll = lm.posterior(data, params)
+    p_wrong = 1.0 - post[np.arange(len(rows)), data.gold]
+    log_odds = lm.log_odds_wrong(data, params, ll)
+    alt = post.copy()
+    alt[np.arange(len(rows)), data.gold] = -1
+    out.update(p_wrong=p_wrong, log_odds=log_odds, top=alt.argmax(axis=1), test=lm.lr_test(data, ll),
+               params=params.as_dict() | {"blind_arm_used": bool(blind_models), "n_items_fit": int(min(len(rows), fit_items))})
+    if recall_sims > 0:
+        out["detection"] = lm.detection_estimate(data, params, n_reps=recall_sims, seed=seed)
+    # the test is only as good as the model's fit: a difficulty spread at the edge of the grid, or a pool
+    # whose simulated recall is below one half, means the null cannot be trusted on this pool
+    why = []
+    if params.sigma and params.sigma[0] >= lm.SIGMA_MAX - 1e-9:
+        why.append("the item-difficulty spread reached the model's bound (the pool is near chance)")
+    if out["detection"] and (out["detection"]["recall"] or 0) < 0.5:
+        why.append("the pool is too weak: simulated recall below 0.5")
+    out["test"] = out["test"] | {"interpretable": not why, "not_interpretable_because": "; ".join(why)}
+    return out
+
+
+def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarray, majority: np.ndarray,
+                    blind_disagrees: np.ndarray, seed: int, use_blind: bool, recall_sims: int, label_iters: int):
+    """Posterior that each closed item's gold is wrong and the severity it implies. Relabel (high /
+    critical) needs evidence beyond difficulty and attractive distractors: posterior >= 0.5 on closed
+    items; open items have no option structure to model and keep the unanimity rule; a unanimous
+    non-gold answer the model explains is medium (review)."""
+    Q = frame.n_questions
+    lab = label_posterior(frame, seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters)
+    p_wrong = np.full(Q, np.nan)
+    p_wrong[lab["rows"]] = lab["p_wrong"]
+    log_odds = np.full(Q, np.nan)
+    log_odds[lab["rows"]] = lab["log_odds"]
+    modelled = ~np.isnan(p_wrong)
+    suspect = modelled & (p_wrong >= 0.5)
+    if suspect.any():  # the model's most likely true answer, where the gold is suspect and no majority names one
+        best = np.full(Q, -1, np.int64)
+        best[lab["rows"]] = lab["top"]
+        cons = np.where(suspect & (cons < 0), best, cons)
+    cand = np.flatnonzero((unanimous | suspect) & (cons >= 0))
+    dup_gold = np.zeros(Q, bool)
+    dup_gold[cand] = _duplicates_gold(frame, cand, cons)
+    strong = np.where(modelled, suspect, unanimous)
+    sev = np.where(strong, np.where(blind_disagrees | dup_gold, 4, 3),
+                   np.where(unanimous, 2, np.where(majority, 1, 0)))
+    # P(gold right) from the log odds: no saturation at 0, so the ranking has no ties
+    score_closed = 1.0 / (1.0 + np.exp(np.clip(np.nan_to_num(log_odds), -700, 700)))
+    return {"lab": lab, "p_wrong": p_wrong, "log_odds": log_odds, "modelled": modelled, "suspect": suspect,
+            "cons": cons, "dup_gold": dup_gold, "sev": sev, "score_closed": score_closed}
+
+
+def _label_summary(ev: dict, unanimous: np.ndarray, p_indep: float) -> dict:
+    """Summary entries of the latent-truth model (headline test, posterior counts, detection)."""
+    lab, test = ev["lab"], ev["lab"]["test"]
+    det = lab["detection"]
+    return {
+        "p_value": test["p_value"] if test and test.get("interpretable") else None,
+        "p_value_independence": p_indep,
+        "independence_note": ("expected count if model errors were independent (the paper's figure): real pools "
+                              "share item difficulty, so it is exceeded on defect-free benchmarks and is not a "
+                              "calibrated test; the headline test is the likelihood ratio"),
+        "headline_test": (test | {"null_hypothesis": (
+            "no gold label is wrong (eps = 0) under a model that keeps each model's reliability per answer "
+            "class, item difficulty (random effect per arm) and attractive distractors (Dirichlet), fitted to "
+            "the runs")}) if test else None,
+        "label_model": lab["params"],
+        "n_items_modelled": int(ev["modelled"].sum()),
+        "n_posterior_gold_wrong": int(ev["suspect"].sum()),
+        "expected_wrong_gold": float(np.nansum(ev["p_wrong"])),
+        "detection": det,
+        "pool_too_weak": (det["recall"] is not None and det["recall"] < 0.5) if det else None,
+        "n_unanimous_explained": int((unanimous & ev["modelled"] & ~ev["suspect"]).sum()),
+    }
+
+
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: int | None = None,
-        blind_agree_share: float = 0.5) -> DetectorResult:
-    """Flag unanimous and majority non-gold answers (see the module docstring). ``field`` unused."""
+        blind_agree_share: float = 0.5, recall_sims: int = 2, use_blind: bool = True,
+        label_iters: int = 4) -> DetectorResult:
+    """Rank items by the posterior that the gold is wrong; flag what difficulty and attractive
+    distractors do not explain (see the module docstring). ``field`` unused."""
     models = frame.models_in("full")
     if len(models) < 2:
         raise DetectorSkipped(f"needs full-arm answers from at least 2 models (found {len(models)})")
@@ -376,13 +495,9 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     blind_models, blind_share, n_blind = _blind_agreement(frame, cons)
     blind_disagrees = ~np.isnan(blind_share) & (blind_share < blind_agree_share)
 
-    un_items = np.flatnonzero(unanimous)
-    dup_gold = np.zeros(Q, bool)
-    dup_gold[un_items] = _duplicates_gold(frame, un_items, cons)
-
-    # only unanimous non-gold consensus is an issue; a non-gold majority is recorded (low) because on a
-    # hard benchmark with weak models it mostly reflects shared difficulty, not a wrong label
-    sev = np.where(unanimous, np.where(blind_disagrees | dup_gold, 4, 3), np.where(majority, 1, 0))
+    ev = _label_evidence(frame, cons=cons, unanimous=unanimous, majority=majority, blind_disagrees=blind_disagrees,
+                         seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters)
+    cons, dup_gold, sev = ev["cons"], ev["dup_gold"], ev["sev"]
     flagged = sev >= 3
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(n_p > 0, top_n / np.maximum(n_p, 1), 0.0)
@@ -396,7 +511,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
 
     per_question = pd.DataFrame({
         "question_id": frame.question_id_column(),
-        f"{NAME}_score": 1.0 - share,
+        f"{NAME}_score": np.where(ev["modelled"], ev["score_closed"], 1.0 - share),
         f"is_{NAME}_issue": flagged,
         f"{NAME}_severity": severity_array(sev),
         f"{NAME}_n_parseable": n_p,
@@ -408,24 +523,32 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         f"{NAME}_n_blind_parseable": n_blind,
         f"{NAME}_blind_agreement": blind_share,
         f"{NAME}_duplicates_gold": dup_gold,
+        f"{NAME}_p_gold_wrong": ev["p_wrong"],
+        f"{NAME}_log_odds_gold_wrong": ev["log_odds"],
     })
     summary = {
         **_count_summary(unanimous=unanimous, eligible=eligible, majority=majority, plurality=plurality, sev=sev,
                          blind_disagrees=blind_disagrees, dup_gold=dup_gold, exp_sel=exp_sel, expected=expected,
                          obs_closed=obs_closed, n_open_excl=n_open_excl),
-        "p_value": p_value,
+        **_label_summary(ev, unanimous, p_value),
         "n_flagged": int(flagged.sum()),
         "model_error_rates": {m: (None if np.isnan(x) else float(x)) for m, x in zip(models, e)},
         "n_models": M,
         "blind_models": list(blind_models),
         "notes": ([f"{n_open_excl} eligible numeric/free item(s) are excluded from the expectation "
                    "(no fixed number of options)."] if n_open_excl else []),
-        "params": {"min_answered": thr, "blind_agree_share": blind_agree_share},
+        "params": {"min_answered": thr, "blind_agree_share": blind_agree_share, "recall_sims": recall_sims,
+                   "use_blind": use_blind, "label_iters": label_iters},
         "seed": seed,
     }
 
     rows = _table_rows(frame, eligible=eligible, unanimous=unanimous, majority=majority, exp_sel=exp_sel,
                        p_item=p_item, n_p=n_p, expected=expected, obs_closed=obs_closed, p_value=p_value)
+    test = ev["lab"]["test"]
+    if test:
+        rows.insert(1, {"category": "(all)", "arm": "full", "statistic": "gold_wrong_rate", "estimate": test["eps_hat"],
+                        "null_mean": 0.0, "excess": test["eps_hat"], "p_value": summary["p_value"],
+                        "p_adjusted": summary["p_value"], "n_items": int(ev["modelled"].sum())})
     table = summary_rows(NAME, rows)
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
                           params=summary["params"])
@@ -448,6 +571,54 @@ def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
     return out.where(~dup, out + "; chosen option duplicates the gold text")
 
 
+def _note_pct(x: Any, d: int = 1) -> str:
+    return "n/a" if x is None else f"{100 * float(x):.{d}f}%"
+
+
+def _note_pp(x: Any) -> str:
+    return "n/a" if x is None else f"{100 * float(x):+.1f} pp"
+
+
+def _note_p(x: Any) -> str:
+    if x is None:
+        return "n/a"
+    x = float(x)
+    return "< 0.0001" if x < 1e-4 else f"{x:.4f}" if x < 0.01 else f"{x:.3f}"
+
+
+def _notes(ce: dict) -> list[str]:
+    """Lines on the label-error headline test, the posterior ranking and the pool's detection power."""
+    out = []
+    if not ce or ce.get("skipped"):
+        return out
+    ht = ce.get("headline_test")
+    if isinstance(ht, dict) and not ht.get("interpretable", True):
+        out.append(f"**{NAME} headline test not reported**: {ht.get('not_interpretable_because', '')}. "
+                   "The likelihood-ratio test of 'no gold label is wrong' assumes the latent-truth model fits the "
+                   "pool; here it does not, so its p-value would reflect misfit, not label errors. "
+                   f"{ce.get('n_posterior_gold_wrong', 0)} item(s) have posterior >= 0.5 that the gold is wrong.")
+    elif isinstance(ht, dict):
+        out.append(f"**{NAME} headline test**: likelihood ratio of 'no gold label is wrong', p = "
+                   f"{_note_p(ht.get('p_value'))}, estimated wrong-gold rate {_note_pct(ht.get('eps_hat'))}; "
+                   f"{ce.get('n_posterior_gold_wrong', 0)} item(s) with posterior >= 0.5 that the gold is wrong "
+                   f"(flagged relabel), {ce.get('n_unanimous_explained', 0)} unanimous non-gold item(s) that item "
+                   f"difficulty and attractive distractors explain (review). Null: {ht.get('null_hypothesis', '')}. "
+                   f"The independence count above is the paper's figure: real pools share difficulty, so it is "
+                   f"exceeded on defect-free benchmarks (p = {_note_p(ce.get('p_value_independence'))}).")
+    det = ce.get("detection")
+    if isinstance(det, dict) and det.get("recall") is not None:
+        txt = (f"**Can this pool find wrong golds?** On simulations of this pool (fitted model, {det.get('n_items')} "
+               f"items, {100 * det.get('error_rate', 0):.0f}% planted wrong golds, {det.get('n_reps')} runs) the "
+               f"posterior flags {_note_pct(det.get('recall'), 0)} of them (recall) with precision "
+               f"{_note_pct(det.get('precision'), 0)}; average precision of the ranking {float(det.get('average_precision') or 0):.2f}.")
+        if ce.get("pool_too_weak"):
+            txt += (" **The pool is too weak to detect label errors**: 'no findings' here says little about the "
+                    "labels; the ranking (`consensus_error_score`) is still the best order to review items in.")
+        out.append(txt)
+    return out
+
+
+
 def card_line(s: dict) -> str:
     """The card's one-line finding on this detector's summary ``s``."""
     txt = (f"**{NAME}**: {fmt_num(s.get('n_unanimous_non_gold'))} question(s) on which every model that "
@@ -455,7 +626,8 @@ def card_line(s: dict) -> str:
     if s.get("n_unanimous_ci") or s.get("unanimous_ci") or s.get("ci"):
         txt += f" (95% CI {ci(s.get('n_unanimous_ci') or s.get('unanimous_ci') or s.get('ci'), 'plain')})"
     txt += f"; {fmt_num(s.get('expected_under_independence'))} expected if model errors were independent"
-    return txt + f"; {fmt_num(s.get('n_majority_non_gold'))} with a strict non-gold majority."
+    txt += f"; {fmt_num(s.get('n_majority_non_gold'))} with a strict non-gold majority."
+    return " ".join([txt, *_notes(s)])
 
 
 def lede_line(s: dict) -> str:

@@ -51,8 +51,10 @@ class DetectorSpec:
     calibration_params: keyword overrides on simulated null benchmarks (steps that do not change the
         headline test, switched off to save time).
     actions: findings that suggest an action (see :mod:`audit_hub.report.tables`).
-    role: the part the detector plays in the card (``"image_gain"``: the headline zero-gain audit;
-        ``"label_conflict"``: the consensus table beside it); None for the others.
+    role: the part the detector plays for other modules, looked up with :func:`by_role`
+        (``"image_gain"``: the headline zero-gain audit; ``"label_conflict"``: the consensus table beside
+        it; ``"correctness_profile"`` and ``"option_similarity"``: read by curation's saturation and
+        anomaly stages); None for the others.
     headline_statistic: the summary-table statistic the card and figures plot per category.
     judge_dependence: name of a module function ``(frame, result_hit, result_exact) -> dict`` that
         compares the two correctness fields, or None.

@@ -9,6 +9,14 @@ The statistic depends only on the ``(M+1) x (M+1)`` table of ``(f, b)`` counts, 
 as tables with fixed margins (:mod:`audit_hub.nulls`), never by permuting items; the null mean and SD
 are exact closed forms.
 
+Strata (``stratify``, default ``"auto"``). The shuffle is within strata: the effective option count
+(options of an mc item, 2 for yes/no, open items apart) and, on yes/no items, the gold answer, so
+the null is "blind outcomes are independent of the item given its stratum". Without strata, items
+with fewer options (or a gold the models are biased towards) are right more often in both arms and
+the global shuffle reads that as excess zero gain (docs/statistics.md). ``"none"`` is the paper's
+single shuffle; its figure is reported in ``summary["unstratified"]`` next to the headline.
+``summary["power"]`` gives the smallest share of blind-solvable items detected with 80% power.
+
 Pool level. When no model has runs in both arms but both arms exist (e.g. MATH-Vision: eleven image
 models, one text-only GPT-4 run), ``f`` and ``b`` are counts over each arm's own pool of ``Mf`` and
 ``Mb`` models and zero gain is equality of *shares*, compared exactly on counts: ``f * Mb == b * Mf``.
@@ -41,17 +49,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import DetectorSkipped, ParameterError
+from ..errors import DetectorSkipped
 from ..fmt import fmt_p, num_labels, pct, pp
 from ..frame import AuditFrame
 from ..nulls import matched_pairs, matched_sum_moments, sample_matched_sum
 from ..severity import severity_array
 from ..stats import benjamini_hochberg, permutation_p_value, table_bootstrap, wilson_ci
+from ..strata import STRATIFY_DEFAULT, strata_codes
 from .base import DetectorResult, summary_rows
 
 NAME = "visual_dependency"
 
-_STRATA = ("category", "n_options")
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -65,28 +73,6 @@ def _pool(frame: AuditFrame) -> tuple[list[str], list[str], bool]:
     if paired:
         return paired, paired, False
     return full, blind, True
-
-
-def _strata_codes(frame: AuditFrame, stratify) -> tuple[np.ndarray, list[str]]:
-    """Integer stratum per question for the shuffle (0 everywhere when not stratified)."""
-    if stratify is None or stratify is False:
-        keys: list[str] = []
-    elif isinstance(stratify, str):
-        keys = [stratify]
-    else:
-        keys = list(stratify)
-    bad = [k for k in keys if k not in _STRATA]
-    if bad:
-        raise ParameterError(f"stratify (--stratify) takes {' and/or '.join(_STRATA)}, got {bad}")
-    code = np.zeros(frame.n_questions, dtype=np.int64)
-    for k in keys:
-        if k == "category":
-            c, _ = frame.category_codes("category")
-        else:
-            _, c = np.unique(frame.n_options, return_inverse=True)
-        code = code * (int(c.max()) + 1 if len(c) else 1) + c.astype(np.int64)
-    _, code = np.unique(code, return_inverse=True)
-    return code.astype(np.int64), keys
 
 
 class _Null:
@@ -184,13 +170,11 @@ def _three_way(pos: np.ndarray, zero: np.ndarray, neg: np.ndarray, n: int) -> di
 
 
 def _category_units(frame: AuditFrame, cat_all: np.ndarray, strata_keys: list[str]):
-    """Shuffle units for the per-category null: the category (and the number of options when the
-    null is stratified by it). Returns each question's unit, each unit's category and the count."""
-    if "n_options" in strata_keys:
-        _, no_code = np.unique(frame.n_options, return_inverse=True)
-        unit_all = cat_all.astype(np.int64) * (int(no_code.max()) + 1) + no_code
-    else:
-        unit_all = cat_all.astype(np.int64)
+    """Shuffle units for the per-category null: the category x the null's other strata (effective
+    option count, yes/no gold). Returns each question's unit, each unit's category and the count."""
+    nc_keys = [k for k in strata_keys if k != "category"]
+    nc_code = strata_codes(frame, nc_keys)[0] if nc_keys else np.zeros(frame.n_questions, np.int64)
+    unit_all = cat_all.astype(np.int64) * (int(nc_code.max()) + 1) + nc_code
     _, unit_all = np.unique(unit_all, return_inverse=True)
     n_units = int(unit_all.max()) + 1
     unit_cat = np.zeros(n_units, dtype=np.int64)
@@ -354,6 +338,83 @@ def _per_question(frame: AuditFrame, idx, known, f, b, b_all, zero, neg, mf: int
     return per_question, rank
 
 
+def null_statement(keys: list[str]) -> str:
+    """The null hypothesis of the headline test, in words (card, docs and summary share it)."""
+    parts = {"n_options": "effective option count (options of an mc item, 2 for yes/no, open items apart)",
+             "gold": "gold answer of yes/no items", "category": "category"}
+    given = " x ".join(parts[k] for k in keys) if keys else "nothing (one benchmark-wide shuffle, the paper's null)"
+    return ("Blind outcomes are independent of the item given its stratum; strata: " + given + ". The full-arm "
+            "counts may depend on the item in any way. A rejection means some items are answerable without "
+            "the image beyond what the stratum explains (text-answerability) or that the models share a "
+            "response bias the strata do not capture; it proves neither.")
+
+
+def _unstratified(tabs, pairs, B, rng, n_items, z_count, alpha, p_strat, excess_strat) -> dict:
+    """The paper's unstratified figure (one global shuffle) for comparison with the stratified headline."""
+    t = tabs.sum(axis=0)[None]
+    nl = _Null(t, pairs, np.zeros(1, np.int64), 1, B, rng)
+    p = float(permutation_p_value(nl.draws[0], z_count)) if B > 0 else None
+    mean = float(nl.mean[0] / n_items)
+    exc = z_count / n_items - mean
+    sig_s = p_strat is not None and p_strat <= alpha
+    sig_u = p is not None and p <= alpha
+    disagree = bool(sig_s != sig_u or (np.sign(exc) != np.sign(excess_strat) and abs(exc - excess_strat) > 0.005))
+    return {"null_mean": mean, "null_sd": float(np.sqrt(nl.var[0]) / n_items), "excess": exc, "p_value": p,
+            "z": float((z_count - nl.mean[0]) / np.sqrt(nl.var[0])) if nl.var[0] > 0 else None,
+            "disagrees": disagree,
+            "headline": "stratified",
+            "why": ("the stratified null is the headline: items with fewer options or a yes/no gold that the "
+                    "models are biased towards are right more often in both arms, which a benchmark-wide "
+                    "shuffle reads as zero-gain excess (false positives well above alpha on such benchmarks); "
+                    "within a stratum that structure is held fixed.")}
+
+
+def _power_z(tabs: np.ndarray, pairs, share: float) -> float:
+    """Expected z of the stratified test when ``share`` of every stratum's items is made blind-solvable
+    (every model right with and without the image), starting from the null-expected tables."""
+    pi, pj = pairs
+    R, C = tabs.shape[1:]
+    n = tabs.sum(axis=(1, 2)).astype(np.float64)
+    r = tabs.sum(axis=2).astype(np.float64)
+    c = tabs.sum(axis=1).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        e0 = np.where(n[:, None, None] > 0, r[:, :, None] * c[:, None, :] / np.maximum(n, 1)[:, None, None], 0.0)
+    alt = (1 - share) * e0
+    alt[:, R - 1, C - 1] += share * n
+    obs = alt[:, pi, pj].sum()
+    mean, var = matched_sum_moments(alt.sum(axis=2)[:, pi], alt.sum(axis=1)[:, pj], n)
+    v = var.sum()
+    return float((obs - mean.sum()) / np.sqrt(v)) if v > 0 else 0.0
+
+
+def power_summary(tabs: np.ndarray, pairs, alpha: float, target: float = 0.8) -> dict:
+    """Smallest share of blind-solvable items the headline test detects with ``target`` power.
+
+    Normal approximation to the permutation test: the planted share moves items into the all-right
+    cell, the null moments are recomputed from the shifted margins (closed form), and the power is
+    ``Phi(z_shift - z_alpha)``. Cost is independent of the number of items; checked against direct
+    simulation in the tests."""
+    from scipy.stats import norm
+
+    za = float(norm.isf(alpha))
+
+    def pw(s: float) -> float:
+        return float(norm.cdf(_power_z(tabs, pairs, s) - za))
+
+    lo, hi = 0.0, 0.5
+    if pw(hi) < target:
+        smallest = None
+    else:
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if pw(mid) < target else (lo, mid)
+        smallest = hi
+    return {"target_power": target, "alpha": alpha, "min_detectable_share": smallest,
+            "power_at": {f"{s:g}": pw(s) for s in (0.02, 0.05, 0.1)},
+            "effect": "share of items every model answers correctly with and without the image",
+            "method": "normal approximation to the stratified permutation test (closed-form null moments)"}
+
+
 def _summary(*, head: dict, B: int, lomo: list, fragile, reason: str, z_count: int, n_excluded: int, rank, zscore,
              draws: np.ndarray, three_way: dict, cells: list, per_category: dict, pool_level: bool, mf_names,
              mb_names, field: str, params: dict, seed: int) -> dict:
@@ -398,7 +459,8 @@ def _summary(*, head: dict, B: int, lomo: list, fragile, reason: str, z_count: i
 
 
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
-        alpha: float = 0.05, stratify=None, n_boot: int = 1000, leave_one_out: bool = True) -> DetectorResult:
+        alpha: float = 0.05, stratify=STRATIFY_DEFAULT, n_boot: int = 1000, leave_one_out: bool = True,
+        power: bool = True) -> DetectorResult:
     """Zero-gain share vs the item-matched permutation null, per question, per category and per pool."""
     if field not in ("hit", "hit_exact"):
         raise ValueError("field must be 'hit' or 'hit_exact'")
@@ -426,7 +488,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     pos = f * mb > b * mf
     neg = f * mb < b * mf
 
-    strata_all, strata_keys = _strata_codes(frame, stratify)
+    strata_all, strata_keys = strata_codes(frame, stratify)
     strata = strata_all[idx]
     n_strata = int(strata_all.max()) + 1 if len(strata_all) else 1
     cat_all, cat_labels = frame.category_codes("category")
@@ -443,6 +505,14 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     utabs = np.bincount(unit_all[idx] * (R * C) + cell, minlength=n_units * R * C).reshape(n_units, R, C)
     per = _Null(utabs, pairs, unit_cat, n_cat, B, rng)
     per_category, rows = _per_category(per, tabs, pairs, cat, f, pos, neg, cat_labels, n_items, B)
+    statistics = {  # the stratified null in words, the paper's unstratified figure, power
+        "stratify": strata_keys or None,
+        "n_strata": int((tabs.reshape(n_strata, -1).sum(axis=1) > 0).sum()),
+        "null_hypothesis": null_statement(strata_keys),
+        "unstratified": _unstratified(tabs, pairs, B, rng, n_items, z_count, alpha, p_value, excess)
+        if n_strata > 1 else None,
+        "power": power_summary(tabs, pairs, alpha) if power else None,
+    }
     all_rows = _overall_rows(head["zero_gain_share"], *head["share_ci"], head["null_mean"], excess, p_value,
                              n_items, three_way)
     table = summary_rows(NAME, all_rows + rows)
@@ -464,7 +534,56 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
                        n_excluded=Q - n_items, rank=rank, zscore=zscore, draws=draws, three_way=three_way,
                        cells=cells, per_category=per_category, pool_level=pool_level, mf_names=mf_names,
                        mb_names=mb_names, field=field, params=params, seed=seed)
+    summary.update(statistics)
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table, params=params)
+
+
+# ---------------------------------------------------------------------------------------- card notes
+def _note_pct(x: Any, d: int = 1) -> str:
+    return "n/a" if x is None else f"{100 * float(x):.{d}f}%"
+
+
+def _note_pp(x: Any) -> str:
+    return "n/a" if x is None else f"{100 * float(x):+.1f} pp"
+
+
+def _note_p(x: Any) -> str:
+    if x is None:
+        return "n/a"
+    x = float(x)
+    return "< 0.0001" if x < 1e-4 else f"{x:.4f}" if x < 0.01 else f"{x:.3f}"
+
+
+def headline_notes(vd: dict) -> list[str]:
+    """Lines under the zero-gain table: the null in words, stratified vs unstratified, power."""
+    out = []
+    if not vd or vd.get("skipped"):
+        return out
+    if vd.get("null_hypothesis"):
+        out.append(f"**Null of the headline test** ({vd.get('n_strata', 1)} strata): {vd['null_hypothesis']}")
+    un = vd.get("unstratified")
+    if isinstance(un, dict):
+        txt = (f"Unstratified (one benchmark-wide shuffle, the paper's number): null mean {_note_pct(un.get('null_mean'))}, "
+               f"excess {_note_pp(un.get('excess'))}, p = {_note_p(un.get('p_value'))}; stratified headline: excess "
+               f"{_note_pp(vd.get('excess'))}, p = {_note_p(vd.get('p_value'))}.")
+        if un.get("disagrees"):
+            txt = "**The two nulls disagree.** " + txt + " The headline is the stratified test: " + str(un.get("why", ""))
+        out.append(txt)
+    pw = vd.get("power")
+    if isinstance(pw, dict):
+        md = pw.get("min_detectable_share")
+        at = pw.get("power_at") or {}
+        n, m = vd.get("n_items"), vd.get("n_models")
+        lead = (f"**Power**: at {n:,} items and {m} full-arm models, the smallest share of blind-solvable items "
+                f"(every model right with and without the image) detected with 80% power at alpha = "
+                f"{pw.get('alpha')} is {_note_pct(md)}" if md is not None else
+                f"**Power**: at {n:,} items and {m} full-arm models, even 50% blind-solvable items are not detected "
+                "with 80% power")
+        out.append(lead + "; probability of detecting 2% / 5% / 10%: " +
+                   " / ".join(f"{float(at[k]):.2f}" for k in ("0.02", "0.05", "0.1") if k in at) +
+                   f" ({pw.get('method', '')}).")
+    return out
+
 
 
 # ---------------------------------------------------------------------------------------- judge dependence

@@ -126,6 +126,10 @@ def _headline(result: Any) -> dict:
             if parts:
                 out["decomp"] = "Excess by diagonal cell (f = b): " + ", ".join(parts[:8]) + "."
         out["vd_summary"] = vd
+        notes_fn = getattr(detectors.get(gain).load(), "headline_notes", None)
+        notes = notes_fn(vd) if notes_fn else []
+        if notes:
+            out["decomp"] = "\n\n".join(([out["decomp"]] if out.get("decomp") else []) + notes)
     for spec in detectors.specs():
         line = getattr(spec.load(), "card_line", None)
         sm = s.get(spec.name) or {}
@@ -241,8 +245,12 @@ def _calibration(result: Any) -> str:
                   else "descriptive (no nominal rate)")
         rows.append([name, pct(c.get("fpr")), ci(c.get("fpr_ci")) if c.get("fpr_ci") else "", pct(c.get("nominal")),
                      fmt_num(c.get("n_sims")), status, md_escape(c.get("note", ""), 160)])
-    return md_table(["Detector", "False-positive rate", "95% CI", "Nominal", "Simulations", "Status", "Note"], rows,
-                    ["l", "r", "r", "r", "r", "l", "l"])
+    from .stat_notes import calibration_lead
+
+    lead = calibration_lead(cal)
+    table = md_table(["Detector", "False-positive rate", "95% CI", "Nominal", "Simulations", "Status", "Note"], rows,
+                     ["l", "r", "r", "r", "r", "l", "l"])
+    return (lead + "\n\n" + table) if lead and rows else table
 
 
 def _severe(questions: pd.DataFrame, n: int = N_SEVERE_SHOWN) -> str:
@@ -361,6 +369,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "per_category": _per_category(result, summary_df),
         "judge": _judge(result, summary_df),
         "calibration": _calibration(result),
+        "tst": _tst_section(s.get("tst")),
         "severity_table": md_table(["Level", "Meaning", "Questions"],
                                    [[f"**{lv}**", DESCRIPTIONS[lv], fmt_num(int(sev_counts.get(lv, 0)))]
                                     for lv in reversed(LEVELS)], ["l", "l", "r"]),
@@ -375,6 +384,15 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "question_columns": [c for c in questions.columns],
         "skipped": {k: md_escape(v, 300) for k, v in (result.skipped or {}).items()},
     }
+
+
+def _tst_section(tst_summary: Any) -> str:
+    """TsT-RF per-format table (owned by :mod:`audit_hub.tst.release`), when ``--tst`` ran."""
+    if not isinstance(tst_summary, dict):
+        return ""
+    from ..tst.release import tst_card_section
+
+    return tst_card_section(tst_summary)
 
 
 def render_card(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame, *, files: dict[str, list[str]],

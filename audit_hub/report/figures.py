@@ -44,6 +44,11 @@ def _save(fig, path: Path) -> None:
     plt.close(fig)
 
 
+# the same style and writer for figures made elsewhere (TsT reliability, audit_hub.tst.release)
+pyplot_agg = _plt
+save_png = _save
+
+
 def _accuracy(frame, arm: str, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per question: number correct, number with a known outcome, share (nan when none known)."""
     c = frame.correctness(arm, field=field, models=frame.models_in(arm))

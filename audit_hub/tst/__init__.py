@@ -1,6 +1,7 @@
 """Test-set Stress-Test (TsT) and Iterative Bias Pruning (IBP).
 
-``run_tst_rf(frame, ...)`` (TsT-RF: random forest, CPU), ``run_tst_llm(frame, ...)`` (TsT-LLM: k-fold
+``run_tst_rf(frame, ...)`` (TsT-RF: random forest, CPU; per-format figures against a
+label-permutation null, calibrated s(x)), ``run_tst_llm(frame, ...)`` (TsT-LLM: k-fold
 LoRA of a causal LM; needs torch/peft), ``iterative_bias_pruning(frame, ...)``. Importing this package
 imports numpy and pandas only; scikit-learn and torch are imported inside the functions.
 """

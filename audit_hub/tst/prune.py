@@ -1,7 +1,7 @@
 """Iterative Bias Pruning (IBP) and its random-removal baseline.
 
-IBP repeats {run TsT on the remaining questions; remove the top-``step`` questions by
-s(x) - chance} until the budget is spent, the largest score falls below ``threshold``, or the
+IBP repeats {run TsT on the remaining questions; remove the top-``step`` questions by calibrated
+s(x) - chance (per-format z when a group mixes formats, :data:`RANK_SCALE`)} until the budget is spent, the largest score falls below ``threshold``, or the
 per-category floors stop it. Ties are broken by question ID (scores compared at 12 decimals), so
 given the scores the ranking does not depend on row order. Budgets can be global, per answer
 format (``choice`` = mc + yes/no, ``numeric``) or per category; with per-format / per-category
@@ -97,6 +97,31 @@ def _floors(frame, floors: int | Mapping[str, int]) -> tuple[np.ndarray, list[st
     return codes.astype(np.int64), labels, f
 
 
+RANK_SCALE = ("within one format: s(x) - chance; when a group holds both formats, each question's s(x) - chance "
+              "is divided by the standard deviation of s(x) - chance over its format's scored questions in that "
+              "iteration (per-format z about the chance line), so multiple-choice and numeric questions are "
+              "ranked on one unit-free scale")
+
+
+def rank_scale(sc: np.ndarray, fmt: np.ndarray | None) -> np.ndarray:
+    """Ranking score of IBP (see :data:`RANK_SCALE`): ``sc`` itself for one format; per-format
+    ``sc / sd_format(sc)`` when both ``choice`` and ``numeric`` questions are present."""
+    sc = np.asarray(sc, dtype=np.float64)
+    if fmt is None:
+        return sc
+    fmt = np.asarray(fmt, dtype=object)
+    ok = np.isfinite(sc)
+    present = [f for f in ("choice", "numeric") if (ok & (fmt == f)).any()]
+    if len(present) < 2:
+        return sc
+    out = np.full(len(sc), np.nan)
+    for f in present:
+        m = ok & (fmt == f)
+        sd = float(np.std(sc[m], ddof=1)) if m.sum() > 1 else 0.0
+        out[m] = sc[m] / sd if sd > 0 else sc[m]
+    return out
+
+
 def _rank(scores: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Indices sorted by (-score rounded to 12 decimals, question ID); NaN scores excluded."""
     ok = np.flatnonzero(np.isfinite(scores))
@@ -118,14 +143,17 @@ def iterative_bias_pruning(frame, *, budget: int | None = None, step: int = 50, 
     Budgets: ``budget`` (total, split over groups by largest remainder for per-format / per-category
     allocation), or ``budgets`` ({group: n}), or ``frac`` (remove round(frac * n) from every group).
     ``floors``: minimum questions kept per category (int for all, or {category: n}).
-    ``threshold``: stop a group when its largest s(x) - chance is below it.
+    ``threshold``: on the calibrated scale; only questions with s(x) - chance >= threshold are removed,
+    and a group stops when its largest s(x) - chance is below it. Mixed-format groups are ranked on
+    per-format z (:data:`RANK_SCALE`).
     ``random_seeds``: random-removal baseline seeds (same number removed per group, same floors).
     ``random_tst_seeds``: how many of those random sets also get a TsT run (for the TsT comparison).
     """
     from .rf import run_tst_rf
 
     tst_fn = tst_fn or run_tst_rf
-    kw = {"k": 5, "repeats": 3, "seed": seed, "importances": False, "both_groupings": False}
+    kw = {"k": 5, "repeats": 3, "seed": seed, "importances": False, "both_groupings": False,
+          "null_permutations": 0}
     kw.update(tst_kwargs or {})
     if step < 1:
         raise InputError("step must be >= 1")
@@ -180,6 +208,7 @@ def iterative_bias_pruning(frame, *, budget: int | None = None, step: int = 50, 
             res = tst_fn(frame.subset_questions(mask), **kw)
             pq = res.per_question
             sc = pq["tst_s_minus_chance"].to_numpy(dtype=np.float64)
+            rank_sc = rank_scale(sc, pq["tst_format"].to_numpy() if "tst_format" in pq else None)
             s_raw = pq["tst_s"].to_numpy(dtype=np.float64)
             if it == 1:
                 first_s[remaining] = s_raw
@@ -200,7 +229,8 @@ def iterative_bias_pruning(frame, *, budget: int | None = None, step: int = 50, 
                 break
             b = min(step, gb[g] - removed_g)
             picked = []
-            for j in _rank(sc, ids[remaining]):
+            cand = rank_sc if threshold is None else np.where(sc >= threshold, rank_sc, np.nan)
+            for j in _rank(cand, ids[remaining]):
                 qc = remaining[j]
                 c = cat[qc]
                 if kept_cat[c] > floor[c]:
@@ -215,7 +245,8 @@ def iterative_bias_pruning(frame, *, budget: int | None = None, step: int = 50, 
             for j in picked:
                 qc = remaining[j]
                 removed_rows.append({"order": len(removed_rows) + 1, "question_id": ids[qc], "group": g,
-                                     "iteration": it, "score": float(sc[j]), "tst_s": float(s_raw[j]),
+                                     "iteration": it, "score": float(sc[j]), "rank_score": float(rank_sc[j]),
+                                     "tst_s": float(s_raw[j]),
                                      "category": cat_labels[cat[qc]], "answer_type": atype[qc]})
             row["n_removed"] = len(picked)
             row["removed_ids"] = [ids[remaining[j]] for j in picked]
@@ -225,8 +256,8 @@ def iterative_bias_pruning(frame, *, budget: int | None = None, step: int = 50, 
             removed_g += len(picked)
             if progress is not None:
                 progress(f"{g}: iteration {it}, removed {removed_g}/{gb[g]}")
-    removed = pd.DataFrame(removed_rows, columns=["order", "question_id", "group", "iteration", "score", "tst_s",
-                                                  "category", "answer_type"])
+    removed = pd.DataFrame(removed_rows, columns=["order", "question_id", "group", "iteration", "score", "rank_score",
+                                                  "tst_s", "category", "answer_type"])
     trace = pd.DataFrame(trace_rows)
     if "removed_ids" in trace.columns:
         trace["removed_ids"] = [list(v) if isinstance(v, list) else [] for v in trace["removed_ids"]]
@@ -237,9 +268,13 @@ def iterative_bias_pruning(frame, *, budget: int | None = None, step: int = 50, 
     rkeep = random_removal(frame, groups, n_removed_g, cat, floor, seeds=random_seeds, seed=seed)
     settings = {
         "allocation": allocation, "budget": budget, "budgets": dict(gb), "budget_source": source, "frac": frac,
-        "step": step, "threshold": threshold, "threshold_rule": "stop a group when max s(x)-chance < threshold",
+        "step": step, "threshold": threshold,
+        "threshold_rule": "only questions with calibrated s(x) - chance >= threshold are removed; a group stops "
+                          "when none is left",
         "floors": dict(floors) if isinstance(floors, Mapping) else int(floors),
-        "score": "tst_s_minus_chance (s(x) - 1/K; numeric: MRA - baseline MRA)",
+        "score": "tst_s_minus_chance: calibrated s(x) - 1/K (numeric: MRA - out-of-fold baseline MRA of the "
+                 "question's category)",
+        "rank_scale": RANK_SCALE,
         "tie_break": "(-score rounded to 12 decimals, question_id)",
         "random_seeds": random_seeds, "random_seed_rule": f"numpy default_rng(seed={seed} + i), i < random_seeds",
         "tst": {k_: v for k_, v in kw.items()}, "seed": seed, "n_questions": n_q,

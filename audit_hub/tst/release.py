@@ -82,11 +82,122 @@ def tst_questions_table(frame, result) -> pd.DataFrame:
     return pd.concat([base, pq.drop(columns=["question_id"])], axis=1)
 
 
-def tst_card(summary: dict, llm: dict | None = None) -> str:
+def _fmt_pts(x: Any) -> str:
+    return "n/a" if x is None else f"{100 * float(x):+.1f} pts"
+
+
+def _null_text(b: dict) -> str:
+    from ..fmt import fmt_p
+
+    if b.get("p_value") is None:
+        return "null not run"
+    lo, hi = (f"{100 * float(x):+.1f}" for x in b["excess_ci"])
+    return (f"null test {_pct(b['test_statistic'])}% vs {_pct(b['null_mean'])}% ± {_pct(b['null_sd'])} | excess "
+            f"{_fmt_pts(b['excess'])} [{lo}, {hi}] | p = {fmt_p(b['p_value'])}")
+
+
+def summary_lines(summary: dict) -> list[str]:
+    """The printed summary of ``benchaudit tst``: a header, one line per format, one combined line."""
     p = summary["params"]
-    rows = [[c["category"], c["n_scored"], _pct(c["accuracy"]), _pct(c["mean_p_gold"]), _pct(c["chance"]),
-             _pct(c["majority_baseline"])] for c in summary["per_category"]]
-    imp = [[d["group"], "" if d["drop_mean_p_gold"] is None else f"{d['drop_mean_p_gold']:.4f}",
+    nn = summary["null"]["n_permutations"]
+    out = [f"TsT-RF on {summary['n_questions']} questions ({summary['n_scored']} scored; k={p['k']}, "
+           f"{p['repeats']} repeats, seed {p['seed']}; null: {nn} label permutations within category x format x "
+           f"K{', groups kept' if p['group_column'] else ''})"]
+    for f, b in summary["by_format"].items():
+        what = "accuracy" if f == "choice" else "MRA"
+        line = (f"  {f:<7} n={b['n']:<6} {what} {_pct(b['accuracy'])}%{_ci(b['accuracy_ci'])} | {_null_text(b)} | "
+                f"chance {_pct(b['chance'])}% | majority {_pct(b['majority_baseline'])}%")
+        if f == "choice" and b.get("ece_before") is not None:
+            line += (f" | P(gold) {_pct(b['mean_p_gold'])}% (raw {_pct(b['mean_p_gold_raw'])}%), "
+                     f"ECE {_pct(b['ece_before'])}% -> {_pct(b['ece_after'])}%")
+        out.append(line)
+    if len(summary["by_format"]) > 1:
+        out.append(f"  {'all':<7} n={summary['n_scored']:<6} score {_pct(summary['accuracy'])}%"
+                   f"{_ci(summary['accuracy_ci'])} | {_null_text(summary)} | chance {_pct(summary['chance'])}% | "
+                   f"majority {_pct(summary['majority_baseline'])}%  (n-weighted over the same questions)")
+    if nn:
+        out.append(f"  (accuracy/MRA: full run, {p['repeats']} repeats x {p['n_estimators']} trees; null test: the same "
+                   f"pipeline on repeat 0's folds with {p['null_trees']}-tree forests, on the observed answers vs "
+                   f"{nn} permutations; excess = null test - null mean)")
+    return out
+
+
+def _format_table(summary: dict) -> str:
+    from ..fmt import fmt_p
+
+    rows = []
+    items = list(summary["by_format"].items())
+    if len(items) > 1:
+        items.append(("all (n-weighted)", {**summary, "n": summary["n_scored"]}))
+    for f, b in items:
+        rows.append([f, b["n"], f"{_pct(b['accuracy'])}{_ci(b['accuracy_ci'])}", _pct(b.get("test_statistic")),
+                     "n/a" if b.get("null_mean") is None else f"{_pct(b['null_mean'])} ± {_pct(b['null_sd'])}",
+                     _fmt_pts(b.get("excess")), fmt_p(b.get("p_value")), _pct(b["chance"]),
+                     _pct(b["majority_baseline"])])
+    return _md_table(["format", "n", "accuracy / MRA %", "test statistic %", "null mean ± sd %", "excess",
+                      "p", "chance %", "majority %"], rows)
+
+
+def tst_card_section(summary: dict | None) -> str:
+    """The TsT-RF block of the audit card (``benchaudit audit --tst``): the per-format table."""
+    if not summary or not summary.get("by_format"):
+        return ""
+    nul = summary["null"]
+    cal = summary.get("calibration") or {}
+    lines = [_format_table(summary), "",
+             f"A text-only random forest trained on k-1 folds of this test set, scored on the held-out fold. "
+             f"Excess = test statistic minus the mean of {nul['n_permutations']} label permutations within "
+             "category x format x K (the null keeps each stratum's answer frequencies; the majority column shows "
+             "what they alone give); p one-sided. The `all` row is n-weighted over the same questions."]
+    if cal.get("ece_before") is not None:
+        lines.append(f"Per-question s(x) (`tst_s`) is calibrated out of fold ({cal['method']}): expected "
+                     f"calibration error {_pct(cal['ece_before'])}% raw -> {_pct(cal['ece_after'])}%.")
+    return "\n".join(lines)
+
+
+def _reliability_table(cal: dict) -> str:
+    rows = []
+    for b0, b1 in zip(cal["reliability_before"], cal["reliability_after"]):
+        if b0["n"] == 0 and b1["n"] == 0:
+            continue
+        rows.append([f"{b0['lo']:.1f}-{b0['hi']:.1f}", b0["n"], _pct(b0["confidence"]), _pct(b0["accuracy"]),
+                     b1["n"], _pct(b1["confidence"]), _pct(b1["accuracy"])])
+    return _md_table(["confidence bin", "n raw", "raw conf %", "raw acc %", "n calibrated", "calibrated conf %",
+                      "calibrated acc %"], rows)
+
+
+def fig_reliability(cal: dict, out: Path) -> str | None:
+    """``figures/tst_reliability.png``: accuracy against confidence per bin, raw and calibrated."""
+    from ..report.figures import pyplot_agg, save_png
+
+    if not cal or not cal.get("reliability_before"):
+        return None
+    plt = pyplot_agg()
+    fig, ax = plt.subplots(figsize=(4.2, 4.0))
+    ax.plot([0, 1], [0, 1], color="#9a9a9a", lw=1, ls="--", label="perfect calibration")
+    for key, color, label in (("reliability_before", "#e07b24", f"raw (ECE {_pct(cal['ece_before'])}%)"),
+                              ("reliability_after", "#3b6ea8", f"calibrated (ECE {_pct(cal['ece_after'])}%)")):
+        bins = [b for b in cal[key] if b["n"] > 0]
+        ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], marker="o", color=color, label=label)
+    ax.set_xlim(0, 1), ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence (largest P over the options)")
+    ax.set_ylabel("TsT accuracy in the bin")
+    ax.set_title("TsT-RF reliability (out of fold)")
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    rel = "figures/tst_reliability.png"
+    save_png(fig, out / rel)
+    return rel
+
+
+def tst_card(summary: dict, llm: dict | None = None, figures: dict | None = None) -> str:
+    from ..fmt import md_escape
+
+    figures = figures or {}
+    p = summary["params"]
+    nul = summary["null"]
+    rows = [[md_escape(c["category"], 60), c["n_scored"], _pct(c["accuracy"]), _pct(c["mean_p_gold"]),
+             _pct(c["chance"]), _pct(c["majority_baseline"])] for c in summary["per_category"]]
+    imp = [[md_escape(d["group"], 60), "" if d["drop_mean_p_gold"] is None else f"{d['drop_mean_p_gold']:.4f}",
             "" if d["drop_numeric_mra"] is None else f"{d['drop_numeric_mra']:.4f}"]
            for d in summary["feature_importances"]]
     folds = summary.get("folds", {})
@@ -98,37 +209,56 @@ def tst_card(summary: dict, llm: dict | None = None) -> str:
         "# Test-set Stress-Test (TsT-RF)\n",
         "A random forest that sees only the question text and the answer options was trained on "
         f"k-1 of k = {p['k']} folds of this test set and scored the held-out fold, {p['repeats']} times with "
-        f"fold seeds {p['fold_seeds']}. A held-out score far above chance means the test set's own "
-        "regularities let a blind model answer. Label-conditioned features (how often an option text "
-        "was gold, gold-position frequencies, typical gold values) are learned on the training folds "
-        "only, so these are designer-side audit statistics, not a model's blind ability.\n",
-        f"- TsT accuracy: **{_pct(summary['accuracy'])}%**{_ci(summary['accuracy_ci'])} "
-        "(multiple choice: argmax P(gold) correct; numeric: MRA)",
-        f"- mean P(gold): **{_pct(summary['mean_p_gold'])}%**{_ci(summary['mean_p_gold_ci'])}",
-        f"- chance (mean 1/K): {_pct(summary['chance'])}%",
-        f"- majority-answer baseline: {_pct(summary['majority_baseline'])}%",
+        f"fold seeds {p['fold_seeds']}. A held-out score above what the permutation null reaches means the "
+        "test set's own regularities let a blind model answer. Label-conditioned features (how often an "
+        "option text was gold, gold-position frequencies, typical gold values) are learned on the training "
+        "folds only, so these are designer-side audit statistics, not a model's blind ability.\n",
+        "## Headline: excess over the permutation null, per format\n",
+        _format_table(summary), "",
+        f"- **excess** = test statistic minus the null mean; **p** one-sided, (1 + #null >= observed) / "
+        f"(N + 1) with N = {nul['n_permutations']} label permutations.",
+        f"- the null assumes: {nul['assumes']}. It keeps each stratum's gold-position (numeric: gold-value) "
+        "frequencies, so a p-value below alpha means the text predicts the answer beyond them; the majority "
+        "column shows what those frequencies alone give.",
+        f"- test statistic: {nul['statistic']}.",
+        "- accuracy / MRA: mean over repeats (interval: Wald over questions, which ignores fold-fitting "
+        "variance; the excess interval, ± 1.96 null sd, includes it). Chance: 1/K for choice questions; "
+        "for numeric questions the out-of-fold MRA of the training median of the question's category. "
+        "The `all` row combines the formats n-weighted over the same questions.",
         f"- questions scored: {summary['n_scored']} of {summary['n_questions']} "
         f"({summary['n_choice']} choice, {summary['n_numeric']} numeric; free-form not scored)",
-        f"- group column: {p['group_column'] or '(none: every question its own group)'}\n",
+        f"- group column: {md_escape(p['group_column'], 60) if p['group_column'] else '(none: every question its own group)'}\n",
     ]
+    cal = summary.get("calibration") or {}
+    if cal.get("reliability_before"):
+        text += ["## Calibrated s(x)\n",
+                 f"s(x) for a choice question is its out-of-fold P(gold), calibrated ({cal['method']}); the map "
+                 f"used {cal['fitted_on']}. Mean P(gold): raw {_pct(cal['mean_p_gold_raw'])}%, calibrated "
+                 f"{_pct(cal['mean_p_gold_calibrated'])}%. Expected calibration error ({cal['ece_definition']}): "
+                 f"**{_pct(cal['ece_before'])}% raw -> {_pct(cal['ece_after'])}% calibrated**.\n"]
+        if figures.get("reliability"):
+            text += [f"![Reliability of TsT-RF P(gold)]({figures['reliability']})\n"]
+        text += [_reliability_table(cal), ""]
     if len(fold_rows) > 1:
         text += ["## Grouped vs ungrouped folds\n", _md_table(["folds", "accuracy %", "mean P(gold) %"], fold_rows),
                  ""]
-    text += ["## Per category\n", _md_table(["category", "n scored", "TsT acc %", "mean P(gold) %", "chance %",
+    text += ["## Per category\n", _md_table(["category", "n scored", "TsT acc / MRA %", "mean P(gold) %", "chance %",
                                              "majority %"], rows), ""]
     text += ["## Feature-group permutation importances\n",
-             "Drop in held-out mean P(gold) (choice) or MRA (numeric) when a feature group's columns "
+             "Drop in held-out mean raw P(gold) (choice) or MRA (numeric) when a feature group's columns "
              "are permuted (repeat 0). Not Gini importances.\n",
              _md_table(["group", "drop P(gold)", "drop MRA"], imp), ""]
     if llm:
-        text += ["## TsT-LLM\n", f"- model: {llm.get('model')}",
+        text += ["## TsT-LLM\n", f"- model: {md_escape(llm.get('model'), 80)}",
                  f"- zero-shot mean P(gold): {_pct(llm.get('zero_shot_mean_p_gold'))}%",
                  f"- TsT (LoRA, k-fold) mean P(gold): {_pct(llm.get('tst_mean_p_gold'))}%",
                  f"- ΔTsT: {_pct(llm.get('delta_tst'))} points\n"]
     text += ["## Columns of `questions`\n",
-             "- `tst_s`: s(x), out-of-fold P(gold) over the options (numeric: MRA), mean over repeats",
-             "- `tst_s_minus_chance`: s(x) - 1/K (numeric: MRA minus the numeric baseline MRA)",
-             "- `tst_chance`, `tst_pred`, `tst_correct` (tie-aware), `tst_mra`, `tst_majority`, `tst_format`\n",
+             "- `tst_s`: s(x), calibrated out-of-fold P(gold) (numeric: MRA), mean over repeats; `tst_s_raw`: "
+             "before calibration",
+             "- `tst_chance`: 1/K (numeric: out-of-fold MRA of the category's training median); "
+             "`tst_s_minus_chance` = `tst_s` - `tst_chance`",
+             "- `tst_pred`, `tst_correct` (tie-aware, mean over repeats), `tst_mra`, `tst_majority`, `tst_format`\n",
              f"Made with benchaudit {__version__}; seeds and parameters are in `summary.json`.\n"]
     return "\n".join(text)
 
@@ -150,7 +280,11 @@ def write_tst_report(frame, result, out: str | os.PathLike, *, command_line: lis
         for c in lpq.columns:
             q[c] = lpq[c].reindex(q["question_id"]).to_numpy()
     with atomic_dir(out, command="tst", inputs=source_paths(frame)) as tmp:
-        write_hub_folder(tmp, configs, tst_card(result.summary, llm_summary), to_jsonable(summary),
+        figures = {}
+        rel = fig_reliability(result.summary.get("calibration") or {}, Path(tmp))
+        if rel:
+            figures["reliability"] = rel
+        write_hub_folder(tmp, configs, tst_card(result.summary, llm_summary, figures), to_jsonable(summary),
                          manifest(frame, command_line, result.summary["params"]))
     return Path(out)
 

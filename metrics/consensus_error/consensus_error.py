@@ -33,7 +33,7 @@ Args (one row per (question, model) pair; every list has one entry per row):
     answer_types, categories (`list` of `str`, optional): answer type and category of the question.
     seed (`int`): seed, default 0.
     return_per_question (`bool`): also return the per-question table as a list of dicts.
-    Detector parameters (min_answered, blind_agree_share; None = the detector's default) go to
+    Detector parameters (min_answered, blind_agree_share, recall_sims, use_blind, label_iters; None = the detector's default) go to
     `audit_hub.detectors.consensus_error.run`; any other keyword is a TypeError.
 
 Returns:
@@ -64,7 +64,8 @@ class ConsensusError(evaluate.Metric):
 
     def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
                  hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,
-                 field="hit", seed=0, return_per_question=False, min_answered=None, blind_agree_share=None):
+                 field="hit", seed=0, return_per_question=False, min_answered=None, blind_agree_share=None,
+                 recall_sims=None, use_blind=None, label_iters=None):
         """Every keyword is named here: a misspelled one is a TypeError. Detector parameters left at
         None take the detector's default."""
         return metric_adapter.compute(
@@ -72,4 +73,5 @@ class ConsensusError(evaluate.Metric):
             blind_predictions=blind_predictions, references=references, hits=hits, blind_hits=blind_hits,
             options=options, n_options=n_options, answer_types=answer_types, categories=categories, field=field,
             seed=seed, return_per_question=return_per_question,
-            params={"min_answered": min_answered, "blind_agree_share": blind_agree_share})
+            params={"min_answered": min_answered, "blind_agree_share": blind_agree_share, "recall_sims": recall_sims,
+                    "use_blind": use_blind, "label_iters": label_iters})

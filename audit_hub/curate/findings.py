@@ -1,0 +1,90 @@
+"""The audit's per-question findings that curation reads, computed by the audit pipeline itself.
+
+:func:`audit_findings` runs :func:`audit_hub.audit.run_audit` in process on the detectors curation
+uses, with the expensive extras off (no calibration, no permutation null, no bootstrap: only the
+per-question tables are read), and joins their per-question tables into one frame keyed by question
+code. Model-independent findings (the option-similarity detector, placeholder options) are
+computed once and reused when the same questions are audited with a different set of models (the
+folds of the held-out evaluation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import roles
+
+# Option texts that are not options: what a pandas round trip or a padding slot leaves behind
+# (documented in docs/curate.md; compared after strip + casefold).
+PLACEHOLDER_TEXTS = frozenset({"", "nan", "none", "null", "n/a", "na", "<na>", "nat", "undefined"})
+
+
+@dataclass
+class Findings:
+    """Per-question findings (one row per question, question-code order) and the detectors' notes."""
+
+    table: pd.DataFrame
+    skipped: dict[str, str]
+    models_full: list[str]
+    models_blind: list[str]
+    field: str
+
+
+def placeholder_options(frame) -> pd.DataFrame:
+    """Per question: number of placeholder option texts and whether the gold option is one.
+
+    Uses the audit's own placeholder finding when a detector provides one (a per-question column
+    ``*_placeholder_gold``); otherwise checks the option texts against :data:`PLACEHOLDER_TEXTS`.
+    """
+    opts = frame.questions["options"].tolist()
+    gold = frame.gold_index
+    n_ph = np.zeros(len(opts), dtype=np.int64)
+    gold_ph = np.zeros(len(opts), dtype=bool)
+    for i, o in enumerate(opts):
+        if o is None or len(o) == 0:
+            continue
+        flags = [str(t).strip().casefold() in PLACEHOLDER_TEXTS for t in o]
+        n_ph[i] = sum(flags)
+        g = int(gold[i])
+        gold_ph[i] = 0 <= g < len(flags) and flags[g]
+    return pd.DataFrame({"placeholder_n_options": n_ph, "placeholder_gold": gold_ph})
+
+
+def audit_findings(frame, *, seed: int = 0, text_cache: pd.DataFrame | None = None,
+                   detectors: tuple[str, ...] | None = None) -> Findings:
+    """Run the audit's detectors on ``frame`` and join their per-question tables.
+
+    ``text_cache``: the model-independent columns from an earlier call on the same questions.
+    """
+    from ..audit import AuditConfig, run_audit
+
+    dets = tuple(detectors or roles.names(roles.MODEL_DEPENDENT + (() if text_cache is not None else roles.TEXT_ONLY)))
+    gain = roles.detector(roles.IMAGE_GAIN)
+    cfg = AuditConfig(seed=seed, n_permutations=0, run_calibration=False, detectors=dets,
+                      params={gain: {"n_boot": 0, "leave_one_out": False}} if gain in dets else {})
+    res = run_audit(frame, cfg)
+    parts = []
+    for name in dets:
+        r = res.results.get(name)
+        if r is None:
+            continue
+        pq = r.per_question.drop(columns=["question_id"]).reset_index(drop=True)
+        parts.append(pq)
+    if text_cache is not None:
+        parts.append(text_cache.reset_index(drop=True))
+    else:
+        parts.append(placeholder_options(frame))
+    table = pd.concat(parts, axis=1) if parts else pd.DataFrame(index=range(frame.n_questions))
+    return Findings(table=table, skipped=dict(res.skipped), models_full=frame.models_in("full"),
+                    models_blind=frame.models_in("blind"), field=res.primary_field)
+
+
+def text_columns(findings: Findings) -> pd.DataFrame:
+    """The model-independent columns of a findings table (to pass as ``text_cache``)."""
+    text = roles.names(roles.TEXT_ONLY)
+    cols = [c for c in findings.table.columns
+            if c.startswith(tuple(f"{n}_" for n in text) + tuple(f"is_{n}_" for n in text) + ("placeholder_",))]
+    return findings.table[cols].copy()

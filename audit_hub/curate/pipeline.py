@@ -1,0 +1,643 @@
+"""Curation end to end: audit findings -> stages -> selection -> held-out evaluation -> summary.
+
+:func:`run_curation` is pure (frame in, :class:`CurationResult` out; no I/O). What it measures:
+
+* **In pool**: the curated set selected with every model; Spearman rho / Kendall tau between each model's
+  accuracy on the curated set and on the whole pool (``spearman_rho``; optimistic: the same models chose
+  the items).
+* **Held out**: k-fold over models (seeded shuffle). In each fold the audit's detectors are re-run on the
+  training models only, the stages and the selection use those findings, and the held-out models' accuracy
+  on the curated set is compared with their accuracy on the whole pool. ``heldout_spearman_rho`` is the
+  mean over folds; its interval is a percentile bootstrap over items (Poisson(1) item weights, the same
+  replicate weights in every fold, rho averaged over folds per replicate) and so covers item sampling
+  given the selection, not the selection's own variability (the per-fold values show that). A "newest
+  models held out" split runs as well when model dates or an order are given.
+* Top-1 and top-k agreement among held-out models, and the held-out models whose removal changes the
+  curated leader but not the full-pool one (``leader_changes_on_drop``).
+* Discrimination before and after, three ways; visual dependency before and after.
+* Baselines at the same size from the same training models, with the same held-out metrics.
+* Junk injection (:mod:`.junk`): survival and held-out rho against the clean pool's accuracies.
+* Score estimation: each held-out model's full-pool accuracy from ``score_budget`` anchor items with a
+  2PL fitted to the training models (:mod:`.irt`), mean absolute error in accuracy points.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from . import baselines as bl
+from .findings import audit_findings, text_columns
+from .measures import (
+    discrimination,
+    kendall_tau_b,
+    leader_change_on_drop,
+    relative_change,
+    spearman,
+    top_agreement,
+    weighted_accuracy,
+)
+from .select import METHODS, select, size_for_rank_loss
+from .stages import STAGES, StageThresholds, apply_stages, stage_flags
+
+BASELINES = ("random_subset", "lime_pass_count", "kmeans_anchors", "point_biserial", "ibp")
+
+
+@dataclass
+class CurateConfig:
+    """Everything that changes the numbers; recorded verbatim in summary.json."""
+
+    stages: tuple[str, ...] = STAGES
+    thresholds: StageThresholds = field(default_factory=StageThresholds)
+    target_size: int | None = None
+    max_rank_loss: float | None = None
+    method: str = "point_biserial"
+    floor_share: float = 0.5
+    n_folds: int = 3
+    newest_share: float = 1 / 3
+    n_boot: int = 1000
+    n_random: int = 200
+    top_k: int = 3
+    baselines: tuple[str, ...] = BASELINES
+    ibp: str = "auto"               # auto: only when the pool has <= ibp_max_items items
+    ibp_max_items: int = 10_000
+    junk_fractions: tuple[float, ...] = (0.5,)
+    score_budget: int = 100
+    pair_boot: int = 300
+    seed: int = 0
+
+    def validate(self, n_items: int) -> None:
+        self.thresholds.validate()
+        bad = [s for s in self.stages if s not in STAGES]
+        if bad or len(set(self.stages)) != len(self.stages):
+            raise InputError(f"stages must be distinct names among {', '.join(STAGES)}; got {list(self.stages)}")
+        if not self.stages and self.target_size is None and self.max_rank_loss is None:
+            raise InputError("no stages and no final selection: nothing would be curated")
+        if self.target_size is not None and self.max_rank_loss is not None:
+            raise InputError("give either --target-size or --max-rank-loss, not both")
+        if self.target_size is not None and not 1 <= self.target_size <= n_items:
+            raise InputError(f"--target-size must be between 1 and the pool size ({n_items}), got {self.target_size}")
+        if self.max_rank_loss is not None and not 0 <= self.max_rank_loss < 1:
+            raise InputError(f"--max-rank-loss must be in [0, 1), got {self.max_rank_loss}")
+        if self.method not in METHODS:
+            raise InputError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if not 0 <= self.floor_share <= 1:
+            raise InputError(f"--category-floor must be in [0, 1], got {self.floor_share}")
+        if self.n_folds < 2:
+            raise InputError("--folds must be at least 2")
+        bad = [b for b in self.baselines if b not in BASELINES]
+        if bad:
+            raise InputError(f"unknown baselines {bad}; known: {', '.join(BASELINES)}")
+        if any(not 0 <= f <= 1 for f in self.junk_fractions):
+            raise InputError("junk fractions must be in [0, 1]")
+        if self.ibp not in ("auto", "on", "off"):
+            raise InputError("--ibp must be auto, on or off")
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["thresholds"] = self.thresholds.as_dict()
+        return d
+
+
+@dataclass
+class CurationResult:
+    frame: Any
+    config: CurateConfig
+    kept: np.ndarray               # (Q,) bool
+    kept_by: np.ndarray            # (Q,) str ('' for removed)
+    removed: pd.DataFrame          # question_id, stage, reason
+    findings: pd.DataFrame         # per-question findings used (question-code order)
+    summary: dict
+    model_scores: pd.DataFrame     # model, full, curated (in pool) and held-out curated accuracy
+    timings: dict
+
+
+# ---------------------------------------------------------------------------------------- helpers
+class _Pool:
+    """Correctness matrices and per-item facts shared by every split."""
+
+    def __init__(self, frame, field: str):
+        self.frame = frame
+        self.models = frame.models_in("full")
+        if len(self.models) < 3:
+            raise InputError(f"curation needs correctness of at least 3 models with the image; got {len(self.models)}")
+        x = frame.correctness("full", field, self.models)
+        self.known = (x >= 0).astype(np.float64)
+        self.right = (x == 1).astype(np.float64)
+        self.cat, self.cat_labels = frame.category_codes("category")
+        self.cat = self.cat.astype(np.int64)
+        self.Q = frame.n_questions
+        self.full_acc = weighted_accuracy(np.ones((1, self.Q)), self.right, self.known)[0]
+        self.right32 = self.right.astype(np.float32)
+        self.known32 = self.known.astype(np.float32)
+
+
+def _curate(pool: _Pool, findings, cfg: CurateConfig, cols: np.ndarray, tst_excess, *, seed: int) -> dict:
+    """Stages + selection with the models ``cols`` (column indices of the pool's models)."""
+    flags = stage_flags(findings.table, cfg.thresholds, tst_excess, cfg.stages)
+    applied = apply_stages(flags, cfg.stages, pool.Q)
+    cand = applied["kept"]
+    r, k = pool.right[:, cols], pool.known[:, cols]
+    trace = None
+    size = None
+    if cfg.target_size is not None:
+        size = int(cfg.target_size)
+    elif cfg.max_rank_loss is not None:
+        size, trace = size_for_rank_loss(cfg.method, r, k, cand, pool.cat, cfg.max_rank_loss, cfg.floor_share,
+                                         seed=seed)
+    if size is not None and size < cand.sum():
+        mask, scores = select(cfg.method, r, k, cand, pool.cat, size, cfg.floor_share)
+    else:
+        mask, scores = cand.copy(), None
+    return {"flags": flags, "applied": applied, "candidates": cand, "mask": mask, "scores": scores,
+            "size_trace": trace, "selected": size is not None and size < cand.sum()}
+
+
+def _rank_metrics(cur: np.ndarray, full: np.ndarray, names: list[str], top_k: int) -> dict:
+    top1, topk = top_agreement(cur, full, top_k)
+    return {"spearman_rho": float(spearman(cur, full)), "kendall_tau": float(kendall_tau_b(cur, full)),
+            "top1_agreement": top1, "topk_agreement": topk, "top_k": int(min(top_k, len(names))),
+            "leader_changes_on_drop": leader_change_on_drop(cur, full, names)}
+
+
+def _boot_rho(pool: _Pool, weights: np.ndarray, test: np.ndarray, ref_full: np.ndarray | None,
+              cfg: CurateConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Bootstrap replicates (n_boot,) of rho and tau for one split: Poisson(1) item weights shared by
+    every split of the run (seed key ``[seed, 7]``), float32 matrix products."""
+    from .measures import boot_weights
+
+    r, k = pool.right32[:, test], pool.known32[:, test]
+    rho, tau = [], []
+    wk = weights.astype(np.float32)[None, :]
+    for w8 in boot_weights((cfg.seed, 7), pool.Q, cfg.n_boot):
+        w = w8.astype(np.float32)
+        full = weighted_accuracy(w, r, k) if ref_full is None else np.broadcast_to(ref_full, (len(w), len(test)))
+        cur = weighted_accuracy(w * wk, r, k)
+        rho.append(spearman(cur, full))
+        tau.append(kendall_tau_b(cur, full))
+    return np.concatenate(rho), np.concatenate(tau)
+
+
+def _score_estimation(pool: _Pool, train: np.ndarray, test: np.ndarray, budget: int, seed: int) -> dict:
+    """Full-pool accuracy of each held-out model from ``budget`` items: p-IRT on information anchors (the
+    reported estimator) and tinyBenchmarks' gp-IRT on k-means anchors (the reference), 2PL fitted to the
+    training models; plus a random-items baseline. Absolute errors per held-out model."""
+    from .irt import anchors_kmeans, choose_lambda, estimate_scores, fit_2pl, information_anchors
+
+    r_tr, k_tr = pool.right[:, train], pool.known[:, train]
+    model = fit_2pl(r_tr, k_tr, n_iter=40)
+    r_te, k_te = pool.right[:, test], pool.known[:, test]
+    truth = pool.full_acc[test]
+    info = information_anchors(model, budget)
+    est_i = estimate_scores(model, info, np.full(len(info), 1.0 / len(info)), r_te[info], k_te[info], k_te, 1.0)
+    anchors, w = anchors_kmeans(model, budget, seed)
+    lam = choose_lambda(r_tr, k_tr, budget, seed)
+    est_k = estimate_scores(model, anchors, w, r_te[anchors], k_te[anchors], k_te, lam)
+    rnd = np.random.default_rng([seed, 11]).choice(pool.Q, size=min(budget, pool.Q), replace=False)
+    rand_est = weighted_accuracy(np.isin(np.arange(pool.Q), rnd)[None, :].astype(np.float64), r_te, k_te)[0]
+    return {"abs_err": {"pirt_information": np.abs(est_i["pirt"] - truth), "gpirt": np.abs(est_k["gpirt"] - truth),
+                        "pirt_kmeans": np.abs(est_k["pirt"] - truth), "anchor": np.abs(est_k["anchor"] - truth),
+                        "random": np.abs(rand_est - truth)},
+            "lambda": lam, "irt_converged": model.converged, "irt_iterations": model.n_iter,
+            "estimates": est_i["pirt"]}
+
+
+# ---------------------------------------------------------------------------------------- splits
+def _splits(models: list[str], cfg: CurateConfig, model_dates: dict[str, Any] | None) -> list[tuple[str, np.ndarray]]:
+    M = len(models)
+    rng = np.random.default_rng([cfg.seed, 3])
+    k = int(min(cfg.n_folds, M // 2)) if M >= 4 else 0
+    out = []
+    if k >= 2:
+        for i, te in enumerate(np.array_split(rng.permutation(M), k)):
+            out.append((f"fold_{i + 1}", np.sort(te)))
+    if model_dates:
+        known = [j for j, m in enumerate(models) if m in model_dates and model_dates[m] is not None]
+        if len(known) >= 4:
+            order = sorted(known, key=lambda j: (str(model_dates[models[j]]), models[j]))
+            n_new = max(2, int(round(cfg.newest_share * len(order))))
+            if len(order) - n_new >= 2:
+                out.append(("newest", np.sort(np.array(order[-n_new:]))))
+    return out
+
+
+def _evaluate_split(pool: _Pool, cfg: CurateConfig, test: np.ndarray, tst_excess, text_cache, *,
+                    ref_full: np.ndarray | None = None, with_baselines: bool = True, ibp_mask=None,
+                    score_estimation: bool = True) -> dict:
+    M = len(pool.models)
+    train = np.setdiff1d(np.arange(M), test)
+    sub = pool.frame.without_models([pool.models[j] for j in test])
+    fnd = audit_findings(sub, seed=cfg.seed, text_cache=text_cache)
+    cur = _curate(pool, fnd, cfg, train, tst_excess, seed=cfg.seed)
+    mask = cur["mask"]
+    names = [pool.models[j] for j in test]
+    ref = pool.full_acc[test] if ref_full is None else ref_full
+    r_te, k_te = pool.right[:, test], pool.known[:, test]
+    acc_cur = weighted_accuracy(mask[None, :].astype(np.float64), r_te, k_te)[0]
+    out = {"test_models": names, "n_train_models": int(len(train)), "n_after": int(mask.sum()),
+           "n_after_stages": int(cur["candidates"].sum()), "removed_by_stage": cur["applied"]["removed_by_stage"],
+           "curated_accuracy": dict(zip(names, acc_cur.tolist())), **_rank_metrics(acc_cur, ref, names, cfg.top_k)}
+    rho_b, tau_b = _boot_rho(pool, mask.astype(np.float64), test, ref_full, cfg)
+    out["_boot"] = (rho_b, tau_b)
+    if with_baselines and mask.sum() > 0:
+        out["baselines"] = _baselines(pool, cfg, train, test, int(mask.sum()), ref, names, ibp_mask)
+    if score_estimation and cfg.score_budget > 0 and len(train) >= 3:
+        out["_score"] = _score_estimation(pool, train, test, cfg.score_budget, cfg.seed)
+    return out
+
+
+def _baselines(pool: _Pool, cfg: CurateConfig, train, test, size: int, ref, names, ibp_mask) -> dict:
+    r_tr, k_tr = pool.right[:, train], pool.known[:, train]
+    r_te, k_te = pool.right[:, test], pool.known[:, test]
+    out: dict[str, Any] = {}
+    for b in cfg.baselines:
+        if b == "random_subset":
+            rng = np.random.default_rng([cfg.seed, 5])
+            masks = bl.stratified_random(pool.cat, size, cfg.n_random, rng)
+            acc = weighted_accuracy(masks, r_te, k_te)
+            rho = spearman(acc, np.broadcast_to(ref, acc.shape))
+            tau = kendall_tau_b(acc, np.broadcast_to(ref, acc.shape))
+            lo, hi = np.nanquantile(rho, [0.025, 0.975])
+            out[b] = {"spearman_rho": float(np.nanmean(rho)), "spearman_rho_interval": [float(lo), float(hi)],
+                      "kendall_tau": float(np.nanmean(tau)), "n_draws": int(cfg.n_random), "_rho_draws": rho}
+            continue
+        if b == "lime_pass_count":
+            w = bl.lime_pass_count(r_tr, k_tr, size)
+        elif b == "kmeans_anchors":
+            w = bl.kmeans_anchors(r_tr, k_tr, size, cfg.seed)
+        elif b == "point_biserial":
+            w = bl.top_point_biserial(r_tr, k_tr, pool.cat, size, cfg.floor_share)
+        elif b == "ibp":
+            if ibp_mask is None:
+                continue
+            w = ibp_mask
+        else:  # pragma: no cover - validated in the config
+            continue
+        acc = weighted_accuracy(w[None, :], r_te, k_te)[0]
+        out[b] = {**_rank_metrics(acc, ref, names, cfg.top_k), "n_items": int((w > 0).sum())}
+    return out
+
+
+def _mean_ci(err: np.ndarray, seed_key: tuple, n_boot: int = 2000) -> list[float]:
+    """Percentile bootstrap interval (over models) of the mean absolute error, in points."""
+    rng = np.random.default_rng(list(seed_key))
+    idx = rng.integers(0, len(err), size=(n_boot, len(err)))
+    lo, hi = np.quantile(100 * err[idx].mean(axis=1), [0.025, 0.975])
+    return [float(lo), float(hi)]
+
+
+def _mean_over(splits: list[dict], key: str) -> float | None:
+    v = [s[key] for s in splits if s.get(key) is not None and np.isfinite(s[key])]
+    return float(np.mean(v)) if v else None
+
+
+def _aggregate(folds: list[dict], cfg: CurateConfig) -> dict:
+    """Mean over folds with the bootstrap interval of the mean; baselines likewise."""
+    rho_b = np.nanmean(np.stack([f["_boot"][0] for f in folds]), axis=0)
+    tau_b = np.nanmean(np.stack([f["_boot"][1] for f in folds]), axis=0)
+    agg = {
+        "heldout_spearman_rho": _mean_over(folds, "spearman_rho"),
+        "heldout_spearman_rho_ci": [float(x) for x in np.nanquantile(rho_b, [0.025, 0.975])],
+        "heldout_kendall_tau": _mean_over(folds, "kendall_tau"),
+        "heldout_kendall_tau_ci": [float(x) for x in np.nanquantile(tau_b, [0.025, 0.975])],
+        "heldout_spearman_rho_min_fold": float(np.nanmin([f["spearman_rho"] for f in folds])),
+        "heldout_top1_agreement": float(np.mean([f["top1_agreement"] for f in folds])),
+        "heldout_topk_agreement": float(np.mean([f["topk_agreement"] for f in folds])),
+        "heldout_leader_changes_on_drop": sorted({m for f in folds for m in f["leader_changes_on_drop"]}),
+    }
+    base: dict[str, Any] = {}
+    names = [b for b in cfg.baselines if all(b in f.get("baselines", {}) for f in folds)]
+    for b in names:
+        fs = [f["baselines"][b] for f in folds]
+        if b == "random_subset":
+            draws = np.nanmean(np.stack([x["_rho_draws"] for x in fs]), axis=0)
+            lo, hi = np.nanquantile(draws, [0.025, 0.975])
+            cur = agg["heldout_spearman_rho"]
+            base[b] = {"spearman_rho": float(np.nanmean(draws)), "spearman_rho_interval": [float(lo), float(hi)],
+                       "kendall_tau": float(np.mean([x["kendall_tau"] for x in fs])), "n_draws": int(cfg.n_random),
+                       "share_draws_at_least_curated": float(np.mean(draws >= cur - 1e-12)) if cur is not None else None,
+                       "draw_rule": f"numpy default_rng([seed, 5]) per fold, {cfg.n_random} stratified draws"}
+        else:
+            base[b] = {"spearman_rho": _mean_over(fs, "spearman_rho"), "kendall_tau": _mean_over(fs, "kendall_tau"),
+                       "top1_agreement": float(np.mean([x["top1_agreement"] for x in fs])),
+                       "topk_agreement": float(np.mean([x["topk_agreement"] for x in fs])),
+                       "n_items": int(np.mean([x["n_items"] for x in fs]))}
+    agg["baselines"] = base
+    if "random_subset" in base:
+        r = base["random_subset"]
+        agg["random_subset_rho_mean"] = r["spearman_rho"]
+        agg["random_subset_rho_interval"] = r["spearman_rho_interval"]
+        cur = agg["heldout_spearman_rho"]
+        lo, hi = r["spearman_rho_interval"]
+        if cur is None:
+            verdict = "not measured"
+        elif cur > hi:
+            verdict = "better than random: held-out rho above the 97.5% quantile of random subsets of the same size"
+        elif cur < lo:
+            verdict = ("WORSE than random: held-out rho below the 2.5% quantile of random subsets of the same size; "
+                       "the curated set ranks unseen models less faithfully than a random subset would")
+        else:
+            verdict = "not distinguishable from random subsets of the same size (within the 95% range of draws)"
+        agg["versus_random"] = verdict
+        agg["worse_than_random"] = bool(cur is not None and cur < lo)
+    return agg
+
+
+# ---------------------------------------------------------------------------------------- main entry
+def run_curation(frame, config: CurateConfig | None = None, *, tst_excess: np.ndarray | None = None,
+                 model_dates: dict[str, Any] | None = None,
+                 progress: Callable[[str], None] | None = None) -> CurationResult:
+    """Curate ``frame`` and measure the curated set (see the module docstring)."""
+    cfg = config or CurateConfig()
+    cfg.validate(frame.n_questions)
+    step = progress or (lambda _m: None)
+    t_all = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    def tick(name: str, t0: float) -> None:
+        timings[name] = round(time.perf_counter() - t0, 3)
+
+    t0 = time.perf_counter()
+    step("audit findings (all models)")
+    fnd = audit_findings(frame, seed=cfg.seed)
+    pool = _Pool(frame, fnd.field)
+    text_cache = text_columns(fnd)
+    tick("findings", t0)
+
+    # ---- in pool
+    t0 = time.perf_counter()
+    step("stages and selection")
+    M = len(pool.models)
+    cur = _curate(pool, fnd, cfg, np.arange(M), tst_excess, seed=cfg.seed)
+    kept = cur["mask"]
+    applied = cur["applied"]
+    acc_cur = weighted_accuracy(kept[None, :].astype(np.float64), pool.right, pool.known)[0]
+    inpool = _rank_metrics(acc_cur, pool.full_acc, pool.models, cfg.top_k)
+    rho_b, tau_b = _boot_rho(pool, kept.astype(np.float64), np.arange(M), None, cfg)
+    tick("in_pool", t0)
+
+    # ---- discrimination and visual dependency, before / after
+    t0 = time.perf_counter()
+    step("discrimination")
+    allm = np.ones(pool.Q, dtype=bool)
+    d_before = discrimination(allm, pool.right, pool.known, seed_key=(cfg.seed, 13), n_boot=cfg.pair_boot)
+    d_after = discrimination(kept, pool.right, pool.known, seed_key=(cfg.seed, 13), n_boot=cfg.pair_boot)
+    vd = _visual(fnd.table, cfg.thresholds, allm, kept)
+    tick("discrimination", t0)
+
+    # ---- IBP (text only: one selection for every split)
+    ibp = None
+    ibp_info: dict[str, Any] = {}
+    want_ibp = "ibp" in cfg.baselines and (cfg.ibp == "on" or (cfg.ibp == "auto" and pool.Q <= cfg.ibp_max_items))
+    if "ibp" in cfg.baselines and not want_ibp:
+        ibp_info = {"skipped": f"pool has {pool.Q:,} items > {cfg.ibp_max_items:,} (--ibp on runs it)"
+                    if cfg.ibp == "auto" else "--ibp off"}
+    elif want_ibp and kept.sum() < pool.Q:
+        t0 = time.perf_counter()
+        step("iterative bias pruning baseline")
+        try:
+            ibp, ibp_info = bl.ibp_mask(frame, int(kept.sum()), cfg.seed)
+        except InputError as e:
+            ibp_info = {"skipped": str(e)}
+        tick("ibp", t0)
+
+    # ---- held-out splits
+    t0 = time.perf_counter()
+    splits = _splits(pool.models, cfg, model_dates)
+    folds, newest = [], None
+    for name, test in splits:
+        step(f"held-out split {name}")
+        res = _evaluate_split(pool, cfg, test, tst_excess, text_cache, ibp_mask=ibp)
+        res["split"] = name
+        if name == "newest":
+            newest = res
+        else:
+            folds.append(res)
+    tick("heldout", t0)
+    heldout = _aggregate(folds, cfg) if folds else {}
+    heldout_acc = {}
+    for f in folds:
+        heldout_acc.update(f["curated_accuracy"])
+
+    # ---- score estimation
+    score = None
+    if folds and all("_score" in f for f in folds):
+        keys = tuple(folds[0]["_score"]["abs_err"])
+        errs = {k: np.concatenate([f["_score"]["abs_err"][k] for f in folds]) for k in keys}
+        e = errs["pirt_information"]
+        score = {"n_items": int(min(cfg.score_budget, pool.Q)),
+                 "method": "p-IRT on information anchors (2PL fitted to the training models of each fold)",
+                 "mae_points": float(100 * e.mean()),
+                 "mae_points_ci": _mean_ci(e, (cfg.seed, 19)),
+                 "mae_points_by_estimator": {k: float(100 * v.mean()) for k, v in errs.items()},
+                 "reference": "gp-IRT: tinyBenchmarks-style k-means anchors, lambda validated on half the training "
+                              "models; random: the accuracy on random items",
+                 "max_abs_error_points": float(100 * e.max()),
+                 "lambda_per_fold": [f["_score"]["lambda"] for f in folds],
+                 "irt_converged_per_fold": [bool(f["_score"]["irt_converged"]) for f in folds],
+                 "n_models": int(len(errs["gpirt"])), "target": "each held-out model's accuracy on the whole pool"}
+
+    # ---- junk injection
+    junk = []
+    t0 = time.perf_counter()
+    for frac in cfg.junk_fractions:
+        if frac <= 0:
+            continue
+        step(f"junk injection {frac:.0%}")
+        junk.append(_junk(frame, pool, cfg, frac, model_dates))
+    if junk:
+        tick("junk", t0)
+
+    # ---- outputs
+    kept_by, removed = _explain(pool, cur, cfg)
+    summary = _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, vd, heldout, folds, newest,
+                       score, junk, ibp_info, fnd)
+    timings["total"] = round(time.perf_counter() - t_all, 3)
+    summary["timings_s"] = timings
+    scores = pd.DataFrame({"model": pool.models, "accuracy_full": pool.full_acc, "accuracy_curated": acc_cur,
+                           "accuracy_curated_heldout": [heldout_acc.get(m, np.nan) for m in pool.models]})
+    findings = fnd.table.copy()
+    findings.insert(0, "question_id", frame.questions["question_id"].astype(str).to_numpy())
+    return CurationResult(frame=frame, config=cfg, kept=kept, kept_by=kept_by, removed=removed, findings=findings,
+                          summary=summary, model_scores=scores, timings=timings)
+
+
+def _visual(t: pd.DataFrame, th: StageThresholds, before: np.ndarray, after: np.ndarray) -> dict:
+    from . import roles
+    from .stages import image_counts
+
+    if roles.column(roles.IMAGE_GAIN, "f") not in t.columns:
+        return {"computed": False, "reason": "no blind runs (the image-gain detector was skipped)"}
+    f, b, mf, mb = image_counts(t)
+    ok = (f >= 0) & (b >= 0)
+    bs = np.where(ok, b / np.maximum(mb, 1), np.nan)
+    gain = np.where(ok, f / np.maximum(mf, 1) - bs, np.nan)
+    solvable = ok & (bs >= th.blind_min_share) & (gain <= th.max_gain)
+
+    def part(m):
+        m = m & ok
+        n = int(m.sum())
+        return {"n_items": n, "blind_solvable_share": float(solvable[m].mean()) if n else None,
+                "mean_gain_from_image": float(np.mean(gain[m])) if n else None,
+                "blind_accuracy": float(np.mean(bs[m])) if n else None}
+
+    return {"computed": True, "definition": f"blind-solvable: blind share >= {th.blind_min_share:g} and gain "
+                                            f"<= {th.max_gain:g}; gain = f/Mf - b/Mb (the image-gain detector's counts)",
+            "before": part(before), "after": part(after)}
+
+
+def _explain(pool: _Pool, cur: dict, cfg: CurateConfig) -> tuple[np.ndarray, pd.DataFrame]:
+    applied = cur["applied"]
+    kept = cur["mask"]
+    passed = ("passed " + ", ".join(cfg.stages)) if cfg.stages else "no stages run"
+    kept_by = np.where(kept, passed, "").astype(object)
+    ids = pool.frame.questions["question_id"].astype(str).to_numpy()
+    stage = applied["stage"].copy()
+    reason = applied["reason"].copy()
+    if cur["selected"]:
+        sc = cur["scores"]
+        cand = cur["candidates"]
+        order = np.flatnonzero(cand)[np.lexsort((np.flatnonzero(cand), -np.nan_to_num(sc[cand], nan=-np.inf)))]
+        rank = np.zeros(pool.Q, dtype=np.int64)
+        rank[order] = np.arange(1, len(order) + 1)
+        from .select import select_top
+
+        _, via_floor = select_top(sc, cand, pool.cat, int(kept.sum()), cfg.floor_share, with_floor=True)
+        label = cfg.method.replace("_", "-")
+        k_idx = np.flatnonzero(kept)
+        kept_by[k_idx] = [f"{passed}; selected: {label} rank {rank[i]:,} of {len(order):,} (score {sc[i]:.3f})"
+                          + (" via its category's floor" if via_floor[i] else "") for i in k_idx]
+        dropped = cand & ~kept
+        stage[dropped] = "selection"
+        reason[dropped] = [f"not selected: {label} rank {rank[i]:,} of {len(order):,} (score {sc[i]:.3f}) below "
+                           f"the target size {int(kept.sum()):,}" for i in np.flatnonzero(dropped)]
+    rm = ~kept
+    flags = cur["flags"]
+    also = np.full(pool.Q, "", dtype=object)
+    for s in cfg.stages:
+        m = flags[s][0] & rm & (stage != s)
+        also[m] = np.where(also[m] == "", s, also[m] + ", " + s)
+    removed = pd.DataFrame({"question_id": ids[rm], "stage": stage[rm].astype(str), "reason": reason[rm].astype(str),
+                            "also_flagged_by": also[rm].astype(str),
+                            "category": np.array(pool.cat_labels, dtype=object)[pool.cat[rm]]})
+    return kept_by, removed
+
+
+def _junk(frame, pool: _Pool, cfg: CurateConfig, frac: float, model_dates) -> dict:
+    from .junk import inject_junk
+
+    t0 = time.perf_counter()
+    jf, ids = inject_junk(frame, frac, seed=cfg.seed)
+    t_inject = time.perf_counter() - t0
+    jpool = _Pool(jf, "hit" if jf.has_judged("full") else "hit_exact")
+    fnd = audit_findings(jf, seed=cfg.seed)
+    cur = _curate(jpool, fnd, cfg, np.arange(len(jpool.models)), None, seed=cfg.seed)
+    qid = jf.questions["question_id"].astype(str).to_numpy()
+    pos = {q: i for i, q in enumerate(qid)}
+    surv = {}
+    total_j, kept_j = 0, 0
+    for kind, lst in ids.items():
+        idx = np.array([pos[q] for q in lst], dtype=np.int64)
+        k = int(cur["mask"][idx].sum()) if len(idx) else 0
+        surv[kind] = {"injected": len(idx), "kept": k, "survival": k / len(idx) if len(idx) else None}
+        total_j += len(idx)
+        kept_j += k
+    # held-out rho with junk present, against the clean pool's full accuracies
+    text_cache = text_columns(fnd)
+    model_pos = {m: j for j, m in enumerate(pool.models)}
+    folds = []
+    for _name, test in _splits(jpool.models, cfg, None):
+        ref = pool.full_acc[[model_pos[jpool.models[j]] for j in test]]
+        res = _evaluate_split(jpool, cfg, test, None, text_cache, ref_full=ref, with_baselines=False,
+                              score_estimation=False)
+        folds.append(res)
+    rho_b = np.nanmean(np.stack([f["_boot"][0] for f in folds]), axis=0) if folds else np.array([np.nan])
+    kept_n = int(cur["mask"].sum())
+    return {"fraction": frac, "n_junk": total_j, "n_pool_with_junk": int(jf.n_questions),
+            "n_after": kept_n, "junk_kept": kept_j,
+            "junk_survival": kept_j / total_j if total_j else None,
+            "junk_share_of_curated": kept_j / kept_n if kept_n else None,
+            "by_kind": surv, "heldout_spearman_rho": _mean_over(folds, "spearman_rho"),
+            "heldout_spearman_rho_ci": [float(x) for x in np.nanquantile(rho_b, [0.025, 0.975])],
+            "heldout_kendall_tau": _mean_over(folds, "kendall_tau"),
+            "reference": "held-out models' accuracy on the clean pool (without junk)",
+            "seconds_building_pool": round(t_inject, 3),
+            "removed_by_stage": cur["applied"]["removed_by_stage"]}
+
+
+def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, vd, heldout, folds, newest, score,
+             junk, ibp_info, fnd) -> dict:
+    kept = cur["mask"]
+    strip = lambda d: {k: v for k, v in d.items() if not k.startswith("_")}  # noqa: E731
+    fold_rows = []
+    for f in folds:
+        row = strip(f)
+        if "baselines" in row:
+            row["baselines"] = {b: strip(v) for b, v in row["baselines"].items()}
+        fold_rows.append(row)
+    if newest is not None:
+        newest = strip(newest)
+        if "baselines" in newest:
+            newest["baselines"] = {b: strip(v) for b, v in newest["baselines"].items()}
+    n_before = pool.Q
+    n_after = int(kept.sum())
+    disc_change = {k: relative_change(d_after.get(k), d_before.get(k)) for k in ("sd", "point_biserial", "significant_pairs")}
+    out = {
+        "n_before": n_before,
+        "n_after": n_after,
+        "reduction": 1 - n_after / n_before if n_before else None,
+        "n_after_stages": int(cur["candidates"].sum()),
+        "removed_by_stage": {**applied["removed_by_stage"],
+                             **({"selection": int(cur["candidates"].sum() - n_after)} if cur["selected"] else {})},
+        "flagged_by_stage": applied["flagged_by_stage"],
+        "stage_overlaps": applied["overlaps"],
+        "stage_order": list(cfg.stages),
+        "thresholds": cfg.thresholds.as_dict(),
+        "selection": {"method": cfg.method if cur["selected"] else None, "target_size": cfg.target_size,
+                      "max_rank_loss": cfg.max_rank_loss, "category_floor_share": cfg.floor_share,
+                      "size_search": cur["size_trace"]},
+        "models": pool.models,
+        "spearman_rho": inpool["spearman_rho"],
+        "spearman_rho_ci": [float(x) for x in np.nanquantile(rho_b, [0.025, 0.975])],
+        "kendall_tau": inpool["kendall_tau"],
+        "kendall_tau_ci": [float(x) for x in np.nanquantile(tau_b, [0.025, 0.975])],
+        "top1_agreement": inpool["top1_agreement"],
+        "leader_changes_on_drop": inpool["leader_changes_on_drop"],
+        **{k: v for k, v in heldout.items() if k != "baselines"},
+        "heldout_design": {"folds": len(folds), "models_per_fold": [len(f["test_models"]) for f in folds],
+                           "fold_rule": f"numpy default_rng([seed, 3]).permutation over models, {len(folds)} folds",
+                           "interval": "percentile bootstrap over items (Poisson(1) weights shared by the folds, n_boot="
+                                       f"{cfg.n_boot}); covers item sampling given each fold's selection"},
+        "folds": fold_rows,
+        "newest_heldout": newest if newest is not None else {"computed": False,
+                                                             "reason": "no model dates or order given"},
+        "baselines": heldout.get("baselines", {}),
+        "ibp": ibp_info,
+        "discrimination_before": {k: d_before[k] for k in ("sd", "point_biserial", "significant_pairs")},
+        "discrimination_after": {k: d_after[k] for k in ("sd", "point_biserial", "significant_pairs")},
+        "discrimination_change": disc_change,
+        "discrimination_definitions": {
+            "sd": "standard deviation (ddof=1) of the models' accuracies on the item set",
+            "point_biserial": "mean over items of the item-rest point-biserial correlation across models",
+            "significant_pairs": f"share of model pairs whose accuracy difference has a paired-bootstrap 95% "
+                                 f"interval (over items, {cfg.pair_boot} replicates) excluding 0"},
+        "image_dependency": vd,
+        "junk": junk,
+        "score_estimation": score or {"computed": False},
+        "audit_skipped": fnd.skipped,
+        "primary_field": fnd.field,
+        "config": cfg.as_dict(),
+        "seeds": {"seed": cfg.seed, "folds": [cfg.seed, 3], "random_subsets": [cfg.seed, 5],
+                  "bootstrap": [cfg.seed, 7, "batch"], "pair_bootstrap": [cfg.seed, 13, "batch"],
+                  "score_random_baseline": [cfg.seed, 11], "score_mae_interval": [cfg.seed, 19],
+                  "rule": "numpy.random.default_rng(list) with the listed entropy"},
+        "statement": ("This is a selection of the original items by the audit, not a new ground truth: gold answers "
+                      "are unchanged, and items were removed on evidence from the evaluated models' runs."),
+    }
+    return out

@@ -1,0 +1,240 @@
+"""Write the curated benchmark: a Hub-layout dataset folder with its card, figures, summary and manifest.
+
+Layout (``datasets.load_dataset(folder, config)`` loads every config):
+
+* ``data/test-*.parquet`` (config ``default``): the kept items with the input's question columns plus
+  ``kept_by`` (why the item stayed);
+* ``data/removed-*.parquet`` (config ``removed``): each dropped item, the stage that removed it, the
+  reason and the other stages that also flagged it;
+* ``data/findings-*.parquet``: the audit's per-question findings the stages read, for every item;
+* ``data/models-*.parquet``: each model's accuracy on the whole pool, on the curated set (selected with
+  every model) and on the curated set of the fold where it was held out;
+* ``figures/ranking_preservation.png``, ``figures/discrimination.png``;
+* ``README.md`` (card from ``cards/curate_card.md.j2``), ``summary.json`` (``curation.*``),
+  ``manifest.json`` (inputs with sha256, command line, versions, seeds, outputs with sha256).
+
+Written inside :func:`audit_hub.io_utils.atomic_dir`: a failed run leaves no partial folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..io_utils import atomic_dir, dump_json, write_hub_folder
+
+TEMPLATE_NAME = "curate_card.md.j2"
+BLUE, ORANGE, GREY = "#3b6ea8", "#e07b24", "#9a9a9a"
+DERIVED_COLUMNS = ("n_options", "gold_index")
+
+
+def _template() -> Path:
+    pkg = Path(str(resources.files("audit_hub") / "templates" / TEMPLATE_NAME))
+    if pkg.is_file():
+        return pkg
+    return Path(__file__).resolve().parents[2] / "cards" / TEMPLATE_NAME
+
+
+def curated_table(result) -> pd.DataFrame:
+    q = result.frame.questions
+    cols = [c for c in q.columns if c not in DERIVED_COLUMNS]
+    out = q.loc[result.kept, cols].reset_index(drop=True)
+    for c in out.columns:
+        if c != "options" and out[c].dtype == object:
+            out[c] = out[c].astype("string")
+    out["question_id"] = out["question_id"].astype(str)
+    out["kept_by"] = pd.array(result.kept_by[result.kept].astype(str), dtype="string")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- figures
+def _figures(result, folder: Path) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    def _save(fig, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=150, bbox_inches="tight", facecolor="white", metadata={"Software": None})
+        plt.close(fig)
+
+    s = result.summary
+    ms = result.model_scores
+    out = {}
+    fig, ax = plt.subplots(figsize=(5.6, 4.6))
+    full = 100 * ms["accuracy_full"].to_numpy(float)
+    cur = 100 * ms["accuracy_curated"].to_numpy(float)
+    ho = 100 * ms["accuracy_curated_heldout"].to_numpy(float)
+    ax.scatter(full, cur, color=BLUE, s=28, label=f"selected with every model (rho {s['spearman_rho']:.3f})", zorder=3)
+    if np.isfinite(ho).any():
+        rho = s.get("heldout_spearman_rho")
+        ax.scatter(full, ho, facecolor="none", edgecolor=ORANGE, s=46, zorder=2,
+                   label=f"held out from the selection (fold mean rho {rho:.3f})" if rho is not None else "held out")
+    lo, hi = np.nanmin(np.r_[full, cur, ho]), np.nanmax(np.r_[full, cur, ho])
+    ax.plot([lo, hi], [lo, hi], color=GREY, lw=0.8, ls="--", zorder=1)
+    ax.set_xlabel("accuracy on the whole pool (%)")
+    ax.set_ylabel("accuracy on the curated set (%)")
+    ax.set_title(f"Ranking preservation: {s['n_before']:,} -> {s['n_after']:,} items")
+    ax.legend(fontsize=8, loc="lower right", frameon=False)
+    _save(fig, folder / "ranking_preservation.png")
+    out["ranking_preservation"] = "figures/ranking_preservation.png"
+
+    fig, axes = plt.subplots(1, 3, figsize=(9.6, 3.4))
+    labels = ("SD of model accuracies", "mean item point-biserial", "significant model pairs")
+    for ax, key, lab in zip(axes, ("sd", "point_biserial", "significant_pairs"), labels):
+        b, a = s["discrimination_before"].get(key), s["discrimination_after"].get(key)
+        vals = [np.nan if v is None else v for v in (b, a)]
+        ax.bar([0, 1], vals, color=[GREY, BLUE], width=0.6)
+        ax.set_xticks([0, 1], ["full pool", "curated"])
+        ax.set_title(lab, fontsize=9)
+        ch = s["discrimination_change"].get(key)
+        if ch is not None:
+            ax.text(1, vals[1], f"{100 * ch:+.0f}%", ha="center", va="bottom", fontsize=9)
+    fig.suptitle("Discrimination before and after curation", fontsize=10)
+    fig.tight_layout()
+    _save(fig, folder / "discrimination.png")
+    out["discrimination"] = "figures/discrimination.png"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- card
+def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) -> dict:
+    from ..report.card import ci, fmt_num, md_escape, md_table, pct
+
+    s = result.summary
+    stages = s["stage_order"]
+    rows = []
+    for st in stages:
+        rows.append([st.replace("_", " "), fmt_num(s["flagged_by_stage"][st]), fmt_num(s["removed_by_stage"][st])])
+    if "selection" in s["removed_by_stage"]:
+        rows.append(["final selection", "", fmt_num(s["removed_by_stage"]["selection"])])
+    pipeline = md_table(["stage (in order)", "items flagged", "items removed"], rows)
+    ov = s["stage_overlaps"]
+    overlaps = md_table([""] + [x.replace("_", " ") for x in stages],
+                        [[a.replace("_", " ")] + [fmt_num(ov[a][b]) for b in stages] for a in stages])
+
+    def r3(x):
+        return "n/a" if x is None else f"{x:.3f}"
+
+    def ci3(p):
+        return "" if not p or p[0] is None else f" [{p[0]:.3f}, {p[1]:.3f}]"
+
+    ranking = [["in pool (selected with every model)", r3(s["spearman_rho"]) + ci3(s["spearman_rho_ci"]),
+                r3(s["kendall_tau"]) + ci3(s.get("kendall_tau_ci"))]]
+    if s.get("heldout_spearman_rho") is not None:
+        ranking.append([f"held out ({s['heldout_design']['folds']}-fold over models, mean)",
+                        r3(s["heldout_spearman_rho"]) + ci3(s["heldout_spearman_rho_ci"]),
+                        r3(s["heldout_kendall_tau"]) + ci3(s.get("heldout_kendall_tau_ci"))])
+    nh = s.get("newest_heldout") or {}
+    if nh.get("spearman_rho") is not None:
+        ranking.append([f"newest {len(nh['test_models'])} models held out", r3(nh["spearman_rho"]), r3(nh["kendall_tau"])])
+    for name, b in (s.get("baselines") or {}).items():
+        extra = (f" (95% of draws: [{b['spearman_rho_interval'][0]:.3f}, {b['spearman_rho_interval'][1]:.3f}])"
+                 if "spearman_rho_interval" in b else "")
+        ranking.append([f"baseline: {name.replace('_', ' ')}, same size, held out", r3(b.get("spearman_rho")) + extra,
+                        r3(b.get("kendall_tau"))])
+    ranking_table = md_table(["set", "Spearman rho [95% CI]", "Kendall tau [95% CI]"], ranking, ["l", "r", "r"])
+    disc = md_table(["measure", "full pool", "curated", "change"],
+                    [[lab, fmt_num(s["discrimination_before"][k]), fmt_num(s["discrimination_after"][k]),
+                      f"{100 * s['discrimination_change'][k]:+.0f}%" if s["discrimination_change"][k] is not None else "n/a"]
+                     for k, lab in (("sd", "SD of model accuracies"), ("point_biserial", "mean item point-biserial"),
+                                    ("significant_pairs", "share of model pairs significantly different"))])
+    vd = s["image_dependency"]
+    vis = ""
+    if vd.get("computed"):
+        vis = md_table(["", "full pool", "curated"],
+                       [["blind-solvable share", pct(vd["before"]["blind_solvable_share"]), pct(vd["after"]["blind_solvable_share"])],
+                        ["mean gain from the image", pct(vd["before"]["mean_gain_from_image"]),
+                         pct(vd["after"]["mean_gain_from_image"])]])
+    junk = [[pct(j["fraction"], 0), fmt_num(j["n_junk"]), pct(j["junk_survival"]),
+             r3(j["heldout_spearman_rho"]) + ci3(j["heldout_spearman_rho_ci"])] for j in s.get("junk") or []]
+    junk_table = md_table(["junk injected", "junk items", "survived curation", "held-out rho vs clean pool"], junk)
+    se = s.get("score_estimation") or {}
+    thresholds = md_table(["threshold", "value"], [[md_escape(k), md_escape(v)] for k, v in s["thresholds"].items()])
+    bench = result.frame.meta.get("benchmark") or (result.frame.meta.get("dataset") or {}).get("name") or "the input benchmark"
+    return {
+        "bench": md_escape(bench), "n_before": fmt_num(s["n_before"]), "n_after": fmt_num(s["n_after"]),
+        "reduction": pct(s["reduction"]), "pipeline": pipeline, "overlaps": overlaps, "ranking": ranking_table,
+        "versus_random": md_escape(s.get("versus_random") or "", 400), "discrimination": disc, "visual": vis,
+        "junk": junk_table, "score": se,
+        "score_ci": (f"[{se['mae_points_ci'][0]:.2f}, {se['mae_points_ci'][1]:.2f}]" if se.get("mae_points_ci") else "n/a"),
+        "score_by": ", ".join(f"{md_escape(k)} {v:.2f}" for k, v in (se.get("mae_points_by_estimator") or {}).items()), "score_mae": fmt_num(se.get("mae_points")) if se.get("mae_points") is not None else None,
+        "thresholds": thresholds, "statement": s["statement"], "figures": figures, "files": files,
+        "selection": s["selection"], "method": md_escape(s["selection"].get("method") or "none"),
+        "models": ", ".join(md_escape(m, 60) for m in s["models"]), "n_models": len(s["models"]),
+        "ci": ci, "seed": s["seeds"]["seed"], "version": _version(),
+        "leader": ", ".join(md_escape(m, 60) for m in s.get("heldout_leader_changes_on_drop") or []) or "none",
+    }
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def render_card(result, files: dict[str, list[str]], figures: dict[str, str], folder: Path) -> str:
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    from ..report.card import dataset_info_for
+
+    configs = [{"config_name": "default" if name == "test" else name,
+                "data_files": [{"split": "test" if name == "test" else "train", "path": f"data/{name}-*.parquet"}],
+                **({"default": True} if name == "test" else {})} for name in files]
+    info = dataset_info_for(folder, files)
+    for d in info:
+        if d["config_name"] == "test":
+            d["config_name"] = "default"
+            for sp in d.get("splits", []):
+                sp["name"] = "test"
+    lic = str((result.frame.meta.get("dataset") or {}).get("license") or "other").lower()
+    data = DatasetCardData(license=lic, tags=["benchaudit", "curated-benchmark", "evaluation", "vision-language-models"],
+                           configs=configs, dataset_info=info,
+                           pretty_name=f"benchaudit curated: {result.frame.meta.get('benchmark') or 'benchmark'}")
+    ctx = _card_context(result, files, figures)
+    card = DatasetCard.from_template(data, template_path=str(_template()), **ctx)
+    text = re.sub(r"\n{3,}", "\n\n", str(card))
+    if not text.endswith("\n"):
+        text += "\n"
+    DatasetCard(text)
+    return text
+
+
+def write_curation(result, out: str | os.PathLike, *, command_line: list[str], inputs: list[dict],
+                   figures: bool = True) -> Path:
+    from ..report.manifest import describe_inputs, output_files, package_versions
+
+    started = time.time()
+    removed = result.removed.copy()
+    for c in removed.columns:
+        removed[c] = removed[c].astype("string")
+    findings = result.findings.copy()
+    for c in findings.columns:
+        if findings[c].dtype == object:
+            findings[c] = findings[c].astype("string")
+    configs = {"test": curated_table(result), "removed": removed, "findings": findings,
+               "models": result.model_scores}
+    with atomic_dir(out, command="curate", inputs=[r.get("path") for r in inputs or [] if isinstance(r, dict)]) as tmp:
+        tmp = Path(tmp)
+        files = write_hub_folder(tmp, configs)
+        figs = _figures(result, tmp / "figures") if figures else {}
+        summary = {"curation": result.summary}
+        (tmp / "summary.json").write_text(dump_json(summary), encoding="utf-8")
+        (tmp / "README.md").write_text(render_card(result, files, figs, tmp), encoding="utf-8")
+        manifest = {
+            "tool": "benchaudit", "command": "curate", "benchaudit_version": _version(),
+            "command_line": list(command_line), "inputs": describe_inputs(inputs),
+            "config": result.config.as_dict(), "seeds": result.summary["seeds"],
+            "timings_s": result.timings, "packages": package_versions(),
+            "started_at": started, "n_before": result.summary["n_before"], "n_after": result.summary["n_after"],
+            "outputs": output_files(tmp),
+        }
+        (tmp / "manifest.json").write_text(dump_json(manifest), encoding="utf-8")
+    return Path(out).resolve()

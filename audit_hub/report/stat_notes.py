@@ -1,0 +1,17 @@
+"""Card text for the calibration check: what the null benchmarks kept (subsample size, simulation
+count). Strings only (Markdown)."""
+
+from __future__ import annotations
+
+
+def calibration_lead(cal: dict) -> str:
+    """One sentence stating what the calibration simulated (subsample size, simulation count)."""
+    for c in (cal or {}).values():
+        if isinstance(c, dict) and isinstance(c.get("simulator"), dict):
+            s = c["simulator"]
+            return (f"Simulated on a stratified subsample of {s.get('n_items'):,} of the {s.get('n_items_benchmark'):,} "
+                    f"questions ({c.get('n_sims')} simulations; by effective option count and yes/no gold; per-model "
+                    f"accuracy per arm, option count and gold; full-arm item difficulty SD "
+                    f"{float(s.get('difficulty_sd') or 0):.2f} on the logit scale). Detectors without a nominal rate "
+                    "report the share of items they flag on these defect-free benchmarks.")
+    return ""

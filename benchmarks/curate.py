@@ -1,0 +1,152 @@
+"""`benchaudit curate` on a simulated MMGist-shaped pool: the issue's target table and the time taken.
+
+Writes a seeded simulated pool (``audit_hub.curate.simulate.simulate_pool``: 2PL items with planted
+blind-solvable, saturated, mislabelled and broken-option fractions; every model run with and without the
+image; model release dates) as Parquet files, then runs the command a user types, with its defaults plus
+``--target-size``, as a child process, and reads its ``summary.json``. Time and peak RSS are the child's.
+
+    python benchmarks/curate.py              # 25,000 items x 30 models (target: < 60 s on 2 cores)
+    python benchmarks/curate.py --smoke      # 1,500 items x 12 models (the test runs this)
+    python benchmarks/curate.py --items 5000 --models 20 --target-size 1500
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TARGETS = {
+    "heldout_spearman_rho": (">=", 0.98),
+    "heldout_kendall_tau": (">=", 0.90),
+    "reduction": (">=", 0.60),
+    "sd_change": (">=", 0.78),
+    "junk_survival_50": ("<", 0.05),
+    "junk_rho_50": (">=", 0.95),
+    "score_mae_points": ("<=", 1.5),
+    "seconds": ("<", 60.0),
+}
+
+
+def write_pool(folder: Path, n_items: int, n_models: int, seed: int) -> None:
+    import pandas as pd
+
+    from audit_hub.curate.simulate import simulate_pool
+
+    q, r, meta = simulate_pool(n_items, n_models, seed=seed, as_tables=True)
+    q.to_parquet(folder / "questions.parquet", index=False)
+    r.to_parquet(folder / "runs.parquet", index=False)
+    pd.DataFrame({"model": list(meta["model_dates"]), "date": list(meta["model_dates"].values())}).to_csv(
+        folder / "model_dates.csv", index=False)
+    (folder / "planted.json").write_text(json.dumps(meta["planted"]))
+
+
+def run(n_items: int, n_models: int, target: int, seed: int, extra: list[str]) -> dict:
+    with tempfile.TemporaryDirectory(prefix="curate-bench-") as td:
+        d = Path(td)
+        write_pool(d, n_items, n_models, seed)
+        out = d / "curated"
+        cmd = [sys.executable, "-m", "audit_hub", "curate", "--questions", str(d / "questions.parquet"),
+               "--runs", str(d / "runs.parquet"), "--model-dates", str(d / "model_dates.csv"),
+               "--target-size", str(target), "--out", str(out), "--seed", str(seed), *extra]
+        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        secs = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rss = after.ru_maxrss / 1024
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        if proc.returncode != 0:
+            raise SystemExit(f"curate failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        s = json.loads((out / "summary.json").read_text())["curation"]
+        planted = json.loads((d / "planted.json").read_text())
+        import pandas as pd
+
+        kept = set(pd.read_parquet(out / "data" / "test-00000-of-00001.parquet")["question_id"].astype(str))
+        recall = {k: 1 - len(set(v) & kept) / len(v) for k, v in planted.items() if v}
+    return {"summary": s, "seconds": secs, "cpu_seconds": cpu, "peak_rss_mb": rss, "recall": recall,
+            "stdout": proc.stdout}
+
+
+def table(res: dict, n_items: int, n_models: int) -> str:
+    s = res["summary"]
+    j50 = next((j for j in s.get("junk") or [] if abs(j["fraction"] - 0.5) < 1e-9), None)
+    se = s.get("score_estimation") or {}
+    vals = {
+        "heldout_spearman_rho": s.get("heldout_spearman_rho"),
+        "heldout_kendall_tau": s.get("heldout_kendall_tau"),
+        "reduction": s.get("reduction"),
+        "sd_change": (s.get("discrimination_change") or {}).get("sd"),
+        "junk_survival_50": j50["junk_survival"] if j50 else None,
+        "junk_rho_50": j50["heldout_spearman_rho"] if j50 else None,
+        "score_mae_points": se.get("mae_points"),
+        "seconds": res["seconds"],
+    }
+    cis = {"heldout_spearman_rho": s.get("heldout_spearman_rho_ci"), "heldout_kendall_tau": s.get("heldout_kendall_tau_ci"),
+           "junk_rho_50": j50["heldout_spearman_rho_ci"] if j50 else None}
+    lines = [f"simulated MMGist-shaped pool: {n_items:,} items x {n_models} models; kept {s['n_after']:,} "
+             f"(removed by stage: {s['removed_by_stage']})",
+             f"{'target':<24}{'value':>10}  {'95% CI':<20}{'goal':>10}  met"]
+    for k, (op, goal) in TARGETS.items():
+        v = vals[k]
+        ci = cis.get(k)
+        met = None if v is None else (v >= goal if op == ">=" else v < goal if op == "<" else v <= goal)
+        cs = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
+        vs = "n/a" if v is None else f"{v:.3f}" if k != "seconds" else f"{v:.1f}"
+        lines.append(f"{k:<24}{vs:>10}  {cs:<20}{op + ' ' + str(goal):>10}  {'yes' if met else 'NO' if met is not None else '-'}")
+    r = s.get("baselines", {}).get("random_subset", {})
+    lines.append(f"random subsets, same size (mean over {r.get('n_draws')} draws/fold): rho {r.get('spearman_rho', float('nan')):.3f} "
+                 f"(95% of draws {r.get('spearman_rho_interval')}); curated above random mean: "
+                 f"{'yes' if (s.get('heldout_spearman_rho') or 0) > (r.get('spearman_rho') or 1) else 'NO'}; verdict: {s.get('versus_random')}")
+    for name, b in (s.get("baselines") or {}).items():
+        if name != "random_subset":
+            lines.append(f"baseline {name:<18} held-out rho {b['spearman_rho']:.3f}  tau {b['kendall_tau']:.3f}")
+    if s.get("ibp", {}).get("skipped"):
+        lines.append(f"baseline ibp: skipped ({s['ibp']['skipped']})")
+    nh = s.get("newest_heldout") or {}
+    if nh.get("spearman_rho") is not None:
+        lines.append(f"newest {len(nh['test_models'])} models held out: rho {nh['spearman_rho']:.3f}, tau {nh['kendall_tau']:.3f}")
+    lines.append("discrimination before -> after: " + ", ".join(
+        f"{k} {s['discrimination_before'][k]:.3f} -> {s['discrimination_after'][k]:.3f}" for k in s["discrimination_before"]))
+    if se:
+        lines.append("score MAE (points) by estimator at " + f"{se.get('n_items')} items: " + ", ".join(
+            f"{k} {v:.2f}" for k, v in se.get("mae_points_by_estimator", {}).items()))
+    lines.append("planted-defect recall (share removed): " + ", ".join(f"{k} {v:.3f}" for k, v in res["recall"].items()))
+    lines.append(f"time {res['seconds']:.1f} s wall, {res['cpu_seconds']:.1f} s CPU (user + sys), peak RSS "
+                 f"{res['peak_rss_mb']:.0f} MB (child process); "
+                 f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; stage timings {s.get('timings_s')}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--smoke", action="store_true", help="1,500 items x 12 models (for the test suite)")
+    ap.add_argument("--items", type=int, default=25_000)
+    ap.add_argument("--models", type=int, default=30)
+    ap.add_argument("--target-size", type=int, default=None, help="default: 30%% of the pool (MMGist kept 31%%)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    ap.add_argument("extra", nargs="*", help="extra arguments passed to `benchaudit curate` (after --)")
+    a = ap.parse_args(argv)
+    n_items, n_models = (1_500, 12) if a.smoke else (a.items, a.models)
+    target = a.target_size or int(round(0.30 * n_items))
+    extra = list(a.extra) + (["--n-boot", "200", "--no-figures"] if a.smoke else [])
+    res = run(n_items, n_models, target, a.seed, extra)
+    print(table(res, n_items, n_models))
+    if a.json:
+        a.json.write_text(json.dumps({k: v for k, v in res.items() if k != "stdout"}, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
