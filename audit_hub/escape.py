@@ -14,8 +14,10 @@ from typing import Any
 from .scrub import scrub
 
 _CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
-# Markdown punctuation that can start markup (CommonMark backslash-escapable ASCII punctuation).
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~^=:-])")
+# Markdown punctuation that makes markup anywhere in a line: code, emphasis, links/images (no '[' or ']'
+# survives, so '(' and '!' cannot form one), table cells, strikethrough; and what does so at the start.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+_MD_LEAD = re.compile(r"^([#+=>-])")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
@@ -35,7 +37,7 @@ def md_inline(s: Any, limit: int | None = 120) -> str:
     HTML special characters become entities, Markdown punctuation is backslash-escaped (no links,
     images, emphasis, headings or table breaks), newlines collapse to spaces.
     """
-    t = _MD_SPECIAL.sub(r"\\\1", plain_text(s, limit))
+    t = _MD_LEAD.sub(r"\\\1", _MD_SPECIAL.sub(r"\\\1", plain_text(s, limit)))
     return "".join(_HTML.get(ch, ch) for ch in t)
 
 
