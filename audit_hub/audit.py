@@ -17,6 +17,7 @@ from . import detectors
 from .detectors.base import DetectorResult
 from .errors import DetectorSkipped
 from .frame import AuditFrame
+from .stages import stage
 
 DETECTORS: tuple[str, ...] = detectors.names()
 
@@ -89,12 +90,13 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
         modules[name] = mod
         params = config.detector_params(name)
         t0 = time.perf_counter()
-        try:
-            results[name] = mod.run(frame, field=primary, seed=config.seed, **params)
-            if spec.judge_dependent and primary == "hit" and has_exact:
-                alt[name] = mod.run(frame, field="hit_exact", seed=config.seed, **params)
-        except DetectorSkipped as e:
-            skipped[name] = str(e)
+        with stage(name):
+            try:
+                results[name] = mod.run(frame, field=primary, seed=config.seed, **params)
+                if spec.judge_dependent and primary == "hit" and has_exact:
+                    alt[name] = mod.run(frame, field="hit_exact", seed=config.seed, **params)
+            except DetectorSkipped as e:
+                skipped[name] = str(e)
         timings[name] = time.perf_counter() - t0
 
     judge = {}
@@ -102,7 +104,10 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
         fn_name = detectors.get(name).judge_dependence
         if fn_name is not None and name in alt:
             step("judge dependence")
-            judge = getattr(modules[name], fn_name)(frame, results[name], alt[name])
+            t0 = time.perf_counter()
+            with stage("judge dependence"):
+                judge = getattr(modules[name], fn_name)(frame, results[name], alt[name])
+            timings["judge dependence"] = time.perf_counter() - t0
 
     calibration: dict = {}
     if config.run_calibration and results:
@@ -110,9 +115,10 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
         t0 = time.perf_counter()
         from .calibration import calibrate
 
-        calibration = calibrate(frame, list(results), n_sims=config.calibration_sims,
-                                seed=config.seed, field=primary,
-                                params={n: config.detector_params(n) for n in results})
+        with stage("calibration"):
+            calibration = calibrate(frame, list(results), n_sims=config.calibration_sims,
+                                    seed=config.seed, field=primary,
+                                    params={n: config.detector_params(n) for n in results})
         timings["calibration"] = time.perf_counter() - t0
 
     tst = None
@@ -121,7 +127,8 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
         t0 = time.perf_counter()
         from .tst import run_tst_rf
 
-        tst = run_tst_rf(frame, seed=config.seed, **config.tst_params)
+        with stage("tst"):
+            tst = run_tst_rf(frame, seed=config.seed, **config.tst_params)
         timings["tst"] = time.perf_counter() - t0
 
     # Holm across the detectors' headline tests

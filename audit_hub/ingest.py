@@ -167,6 +167,7 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
     VLMEvalKit file names defaults to the questions file stem (``MMBench_DEV_EN.tsv``).
     """
     from .frame import AuditFrame
+    from .stages import stage
 
     runs = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs or [])
     blind = [blind] if isinstance(blind, (str, os.PathLike)) else list(blind or [])
@@ -175,40 +176,42 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
     sources: list[dict] = []
     if dataset_hint is None and questions_spec is not None and os.path.isfile(str(questions_spec)):
         dataset_hint = stem_of(str(questions_spec))
-    need_q = questions_spec is None
-    full_res, skipped = read_all(runs, arm="full", questions=None, column_map=column_map, dataset_hint=dataset_hint,
-                                  model=model, metric=metric, with_questions=need_q) if runs else ([], [])
-    blind_res, skipped_b = read_all(blind, arm="blind", questions=None, column_map=column_map,
-                                     dataset_hint=dataset_hint, model=blind_model, metric=metric,
-                                     with_questions=need_q) if blind else ([], [])
-    if questions_spec is not None:
-        questions = load_questions(str(questions_spec), column_map=column_map, revision=revision, split=split,
-                                   arrow_options=True)
-        sources.extend(questions.attrs.get("sources", []))
-        qsrc = str(questions_spec)
-        restore_non_mc_answers(full_res + blind_res, questions)
-    else:
-        questions = questions_from_results(full_res + blind_res)
-        qsrc = "<questions from the run files>"
-    full_df, full_judges = runs_from_results(full_res, model_map) if full_res else (None, {})
-    blind_df, blind_judges = runs_from_results(blind_res, model_map) if blind_res else (None, {})
-    runs_source = ", ".join(map(str, runs + blind))
-    if full_df is not None and blind_df is not None:
-        full_df = with_provenance(full_df, full_res[0].path)  # implicit rows only when one file per arm
-        blind_df = with_provenance(blind_df, blind_res[0].path)
-    elif "source_row" not in (full_df if full_df is not None else blind_df).columns:
-        runs_source = (full_res or blind_res)[0].path  # one file: row i of the table is its data row i + 1
-    runs_df = concat_runs([d for d in (full_df, blind_df) if d is not None])
-    del full_df, blind_df
-    for r in full_res + blind_res:
-        sources.append(_source(r.path, r.kind, r.rows, r.info))
-    frame = AuditFrame.from_tables(
-        questions, runs_df, questions_source=qsrc, runs_source=runs_source,
-        sources=sources, compute_exact=compute_exact,
-        meta={"judges": full_judges, "judges_blind": blind_judges, "skipped": skipped + skipped_b,
-              "column_map": dict(column_map or {}), "dataset_hint": dataset_hint,
-              "dataset": _dataset_meta(questions_spec, dataset_hint, sources)},
-    )
+    with stage("read"):  # parse the files into tables (timed for the manifest and --verbose)
+        need_q = questions_spec is None
+        full_res, skipped = read_all(runs, arm="full", questions=None, column_map=column_map, dataset_hint=dataset_hint,
+                                      model=model, metric=metric, with_questions=need_q) if runs else ([], [])
+        blind_res, skipped_b = read_all(blind, arm="blind", questions=None, column_map=column_map,
+                                         dataset_hint=dataset_hint, model=blind_model, metric=metric,
+                                         with_questions=need_q) if blind else ([], [])
+        if questions_spec is not None:
+            questions = load_questions(str(questions_spec), column_map=column_map, revision=revision, split=split,
+                                       arrow_options=True)
+            sources.extend(questions.attrs.get("sources", []))
+            qsrc = str(questions_spec)
+            restore_non_mc_answers(full_res + blind_res, questions)
+        else:
+            questions = questions_from_results(full_res + blind_res)
+            qsrc = "<questions from the run files>"
+        full_df, full_judges = runs_from_results(full_res, model_map) if full_res else (None, {})
+        blind_df, blind_judges = runs_from_results(blind_res, model_map) if blind_res else (None, {})
+        runs_source = ", ".join(map(str, runs + blind))
+        if full_df is not None and blind_df is not None:
+            full_df = with_provenance(full_df, full_res[0].path)  # implicit rows only when one file per arm
+            blind_df = with_provenance(blind_df, blind_res[0].path)
+        elif "source_row" not in (full_df if full_df is not None else blind_df).columns:
+            runs_source = (full_res or blind_res)[0].path  # one file: row i of the table is its data row i + 1
+        runs_df = concat_runs([d for d in (full_df, blind_df) if d is not None])
+        del full_df, blind_df
+        for r in full_res + blind_res:
+            sources.append(_source(r.path, r.kind, r.rows, r.info))
+    with stage("validate"):  # check and encode the audit frame
+        frame = AuditFrame.from_tables(
+            questions, runs_df, questions_source=qsrc, runs_source=runs_source,
+            sources=sources, compute_exact=compute_exact,
+            meta={"judges": full_judges, "judges_blind": blind_judges, "skipped": skipped + skipped_b,
+                  "column_map": dict(column_map or {}), "dataset_hint": dataset_hint,
+                  "dataset": _dataset_meta(questions_spec, dataset_hint, sources)},
+        )
     frame.meta["benchmark"] = frame.meta["dataset"]["name"]
     frame.meta["pool"] = pool_summary(frame.models_in("full"), frame.models_in("blind"))
     return frame

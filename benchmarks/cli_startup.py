@@ -33,9 +33,14 @@ def measure(args: list[str], repeats: int = 5) -> tuple[float, str]:
 
 
 def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="one run per command instead of 5 (CI)")
+    repeats = 1 if ap.parse_args().smoke else 5
     for args in (["--help"], ["audit", "--help"]):
-        t, heavy = measure(args)
-        print(f"benchaudit {' '.join(args):<14} median {t:.3f} s over 5 runs; heavy modules imported: "
+        t, heavy = measure(args, repeats)
+        print(f"benchaudit {' '.join(args):<14} median {t:.3f} s over {repeats} runs; heavy modules imported: "
               f"{heavy or 'none'}  (target < 1.5 s, none of torch/transformers/evaluate)")
 
 

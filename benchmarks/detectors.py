@@ -170,7 +170,10 @@ def main() -> None:
     ap.add_argument("--naive-sizes", nargs="+", default=["1500x3", "20000x10"])
     ap.add_argument("--permutations", type=int, default=999)
     ap.add_argument("--naive-timeout", type=float, default=600)
+    ap.add_argument("--smoke", action="store_true", help="1500 x 3 only, 99 permutations (CI checks the script runs)")
     args = ap.parse_args()
+    if args.smoke:
+        args.sizes, args.naive_sizes, args.permutations = ["1500x3"], ["1500x3"], 99
     with tempfile.TemporaryDirectory() as tmp:
         for size in dict.fromkeys(args.sizes + args.naive_sizes):
             n_q, n_m = (int(x) for x in size.split("x"))

@@ -132,7 +132,10 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=50_000_000, help="bare-letter rows")
     ap.add_argument("--free", type=int, default=100_000, help="free-text rows")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--smoke", action="store_true", help="20,000 letter rows and 500 free-text rows (CI)")
     a = ap.parse_args()
+    if a.smoke:
+        a.rows, a.free = 20_000, 500
     print(f"seed {a.seed}")
     if a.free:
         bench_free(a.free, a.seed)

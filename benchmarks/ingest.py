@@ -142,7 +142,13 @@ def main() -> None:
     ap.add_argument("--xlsx-models", type=int, default=5)
     ap.add_argument("--only", choices=["parquet", "tsv", "xlsx"], action="append")
     ap.add_argument("--measure", help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true", help="2,000 x 3 (xlsx 200 x 2) in a temporary folder (CI)")
     args = ap.parse_args()
+    if args.smoke and not args.measure:
+        import tempfile
+
+        args.questions, args.models, args.xlsx_questions, args.xlsx_models = 2000, 3, 200, 2
+        args.dir = tempfile.mkdtemp(prefix="benchaudit_ingest_smoke_")
     if args.measure:
         print(json.dumps(measure(args.measure, args.dir)))
         return
@@ -152,11 +158,13 @@ def main() -> None:
         build(args.dir, args.questions, args.models, args.xlsx_questions, args.xlsx_models)
         open(stamp, "w").close()
         print(f"built synthetic run set in {time.perf_counter() - t:.1f}s under {args.dir}", flush=True)
+    failed = False
     for kind in args.only or ["parquet", "tsv", "xlsx"]:
         out = subprocess.run([sys.executable, __file__, "--measure", kind, "--dir", args.dir],
                              capture_output=True, text=True)
         if out.returncode != 0:
             print(f"{kind}: FAILED\n{out.stderr[-3000:]}")
+            failed = True
             continue
         res = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"{kind:8s} {res['rows']:>9,d} run rows ({res['questions']:,d} q x {res['models']} models): "
@@ -164,6 +172,8 @@ def main() -> None:
               f" runs {res['load_runs_s']:.2f}s, validate {res['validate_s']:.2f}s)  peak RSS {res['peak_rss_mb']:,d} MB"
               f"  exact extraction: {res['exact_extraction']}",
               flush=True)
+    if failed:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         blind: list[str] | None = typer.Option(
             None, "--blind", "-b", help="Blind-arm (text-only) run files, folders or globs; pair with --runs by model name."),
         out: Path = typer.Option(Path("audit_report"), "--out", "-o",
-                                 help="Output folder, written atomically. An existing one is replaced only if it is an earlier `benchaudit audit` output; anything else is refused."),
+                                 help="Output folder (written atomically; replaced if it exists)."),
         column_map: list[str] | None = typer.Option(
             None, "--map", help="Column rename OLD=NEW for other layouts; repeatable."),
         revision: str | None = typer.Option(None, "--revision", help="Hub revision for --questions."),
@@ -44,67 +44,91 @@ def register(app: typer.Typer) -> None:
                  "global shuffle (the paper's unstratified number, always reported next to the headline)."),
         tst: bool = typer.Option(False, "--tst", help="Also run the TsT-RF stress test and add tst_s to the report."),
         figures: bool = typer.Option(True, "--figures/--no-figures", help="Render PNG figures for the card."),
+        verbose: bool = typer.Option(False, "--verbose", "-v",
+                                     help="Print the wall time of every stage (also recorded in manifest.json)."),
     ) -> None:
         """Audit a benchmark from saved evaluation runs; with no inputs, audits the bundled MATH-Vision example."""
         import sys
 
         from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from ..audit import AuditConfig, run_audit
-        from ..errors import InputError
-        from ..escape import console_text, one_line
+        from ..audit import AuditConfig
         from ..io_utils import check_output_target
-        from ..limits import audit_memory_estimate, require_memory
+        from ..stages import StageClock, recording, stage
 
         console = Console(stderr=True)
         check_output_target(out, command="audit", inputs=[questions, *(runs or []), *(blind or [])])
-        if questions is None and not runs and not blind:
-            from ..example import example_frame
 
-            with console.status("loading the bundled MATH-Vision example"):
-                frame = example_frame()
-            inputs = frame.sources
-        else:
-            if not runs and not blind:
-                raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
-            from ..ingest import build_frame, parse_column_map
+        detector_names = list(AuditConfig().detectors)
+        plan = (["read", "validate"] + detector_names + ["judge dependence"]
+                + (["calibration"] if calibration_sims > 0 else []) + (["tst"] if tst else [])
+                + ["report"] + (["figures"] if figures else []) + ["card"])
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=console, transient=True) as prog:
+            task = prog.add_task("starting", total=len(plan))
 
-            cmap = parse_column_map(column_map or [])
-            with console.status("reading and validating inputs"):
-                frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
-                                    revision=revision, dataset_hint=dataset, blind_model=blind_model)
-            inputs = frame.sources
-        pool = frame.meta.get("pool") or {}
-        if pool.get("note"):
-            console.print(f"[yellow]note:[/yellow] {console_text(pool['note'])}")
-        n_cat = int(frame.questions["category"].nunique()) if "category" in frame.questions else 1
-        require_memory(audit_memory_estimate(frame.n_questions, n_cat, n_permutations, calibration_sims),
-                       f"--n-permutations {n_permutations}")
-        from .. import detectors
-        from ..strata import cli_stratify
+            def on_stage(name: str) -> None:
+                done = plan.index(name) if name in plan else None
+                prog.update(task, description=f"{name:<28}", completed=done)
 
-        params = {detectors.by_role("image_gain"): {"stratify": cli_stratify(stratify)}}
-        config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
-                             run_calibration=calibration_sims > 0, run_tst=tst, params=params)
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            clock = StageClock(on_start=on_stage)
+            with recording(clock):
+                result, inputs = _audit(console, questions, runs, blind, column_map, revision, dataset,
+                                        blind_model, seed, n_permutations, calibration_sims, stratify, tst, stage)
+                from ..report import write_report
 
-        steps = list(config.detectors) + ["judge dependence", "calibration"] + (["tst"] if tst else [])
-        with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                      console=console, transient=True) as prog:
-            task = prog.add_task("auditing", total=len(steps))
-
-            def on_step(name: str) -> None:
-                prog.update(task, description=f"auditing: {name}", completed=steps.index(name) if name in steps else None)
-
-            result = run_audit(frame, config, progress=on_step)
-            prog.update(task, completed=len(steps))
-        from ..report import write_report
-
-        with console.status("writing the report"):
-            folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
-                                  figures=figures)
+                folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
+                                      figures=figures)
+            prog.update(task, completed=len(plan))
+        result.timings = dict(clock.timings)
+        if verbose:
+            console.print("stage timings (wall):")
+            for line in clock.lines():
+                console.print("  " + line, highlight=False)
         _print_headlines(console, result)
+        from ..escape import one_line
+
         typer.echo(f"report: {one_line(folder)}")
+
+
+def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
+           calibration_sims, stratify, tst, stage):
+    """Inputs -> frame -> :func:`audit_hub.audit.run_audit`; returns the result and the input records."""
+    from ..audit import AuditConfig, run_audit
+    from ..errors import InputError
+
+    if questions is None and not runs and not blind:
+        from ..example import example_frame
+
+        with stage("read"):
+            frame = example_frame()
+    else:
+        if not runs and not blind:
+            raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
+        from ..ingest import build_frame, parse_column_map
+
+        cmap = parse_column_map(column_map or [])
+        frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
+                            revision=revision, dataset_hint=dataset, blind_model=blind_model)
+    inputs = frame.sources
+    pool = frame.meta.get("pool") or {}
+    if pool.get("note"):
+        from ..escape import console_text
+
+        console.print(f"[yellow]note:[/yellow] {console_text(pool['note'])}")
+    from ..limits import audit_memory_estimate, require_memory
+
+    n_cat = int(frame.questions["category"].nunique()) if "category" in frame.questions else 1
+    require_memory(audit_memory_estimate(frame.n_questions, n_cat, n_permutations, calibration_sims),
+                   f"--n-permutations {n_permutations}")
+    from .. import detectors
+    from ..strata import cli_stratify
+
+    params = {detectors.by_role("image_gain"): {"stratify": cli_stratify(stratify)}}
+    config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
+                         run_calibration=calibration_sims > 0, run_tst=tst, params=params)
+    return run_audit(frame, config), inputs
 
 
 def _print_headlines(console, result) -> None:

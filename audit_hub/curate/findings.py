@@ -1,9 +1,9 @@
 """The audit's per-question findings that curation reads, computed by the audit pipeline itself.
 
-:func:`audit_findings` runs :func:`audit_hub.audit.run_audit` in process on the detectors curation
-uses, with the expensive extras off (no calibration, no permutation null, no bootstrap: only the
-per-question tables are read), and joins their per-question tables into one frame keyed by question
-code. Model-independent findings (the option-similarity detector, placeholder options) are
+:func:`audit_findings` runs :func:`audit_hub.audit.run_audit` in process on the detectors curation uses,
+with the expensive extras off (no calibration, no permutation null, and each detector's registered
+cheap mode for simulated benchmarks: only the per-question tables are read), and joins their
+per-question tables into one frame keyed by question code. Model-independent findings (the option-similarity detector, placeholder options) are
 computed once and reused when the same questions are audited with a different set of models (the
 folds of the held-out evaluation).
 """
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import detectors as reg
 from . import roles
 
 # Option texts that are not options: what a pandas round trip or a padding slot leaves behind
@@ -62,9 +63,15 @@ def audit_findings(frame, *, seed: int = 0, text_cache: pd.DataFrame | None = No
     from ..audit import AuditConfig, run_audit
 
     dets = tuple(detectors or roles.names(roles.MODEL_DEPENDENT + (() if text_cache is not None else roles.TEXT_ONLY)))
-    gain = roles.detector(roles.IMAGE_GAIN)
-    cfg = AuditConfig(seed=seed, n_permutations=0, run_calibration=False, detectors=dets,
-                      params={gain: {"n_boot": 0, "leave_one_out": False}} if gain in dets else {})
+    # each detector in the cheap mode its registration declares for simulated benchmarks (summary-level
+    # extras off: bootstrap, leave-one-out, recall simulations); the per-question tables are what is read
+    params = {}
+    for name in dets:
+        p = dict(reg.get(name).calibration_params)
+        if "n_permutations" in p:
+            p["n_permutations"] = 0
+        params[name] = p
+    cfg = AuditConfig(seed=seed, n_permutations=0, run_calibration=False, detectors=dets, params=params)
     res = run_audit(frame, cfg)
     parts = []
     for name in dets:

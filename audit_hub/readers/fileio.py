@@ -508,9 +508,11 @@ def _read_excel(path: str) -> pd.DataFrame:
     import zipfile
 
     check_zip_container(path)  # size/ratio/memory limits, defusedxml, duplicate header names: before any parser
+    from .xlsx import XLSX_ERRORS, read_xlsx_sheet
+
     try:
-        df = pd.read_excel(path, engine="openpyxl", dtype=object)
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
+        df = read_xlsx_sheet(path)
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError, *XLSX_ERRORS) as e:
         raise InputError(f"not a readable .xlsx workbook ({type(e).__name__}: {e})", file=path) from None
     df = df.drop(columns=[c for c in df.columns if c in MEDIA_COLUMNS])
     df.columns = [str(c) for c in df.columns]

@@ -78,8 +78,11 @@ def _config_dict(config: Any) -> dict:
 
 
 def build_manifest(result: Any, *, command_line: list[str], inputs: list[dict], folder: Path,
-                   started_at: float, finished_at: float) -> dict:
-    """The manifest dict (JSON-serialisable through :func:`audit_hub.io_utils.dump_json`)."""
+                   started_at: float, finished_at: float, timings: dict[str, float] | None = None) -> dict:
+    """The manifest dict (JSON-serialisable through :func:`audit_hub.io_utils.dump_json`).
+
+    ``timings``: wall seconds per stage (:mod:`audit_hub.stages`; read, validate, each detector,
+    calibration, report, figures, card); defaults to the detector timings of ``result``."""
     frame = result.frame
     meta = frame.meta
     ds = dict(meta.get("dataset") or {})
@@ -95,7 +98,8 @@ def build_manifest(result: Any, *, command_line: list[str], inputs: list[dict], 
         "command_line": list(command_line),
         "started_at": _iso(started_at),
         "finished_at": _iso(finished_at),
-        "timings_s": dict(getattr(result, "timings", {}) or {}),
+        "timings_s": {k: round(float(v), 4) for k, v in
+                      (timings if timings is not None else getattr(result, "timings", {}) or {}).items()},
         "dataset": {**ds, "revision": ds.get("revision") or ds.get("commit") or ds.get("resolved_commit")},
         "hub_inputs": hub_inputs,
         "inputs": ins,

@@ -27,8 +27,19 @@ ACTION_ORDER: tuple[str, ...] = ("rewrite distractor", "relabel", "drop", "revie
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+def _id_array(s: pd.Series):
+    """Question IDs as one Arrow string array (for a cheap equality check of 1M IDs)."""
+    import pyarrow as pa
+
+    arr = pa.array(s.astype(str), type=pa.large_string(), from_pandas=True)
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
 def _severity_rank(s: pd.Series) -> np.ndarray:
-    return s.astype(object).map(RANK).fillna(0).to_numpy(dtype=np.int64)
+    """Severity label -> rank (unknown and missing -> 0); one lookup per distinct label."""
+    codes, uniques = pd.factorize(s)
+    table = np.array([RANK.get(u, 0) if isinstance(u, str) else 0 for u in uniques] + [0], dtype=np.int64)
+    return table[codes]  # code -1 (missing) picks the trailing 0
 
 
 def _phrase(name: str, pq: pd.DataFrame, flagged: np.ndarray, sev: pd.Series) -> pd.Series:
@@ -55,7 +66,7 @@ def build_questions_table(result: Any) -> pd.DataFrame:
     frame = result.frame
     base = frame.questions_table().reset_index(drop=True)
     base["n_options"] = frame.questions["n_options"].to_numpy().astype(np.int64)
-    qids = base["question_id"].astype(str).to_numpy()
+    qids = _id_array(base["question_id"])
     parts = [base]
     names = list(result.results)
     n = len(base)
@@ -66,7 +77,7 @@ def build_questions_table(result: Any) -> pd.DataFrame:
     sev_by: dict[str, np.ndarray] = {}
     for name in names:
         pq = result.results[name].per_question.reset_index(drop=True)
-        if len(pq) != n or not np.array_equal(pq["question_id"].astype(str).to_numpy(), qids):
+        if len(pq) != n or not _id_array(pq["question_id"]).equals(qids):
             raise ValueError(f"detector {name} returned per_question rows that do not follow the frame's questions")
         cols = [c for c in pq.columns if c != "question_id"]
         parts.append(pq[cols])
@@ -185,9 +196,14 @@ def build_summary_table(result: Any) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def build_runs_table(result: Any) -> pd.DataFrame:
-    """The aligned runs (public long format), so the audit can be recomputed from the report alone."""
-    return result.frame.runs_table()
+def build_runs_table(result: Any):
+    """The aligned runs (public long format), so the audit can be recomputed from the report alone.
+
+    An Arrow table with dictionary-encoded ``question_id``/``model``/``arm`` built from the frame's
+    integer codes (no Python object per run row; see :mod:`audit_hub.report.runs_arrow`)."""
+    from .runs_arrow import runs_arrow_table
+
+    return runs_arrow_table(result.frame)
 
 
 # ---------------------------------------------------------------------------------------------- writing
@@ -196,14 +212,35 @@ def build_runs_table(result: Any) -> pd.DataFrame:
 def judge_disagreement_counts(frame: Any) -> dict[str, np.ndarray]:
     """Per (arm, model) key ``arm * n_models + model``: rows scored both ways (``n_both``), rows where
     the judge and exact matching disagree (``n_dis``), all rows (``n_all``) and unparseable rows
-    (``unparsed``). Used by the card's judge-dependence table and by its figure."""
-    r = frame.runs
-    h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
-    both = (h >= 0) & (e >= 0)
-    key = r["arm"].to_numpy().astype(np.int64) * frame.n_models + r["m"].to_numpy().astype(np.int64)
-    size = 2 * frame.n_models
-    return {"n_both": np.bincount(key[both], minlength=size),
-            "n_dis": np.bincount(key[both & (h != e)], minlength=size),
-            "n_all": np.bincount(key, minlength=size),
-            "unparsed": np.bincount(key[r["answer"].isna().to_numpy()], minlength=size)}
+    (``unparsed``). Used by the card's judge-dependence table and by its figure.
 
+    One bincount over (key, both, disagree, unparsed) in chunks of 4M rows (no 100M-row int64
+    temporaries), cached on the frame for the second caller."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    r = frame.runs
+    cached = frame.cache.get("judge_counts")
+    if cached is not None and cached[0] is r:
+        return cached[1]
+    h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
+    arm, mod = r["arm"].to_numpy(), r["m"].to_numpy()
+    ans = getattr(r["answer"].array, "_pa_array", None)
+    if isinstance(ans, (pa.Array, pa.ChunkedArray)):
+        unp = pc.is_null(ans).to_numpy(zero_copy_only=False)
+    else:
+        unp = r["answer"].isna().to_numpy()
+    size = 2 * frame.n_models
+    cnt = np.zeros(size * 8, np.int64)
+    step = 1 << 22
+    for lo in range(0, len(r), step):
+        sl = slice(lo, lo + step)
+        both = (h[sl] >= 0) & (e[sl] >= 0)
+        key = arm[sl].astype(np.int32) * frame.n_models + mod[sl]
+        c = ((key * 2 + both) * 2 + (both & (h[sl] != e[sl]))) * 2 + unp[sl]
+        cnt += np.bincount(c, minlength=size * 8)
+    cnt = cnt.reshape(size, 2, 2, 2)
+    out = {"n_both": cnt[:, 1].sum(axis=(1, 2)), "n_dis": cnt[:, 1, 1].sum(axis=1),
+           "n_all": cnt.sum(axis=(1, 2, 3)), "unparsed": cnt[..., 1].sum(axis=(1, 2))}
+    frame.cache["judge_counts"] = (r, out)
+    return out

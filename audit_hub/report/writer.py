@@ -48,11 +48,18 @@ def _arrow_table(df: pd.DataFrame):
     return t.cast(pa.schema(fields))
 
 
-def write_config(folder: Path, name: str, df: pd.DataFrame, shard_bytes: int = SHARD_BYTES) -> list[str]:
-    """Write one config as ``data/<name>-NNNNN-of-MMMMM.parquet`` shards; return the relative paths."""
+def write_config(folder: Path, name: str, df, shard_bytes: int = SHARD_BYTES) -> list[str]:
+    """Write one config as ``data/<name>-NNNNN-of-MMMMM.parquet`` shards; return the relative paths.
+
+    ``df``: a DataFrame, or an Arrow table (written as it is, in row groups, dictionary columns
+    stored directly; see :func:`audit_hub.report.runs_arrow.write_arrow_parquet`)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = _arrow_table(df)
+    from .runs_arrow import write_arrow_parquet
+
+    native = isinstance(df, pa.Table)
+    table = df if native else _arrow_table(df)
     n_shards = max(1, math.ceil(table.nbytes / shard_bytes)) if table.num_rows else 1
     n_shards = min(n_shards, max(1, table.num_rows))
     rows = math.ceil(table.num_rows / n_shards) if table.num_rows else 0
@@ -60,7 +67,11 @@ def write_config(folder: Path, name: str, df: pd.DataFrame, shard_bytes: int = S
     paths = []
     for s in range(n_shards):
         rel = f"data/{name}-{s:05d}-of-{n_shards:05d}.parquet"
-        pq.write_table(table.slice(s * rows, rows) if rows else table, folder / rel, compression="zstd")
+        part = table.slice(s * rows, rows) if rows else table
+        if native:
+            write_arrow_parquet(part, folder / rel)
+        else:
+            pq.write_table(part, folder / rel, compression="zstd")
         paths.append(rel)
     return paths
 
@@ -74,30 +85,44 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
     ``_hook`` is for tests: called with the temporary folder just before it is moved into place.
     """
     from ..io_utils import atomic_dir, dump_json
+    from ..stages import current_timings, stage
     from .card import render_card
     from .manifest import build_manifest
 
     started = time.time()
     target = Path(out_dir)
-    questions = build_questions_table(result)
-    summary_df = build_summary_table(result)
-    runs = build_runs_table(result)
+    local: dict[str, float] = {}  # this function's stages, for the manifest when no clock is installed
+    t0 = time.perf_counter()
+    with stage("report"):
+        questions = build_questions_table(result)
+        summary_df = build_summary_table(result)
+        runs = build_runs_table(result)
     with atomic_dir(target, command="audit", inputs=[r.get("path") for r in inputs or []]) as tmp:
-        files = {
-            "questions": write_config(tmp, "questions", questions, shard_bytes),
-            "summary": write_config(tmp, "summary", summary_df, shard_bytes),
-            "runs": write_config(tmp, "runs", runs, shard_bytes),
-        }
+        with stage("report"):
+            files = {
+                "questions": write_config(tmp, "questions", questions, shard_bytes),
+                "summary": write_config(tmp, "summary", summary_df, shard_bytes),
+                "runs": write_config(tmp, "runs", runs, shard_bytes),
+            }
+            del runs
+        local["report"] = time.perf_counter() - t0
         figs: dict[str, str] = {}
         if figures:
             from .figures import make_figures
 
-            figs = make_figures(result, questions, tmp / "figures", summary_df)
-        (tmp / "summary.json").write_text(dump_json(result.summary), encoding="utf-8")
-        card = render_card(result, questions, summary_df, files=files, figures=figs, folder=tmp)
-        (tmp / "README.md").write_text(card, encoding="utf-8")
+            t0 = time.perf_counter()
+            with stage("figures"):
+                figs = make_figures(result, questions, tmp / "figures", summary_df)
+            local["figures"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with stage("card"):
+            (tmp / "summary.json").write_text(dump_json(result.summary), encoding="utf-8")
+            card = render_card(result, questions, summary_df, files=files, figures=figs, folder=tmp)
+            (tmp / "README.md").write_text(card, encoding="utf-8")
+        local["card"] = time.perf_counter() - t0
+        timings = current_timings() or {**dict(getattr(result, "timings", {}) or {}), **local}
         manifest = build_manifest(result, command_line=command_line, inputs=inputs, folder=tmp,
-                                  started_at=started, finished_at=time.time())
+                                  started_at=started, finished_at=time.time(), timings=timings)
         (tmp / "manifest.json").write_text(dump_json(manifest), encoding="utf-8")
         if _hook is not None:
             _hook(tmp)

@@ -1,0 +1,72 @@
+"""Stage clock: the wall time of each stage of one audit.
+
+Stages, in order: ``read`` (parse the input files into tables), ``validate`` (check them and encode
+the audit frame), one stage per detector (named after it), ``judge dependence``, ``calibration``,
+``tst``, ``report`` (tables, Parquet, card) and ``figures``. The CLI installs one
+:class:`StageClock` for the whole command (:func:`recording`); library code marks its stages with
+:func:`stage`, which does nothing when no clock is installed, so the library stays free of I/O and
+of any display. ``manifest.json`` records :attr:`StageClock.timings` as ``timings_s``; the CLI
+shows the current stage with a progress bar and prints the timings with ``--verbose``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
+
+
+class StageClock:
+    """Accumulates wall seconds per stage name (first-start order) and announces each stage."""
+
+    def __init__(self, on_start: Callable[[str], None] | None = None) -> None:
+        self.timings: dict[str, float] = {}
+        self.current: str | None = None
+        self._on_start = on_start
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        outer = self.current
+        self.current = name
+        if self._on_start is not None:
+            self._on_start(name)
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
+            self.current = outer
+
+    def lines(self) -> list[str]:
+        """``name  seconds  share`` lines for the console (``--verbose``)."""
+        total = sum(self.timings.values()) or 1.0
+        width = max((len(n) for n in self.timings), default=5)
+        out = [f"{n:<{width}}  {s:8.2f} s  {100 * s / total:5.1f}%" for n, s in self.timings.items()]
+        out.append(f"{'total':<{width}}  {sum(self.timings.values()):8.2f} s")
+        return out
+
+
+_CURRENT: ContextVar[StageClock | None] = ContextVar("benchaudit_stage_clock", default=None)
+
+
+@contextmanager
+def recording(clock: StageClock) -> Iterator[StageClock]:
+    """Install ``clock`` so that :func:`stage` calls below this point record into it."""
+    token = _CURRENT.set(clock)
+    try:
+        yield clock
+    finally:
+        _CURRENT.reset(token)
+
+
+def stage(name: str):
+    """Context manager timing one stage into the installed clock (a no-op without one)."""
+    clock = _CURRENT.get()
+    return clock.stage(name) if clock is not None else nullcontext()
+
+
+def current_timings() -> dict[str, float]:
+    """A copy of the installed clock's timings so far (empty without one)."""
+    clock = _CURRENT.get()
+    return dict(clock.timings) if clock is not None else {}

@@ -1,0 +1,66 @@
+"""Run one command as a child process and report what a user would see: wall seconds, the child's
+CPU seconds and its peak RSS (``resource.getrusage(RUSAGE_CHILDREN)`` read in a fresh wrapper
+process, so that the peak is this command's own and not the largest of earlier children).
+
+    python benchmarks/_measure.py -- benchaudit audit ...      # prints one JSON line
+
+Used by cli_scale.py and xlsx_read.py; also records the machine's load (``os.getloadavg``), since
+wall times on a shared machine mean little without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+
+def _wrapped(cmd: list[str], env: dict | None, timeout: float | None) -> dict:
+    load = os.getloadavg()
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    wall = time.perf_counter() - t0
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"rc": p.returncode, "wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime,
+            "peak_rss_gb": ru.ru_maxrss / 1024**2, "load_before": [round(x, 2) for x in load],
+            "load_after": [round(x, 2) for x in os.getloadavg()],
+            "stdout_tail": p.stdout[-4000:], "stderr_tail": p.stderr[-4000:]}
+
+
+def measure(cmd: list[str], env: dict | None = None, timeout: float | None = None) -> dict:
+    """``cmd`` in a fresh wrapper process; returns rc, wall_s, cpu_s, peak_rss_gb, load, output tails."""
+    wrapper = [sys.executable, os.path.abspath(__file__), "--timeout", str(timeout or 0), "--", *cmd]
+    p = subprocess.run(wrapper, capture_output=True, text=True, env=env)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("MEASURE=")]
+    if not lines:
+        raise RuntimeError(f"measurement wrapper failed: {p.stderr[-2000:]}")
+    return json.loads(lines[-1][8:])
+
+
+def benchaudit_cmd() -> list[str]:
+    """The CLI a user types (``benchaudit``), run with this interpreter so the checkout's package is used."""
+    return [sys.executable, "-m", "audit_hub.cli"]
+
+
+def child_env(root: str) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    timeout = None
+    if args[:1] == ["--timeout"]:
+        timeout = float(args[1]) or None
+        args = args[2:]
+    if args[:1] == ["--"]:
+        args = args[1:]
+    try:
+        out = _wrapped(args, None, timeout)
+    except subprocess.TimeoutExpired:
+        out = {"rc": 124, "wall_s": timeout, "cpu_s": None, "peak_rss_gb": None, "timed_out": True}
+    print("MEASURE=" + json.dumps(out))
