@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         blind: list[str] | None = typer.Option(
             None, "--blind", "-b", help="Blind-arm (text-only) run files, folders or globs; pair with --runs by model name."),
         out: Path = typer.Option(Path("audit_report"), "--out", "-o",
-                                 help="Output folder (written atomically; replaced if it exists)."),
+                                 help="Output folder, written atomically. An existing one is replaced only if it is an earlier `benchaudit audit` output; anything else is refused."),
         column_map: list[str] | None = typer.Option(
             None, "--map", help="Column rename OLD=NEW for other layouts; repeatable."),
         revision: str | None = typer.Option(None, "--revision", help="Hub revision for --questions."),
