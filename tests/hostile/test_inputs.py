@@ -315,24 +315,6 @@ def test_workbook_too_big_for_memory_is_refused_before_parsing(ws, monkeypatch):
     assert "memory" in res.error_lines[0], res
 
 
-def test_library_warnings_do_not_add_lines_to_an_error(ws):
-    """openpyxl warns about an unsupported sheet extension; the user still sees exactly one line (a real
-    process: in-process, pytest would capture the warning; BENCHAUDIT_DEBUG=1 shows it)."""
-    good = _xlsx_bytes([["question_id", "question"], ["q0", "x?"]])
-    sheet = zipfile.ZipFile(io.BytesIO(good)).read("xl/worksheets/sheet1.xml").replace(
-        b"</worksheet>", b'<extLst><ext uri="{78C0D931-6437-407d-A8EE-F0AAD7539E65}"/></extLst></worksheet>')
-    data = _rezip(good, {"xl/worksheets/sheet1.xml": sheet})
-    (ws.root / "inputs" / "nostyle.xlsx").write_bytes(data)
-    before = ws.snap()
-    res = ws.sub("audit", "--questions", "inputs/nostyle.xlsx", "--runs", str(ws.runs), "--out", "report")
-    ws.check_refused(res, before)
-    assert "answer" in res.error_lines[0], res
-    assert len([ln for ln in res.err.splitlines() if ln.strip()]) == 1, res
-    debug = ws.sub("audit", "--questions", "inputs/nostyle.xlsx", "--runs", str(ws.runs), "--out", "report",
-                   env={"BENCHAUDIT_DEBUG": "1"})
-    assert "UserWarning" in debug.err  # the case really makes a library warn
-
-
 @pytest.mark.parametrize("command", ["tst", "prune"])
 @pytest.mark.parametrize("label", ["xlsx_duplicate_answer_column", "jsonl_deep_nesting", "csv_utf16be_no_bom",
                                    "parquet_struct_answer", "xlsx_zip_bomb"])
