@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ..limits import opt
+
 
 def register(app: typer.Typer) -> None:
     @app.command("audit")
@@ -21,7 +23,7 @@ def register(app: typer.Typer) -> None:
         blind: list[str] | None = typer.Option(
             None, "--blind", "-b", help="Blind-arm (text-only) run files, folders or globs; pair with --runs by model name."),
         out: Path = typer.Option(Path("audit_report"), "--out", "-o",
-                                 help="Output folder (written atomically; replaced if it exists)."),
+                                 help="Output folder, written atomically. An existing one is replaced only if it is an earlier `benchaudit audit` output; anything else is refused."),
         column_map: list[str] | None = typer.Option(
             None, "--map", help="Column rename OLD=NEW for other layouts; repeatable."),
         revision: str | None = typer.Option(None, "--revision", help="Hub revision for --questions."),
@@ -31,10 +33,10 @@ def register(app: typer.Typer) -> None:
         blind_model: str | None = typer.Option(
             None, "--blind-model", help="Model name to give the blind runs (pairs a single blind file with a "
                                         "full-arm model of that name)."),
-        seed: int = typer.Option(0, "--seed", help="Seed for every random draw (recorded in the report)."),
-        n_permutations: int = typer.Option(999, "--n-permutations", help="Permutations for the zero-gain null."),
+        seed: int = typer.Option(0, "--seed", **opt("--seed"), help="Seed for every random draw (recorded in the report)."),
+        n_permutations: int = typer.Option(999, "--n-permutations", **opt("--n-permutations"), help="Permutations for the zero-gain null."),
         calibration_sims: int = typer.Option(
-            50, "--calibration-sims", help="Simulated null benchmarks per detector for the calibration check (0 = skip)."),
+            50, "--calibration-sims", **opt("--calibration-sims"), help="Simulated null benchmarks per detector for the calibration check (0 = skip)."),
         stratify: list[str] | None = typer.Option(
             None, "--stratify",
             help="Strata of the zero-gain permutation null (repeatable). Default 'auto': effective option count, "
@@ -42,6 +44,15 @@ def register(app: typer.Typer) -> None:
                  "global shuffle (the paper's unstratified number, always reported next to the headline)."),
         tst: bool = typer.Option(False, "--tst", help="Also run the TsT-RF stress test and add tst_s to the report."),
         figures: bool = typer.Option(True, "--figures/--no-figures", help="Render PNG figures for the card."),
+        design_label: str | None = typer.Option(
+            None, "--design-label",
+            help="COLUMN[:VALUE]: a question column with the benchmark designer's own labels (e.g. HallusionBench "
+                 "category:VD); the image-gain detector reports the AUC of the per-item visual gain for VALUE against "
+                 "the rest (CI, chance 0.5) and the zero-gain excess per label value."),
+        allow_unparsed_options: bool = typer.Option(
+            False, "--allow-unparsed-options",
+            help="Audit items whose gold is an option letter but whose options cannot be read (counted and "
+                 "named in the report) instead of stopping."),
         verbose: bool = typer.Option(False, "--verbose", "-v",
                                      help="Print the wall time of every stage (also recorded in manifest.json)."),
     ) -> None:
@@ -52,9 +63,11 @@ def register(app: typer.Typer) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         from ..audit import AuditConfig
+        from ..io_utils import check_output_target
         from ..stages import StageClock, recording, stage
 
         console = Console(stderr=True)
+        check_output_target(out, command="audit", inputs=[questions, *(runs or []), *(blind or [])])
 
         detector_names = list(AuditConfig().detectors)
         plan = (["read", "validate"] + detector_names + ["judge dependence"]
@@ -71,7 +84,8 @@ def register(app: typer.Typer) -> None:
             clock = StageClock(on_start=on_stage)
             with recording(clock):
                 result, inputs = _audit(console, questions, runs, blind, column_map, revision, dataset,
-                                        blind_model, seed, n_permutations, calibration_sims, stratify, tst, stage)
+                                        blind_model, seed, n_permutations, calibration_sims, stratify, tst, stage,
+                                        design_label=design_label, allow_unparsed_options=allow_unparsed_options)
                 from ..report import write_report
 
                 folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
@@ -83,11 +97,13 @@ def register(app: typer.Typer) -> None:
             for line in clock.lines():
                 console.print("  " + line, highlight=False)
         _print_headlines(console, result)
-        typer.echo(f"report: {folder}")
+        from ..escape import one_line
+
+        typer.echo(f"report: {one_line(folder)}")
 
 
 def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
-           calibration_sims, stratify, tst, stage):
+           calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False):
     """Inputs -> frame -> :func:`audit_hub.audit.run_audit`; returns the result and the input records."""
     from ..audit import AuditConfig, run_audit
     from ..errors import InputError
@@ -104,15 +120,31 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
 
         cmap = parse_column_map(column_map or [])
         frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
-                            revision=revision, dataset_hint=dataset, blind_model=blind_model)
+                            revision=revision, dataset_hint=dataset, blind_model=blind_model,
+                            allow_unparsed_options=allow_unparsed_options)
     inputs = frame.sources
     pool = frame.meta.get("pool") or {}
     if pool.get("note"):
-        console.print(f"[yellow]note:[/yellow] {pool['note']}")
+        from ..escape import console_text
+
+        console.print(f"[yellow]note:[/yellow] {console_text(pool['note'])}")
+    from ..limits import audit_memory_estimate, require_memory
+
+    n_cat = int(frame.questions["category"].nunique()) if "category" in frame.questions else 1
+    require_memory(audit_memory_estimate(frame.n_questions, n_cat, n_permutations, calibration_sims),
+                   f"--n-permutations {n_permutations}")
     from .. import detectors
     from ..strata import cli_stratify
 
     params = {detectors.by_role("image_gain"): {"stratify": cli_stratify(stratify)}}
+    if design_label:
+        from ..design_label import parse_design_label
+
+        col = parse_design_label(design_label)[0]
+        if col not in frame.questions.columns:
+            raise InputError(f"--design-label: no question column {col!r}; question columns: "
+                             f"{[c for c in frame.questions.columns if c != 'options']}")
+        params[detectors.by_role("image_gain")]["design_label"] = design_label
     config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
                          run_calibration=calibration_sims > 0, run_tst=tst, params=params)
     return run_audit(frame, config), inputs
@@ -130,5 +162,23 @@ def _print_headlines(console, result) -> None:
             lines.append(line(sm))
     for name, reason in result.skipped.items():
         lines.append(f"skipped {name}: {reason}")
+    from ..escape import console_text
+
     for line in lines:
-        console.print(line)
+        console.print(console_text(line))
+    warning = exclusion_warning(result)
+    if warning:
+        console.print(f"[yellow]warning:[/yellow] {console_text(warning)}", soft_wrap=True)
+
+
+def exclusion_warning(result) -> str | None:
+    """One line naming every detector that left items out, with the counts (see summary.json ``excluded``)."""
+    parts = []
+    for name, r in result.results.items():
+        exc = (r.summary or {}).get("excluded") or {}
+        if exc:
+            parts.append(f"{name} {sum(int(v) for v in exc.values()):,} "
+                         f"({'; '.join(f'{k}: {int(v):,}' for k, v in exc.items())})")
+    if not parts:
+        return None
+    return "items excluded from some statistics: " + ", ".join(parts) + " (details: summary.json 'excluded', card)"

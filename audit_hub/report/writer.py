@@ -97,7 +97,7 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
         questions = build_questions_table(result)
         summary_df = build_summary_table(result)
         runs = build_runs_table(result)
-    with atomic_dir(target) as tmp:
+    with atomic_dir(target, command="audit", inputs=[r.get("path") for r in inputs or []]) as tmp:
         with stage("report"):
             files = {
                 "questions": write_config(tmp, "questions", questions, shard_bytes),
@@ -117,6 +117,9 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
         t0 = time.perf_counter()
         with stage("card"):
             (tmp / "summary.json").write_text(dump_json(result.summary), encoding="utf-8")
+            copies = result.frame.meta.get("_circular_copies")
+            if copies is not None and len(copies):  # CircularEval: the per-copy rows behind each question's verdict
+                copies.to_parquet(tmp / "circular_copies.parquet", index=False)
             card = render_card(result, questions, summary_df, files=files, figures=figs, folder=tmp)
             (tmp / "README.md").write_text(card, encoding="utf-8")
         local["card"] = time.perf_counter() - t0
