@@ -7,6 +7,7 @@ its implementation (pandas, numpy, datasets, torch, ...) inside the function bod
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 
@@ -51,38 +52,182 @@ for _name in _COMMAND_MODULES:
     _mod.register(app)
 
 
-def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | None = None,
-            interrupted: str = "interrupted; no partial output was kept") -> int:
-    """Run a typer app the way every benchaudit entry point does: user errors print one line and
-    exit 2 (no traceback); an interrupt prints ``interrupted`` and exits 130."""
-    from .errors import BenchauditError
+PROG = "benchaudit"
+_INTERRUPTED = "interrupted, nothing written"
+# Exceptions a malformed input can raise deep inside a parser (pandas, pyarrow, json): reported as one
+# line with exit 2, like an InputError. Anything else is a bug: one line, exit 1, traceback only with
+# BENCHAUDIT_DEBUG=1.
+_DATA_ERRORS = (ValueError, UnicodeError, RecursionError, OverflowError, LookupError, TypeError, EOFError)
 
+
+def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """ClickException/UsageError of the click copy typer vendors (typer >= 0.2x) and of click itself."""
+    base: list[type] = []
+    usage: list[type] = []
+    for mod in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            m = importlib.import_module(mod)
+        except ImportError:
+            continue
+        base.append(m.ClickException)
+        usage.append(m.UsageError)
+    return tuple(base), tuple(usage)
+
+
+def _fallback_context(typer_app: typer.Typer, argv: list[str] | None, prog_name: str | None):
+    """A context for the usage line when the error carries none (e.g. an option missing its value)."""
     try:
-        typer_app(args=argv, prog_name=prog_name, standalone_mode=False)
-    except BenchauditError as e:
-        typer.echo(f"error: {e}", err=True)
-        return e.exit_code
-    except typer.Exit as e:
-        return e.exit_code
-    except typer.Abort:
-        typer.echo("aborted", err=True)
-        return 130
-    except KeyboardInterrupt:
-        typer.echo(interrupted, err=True)
-        return 130
-    except Exception as e:  # click usage errors
-        import click
+        group = typer.main.get_command(typer_app)
+        ctx = group.make_context(prog_name or PROG, [], resilient_parsing=True)
+        args = list(sys.argv[1:] if argv is None else argv)
+        while args and hasattr(group, "commands") and args[0] in group.commands:
+            group = group.commands[args.pop(0)]
+            ctx = group.make_context(group.name, [], parent=ctx, resilient_parsing=True)
+        return ctx
+    except Exception:  # noqa: BLE001 - the usage line is a courtesy
+        return None
 
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            return 2
-        raise
-    return 0
+
+def _usage_error(e, typer_app: typer.Typer, argv: list[str] | None = None, prog_name: str | None = None) -> int:
+    from .escape import one_line
+    from .limits import RANGES
+
+    ctx = getattr(e, "ctx", None) or _fallback_context(typer_app, argv, prog_name)
+    if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        typer.echo(ctx.get_help(), err=True)
+        return 2
+    hint = ""
+    if ctx is not None:
+        typer.echo(ctx.get_usage(), err=True)
+        hint = f" (see '{ctx.command_path} --help')"
+    try:
+        msg = e.format_message()
+    except Exception:  # noqa: BLE001
+        msg = str(e)
+    param = getattr(e, "param", None)
+    for name in getattr(param, "opts", None) or ():
+        if name in RANGES:
+            lo, hi = RANGES[name]
+            msg += f"; allowed range {lo}..{hi}" if hi is not None else f"; allowed range >= {lo}"
+            break
+    typer.echo(f"error: {one_line(msg)}{hint}", err=True)
+    return 2
+
+
+def _install_signal_handlers():
+    """SIGINT/SIGTERM raise :class:`Interrupted` (once: a second signal during cleanup is ignored)."""
+    import signal
+    import threading
+
+    from .errors import Interrupted
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
+        signal.signal(s, handler)
+    return old
+
+
+def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | None = None,
+            interrupted: str = _INTERRUPTED) -> int:
+    """Run a typer app the way every benchaudit entry point does. Every failure is one line on stderr
+    with no traceback: exit 2 for bad input and usage errors, 130/143 for SIGINT/SIGTERM (``interrupted``),
+    1 for a bug. Everything printed passes through :mod:`audit_hub.scrub`."""
+    import os
+    import signal
+    import warnings
+
+    from .errors import BenchauditError, Interrupted
+    from .escape import one_line
+    from .scrub import ScrubbingStream
+
+    warn_ctx = warnings.catch_warnings()  # restored on return: main() leaves no global filter behind
+    warn_ctx.__enter__()
+    if not os.environ.get("BENCHAUDIT_DEBUG") and not sys.warnoptions and not os.environ.get("PYTHONWARNINGS"):
+        # third-party library warnings (openpyxl styles, pandas/transformers deprecations) are not messages
+        # for the user: an error stays one line. BENCHAUDIT_DEBUG=1 or -W/PYTHONWARNINGS shows them.
+        warnings.simplefilter("ignore")
+    if not sys.stderr.isatty():  # no carriage-return progress bars from datasets/hub in logs and pipes
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    out_stream, err_stream = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, ScrubbingStream):
+        sys.stdout = ScrubbingStream(sys.stdout)
+    if not isinstance(sys.stderr, ScrubbingStream):
+        sys.stderr = ScrubbingStream(sys.stderr)
+    old_handlers = _install_signal_handlers()
+    code = 0
+    try:
+        try:
+            rv = typer_app(args=argv, prog_name=prog_name, standalone_mode=False)
+            if isinstance(rv, int) and rv == 130:  # typer turned a KeyboardInterrupt into Exit(130)
+                typer.echo(interrupted, err=True)
+            code = rv if isinstance(rv, int) else 0
+        except Interrupted as e:
+            code = e.exit_code
+            typer.echo(interrupted, err=True)
+        except KeyboardInterrupt:
+            code = 130
+            typer.echo(interrupted, err=True)
+        except BenchauditError as e:
+            typer.echo(f"error: {one_line(e)}", err=True)
+            code = e.exit_code
+        except (typer.Exit, SystemExit) as e:
+            c = getattr(e, "exit_code", getattr(e, "code", 0))
+            code = c if isinstance(c, int) else (0 if c is None else 1)
+        except typer.Abort:
+            typer.echo("aborted", err=True)
+            code = 130
+        except MemoryError:
+            typer.echo("error: out of memory; use a smaller input or smaller settings (e.g. --n-permutations)",
+                       err=True)
+            code = 2
+        except OSError as e:
+            where = f" ({one_line(ascii(str(e.filename)) if not str(e.filename).isascii() else e.filename)})" \
+                if getattr(e, "filename", None) else ""
+            typer.echo(f"error: {one_line(e.strerror or e)}{where}", err=True)
+            code = 2
+        except Exception as e:
+            click_errors, usage_errors = _click_exception_types()
+            if isinstance(e, click_errors):
+                if isinstance(e, usage_errors):
+                    code = _usage_error(e, typer_app, argv, prog_name)
+                else:
+                    typer.echo(f"error: {one_line(e.format_message())}", err=True)
+                    code = e.exit_code
+            elif os.environ.get("BENCHAUDIT_DEBUG"):
+                raise
+            elif isinstance(e, _DATA_ERRORS):
+                typer.echo(f"error: cannot process the input ({type(e).__name__}: {one_line(e, 400)})", err=True)
+                code = 2
+            else:
+                typer.echo(f"internal error ({type(e).__name__}: {one_line(e, 400)}); please report it "
+                           "(BENCHAUDIT_DEBUG=1 shows the traceback)", err=True)
+                code = 1
+    except Interrupted as e:  # a signal while reporting another error
+        code = e.exit_code
+    finally:
+        if old_handlers:
+            for s, h in old_handlers.items():
+                signal.signal(s, h)
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        sys.stdout, sys.stderr = out_stream, err_stream
+        warn_ctx.__exit__(None, None, None)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: user errors print one line and exit 2; no traceback."""
-    return run_app(app, argv)
+    """Console entry point (``benchaudit``); see :func:`run_app`."""
+    return run_app(app, argv, prog_name=PROG)
 
 
 if __name__ == "__main__":  # pragma: no cover

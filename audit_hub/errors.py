@@ -22,12 +22,14 @@ class InputError(BenchauditError):
         self.column = column
         self.detail = message
         where = []
-        if file is not None:
-            where.append(f"file {file}")
+        if file is not None:  # a path with look-alike, invisible or control characters is shown escaped
+            f = str(file)
+            where.append(f"file {f}" if f.isascii() and f.isprintable() else f"file {ascii(f)}")
         if row is not None:
             where.append(f"row {row}")
         if column is not None:
-            where.append(f"column {column!r}")
+            c = str(column)
+            where.append(f"column {c!r}" if c.isascii() and c.isprintable() else f"column {ascii(c)}")
         prefix = (", ".join(where) + ": ") if where else ""
         super().__init__(prefix + message)
 
@@ -38,3 +40,20 @@ class ParameterError(BenchauditError, ValueError):
 
 class DetectorSkipped(BenchauditError):
     """A detector cannot run on the inputs given; the reason goes into summary.json."""
+
+
+class OutputError(BenchauditError):
+    """The output folder cannot be written or would destroy something that is not a previous output."""
+
+
+class Interrupted(BaseException):  # noqa: N818 - a signal, not an error
+    """SIGINT/SIGTERM arrived; raised by the CLI's signal handlers so every cleanup block runs.
+
+    A BaseException (like KeyboardInterrupt) so that ``except Exception`` blocks do not swallow it, but
+    not a KeyboardInterrupt, so that the CLI framework does not turn it into a silent exit code.
+    """
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.exit_code = 128 + int(signum)
+        super().__init__(f"interrupted by signal {signum}")

@@ -55,11 +55,11 @@ def ci(pair: Any, kind: str = "pct") -> str:
 
 
 def md_escape(s: Any, limit: int = 120) -> str:
-    """One-line, table-safe text (pipes escaped, newlines collapsed, truncated)."""
-    t = " ".join(str(s).split())
-    if len(t) > limit:
-        t = t[: limit - 1].rstrip() + "…"
-    return t.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    """Input-derived text for a card body or a table cell: one line, no HTML, links, images, emphasis
+    or table breaks, credentials scrubbed, truncated (see :func:`audit_hub.escape.md_inline`)."""
+    from .escape import md_inline
+
+    return md_inline(s, limit)
 
 
 def md_table(header: list[str], rows: list[list[Any]], align: list[str] | None = None) -> str:

@@ -15,34 +15,315 @@ from typing import Any
 
 import numpy as np
 
+# ---------------------------------------------------------------------------------------- output folders
+# An output folder DIR is written to a hidden temporary sibling and swapped into place. Temporary and
+# retired folders carry the writer's pid and a hash of DIR's name, so a later run recognises those left by
+# a killed run (dead pid) and removes them, or restores the old output when the kill came between the
+# two renames of the fallback path. Names stay short whatever DIR's length (NAME_MAX is 255 bytes).
+_TMP_RE = r"^\.(?P<stem>.{{0,40}})\.ba-(?P<kind>tmp|old)-{h}-(?P<pid>\d+)(?:-[a-z0-9_]+)?$"
+MANIFEST = "manifest.json"
+_MANIFEST_MAX_BYTES = 64 << 20
+
+
+def _name_hash(name: str) -> str:
+    return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+
+
+def _temp_name(target: Path, kind: str) -> str:
+    stem = target.name[:40]
+    return f".{stem}.ba-{kind}-{_name_hash(target.name)}-{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _show_path(p: str | os.PathLike) -> str:
+    s = str(p)
+    return s if s.isascii() and s.isprintable() else ascii(s)
+
+
+def manifest_command(folder: Path) -> str | None:
+    """The benchaudit command that wrote ``folder`` according to its manifest (None if not an output)."""
+    m = folder / MANIFEST
+    try:
+        if m.is_symlink() or not m.is_file() or m.stat().st_size > _MANIFEST_MAX_BYTES:
+            return None
+        data = json.loads(m.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("tool") != "benchaudit":
+        return None
+    if isinstance(data.get("output_of"), str):
+        return data["output_of"]
+    cl = data.get("command_line") if isinstance(data.get("command_line"), list) else data.get("command")
+    if isinstance(cl, list) and len(cl) > 1 and isinstance(cl[1], str):
+        return cl[1]
+    return None
+
+
+def _inputs_resolved(inputs) -> list[Path]:
+    out = []
+    for spec in inputs or ():
+        if not spec:
+            continue
+        s = str(spec)
+        cands = [s]
+        if any(ch in s for ch in "*?["):
+            import glob
+
+            cands = glob.glob(s, recursive=True)[:10_000]
+        for c in cands:
+            try:
+                if os.path.lexists(c):
+                    out.append(Path(os.path.realpath(c)))
+            except (OSError, ValueError):
+                continue
+    return out
+
+
+def check_output_target(target: str | os.PathLike, *, command: str | None = None, inputs=(),
+                        recognise=None, what: str = "--out") -> Path:
+    """Refuse every output location that is not safe to replace; return the real path to write.
+
+    Refused (``OutputError``, nothing touched): ``/``, the home folder, the current folder or a folder
+    containing it, any input file or folder or a folder containing an input (``inputs``: paths or globs),
+    a symlink whose target is any of these, an existing non-folder (regular file, FIFO, device), a name
+    longer than the file system allows, a path under a regular file, and a non-empty folder that is not a
+    previous output of the same ``command`` (recognised by its ``manifest.json``, or by ``recognise``).
+    """
+    from .errors import OutputError
+
+    raw = Path(target).expanduser()
+    shown = _show_path(target)
+    try:
+        real = Path(os.path.realpath(raw))
+    except (OSError, ValueError) as e:
+        raise OutputError(f"{what} {shown}: not a usable path ({e})") from None
+    for part in real.parts:
+        if len(os.fsencode(part)) > 255:
+            raise OutputError(f"{what} {shown}: a path component is longer than 255 bytes (the file system limit)")
+    link = f" (a symlink to {_show_path(real)})" if raw.is_symlink() else ""
+    protected = {Path("/"): "the root folder", Path(os.path.realpath(Path.home())): "your home folder"}
+    try:
+        cwd = Path(os.path.realpath(os.getcwd()))
+        protected.setdefault(cwd, "the current folder")
+    except OSError:
+        cwd = None
+    for p, label in protected.items():
+        if real == p:
+            raise OutputError(f"{what} {shown}{link} is {label}; refusing to replace it (choose a new folder name)")
+    if cwd is not None and real in cwd.parents:
+        raise OutputError(f"{what} {shown}{link} contains the current folder; refusing to replace it")
+    for inp in _inputs_resolved(inputs):
+        if real == inp:
+            raise OutputError(f"{what} {shown}{link} is an input ({_show_path(inp)}); refusing to overwrite it")
+        if real in inp.parents:
+            raise OutputError(f"{what} {shown}{link} contains the input {_show_path(inp)}; refusing to replace it")
+    for anc in real.parents:
+        if os.path.lexists(anc) and not anc.is_dir():
+            raise OutputError(f"{what} {shown}: {_show_path(anc)} is a file, not a folder")
+    if os.path.lexists(real):
+        if not real.is_dir():
+            raise OutputError(f"{what} {shown}{link} exists and is not a folder; refusing to replace it")
+        try:
+            entries = [e for e in os.listdir(real)]
+        except OSError as e:
+            raise OutputError(f"{what} {shown}: cannot read the existing folder ({e.strerror})") from None
+        if entries:
+            ok = recognise(real) if recognise is not None else (
+                command is not None and manifest_command(real) == command)
+            if not ok:
+                which = f"`benchaudit {command}`" if command else "benchaudit"
+                raise OutputError(f"{what} {shown}{link} is a non-empty folder that is not a previous output of "
+                                  f"{which}; refusing to replace it (choose a new or empty folder)")
+    return real
+
+
+def cleanup_stale(target: Path) -> list[str]:
+    """Remove temporary folders of killed runs beside ``target``; restore a retired old output when a
+    kill left none at ``target``. Returns what was done (for tests and messages)."""
+    import re
+
+    done: list[str] = []
+    parent = target.parent
+    rx = re.compile(_TMP_RE.format(h=_name_hash(target.name)), re.S)
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return done
+    for name in sorted(names):
+        m = rx.match(name)
+        if not m or _pid_alive(int(m.group("pid"))):
+            continue
+        p = parent / name
+        if p.is_symlink() or not p.is_dir():
+            continue
+        if m.group("kind") == "old" and not os.path.lexists(target):
+            os.rename(p, target)
+            done.append(f"restored {target.name} from {name}")
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+            done.append(f"removed {name}")
+    return done
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    import ctypes
+    import errno as _errno
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (_errno.ENOSYS, _errno.EINVAL, getattr(_errno, "ENOTSUP", 95), _errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _finalise(tmp: Path, command: str | None) -> None:
+    """Before the swap: no links or special files, credentials scrubbed from text files (the manifest's
+    hashes kept true), the manifest stamped with ``output_of``, and no secret in any byte of any file."""
+    from .errors import OutputError
+    from .scrub import find_secret, find_secret_in_file, scrub, secret_values
+
+    secrets = bool(secret_values())
+    changed: set[str] = set()
+    for p in sorted(tmp.rglob("*")):
+        rel = p.relative_to(tmp).as_posix()
+        if p.is_symlink() or not (p.is_dir() or p.is_file()):
+            p.unlink()
+            raise OutputError(f"internal: the output {rel} is not a regular file; nothing written")
+        if p.is_dir() or rel == MANIFEST:
+            continue
+        if p.suffix in (".md", ".json", ".txt", ".yaml", ".yml", ".csv", ".tsv", ".jsonl"):
+            text = p.read_text(encoding="utf-8", errors="surrogateescape")
+            clean = scrub(text)
+            if clean != text:
+                p.write_text(clean, encoding="utf-8", errors="surrogateescape")
+                changed.add(rel)
+        if secrets:
+            var = find_secret_in_file(p)
+            if var:
+                raise OutputError(f"refusing to write {rel}: it would contain the value of ${var} (an input "
+                                  "carries the credential); nothing written")
+    m = tmp / MANIFEST
+    if m.is_file():
+        try:
+            data = json.loads(m.read_text(encoding="utf-8"))
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            if changed and isinstance(data.get("outputs"), list):
+                for rec in data["outputs"]:
+                    if isinstance(rec, dict) and rec.get("path") in changed:
+                        f = tmp / rec["path"]
+                        rec["sha256"], rec["bytes"] = sha256_file(f), f.stat().st_size
+            if command is not None:
+                data["output_of"] = command
+            m.write_text(dump_json(data), encoding="utf-8")
+        if secrets and find_secret(m.read_bytes()):
+            raise OutputError("refusing to write manifest.json: it would contain a credential; nothing written")
+
 
 @contextlib.contextmanager
-def atomic_dir(target: str | os.PathLike, *, overwrite: bool = True) -> Iterator[Path]:
+def atomic_dir(target: str | os.PathLike, *, overwrite: bool = True, command: str | None = None,
+               inputs=(), recognise=None, what: str = "--out") -> Iterator[Path]:
     """Yield a temporary folder beside ``target``; on success it replaces ``target`` atomically.
 
-    On any exception (including KeyboardInterrupt) the temporary folder is removed and ``target`` is
-    left exactly as it was, so a failed or killed run never leaves a partial output folder behind.
-    A killed process (SIGKILL) leaves only a hidden ``.<name>.tmp-*`` sibling, never ``target``.
+    ``target`` must pass :func:`check_output_target` (never the current folder, home, ``/``, an input,
+    a file, or a non-empty folder other than a previous output of ``command``). On any exception
+    (including a signal) the temporary folder and any parent folders this call created are removed and
+    ``target`` is left exactly as it was. The swap is one ``renameat2(RENAME_EXCHANGE)`` where the
+    system has it, so ``target`` always holds the complete old or the complete new output; elsewhere
+    a kill between the two renames leaves the old output in a retired sibling that the next run restores.
+    File-system failures (disk full, read-only, permission, name too long) raise one-line ``OutputError``.
     """
-    target = Path(target).resolve()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists() and not overwrite:
-        raise FileExistsError(f"{target} exists")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    from .errors import OutputError
+
+    real = check_output_target(target, command=command, inputs=inputs, recognise=recognise, what=what)
+    shown = _show_path(target)
+    if real.exists() and not overwrite:
+        raise OutputError(f"{what} {shown} exists")
+    created: list[Path] = []
+    tmp: Path | None = None
+    try:
+        for anc in reversed([real.parent, *real.parent.parents]):
+            if not os.path.lexists(anc):
+                anc.mkdir()
+                created.append(anc)
+        cleanup_stale(real)
+        tmp = Path(tempfile.mkdtemp(prefix=_temp_name(real, "tmp") + "-", dir=real.parent))
+    except OSError as e:
+        _remove_created(created)
+        raise OutputError(f"cannot create the output folder {shown}: {e.strerror or e}") from None
     try:
         yield tmp
-    except BaseException:
+        _finalise(tmp, command)
+        _commit(tmp, real)
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_created(created)
+        if isinstance(e, OSError):
+            raise OutputError(f"cannot write the output folder {shown}: {e.strerror or e}"
+                              + (f" ({_show_path(e.filename)})" if getattr(e, "filename", None) else "")
+                              + "; nothing written") from None
         raise
-    old = None
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{os.getpid()}"
-        if old.exists():
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(target, old)
-    os.replace(tmp, target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+
+
+def _remove_created(created: list[Path]) -> None:
+    for d in reversed(created):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
+def _commit(tmp: Path, real: Path) -> None:
+    """Swap ``tmp`` into ``real`` with signals held off, then delete the old output."""
+    import signal
+
+    sigs = {signal.SIGINT, signal.SIGTERM}
+    try:
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    except (ValueError, OSError, AttributeError):  # not the main thread / no pthreads
+        old_mask = None
+    retired: Path | None = None
+    try:
+        if not os.path.lexists(real):
+            os.rename(tmp, real)
+        elif _exchange(tmp, real):
+            retired = tmp  # tmp now holds the old output
+        else:
+            retired = real.parent / _temp_name(real, "old")
+            os.rename(real, retired)
+            try:
+                os.rename(tmp, real)
+            except OSError:
+                os.rename(retired, real)
+                retired = None
+                raise
+    finally:
+        if old_mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    if retired is not None:
+        shutil.rmtree(retired, ignore_errors=True)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -98,7 +379,10 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def dump_json(obj: Any) -> str:
-    return json.dumps(to_jsonable(obj), indent=2, sort_keys=False, allow_nan=False) + "\n"
+    """JSON text of ``obj`` (numpy -> plain types, NaN -> null) with every credential scrubbed."""
+    from .scrub import scrub_obj
+
+    return json.dumps(scrub_obj(to_jsonable(obj)), indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
 def write_hub_folder(folder: str | os.PathLike, configs: dict, card_markdown: str | None = None,

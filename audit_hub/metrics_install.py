@@ -92,6 +92,12 @@ def modules_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     return Path(hf_home) / "modules"
 
 
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
 def module_hash(path: Path) -> str:
     """A 64-hex content hash of the module file (evaluate only requires 64 characters)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -148,13 +154,15 @@ def install(*, namespace: str = "benchaudit", names: list[str] | tuple[str, ...]
         module_dir = dyn / MODULE_TYPE / f"{namespace}--{name}"
         _touch_init(module_dir)
         target = module_dir / h
-        with atomic_dir(target) as tmp:
+        with atomic_dir(target, command="metrics install", inputs=[src / name], what="module folder",
+                        recognise=lambda d, n=name: (d / f"{n}.py").is_file() and (d / f"{n}.json").is_file()) as tmp:
             (tmp / "__init__.py").write_text("", encoding="utf-8")
             for pattern in CACHE_FILES:
                 f = src / name / pattern.format(name=name)
                 if f.is_file():
                     shutil.copyfile(f, tmp / f.name)  # copyfile: fresh mtime = "newest" for evaluate
-            meta = {"original file path": str(script), "local file path": str(target / f"{name}.py")}
+            meta = {"original file path": str(script), "local file path": str(target / f"{name}.py"),
+                    "benchaudit_version": _version(), "sha256": h}
             (tmp / f"{name}.json").write_text(json.dumps(meta), encoding="utf-8")
         removed = 0
         for other in module_dir.iterdir():
@@ -182,7 +190,14 @@ def installed(*, namespace: str = "benchaudit", cache_dir: str | os.PathLike | N
         newest = max(hashes, key=lambda p: (p / f"{name}.py").stat().st_mtime) if hashes else None
         current = module_hash(src / name / f"{name}.py") if src is not None and \
             (src / name / f"{name}.py").is_file() else None
+        meta: dict = {}
+        if newest is not None:
+            try:
+                meta = json.loads((newest / f"{name}.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                meta = {}
         rows.append({
+            "installed_version": meta.get("benchaudit_version") if isinstance(meta, dict) else None,
             "name": name, "load_id": f"{namespace}/{name}",
             "source": str(src / name) if src is not None else None,
             "installed_hash": newest.name if newest is not None else None,

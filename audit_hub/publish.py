@@ -70,9 +70,11 @@ def _api(token: str | None):
 
 
 def _scrub(msg: str, token: str | None) -> str:
+    from .scrub import scrub
+
     if token:
         msg = msg.replace(token, "***")
-    return re.sub(r"hf_[A-Za-z0-9]{8,}", "hf_***", msg)
+    return scrub(msg)
 
 
 def _hub_error(e: Exception, repo_id: str, token: str | None, action: str) -> PublishError:
@@ -97,7 +99,11 @@ def _local_files(folder: Path) -> dict[str, Path]:
     out = {}
     for p in sorted(folder.rglob("*")):
         rel = p.relative_to(folder)
-        if not p.is_file() or any(part in _SKIP_FILES or part.startswith(".") for part in rel.parts):
+        if any(part in _SKIP_FILES or part.startswith(".") for part in rel.parts):
+            continue
+        if p.is_symlink() or not (p.is_dir() or p.is_file()):
+            raise InputError(f"{rel.as_posix()} is a symlink or a special file; refusing to push it", file=str(folder))
+        if not p.is_file():
             continue
         if p.suffix == ".pyc":
             continue
@@ -128,8 +134,73 @@ def check_report_folder(folder: str | os.PathLike) -> Path:
     return folder
 
 
+def report_files(folder: str | os.PathLike) -> dict[str, Path]:
+    """The files a push may upload: exactly those ``manifest.json`` lists (plus the manifest itself), each a
+    regular file physically inside ``folder`` whose sha256 matches the manifest. Anything else in the
+    folder -- a symlink, a FIFO or device, a file the manifest does not list, a listed file that is
+    missing, altered or outside the folder -- stops the push with one line."""
+    import json
+    import stat
+
+    from .io_utils import sha256_file
+
+    root = Path(os.path.realpath(folder))
+    mpath = root / "manifest.json"
+    try:
+        st = os.lstat(mpath)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > (64 << 20):
+            raise InputError("manifest.json is not a regular file (or is too large); refusing to push",
+                             file=str(folder))
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
+        raise InputError(f"cannot read manifest.json ({type(e).__name__}); refusing to push", file=str(folder)) from None
+    outputs = manifest.get("outputs") if isinstance(manifest, dict) else None
+    if not isinstance(outputs, list) or not outputs:
+        raise InputError("manifest.json lists no output files; only a folder written by `benchaudit audit` can "
+                         "be pushed", file=str(folder))
+    listed: dict[str, str] = {}
+    for rec in outputs:
+        rel = rec.get("path") if isinstance(rec, dict) else None
+        sha = rec.get("sha256") if isinstance(rec, dict) else None
+        if not isinstance(rel, str) or not isinstance(sha, str) or rel.startswith("/") or ".." in rel.split("/") \
+                or "\\" in rel or not rel:
+            raise InputError(f"manifest.json has an invalid output entry {rec!r}; refusing to push",
+                             file=str(folder))
+        listed[rel] = sha
+    found: dict[str, Path] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for d in list(dirnames):
+            if os.path.islink(os.path.join(dirpath, d)):
+                rel = os.path.relpath(os.path.join(dirpath, d), root).replace(os.sep, "/")
+                raise InputError(f"{rel} is a symlink; refusing to push (only regular files inside the folder "
+                                 "are uploaded)", file=str(folder))
+        for f in filenames:
+            p = Path(dirpath) / f
+            rel = p.relative_to(root).as_posix()
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                raise InputError(f"{rel} is a symlink; refusing to push (only regular files inside the folder are "
+                                 "uploaded)", file=str(folder))
+            if not stat.S_ISREG(st.st_mode):
+                raise InputError(f"{rel} is not a regular file; refusing to push", file=str(folder))
+            if rel != "manifest.json" and rel not in listed:
+                raise InputError(f"{rel} is not listed in manifest.json; refusing to push (remove it, or rerun "
+                                 "`benchaudit audit`)", file=str(folder))
+            found[rel] = p
+    for rel, sha in listed.items():
+        p = found.get(rel)
+        if p is None:
+            raise InputError(f"{rel} is listed in manifest.json but missing (or not a regular file inside the "
+                             "folder); refusing to push", file=str(folder))
+        if sha256_file(p) != sha:
+            raise InputError(f"{rel} does not match its sha256 in manifest.json (changed after the audit); "
+                             "refusing to push", file=str(folder))
+    return {rel: found[rel] for rel in sorted(found)}
+
+
 def _commit_folder(api, repo_id: str, repo_type: str, folder: Path, *, revision: str | None, create_pr: bool,
-                   commit_message: str, managed: tuple[str, ...] | None, token: str) -> dict:
+                   commit_message: str, managed: tuple[str, ...] | None, token: str,
+                   files: dict[str, Path] | None = None) -> dict:
     """One commit: add every local file, delete managed remote files absent locally."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
@@ -137,7 +208,7 @@ def _commit_folder(api, repo_id: str, repo_type: str, folder: Path, *, revision:
     info = api.repo_info(repo_id, repo_type=repo_type, revision=branch)
     head = info.sha
     remote = [s.rfilename for s in (info.siblings or [])]
-    local = _local_files(folder)
+    local = files if files is not None else _local_files(folder)
     if not local:
         raise InputError(f"{folder} is empty; nothing to push")
     stale = sorted(p for p in remote if p not in local and p != ".gitattributes"
@@ -161,6 +232,7 @@ def push_report(folder: str | os.PathLike, repo_id: str, *, private: bool = Fals
     """
     rid = check_repo_id(repo_id)
     folder = check_report_folder(folder)
+    files = report_files(folder)
     tok = get_token(token)
     api = _api(tok)
     try:
@@ -172,7 +244,7 @@ def push_report(folder: str | os.PathLike, repo_id: str, *, private: bool = Fals
                 api.create_branch(rid, repo_type="dataset", branch=revision, exist_ok=True)
         msg = commit_message or _report_commit_message(folder)
         return _commit_folder(api, rid, "dataset", folder, revision=revision, create_pr=create_pr,
-                              commit_message=msg, managed=REPORT_MANAGED, token=tok)
+                              commit_message=msg, managed=REPORT_MANAGED, token=tok, files=files)
     except BenchauditError:
         raise
     except Exception as e:

@@ -371,7 +371,7 @@ def test_killed_audit_leaves_no_partial_folder(tmp_path):
         proc.wait(10)
     assert not out.exists()
     leftovers = [p.name for p in tmp_path.iterdir() if p.name != "writing"]
-    assert all(n.startswith(".rep.tmp-") for n in leftovers)
+    assert all(n.startswith(".rep.ba-tmp-") for n in leftovers)
 
 
 # ---------------------------------------------------------------------------------------------- real pipeline

@@ -302,6 +302,7 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     length) runs before anything is written to ``cfg.out``.
     """
     cfg.validate()
+    sh.check_output_folder(Path(cfg.out), [cfg.questions, cfg.model])  # before anything heavy is imported
     if cfg.backend == "openai":
         from .served import run_served
 
@@ -350,6 +351,8 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
         "benchaudit_version": __version__,
     }
     sh.check_fingerprint(out, fp, cfg.overwrite)
+    rows = sh.question_row_hashes(questions)
+    merged_rows = sh.check_question_rows(out, rows, cfg.overwrite)
     done = set() if cfg.overwrite else sh.done_ids(out)
 
     qid = questions["question_id"].astype(str).tolist()
@@ -412,8 +415,10 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
                 "image_mode": cfg.image_mode, "backend": "transformers",
                 "device_map": cfg.device_map, "max_memory": cfg.max_memory,
                 "chat_template_applied": chat.active, "batch_size": cfg.batch_size,
-                "created_unix": time.time(), "seed": 0,
+                "created_unix": time.time(), "seed": 0, "question_rows": rows,
             })
+        elif merged_rows is not None:  # resumed with more questions (a larger --limit): record them too
+            sh.write_run_config(out, {**sh.read_run_config(out), "question_rows": merged_rows})
     state.wait_for_everyone()  # nobody writes a shard before the output folder is set up
 
     if not state.is_main_process:

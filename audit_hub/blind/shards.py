@@ -72,6 +72,77 @@ def model_fingerprint(model: str, config_json: str, commit: str | None, revision
     return fp
 
 
+ROW_FIELDS = ("question", "hint", "options", "answer", "answer_type", "n_options")
+
+
+def question_row_hashes(questions) -> dict[str, str]:
+    """Per question ID, a hash of what the prompt and the score depend on: text, hint, options, gold and
+    answer type. Stored in run_config.json; a resume refuses when any ID already in the output has a
+    different hash now (same IDs, other questions), and accepts new IDs (a larger ``--limit``)."""
+    cols = [c for c in ROW_FIELDS if c in questions.columns]
+    ids = questions["question_id"].astype(str).tolist()
+    out: dict[str, str] = {}
+    for qid, row in zip(ids, questions[cols].itertuples(index=False, name=None)):
+        blob = json.dumps([_plain(v) for v in row], ensure_ascii=True).encode("ascii")
+        out[qid] = hashlib.sha256(blob).hexdigest()[:20]
+    return out
+
+
+def check_question_rows(out: Path, rows: dict[str, str], overwrite: bool) -> dict[str, str] | None:
+    """Refuse to resume over predictions made for other versions of the same question IDs.
+
+    Returns the merged ID -> hash map to record (None when there is nothing recorded to compare with)."""
+    if overwrite:
+        return None
+    old = read_run_config(out)
+    recorded = old.get("question_rows") if isinstance(old, dict) else None
+    if not isinstance(recorded, dict):
+        return None
+    changed = [q for q, h in rows.items() if q in recorded and recorded[q] != h]
+    if changed:
+        from ..escape import show_id
+
+        raise InputError(f"{out} holds predictions for {len(changed)} question(s) whose text, options or gold "
+                         f"changed since (first: {show_id(changed[0])}; question_rows differ); pass --overwrite to "
+                         "discard them or choose another --out", file=str(out / CONFIG_NAME))
+    if all(q in recorded for q in rows):
+        return None
+    return {**recorded, **rows}
+
+
+def _plain(v: Any) -> Any:
+    if v is None:
+        return None
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, float) and v != v:
+        return None
+    return v if isinstance(v, (str, int, float, bool)) else str(v)
+
+
+def is_blind_output(folder: Path) -> bool:
+    """A folder written by ``benchaudit blind``: our run_config.json, or our shard/merged layout (whose
+    missing config :func:`check_fingerprint` then reports)."""
+    cfg = folder / CONFIG_NAME
+    if cfg.is_symlink() or not cfg.is_file():
+        return bool(list_shards(folder)) or (folder / MERGED_REL).is_file()
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and "fingerprint" in data
+
+
+def check_output_folder(out: Path, inputs: list) -> None:
+    """The blind output folder obeys the same rules as every output folder (see
+    :func:`audit_hub.io_utils.check_output_target`); a previous blind output is resumed in place."""
+    from ..io_utils import check_output_target
+
+    check_output_target(out, command="blind", inputs=inputs, recognise=is_blind_output)
+
+
 def fingerprint_digest(fp: dict) -> str:
     return hashlib.sha256(json.dumps(fp, sort_keys=True).encode("utf-8")).hexdigest()
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ..limits import opt
+
 
 def register(app: typer.Typer) -> None:
     @app.command("audit")
@@ -21,7 +23,7 @@ def register(app: typer.Typer) -> None:
         blind: list[str] | None = typer.Option(
             None, "--blind", "-b", help="Blind-arm (text-only) run files, folders or globs; pair with --runs by model name."),
         out: Path = typer.Option(Path("audit_report"), "--out", "-o",
-                                 help="Output folder (written atomically; replaced if it exists)."),
+                                 help="Output folder, written atomically. An existing one is replaced only if it is an earlier `benchaudit audit` output; anything else is refused."),
         column_map: list[str] | None = typer.Option(
             None, "--map", help="Column rename OLD=NEW for other layouts; repeatable."),
         revision: str | None = typer.Option(None, "--revision", help="Hub revision for --questions."),
@@ -31,10 +33,10 @@ def register(app: typer.Typer) -> None:
         blind_model: str | None = typer.Option(
             None, "--blind-model", help="Model name to give the blind runs (pairs a single blind file with a "
                                         "full-arm model of that name)."),
-        seed: int = typer.Option(0, "--seed", help="Seed for every random draw (recorded in the report)."),
-        n_permutations: int = typer.Option(999, "--n-permutations", help="Permutations for the zero-gain null."),
+        seed: int = typer.Option(0, "--seed", **opt("--seed"), help="Seed for every random draw (recorded in the report)."),
+        n_permutations: int = typer.Option(999, "--n-permutations", **opt("--n-permutations"), help="Permutations for the zero-gain null."),
         calibration_sims: int = typer.Option(
-            50, "--calibration-sims", help="Simulated null benchmarks per detector for the calibration check (0 = skip)."),
+            50, "--calibration-sims", **opt("--calibration-sims"), help="Simulated null benchmarks per detector for the calibration check (0 = skip)."),
         stratify: list[str] | None = typer.Option(
             None, "--stratify",
             help="Strata of the zero-gain permutation null (repeatable). Default 'auto': effective option count, "
@@ -52,9 +54,11 @@ def register(app: typer.Typer) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         from ..audit import AuditConfig
+        from ..io_utils import check_output_target
         from ..stages import StageClock, recording, stage
 
         console = Console(stderr=True)
+        check_output_target(out, command="audit", inputs=[questions, *(runs or []), *(blind or [])])
 
         detector_names = list(AuditConfig().detectors)
         plan = (["read", "validate"] + detector_names + ["judge dependence"]
@@ -83,7 +87,9 @@ def register(app: typer.Typer) -> None:
             for line in clock.lines():
                 console.print("  " + line, highlight=False)
         _print_headlines(console, result)
-        typer.echo(f"report: {folder}")
+        from ..escape import one_line
+
+        typer.echo(f"report: {one_line(folder)}")
 
 
 def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
@@ -108,7 +114,14 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
     inputs = frame.sources
     pool = frame.meta.get("pool") or {}
     if pool.get("note"):
-        console.print(f"[yellow]note:[/yellow] {pool['note']}")
+        from ..escape import console_text
+
+        console.print(f"[yellow]note:[/yellow] {console_text(pool['note'])}")
+    from ..limits import audit_memory_estimate, require_memory
+
+    n_cat = int(frame.questions["category"].nunique()) if "category" in frame.questions else 1
+    require_memory(audit_memory_estimate(frame.n_questions, n_cat, n_permutations, calibration_sims),
+                   f"--n-permutations {n_permutations}")
     from .. import detectors
     from ..strata import cli_stratify
 
@@ -130,5 +143,7 @@ def _print_headlines(console, result) -> None:
             lines.append(line(sm))
     for name, reason in result.skipped.items():
         lines.append(f"skipped {name}: {reason}")
+    from ..escape import console_text
+
     for line in lines:
-        console.print(line)
+        console.print(console_text(line))

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from ..limits import opt
+
 
 def _parse_map(items: list[str]) -> dict[str, str] | None:
     if not items:
@@ -53,20 +55,20 @@ def register(app: typer.Typer) -> None:
         mode: str = typer.Option("logprob", "--mode", help="logprob: one forward pass per multiple-choice or "
                                  "yes/no item, answer from the option-letter distribution; generate: greedy "
                                  "decoding + exact-match parser. Numeric/free items always generate."),
-        batch_size: int = typer.Option(8, "--batch-size", help="Questions per forward pass (per process)."),
-        max_new_tokens: int = typer.Option(32, "--max-new-tokens", help="Generation length for generated items."),
+        batch_size: int = typer.Option(8, "--batch-size", **opt("--batch-size"), help="Questions per forward pass (per process)."),
+        max_new_tokens: int = typer.Option(32, "--max-new-tokens", **opt("--max-new-tokens"), help="Generation length for generated items."),
         dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 on GPU, float32 on CPU), bfloat16, "
                                   "float16 or float32."),
         trust_remote_code: bool = typer.Option(False, "--trust-remote-code",
                                                help="Allow the model repository's own code to run."),
         revision: str | None = typer.Option(None, "--revision", help="Hub revision of the model."),
-        max_length: int | None = typer.Option(None, "--max-length", help="Context limit in tokens "
+        max_length: int | None = typer.Option(None, "--max-length", **opt("--max-length"), help="Context limit in tokens "
                                                  "(default: the model's max_position_embeddings)."),
         truncate: str = typer.Option("error", "--truncate", help="Prompts longer than the context: error "
                                      "(default) or left (keep the last tokens; rows marked truncated)."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Discard an existing output written with "
                                        "another model, prompt or mode."),
-        limit: int | None = typer.Option(None, "--limit", help="Only the first N questions (smoke tests)."),
+        limit: int | None = typer.Option(None, "--limit", **opt("--limit"), help="Only the first N questions (smoke tests)."),
         push_to_hub: str | None = typer.Option(None, "--push-to-hub", help="Publish the merged output as "
                                                   "Hub dataset ORG/NAME."),
         private: bool = typer.Option(False, "--private", help="Create the Hub dataset as private."),

@@ -7,6 +7,12 @@ from pathlib import Path
 import typer
 
 
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``metrics`` sub-app (``install``, ``list``) to the benchaudit CLI."""
     metrics_app = typer.Typer(
@@ -36,8 +42,9 @@ def register(app: typer.Typer) -> None:
         done = do_install(namespace=namespace, names=list(names or []), cache_dir=cache_dir, source=source)
         for m in done:
             stale = f" (removed {m.removed_stale} older version(s))" if m.removed_stale else ""
-            typer.echo(f"installed {m.load_id}: {m.path}{stale}")
-        typer.echo(f"{len(done)} metric module(s) installed; load with evaluate.load('{namespace}/<name>')")
+            typer.echo(f"installed {m.load_id} (benchaudit {_version()}, sha256 {m.hash[:16]}): {m.path}{stale}")
+        typer.echo(f"{len(done)} metric module(s) installed; load offline with HF_EVALUATE_OFFLINE=1 "
+                   f"evaluate.load('{namespace}/<name>') (online loads run the Hub's current code: pin a revision)")
 
     @metrics_app.command("list")
     def list_(
@@ -54,6 +61,8 @@ def register(app: typer.Typer) -> None:
                 state = "installed"
             else:
                 state = "installed (outdated; rerun `benchaudit metrics install`)"
-            typer.echo(f"{row['load_id']:<40} {state:<12}  source: {row['source']}")
+            pin = (f"  benchaudit {row.get('installed_version') or '?'}, sha256 {row['installed_hash'][:16]}"
+                   if row["installed_hash"] else "")
+            typer.echo(f"{row['load_id']:<40} {state:<12}{pin}  source: {row['source']}")
 
     app.add_typer(metrics_app, name="metrics")

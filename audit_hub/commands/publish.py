@@ -53,5 +53,6 @@ def register(app: typer.Typer) -> None:
             res = push_metrics(namespace, metrics_dir=metrics_dir, names=list(name or []) or None, private=private,
                                on_progress=lambda n: status.update(f"publishing {namespace}/{n}"))
         for r in res:
-            state = "unchanged" if r["no_op"] else f"commit {r['commit'][:12]}"
-            typer.echo(f"{r['repo_id']}: {state}")
+            state = "unchanged" if r["no_op"] else "new commit"
+            typer.echo(f"{r['repo_id']}: {state}; pin it with evaluate.load('{r['repo_id']}', "
+                       f"revision='{r['commit']}')")

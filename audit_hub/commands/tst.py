@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from ..limits import opt
+
 
 def _frame(questions: str, runs: list[str] | None, blind: list[str] | None, column_map: list[str] | None,
            revision: str | None):
@@ -48,23 +50,23 @@ def register(app: typer.Typer) -> None:
     def tst(
         questions: str = typer.Option(..., "--questions", "-q",
                                       help="Benchmark questions: a file, a Hub-layout folder or a Hub dataset id."),
-        out: Path = typer.Option(Path("tst_report"), "--out", "-o", help="Output folder (written atomically)."),
-        k: int = typer.Option(5, "--k", help="Number of folds."),
-        repeats: int = typer.Option(3, "--repeats", help="Repeats with fold seeds seed, seed+1, ..."),
-        seed: int = typer.Option(0, "--seed", help="Base seed (recorded in summary.json)."),
+        out: Path = typer.Option(Path("tst_report"), "--out", "-o", help="Output folder, written atomically; replaces only an earlier output of this command."),
+        k: int = typer.Option(5, "--k", **opt("--k"), help="Number of folds."),
+        repeats: int = typer.Option(3, "--repeats", **opt("--repeats"), help="Repeats with fold seeds seed, seed+1, ..."),
+        seed: int = typer.Option(0, "--seed", **opt("--seed"), help="Base seed (recorded in summary.json)."),
         group_column: str | None = typer.Option(
             None, "--group-column", help="Question column kept within one fold (image or scene), e.g. group_id."),
-        n_estimators: int = typer.Option(30, "--n-estimators", help="Trees per random forest."),
-        n_jobs: int = typer.Option(1, "--n-jobs", help="Parallel jobs for fitting the forests (-1 = all cores)."),
+        n_estimators: int = typer.Option(30, "--n-estimators", **opt("--n-estimators"), help="Trees per random forest."),
+        n_jobs: int = typer.Option(1, "--n-jobs", **opt("--n-jobs"), help="Parallel jobs for fitting the forests (-1 = all cores)."),
         null_permutations: int = typer.Option(
-            99, "--null-permutations",
+            99, "--null-permutations", min=0, max=100_000,
             help="Label permutations of the null (p-value); 99 resolves p <= 0.01; 0 skips the null."),
-        null_jobs: int = typer.Option(0, "--null-jobs", help="Threads for the null (0 = cores, at most 4)."),
+        null_jobs: int = typer.Option(0, "--null-jobs", min=0, max=4096, help="Threads for the null (0 = cores, at most 4)."),
         calibration: str = typer.Option("isotonic", "--calibration", help="s(x) calibration: isotonic | power | none."),
         feature: list[str] | None = typer.Option(None, "--featuriser",
                                                  help="Registered featuriser(s) to use (default: generic)."),
         llm: str | None = typer.Option(None, "--llm", help="Also run TsT-LLM with this local causal LM folder."),
-        llm_steps: int = typer.Option(0, "--llm-max-steps", help="TsT-LLM: max optimiser steps per fold (0 = 1 epoch)."),
+        llm_steps: int = typer.Option(0, "--llm-max-steps", **opt("--llm-max-steps"), help="TsT-LLM: max optimiser steps per fold (0 = 1 epoch)."),
         column_map: list[str] | None = typer.Option(None, "--map", help="Column rename OLD=NEW; repeatable."),
         revision: str | None = typer.Option(None, "--revision", help="Hub revision for --questions."),
     ) -> None:
@@ -74,10 +76,13 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+        from ..escape import one_line
+        from ..io_utils import check_output_target
         from ..tst.release import write_tst_report
         from ..tst.rf import run_tst_rf
 
         console = Console(stderr=True)
+        check_output_target(out, command="tst", inputs=[questions, llm])
         with console.status("reading questions"):
             frame = _frame(questions, None, None, column_map, revision)
         total = k * repeats * (2 if group_column else 1) + max(null_permutations, 0)
@@ -100,30 +105,30 @@ def register(app: typer.Typer) -> None:
 
         for line in summary_lines(res.summary):
             typer.echo(line)
-        typer.echo(f"-> {folder}")
+        typer.echo(f"-> {one_line(folder)}")
 
     @app.command("prune")
     def prune(
         questions: str = typer.Option(..., "--questions", "-q", help="Benchmark questions (file, folder or Hub id)."),
-        out: Path = typer.Option(Path("prune_report"), "--out", "-o", help="Output folder (written atomically)."),
+        out: Path = typer.Option(Path("prune_report"), "--out", "-o", help="Output folder, written atomically; replaces only an earlier output of this command."),
         runs: list[str] | None = typer.Option(None, "--runs", "-r", help="Full-arm runs (for the vision-blind gap)."),
         blind: list[str] | None = typer.Option(None, "--blind", "-b", help="Blind-arm runs (for the gap)."),
-        budget: int | None = typer.Option(None, "--budget", "-B", help="Total questions to remove."),
+        budget: int | None = typer.Option(None, "--budget", "-B", **opt("--budget"), help="Total questions to remove."),
         budgets: list[str] | None = typer.Option(None, "--budgets", help="Per-group budgets GROUP=N (repeatable)."),
-        frac: float | None = typer.Option(None, "--frac", help="Remove this fraction of every group."),
+        frac: float | None = typer.Option(None, "--frac", **opt("--frac"), help="Remove this fraction of every group."),
         allocation: str = typer.Option("global", "--allocation",
                                        help="global | per_format (choice/numeric) | per_category."),
-        step: int = typer.Option(50, "--step", help="Questions removed per iteration (b)."),
-        threshold: float | None = typer.Option(None, "--threshold",
+        step: int = typer.Option(50, "--step", **opt("--step"), help="Questions removed per iteration (b)."),
+        threshold: float | None = typer.Option(None, "--threshold", **opt("--threshold"),
                                                help="Stop a group when its largest s(x)-chance is below this."),
-        floor: int = typer.Option(0, "--floor", help="Minimum questions kept per category."),
+        floor: int = typer.Option(0, "--floor", **opt("--floor"), help="Minimum questions kept per category."),
         floors: list[str] | None = typer.Option(None, "--floors", help="Per-category floors CATEGORY=N (repeatable)."),
-        random_seeds: int = typer.Option(200, "--random-seeds", help="Seeds of the random-removal baseline."),
-        k: int = typer.Option(5, "--k"), repeats: int = typer.Option(3, "--repeats"),
-        seed: int = typer.Option(0, "--seed"),
+        random_seeds: int = typer.Option(200, "--random-seeds", **opt("--random-seeds"), help="Seeds of the random-removal baseline."),
+        k: int = typer.Option(5, "--k", **opt("--k")), repeats: int = typer.Option(3, "--repeats", **opt("--repeats")),
+        seed: int = typer.Option(0, "--seed", **opt("--seed")),
         group_column: str | None = typer.Option(None, "--group-column"),
-        n_estimators: int = typer.Option(30, "--n-estimators"),
-        n_jobs: int = typer.Option(1, "--n-jobs"),
+        n_estimators: int = typer.Option(30, "--n-estimators", **opt("--n-estimators")),
+        n_jobs: int = typer.Option(1, "--n-jobs", **opt("--n-jobs")),
         column_map: list[str] | None = typer.Option(None, "--map", help="Column rename OLD=NEW; repeatable."),
         revision: str | None = typer.Option(None, "--revision"),
     ) -> None:
@@ -132,10 +137,13 @@ def register(app: typer.Typer) -> None:
 
         from rich.console import Console
 
+        from ..escape import one_line
+        from ..io_utils import check_output_target
         from ..tst.prune import iterative_bias_pruning
         from ..tst.release import write_prune_report
 
         console = Console(stderr=True)
+        check_output_target(out, command="prune", inputs=[questions, *(runs or []), *(blind or [])])
         with console.status("reading inputs"):
             frame = _frame(questions, runs, blind, column_map, revision)
         fl = _parse_kv(floors, "--floors")
@@ -154,4 +162,4 @@ def register(app: typer.Typer) -> None:
                 progress=lambda msg: st.update(f"pruning: {msg}"))
         folder = write_prune_report(frame, res, out, command_line=["benchaudit", *sys.argv[1:]], source=questions)
         typer.echo(f"removed {len(res.removed)} of {frame.n_questions} questions "
-                   f"(stop: {res.stop_reasons}) -> {folder}")
+                   f"(stop: {res.stop_reasons}) -> {one_line(folder)}")

@@ -221,7 +221,7 @@ def write_curation(result, out: str | os.PathLike, *, command_line: list[str], i
             findings[c] = findings[c].astype("string")
     configs = {"test": curated_table(result), "removed": removed, "findings": findings,
                "models": result.model_scores}
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, command="curate", inputs=[r.get("path") for r in inputs or [] if isinstance(r, dict)]) as tmp:
         tmp = Path(tmp)
         files = write_hub_folder(tmp, configs)
         figs = _figures(result, tmp / "figures") if figures else {}

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ..errors import InputError
+from ..input_guard import check_input_path, reading, skip_reason
 from .cells import PICKLE_EXTENSIONS, TABLE_EXTENSIONS, ReadResult, ext_of
 from .fileio import (
     ensure_nonempty,
@@ -23,6 +24,7 @@ from .fileio import (
 )
 
 
+@reading(0)
 def read_questions(spec: str, *, column_map: dict[str, str] | None = None, revision: str | None = None,
                    split: str | None = None, arrow_options: bool = False,
                    ) -> tuple[pd.DataFrame, str, str, dict | None]:
@@ -31,6 +33,8 @@ def read_questions(spec: str, *, column_map: dict[str, str] | None = None, revis
     from . import generic, hf, lmms_eval, mathv, vlmevalkit
 
     spec = str(spec)
+    if os.path.lexists(spec):
+        check_input_path(spec)
     if os.path.isdir(spec):
         saved = os.path.join(spec, "questions.parquet")
         if os.path.isfile(saved):
@@ -80,6 +84,8 @@ def _expand(specs: Sequence[str]) -> list[tuple[str, bool]]:
     out: list[tuple[str, bool]] = []
     for spec in specs:
         spec = str(spec)
+        if os.path.lexists(spec):
+            check_input_path(spec)
         if os.path.isdir(spec):
             found = []
             for root, dirs, files in os.walk(spec):
@@ -107,12 +113,17 @@ def _expand(specs: Sequence[str]) -> list[tuple[str, bool]]:
     return uniq
 
 
+@reading(0)
 def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFrame | None,
                    column_map: dict[str, str] | None, dataset_hint: str | None, model: str | None,
                    metric: str | None, with_questions: bool = True) -> ReadResult | str:
     """One file -> ReadResult, or a string saying why a file found in a folder was skipped."""
     from . import generic, lmms_eval, mathv, vlmevalkit
 
+    if explicit:
+        check_input_path(path, allow_dir=False)
+    elif (why := skip_reason(path)) is not None:
+        return why
     ext = ext_of(path)
     if ext in PICKLE_EXTENSIONS:
         if explicit:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import codecs
 import csv
-import json
 import os
 from collections.abc import Callable
 
@@ -23,6 +22,7 @@ import pyarrow.compute as pc
 
 from ..columns import ARROW_STR
 from ..errors import InputError
+from ..input_guard import check_parquet_schema, check_text_head, check_zip_container, json_loads
 from .cells import ID_CANDIDATES, MEDIA_COLUMNS, PICKLE_EXTENSIONS, apply_column_map, ext_of
 
 DICT_COLUMNS = ("question_id", "model", "arm", "index", "id", "qid", "doc_id")
@@ -98,6 +98,7 @@ def iter_json_lines(path: str):
                 start += 3
             if lineno == 1:
                 check_text_encoding_prefix(path, raw[:8])
+                check_text_head(path, raw[:4096])
             if not raw.strip():
                 continue
             try:
@@ -105,11 +106,7 @@ def iter_json_lines(path: str):
             except UnicodeDecodeError as e:
                 raise InputError(f"not valid UTF-8 text at byte offset {start + e.start} (line {lineno}); "
                                  "save the file as UTF-8", file=path, row=lineno) from None
-            try:
-                rec = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise InputError(f"line {lineno} is not valid JSON ({e.msg} at column {e.colno})",
-                                 file=path, row=lineno) from None
+            rec = json_loads(text, path, row=lineno, where=f"line {lineno}: ")
             if not isinstance(rec, dict):
                 raise InputError(f"line {lineno} is a JSON {type(rec).__name__}, expected an object",
                                  file=path, row=lineno)
@@ -130,6 +127,7 @@ def load_json_records(path: str) -> tuple[list[dict], list[int]]:
     if raw.startswith(codecs.BOM_UTF8):
         raw = raw[3:]
     check_text_encoding_prefix(path, raw[:8])
+    check_text_head(path, raw[:4096])
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -138,11 +136,7 @@ def load_json_records(path: str) -> tuple[list[dict], list[int]]:
                          file=path) from None
     if not text.strip():
         raise InputError("the file is empty", file=path)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})", file=path,
-                         row=None) from None
+    obj = json_loads(text, path)
     if isinstance(obj, dict) and isinstance(obj.get("data"), list):
         obj = obj["data"]
     if isinstance(obj, list):
@@ -198,9 +192,10 @@ def read_table(path: str, column_map: dict[str, str] | None = None, *,
         refuse_pickle(path)
     ensure_nonempty(path)
     if ext in (".csv", ".tsv"):
+        check_text_head(path, read_head(path))
         df = _read_delimited(path, "\t" if ext == ".tsv" else ",", select)
     elif ext == ".parquet":
-        df = _read_parquet(path, select, dictionary=dictionary, arrow_lists=arrow_lists)
+        df = _read_parquet(path, select, dictionary=dictionary, arrow_lists=arrow_lists, column_map=column_map)
     elif ext == ".xlsx":
         df = _read_excel(path)
     elif ext == ".jsonl":
@@ -292,11 +287,12 @@ def _find_bad_row(path: str, sep: str, n_fields: int) -> None:
 
 
 def _read_parquet(path: str, select: Callable[[list[str]], list[str]], *, dictionary: bool = True,
-                  arrow_lists: bool = False) -> pd.DataFrame:
+                  arrow_lists: bool = False, column_map: dict[str, str] | None = None) -> pd.DataFrame:
     import pyarrow.parquet as pq
 
     try:
         schema = pq.read_schema(path)
+        check_parquet_schema(schema, path, column_map)
         cols = select(list(schema.names))
         dict_cols = [n for n in cols if n in DICT_COLUMNS or n == "source_file"] if dictionary else []
         table = pq.read_table(path, columns=cols, read_dictionary=dict_cols)
@@ -394,6 +390,7 @@ def read_parquet_runs(path: str, column_map: dict[str, str] | None = None) -> pd
     cmap = column_map or {}
     try:
         schema = pq.read_schema(path)
+        check_parquet_schema(schema, path, cmap)
         cols = [n for n in schema.names if n not in MEDIA_COLUMNS]
         dict_cols = [n for n in cols if cmap.get(n, n) in DICT_COLUMNS + ("answer",)
                      and is_string_like(schema.field(n).type)]
@@ -510,6 +507,7 @@ def is_string_like(t: pa.DataType) -> bool:
 def _read_excel(path: str) -> pd.DataFrame:
     import zipfile
 
+    check_zip_container(path)  # size/ratio/memory limits, defusedxml, duplicate header names: before any parser
     from .xlsx import XLSX_ERRORS, read_xlsx_sheet
 
     try:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .. import detectors
+from ..escape import plain_text, safe_link
 from ..fmt import ci, fmt_num, fmt_p, isnum, md_escape, md_table, pct, pp
 from ..severity import DESCRIPTIONS, LEVELS
 from .tables import ACTION_RULES, ACTIONS, judge_disagreement_counts
@@ -68,7 +69,7 @@ def card_data(result: Any, files: dict[str, list[str]], folder: Path) -> Any:
     n = result.frame.n_questions
     size = ("n<1K" if n < 1_000 else "1K<n<10K" if n < 10_000 else "10K<n<100K" if n < 100_000
             else "100K<n<1M" if n < 1_000_000 else "1M<n<10M")
-    bench = meta.get("benchmark") or ds.get("name") or "benchmark"
+    bench = plain_text(meta.get("benchmark") or ds.get("name") or "benchmark", 100)
     configs = [{"config_name": name, "data_files": [{"split": "train", "path": f"data/{name}-*.parquet"}],
                 **({"default": True} if name == "questions" else {})} for name in files]
     return DatasetCardData(
@@ -116,7 +117,7 @@ def _headline(result: Any) -> dict:
         if frag is None and isinstance(vd.get("leave_one_model_out"), dict):
             frag = vd["leave_one_model_out"].get("fragile")
         if frag is not None:
-            reason = vd.get("fragile_reason") or ""
+            reason = md_escape(vd.get("fragile_reason") or "", 300)
             out["fragile"] = ("**Fragile**: the conclusion changes when one model is left out" + (f" ({reason})" if reason else "")
                               + ".") if frag else "The conclusion is stable when any one model is left out."
         decomp = vd.get("diagonal_decomposition") or vd.get("excess_by_cell")
@@ -299,7 +300,7 @@ def _limitations(result: Any) -> list[str]:
     pool = s.get("pool") or {}
     if pool.get("pool_level"):
         lims.append("Full and blind arms come from different models, so visual dependence is compared at pool "
-                    "level, not per model: a stronger or weaker blind model shifts every item. " + str(pool.get("note") or ""))
+                    "level, not per model: a stronger or weaker blind model shifts every item. " + md_escape(pool.get("note") or "", 600))
     if s.get("primary_field") == "hit_exact":
         lims.append("No judged correctness was supplied; all judge-dependent results use exact matching of the "
                     "extracted answer, which under-credits free-form answers a parser cannot read.")
@@ -309,7 +310,7 @@ def _limitations(result: Any) -> list[str]:
         lims.append("Out of calibration on simulated null benchmarks with this benchmark's option counts and model "
                     "accuracies: " + ", ".join(bad) + ". Treat their p-values and flag counts with caution.")
     for name, reason in (result.skipped or {}).items():
-        lims.append(f"`{name}` was skipped: {reason}.")
+        lims.append(f"`{name}` was skipped: {md_escape(reason, 300)}.")
     for note in result.frame.meta.get("notes", []) or []:
         lims.append(str(note))
     return lims
@@ -324,12 +325,20 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
     ds = meta.get("dataset") or {}
     full, blind = frame.models_in("full"), frame.models_in("blind")
     judges = meta.get("judges") or s.get("judges") or {}
-    judge_names = sorted({str(v) for v in judges.values()}) if isinstance(judges, dict) else []
+    judge_names = sorted({md_escape(v, 60) for v in judges.values()}) if isinstance(judges, dict) else []
     sev_counts = questions["severity"].value_counts()
     act_counts = questions["suggested_action"].value_counts()
     cats = questions["category"].nunique(dropna=True) if "category" in questions else 0
     rev = ds.get("revision") or ds.get("commit") or ds.get("resolved_commit")
-    bench = meta.get("benchmark") or ds.get("name") or "the benchmark"
+    rev = md_escape(rev, 80) if rev else rev
+    bench = md_escape(meta.get("benchmark") or ds.get("name") or "the benchmark", 100)
+    # Every input-derived string is escaped here, once, for the Markdown body (links only to the Hub).
+    ds = {"split": md_escape(ds["split"], 60) if ds.get("split") else None,
+          "repo": md_escape(ds.get("repo") or ds.get("url") or "", 120) or None,
+          "url": safe_link(ds.get("url")),
+          "license": md_escape(ds["license"], 60) if ds.get("license") else None}
+    full = [md_escape(m, 60) for m in full]
+    blind = [md_escape(m, 60) for m in blind]
     headline = _headline(result)
     lede = []
     for spec in detectors.specs():
@@ -347,7 +356,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "n_categories": cats,
         "full_models": full,
         "blind_models": blind,
-        "pool_note": (s.get("pool") or {}).get("note", ""),
+        "pool_note": md_escape((s.get("pool") or {}).get("note", ""), 600),
         "judges": judge_names,
         "primary_field": "judged (`hit`)" if result.primary_field == "hit" else "exact match (`hit_exact`)",
         "seed": (result.config.seed if hasattr(result.config, "seed") else s.get("seed")),
@@ -373,7 +382,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "files": files,
         "detector_labels": {spec.name: spec.label for spec in detectors.specs()},
         "question_columns": [c for c in questions.columns],
-        "skipped": result.skipped or {},
+        "skipped": {k: md_escape(v, 300) for k, v in (result.skipped or {}).items()},
     }
 
 

@@ -97,7 +97,7 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
         questions = build_questions_table(result)
         summary_df = build_summary_table(result)
         runs = build_runs_table(result)
-    with atomic_dir(target) as tmp:
+    with atomic_dir(target, command="audit", inputs=[r.get("path") for r in inputs or []]) as tmp:
         with stage("report"):
             files = {
                 "questions": write_config(tmp, "questions", questions, shard_bytes),

@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             f"- model: {cfg.model}\n- zero-shot mean P(gold): {100 * res.summary['zero_shot_mean_p_gold']:.1f}%\n"
             f"- TsT mean P(gold): {100 * res.summary['tst_mean_p_gold']:.1f}%\n"
             f"- ΔTsT: {100 * res.summary['delta_tst']:+.1f} points\n")
-        with atomic_dir(a.out) as tmp:
+        with atomic_dir(a.out, command="tst-llm", inputs=[a.questions, a.model]) as tmp:
             write_hub_folder(tmp, {"questions": res.per_question}, card, to_jsonable({"tst_llm": res.summary}),
                              {"tool": "benchaudit", "command": ["python", "-m", "audit_hub.tst.llm", *sys.argv[1:]],
                               "inputs": frame.sources})

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
+from ..escape import md_inline
 from ..io_utils import atomic_dir, to_jsonable, write_hub_folder
 
 
@@ -48,7 +49,7 @@ def _ci(pair: Any) -> str:
 def _md_table(header: list[str], rows: list[list[Any]]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in r) + " |")
+        out.append("| " + " | ".join(md_inline(x, 200) for x in r) + " |")  # cells hold input-derived names
     return "\n".join(out)
 
 
@@ -57,6 +58,11 @@ def _versions() -> dict:
 
     return {"benchaudit": __version__, "python": platform.python_version(), "numpy": np.__version__,
             "pandas": pd.__version__, "scikit-learn": sklearn.__version__}
+
+
+def source_paths(frame) -> list[str]:
+    """Local paths of the frame's inputs (the output folder may never be or contain one)."""
+    return [str(s["path"]) for s in getattr(frame, "sources", []) or [] if isinstance(s, dict) and s.get("path")]
 
 
 def manifest(frame, command_line: list[str] | None, params: dict) -> dict:
@@ -273,7 +279,7 @@ def write_tst_report(frame, result, out: str | os.PathLike, *, command_line: lis
         lpq = llm.per_question.set_index("question_id")
         for c in lpq.columns:
             q[c] = lpq[c].reindex(q["question_id"]).to_numpy()
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, command="tst", inputs=source_paths(frame)) as tmp:
         figures = {}
         rel = fig_reliability(result.summary.get("calibration") or {}, Path(tmp))
         if rel:
@@ -340,7 +346,7 @@ def pruned_card(res, frame, source: str) -> str:
     return "\n".join([
         yaml_configs([("default", "test", "data/test-*.parquet")]),
         "# Pruned benchmark (benchaudit IBP audit selection)\n",
-        f"The questions of `{source}` that Iterative Bias Pruning kept: {s['n_kept']} of {s['n_questions']} "
+        f"The questions of {md_inline(source, 200)} that Iterative Bias Pruning kept: {s['n_kept']} of {s['n_questions']} "
         f"({s['n_removed']} removed). IBP repeatedly ran TsT-RF (a random forest on the question text and "
         "options only, k-fold on the test set itself) and removed the questions it scored highest above "
         "chance.\n",
@@ -380,7 +386,7 @@ def write_prune_report(frame, res, out: str | os.PathLike, *, command_line: list
                "gap": res.gap if res.gap is not None else pd.DataFrame({"model": pd.Series([], dtype=str)})}
     summary = {"prune": as_dict(res)}
     kept_q = frame.questions_table()[res.keep_mask].reset_index(drop=True)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, command="prune", inputs=source_paths(frame)) as tmp:
         write_hub_folder(tmp, configs, prune_card(res, frame, None), to_jsonable(summary),
                          manifest(frame, command_line, res.settings))
         write_hub_folder(Path(tmp) / "pruned_benchmark", {"test": kept_q}, pruned_card(res, frame, source),

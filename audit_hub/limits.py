@@ -1,0 +1,103 @@
+"""Ranges of the numeric options and the memory check made before any large allocation.
+
+Each range is defined once here and used by the command definitions (typer ``min``/``max``, so a value
+out of range is a usage error naming the option and the allowed range, exit 2) and by the library
+entry points that can be called without the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import InputError
+
+SEED_MAX = 2**32 - 1
+RANGES: dict[str, tuple[int | float | None, int | float | None]] = {
+    "--seed": (0, SEED_MAX),
+    "--n-permutations": (1, 10_000_000),
+    "--calibration-sims": (0, 100_000),
+    "--k": (2, 1_000),
+    "--repeats": (1, 1_000),
+    "--n-estimators": (1, 100_000),
+    "--n-jobs": (-1, 4_096),
+    "--llm-max-steps": (0, 10_000_000),
+    "--budget": (0, 100_000_000),
+    "--step": (1, 100_000_000),
+    "--floor": (0, 100_000_000),
+    "--random-seeds": (0, 1_000_000),
+    "--frac": (0.0, 1.0),
+    "--threshold": (-1.0, 1.0),
+    "--batch-size": (1, 65_536),
+    "--max-new-tokens": (1, 1_048_576),
+    "--max-length": (1, 100_000_000),
+    "--limit": (1, None),
+}
+
+
+def opt(name: str) -> dict:
+    """``min``/``max`` keyword arguments for ``typer.Option`` of the option ``name``."""
+    lo, hi = RANGES[name]
+    kw: dict = {}
+    if lo is not None:
+        kw["min"] = lo
+    if hi is not None:
+        kw["max"] = hi
+    return kw
+
+
+def check_range(name: str, value, ranges: dict | None = None) -> None:
+    """Raise a one-line :class:`InputError` naming ``name`` and its range when ``value`` is outside it."""
+    lo, hi = (ranges or RANGES)[name]
+    if value is None:
+        return
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise InputError(f"{name} must be in the range {rng}, got {value}")
+
+
+def available_memory() -> int:
+    """Bytes this process may still allocate: the smaller of MemAvailable and the address-space limit."""
+    avail = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            avail = 1 << 40
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            try:
+                with open("/proc/self/statm", encoding="ascii") as fh:
+                    used = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            except (OSError, ValueError):
+                used = 0
+            avail = min(avail, max(0, soft - used))
+    except (ImportError, ValueError, OSError):
+        pass
+    return int(avail)
+
+
+def require_memory(estimate: int, what: str) -> None:
+    """Refuse (one line, exit 2) work whose estimated peak memory exceeds what is available."""
+    avail = available_memory()
+    if estimate > avail:
+        raise InputError(f"{what} needs about {estimate / 2**30:.1f} GiB of memory but only "
+                         f"{avail / 2**30:.1f} GiB is available; use a smaller value")
+
+
+def audit_memory_estimate(n_questions: int, n_categories: int, n_permutations: int, calibration_sims: int) -> int:
+    """Peak bytes of the permutation nulls: ~10 int64 arrays of (groups x permutations) per null, where
+    groups = categories + the overall pool (+1 slack), plus the per-question tables."""
+    groups = max(1, n_categories) + 2
+    per_null = 10 * 8 * groups * max(1, n_permutations)
+    return int(per_null + 64 * max(1, n_questions) * 8)

@@ -1,0 +1,226 @@
+"""--out safety: only a previous output of the same command is ever replaced; everything else is refused
+with one line and left untouched; replacement is crash-safe; stale temporaries are cleaned."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .conftest import all_bytes, assert_no_secret
+
+
+def _cmd_args(ws, command: str, out: str) -> list[str]:
+    if command == "audit":
+        return ws.audit_args(out)
+    if command == "tst":
+        return ["tst", "--questions", str(ws.questions), "--out", out, "--k", "2", "--repeats", "1",
+                "--n-estimators", "5"]
+    if command == "prune":
+        return ["prune", "--questions", str(ws.questions), "--out", out, "--budget", "2", "--k", "2",
+                "--repeats", "1", "--n-estimators", "5", "--random-seeds", "2"]
+    raise AssertionError(command)
+
+
+# Targets that must never be replaced, as (label, setup(ws) -> out argument).
+def _home(ws):
+    return str(Path(os.environ["HOME"]))
+
+
+def _link(ws, name, target):
+    os.symlink(target, ws.root / name)
+    return name
+
+
+FORBIDDEN = {
+    "cwd_dot": lambda ws: ".",
+    "cwd_absolute": lambda ws: str(ws.root),
+    "cwd_trailing_slash": lambda ws: "./",
+    "root": lambda ws: "/",
+    "home_tilde": lambda ws: "~",
+    "home_absolute": _home,
+    "parent_of_cwd": lambda ws: "..",
+    "inputs_folder": lambda ws: "inputs",
+    "inputs_folder_dotted": lambda ws: "inputs/../inputs",
+    "questions_file": lambda ws: "inputs/questions.csv",
+    "runs_file": lambda ws: "inputs/runs.csv",
+    "symlink_to_inputs": lambda ws: _link(ws, "link_in", "inputs"),
+    "symlink_to_cwd": lambda ws: _link(ws, "link_cwd", "."),
+    "symlink_to_home": lambda ws: _link(ws, "link_home", os.environ["HOME"]),
+    "symlink_to_questions": lambda ws: _link(ws, "link_q", "inputs/questions.csv"),
+    "symlink_chain_to_inputs": lambda ws: _link(ws, "l2", _link(ws, "l1", "inputs")),
+    "existing_regular_file": lambda ws: (ws.root / "notes.txt").write_text("keep me\n") and "notes.txt",
+    "existing_fifo": lambda ws: os.mkfifo(ws.root / "pipe") or "pipe",
+    "nonempty_foreign_folder": lambda ws: ((ws.root / "mine").mkdir(), (ws.root / "mine" / "a.txt").write_text("x"))
+    and "mine",
+    "folder_with_foreign_manifest": lambda ws: ((ws.root / "other").mkdir(),
+                                                (ws.root / "other" / "manifest.json").write_text('{"tool": "x"}'))
+    and "other",
+    "folder_with_broken_manifest": lambda ws: ((ws.root / "broken").mkdir(),
+                                               (ws.root / "broken" / "manifest.json").write_text('{"tool": '))
+    and "broken",
+    "under_a_regular_file": lambda ws: "inputs/questions.csv/report",
+    "name_too_long": lambda ws: "r" * 300,
+    "component_too_long_deep": lambda ws: "deep/" + "x" * 256 + "/out",
+}
+
+
+@pytest.mark.parametrize("label", sorted(FORBIDDEN))
+def test_audit_refuses_unsafe_out(ws, label):
+    out = FORBIDDEN[label](ws)
+    before = ws.snap()
+    res = ws.cli(*ws.audit_args(out))
+    ws.check_refused(res, before, out=None)
+    assert "--out" in res.error_lines[0]
+
+
+@pytest.mark.parametrize("command", ["tst", "prune"])
+@pytest.mark.parametrize("label", ["cwd_dot", "inputs_folder", "questions_file", "symlink_to_inputs",
+                                   "existing_regular_file", "nonempty_foreign_folder", "home_tilde"])
+def test_tst_and_prune_refuse_unsafe_out(ws, command, label):
+    out = FORBIDDEN[label](ws)
+    before = ws.snap()
+    res = ws.cli(*_cmd_args(ws, command, out))
+    ws.check_refused(res, before, out=None)
+
+
+def test_audit_output_of_another_command_is_not_replaced(ws, previous_report):
+    shutil.copytree(previous_report, ws.root / "report")
+    m = json.loads((ws.root / "report" / "manifest.json").read_text())
+    m["output_of"] = "tst"
+    (ws.root / "report" / "manifest.json").write_text(json.dumps(m))
+    before = ws.snap()
+    res = ws.cli(*ws.audit_args("report"))
+    ws.check_refused(res, before, out=None)
+    assert "benchaudit audit" in res.error_lines[0]
+
+
+def test_previous_audit_output_is_replaced(ws, previous_report):
+    shutil.copytree(previous_report, ws.root / "report")
+    (ws.root / "report" / "stale-extra.txt").write_text("old")
+    res = ws.cli(*ws.audit_args("report"))
+    assert res.rc == 0, res
+    assert not (ws.root / "report" / "stale-extra.txt").exists()
+    assert json.loads((ws.root / "report" / "manifest.json").read_text())["output_of"] == "audit"
+    assert not [p for p in ws.root.iterdir() if ".ba-" in p.name]
+    assert_no_secret(res.out, res.err, all_bytes(ws.root))
+
+
+def test_empty_existing_folder_is_used(ws):
+    (ws.root / "empty").mkdir()
+    res = ws.cli(*ws.audit_args("empty"))
+    assert res.rc == 0, res
+    assert (ws.root / "empty" / "manifest.json").is_file()
+
+
+def test_symlink_to_previous_output_replaces_the_target(ws, previous_report):
+    shutil.copytree(previous_report, ws.root / "real_report")
+    os.symlink("real_report", ws.root / "rep_link")
+    res = ws.cli(*ws.audit_args("rep_link"))
+    assert res.rc == 0, res
+    assert os.path.islink(ws.root / "rep_link")
+    assert (ws.root / "real_report" / "manifest.json").is_file()
+
+
+def test_stale_temporaries_of_killed_runs_are_removed(ws):
+    dead_pid = 2**22 + 12345  # above pid_max defaults: never a live process
+    from audit_hub.io_utils import _name_hash
+
+    h = _name_hash("report")
+    stale = ws.root / f".report.ba-tmp-{h}-{dead_pid}-abc123"
+    stale.mkdir()
+    (stale / "partial.parquet").write_bytes(b"PAR1")
+    foreign = ws.root / ".report.tmp-keepme"  # not ours: never touched
+    foreign.mkdir()
+    res = ws.cli(*ws.audit_args("report"))
+    assert res.rc == 0, res
+    assert not stale.exists() and foreign.exists()
+
+
+def test_retired_old_output_is_restored_after_a_kill_between_renames(ws, previous_report):
+    """The fallback swap (no renameat2) is two renames; a kill between them leaves the old output
+    retired and no DIR: the next run, even a failing one, puts it back first."""
+    from audit_hub.io_utils import _name_hash
+
+    dead_pid = 2**22 + 4242
+    retired = ws.root / f".report.ba-old-{_name_hash('report')}-{dead_pid}"
+    shutil.copytree(previous_report, retired)
+    from audit_hub.io_utils import cleanup_stale
+
+    done = cleanup_stale(ws.root / "report")
+    assert done and (ws.root / "report" / "manifest.json").is_file() and not retired.exists()
+
+
+def test_failure_while_writing_keeps_the_old_output(ws, previous_report, monkeypatch):
+    shutil.copytree(previous_report, ws.root / "report")
+    before = ws.snap()
+    import audit_hub.report.card as card
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(card, "render_card", boom)
+    res = ws.cli(*ws.audit_args("report"))
+    assert res.rc == 2 and len(res.error_lines) == 1 and "No space left" in res.error_lines[0], res
+    assert ws.snap() == before
+
+
+def test_fallback_swap_without_renameat2(ws, previous_report, monkeypatch):
+    import audit_hub.io_utils as io
+
+    shutil.copytree(previous_report, ws.root / "report")
+    monkeypatch.setattr(io, "_exchange", lambda a, b: False)
+    res = ws.cli(*ws.audit_args("report"))
+    assert res.rc == 0, res
+    assert not [p for p in ws.root.iterdir() if ".ba-" in p.name]
+
+
+def test_interrupt_inside_the_writer_leaves_old_output_and_no_temp(ws, previous_report, monkeypatch):
+    from audit_hub.errors import Interrupted
+
+    shutil.copytree(previous_report, ws.root / "report")
+    before = ws.snap()
+    import audit_hub.report.card as card
+
+    def interrupted(*a, **k):
+        raise Interrupted(15)
+
+    monkeypatch.setattr(card, "render_card", interrupted)
+    res = ws.cli(*ws.audit_args("report"))
+    assert res.rc == 143 and res.err.strip().splitlines()[-1] == "interrupted, nothing written", res
+    assert ws.snap() == before
+
+
+def test_new_parent_folders_are_removed_when_the_run_fails(ws, monkeypatch):
+    import audit_hub.report.card as card
+
+    monkeypatch.setattr(card, "render_card", lambda *a, **k: (_ for _ in ()).throw(OSError(30, "Read-only file system")))
+    before = ws.snap()
+    res = ws.cli(*ws.audit_args("new/deeper/report"))
+    ws.check_refused(res, before, out=None)
+    assert not (ws.root / "new").exists()
+
+
+def test_tst_replaces_its_own_output_and_audit_refuses_it(ws):
+    args = _cmd_args(ws, "tst", "tst_out")
+    first = ws.cli(*args)
+    assert first.rc == 0, first
+    assert json.loads((ws.root / "tst_out" / "manifest.json").read_text())["output_of"] == "tst"
+    again = ws.cli(*args)
+    assert again.rc == 0, again
+    before = ws.snap()
+    res = ws.cli(*ws.audit_args("tst_out"))
+    ws.check_refused(res, before, out=None)
+    assert "`benchaudit audit`" in res.error_lines[0]
+
+
+def test_a_250_character_folder_name_works(ws):
+    """Temporary names stay short whatever DIR's length (the old `.NAME.tmp-XXXX` passed 255 bytes)."""
+    name = "r" * 250
+    res = ws.cli(*ws.audit_args(name))
+    assert res.rc == 0, res
+    assert (ws.root / name / "manifest.json").is_file()
+    assert not [p for p in os.listdir(ws.root) if ".ba-" in p]
