@@ -164,6 +164,9 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
     summary["judge_dependence"] = judge
     summary["calibration"] = calibration
     summary["accuracy"] = frame.accuracy_table().to_dict(orient="records")
+    for key in ("circular", "unparsed_options"):  # how items were counted (CircularEval groups, unread options)
+        if frame.meta.get(key):
+            summary[key] = frame.meta[key]
     if tst is not None:
         summary["tst"] = tst.summary
     summary["config"] = {k: v for k, v in asdict(config).items() if k != "params"} | {"params": config.params}

@@ -59,6 +59,34 @@ _INTERRUPTED = "interrupted, nothing written"
 # BENCHAUDIT_DEBUG=1.
 _DATA_ERRORS = (ValueError, UnicodeError, RecursionError, OverflowError, LookupError, TypeError, EOFError)
 
+#: options that take one path each but are often given several (``--runs logs/samples_*.jsonl``: the
+#: shell expands the glob into many words)
+_MULTI_PATH_OPTIONS = frozenset({"--runs", "-r", "--blind", "-b"})
+
+
+def expand_multi_path_options(argv: list[str]) -> list[str]:
+    """``--runs a b c`` -> ``--runs a --runs b --runs c``: the words after a path option, up to the
+    next option, all belong to it (what a shell-expanded glob gives). A lone ``--`` ends the
+    rewriting; ``--runs=a`` is left alone."""
+    out: list[str] = []
+    current: str | None = None
+    pending = False  # the option's first value is still to come
+    for i, word in enumerate(argv):
+        if word == "--":
+            return out + argv[i:]
+        if word.startswith("-") and word != "-":
+            current = word if word in _MULTI_PATH_OPTIONS else None
+            pending = current is not None
+            out.append(word)
+        elif current is not None and not pending:
+            out.extend([current, word])
+        else:
+            pending = False
+            out.append(word)
+    return out
+
+
+
 
 def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
     """ClickException/UsageError of the click copy typer vendors (typer >= 0.2x) and of click itself."""
@@ -226,8 +254,9 @@ def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point (``benchaudit``); see :func:`run_app`."""
-    return run_app(app, argv, prog_name=PROG)
+    """Console entry point (``benchaudit``); see :func:`run_app`. Several words after ``--runs``/``--blind``
+    (a shell-expanded glob) all belong to that option (:func:`expand_multi_path_options`)."""
+    return run_app(app, expand_multi_path_options(list(sys.argv[1:] if argv is None else argv)), prog_name=PROG)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -159,7 +159,7 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
                 column_map: dict[str, str] | None = None, revision: str | None = None,
                 dataset_hint: str | None = None, model: str | None = None, blind_model: str | None = None,
                 model_map: dict[str, str] | None = None, metric: str | None = None, split: str | None = None,
-                compute_exact: bool = True):
+                compute_exact: bool = True, allow_unparsed_options: bool = False):
     """Read questions and runs, validate them into an :class:`AuditFrame`, record provenance.
 
     ``questions_spec=None`` derives the questions from the run files. ``compute_exact=False`` skips
@@ -192,6 +192,7 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
         else:
             questions = questions_from_results(full_res + blind_res)
             qsrc = "<questions from the run files>"
+        unparsed = _check_unparsed_options(questions, qsrc, allow_unparsed_options)
         full_df, full_judges = runs_from_results(full_res, model_map) if full_res else (None, {})
         blind_df, blind_judges = runs_from_results(blind_res, model_map) if blind_res else (None, {})
         runs_source = ", ".join(map(str, runs + blind))
@@ -212,9 +213,34 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
                   "column_map": dict(column_map or {}), "dataset_hint": dataset_hint,
                   "dataset": _dataset_meta(questions_spec, dataset_hint, sources)},
         )
+        from .circular import collapse_circular
+
+        frame = collapse_circular(frame)  # MMBench-style option-shifted copies -> one question each
+        if unparsed:
+            frame.meta["unparsed_options"] = unparsed
     frame.meta["benchmark"] = frame.meta["dataset"]["name"]
     frame.meta["pool"] = pool_summary(frame.models_in("full"), frame.models_in("blind"))
     return frame
+
+
+def _check_unparsed_options(questions: pd.DataFrame, file: str, allow: bool) -> dict | None:
+    """Items whose gold is an option letter but whose options could not be read: an InputError, or with
+    ``--allow-unparsed-options`` a count and the IDs for the report (they stay in as non-mc items)."""
+    from .embedded_options import items_with_unparsed_options
+
+    rows = items_with_unparsed_options(questions)
+    if not rows:
+        return None
+    ids = questions["question_id"].astype(str).to_numpy(dtype=object)[rows]
+    if not allow:
+        i = rows[0]
+        src = questions["source_file"].iloc[i] if "source_file" in questions.columns else file
+        row = int(questions["source_row"].iloc[i]) if "source_row" in questions.columns else i + 1
+        raise InputError(
+            f"{len(rows)} item(s) have a letter gold but no options that could be read (first: question "
+            f"{ids[0]!r}); give the options as A..D columns, an options list, or a recognised embedded form, "
+            "or pass --allow-unparsed-options to audit them without options", file=str(src), row=row, column="options")
+    return {"n": len(rows), "question_ids": [str(x) for x in ids[:100]]}
 
 
 def _dataset_meta(questions_spec: str | None, dataset_hint: str | None, sources: list[dict]) -> dict:
@@ -224,6 +250,10 @@ def _dataset_meta(questions_spec: str | None, dataset_hint: str | None, sources:
     if not name and questions_spec:
         spec = str(questions_spec)
         name = Path(spec).stem if os.path.exists(spec) else spec.split("@")[0]
+    if not name:  # the benchmark named by the run files: VLMEvalKit {model}_{dataset}, lmms-eval task
+        found = sorted({v for src in sources for k in ("dataset", "task")
+                        if isinstance((v := src.get(k)), str) and v})
+        name = " + ".join(found) if found else None
     out: dict = {"name": name or "benchmark"}
     for src in sources:
         if src.get("repo_id"):

@@ -50,10 +50,13 @@ def cli_stratify(values: list[str] | None) -> list[str]:
 
 
 def effective_option_count(frame: AuditFrame) -> np.ndarray:
-    """Number of answers a guesser chooses from: the option count for mc items, 2 for yes/no, 0 for
-    open (numeric / free-form) items, which form their own stratum."""
+    """Number of answers a guesser chooses from: the real options for mc items (placeholder option texts
+    such as ``nan`` or empty excluded, :mod:`audit_hub.placeholders`), 2 for yes/no, 0 for open
+    (numeric / free-form) items, which form their own stratum."""
+    from .placeholders import real_option_count
+
     atype = frame.answer_type
-    return np.where(atype == "mc", frame.n_options.astype(np.int64), np.where(atype == "yesno", 2, 0))
+    return np.where(atype == "mc", real_option_count(frame).astype(np.int64), np.where(atype == "yesno", 2, 0))
 
 
 def strata_codes(frame: AuditFrame, stratify) -> tuple[np.ndarray, list[str]]:

@@ -126,6 +126,11 @@ def validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
     })
     out["n_options"] = n_opt.astype(np.int16)
     out["gold_index"] = gold_idx
+    from .question_meta import as_text, metadata_columns
+
+    for c in metadata_columns(df.columns):  # question metadata (kept as text)
+        if c not in out.columns:
+            out[c] = pd.Series(as_text(df[c].tolist()), dtype=object)
     return out
 
 

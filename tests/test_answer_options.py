@@ -65,11 +65,12 @@ def test_planted_position_bias_and_flags():
     pq = r.per_question
     fl = pq.is_answer_options_distribution_issue
     assert s["strata"]["4"]["over_represented"] == ["A"]
+    # a position bias is a benchmark-level finding: no item carries evidence of its own, none is flagged
+    assert not fl.any() and s["n_flagged"] == 0
     k4 = pq.answer_options_distribution_n_options == 4
-    assert set(pq.loc[fl & k4, "answer_options_distribution_gold_letter"]) == {"A"}
-    assert (fl == (k4 & (pq.answer_options_distribution_gold_letter == "A"))
-            | (~k4 & pq.answer_options_distribution_gold_letter.isin(s["strata"]["5"]["over_represented"]))).all()
-    assert set(pq.loc[pq.is_answer_options_distribution_issue, "answer_options_distribution_severity"]) == {"low"}
+    a4 = k4 & (pq.answer_options_distribution_gold_letter == "A")
+    assert (pq.loc[a4, "answer_options_distribution_position_excess"] > 0).all()
+    assert s["n_items"] == 2000 and s["excluded"] == {}
     pm = s["per_model"]["model_00"]
     assert set(pm) == {"full", "blind"} and pm["full"]["n"] == 2000
 

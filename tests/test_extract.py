@@ -284,8 +284,9 @@ def test_fill_answers_and_exact_via_frame():
     assert pa.types.is_string(r["answer"].dtype.pyarrow_dtype)
     got = [None if pd.isna(v) else v for v in r["answer"].tolist()]
     assert got == ["B", "yes", "0.5", "paris", "C", None, None, "2", None, "C", "B", "B"]
-    # m2/q4 has neither prediction nor answer -> -1; unparseable rows are wrong (0)
-    assert r["hit_exact"].tolist() == [1, 1, 1, 1, 1, 0, 0, 0, -1, 1, 1, 0]
+    # m2/q4 has neither prediction nor answer: an empty answer of a run that has answers is wrong (0), as
+    # the harnesses score it; unparseable rows are wrong (0)
+    assert r["hit_exact"].tolist() == [1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0]
     assert r["hit_exact"].dtype == np.int8
 
 

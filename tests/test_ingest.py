@@ -42,8 +42,10 @@ def test_build_frame_vlmevalkit_full_and_blind(tmp_path):
     frame = ingest.build_frame(MMB_TSV, [str(out)], [str(blind_dir)], compute_exact=False)
     assert frame.models == ("modelA", "modelB")
     assert frame.models_in("blind") == ["modelA"]
+    # question 1 and its circular copy 1000001 are one question, right only if both copies are
     np.testing.assert_array_equal(frame.correctness("full", "hit"),
-                                  np.array([[1, 0], [1, 1], [1, 0], [1, 0], [1, 0]], dtype=np.int8))
+                                  np.array([[1, 0], [1, 0], [1, 0], [1, 0]], dtype=np.int8))
+    assert frame.meta["circular"]["n_groups"] == 1 and frame.meta["circular"]["n_copies"] == 2
     assert frame.meta["judges"] == {"modelA": "gpt-4o-mini", "modelB": "gpt-4o-mini"}
     assert frame.meta["judges_blind"] == {}
     pool = frame.meta["pool"]
@@ -60,8 +62,10 @@ def test_build_frame_vlmevalkit_full_and_blind(tmp_path):
     assert src0["bytes"] == os.path.getsize(MMB_TSV) and src0["rows"] == 5
     judged = [s for s in frame.sources if s["kind"] == "vlmevalkit-judged"]
     assert {s["judge"] for s in judged} == {"gpt-4o-mini"} and {s["model"] for s in judged} == {"modelA", "modelB"}
-    # questions: VLMEvalKit circular copy shares the group of its original
-    assert frame.questions["group_id"].tolist() == ["0", "1", "2", "3", "1"]
+    # questions: VLMEvalKit's circular copy is folded into its original; the copy's rows are kept
+    assert frame.questions["group_id"].tolist() == ["0", "1", "2", "3"]
+    copies = frame.meta["_circular_copies"]
+    assert sorted(copies["question_id"].unique()) == ["1", "1000001"] and set(copies["group_id"]) == {"1"}
 
 
 def test_same_pools_are_not_pool_level(tmp_path):
@@ -73,8 +77,8 @@ def test_same_pools_are_not_pool_level(tmp_path):
     assert frame.meta["pool"]["pool_level"] is False and frame.meta["pool"]["note"] is None
     assert frame.meta["pool"]["paired"] == ["modelA"]
     # questions derived from the sheets
-    assert frame.questions["question_id"].tolist() == ["0", "1", "2", "3", "1000001"]
-    assert frame.questions["gold_index"].tolist() == [0, 1, 2, 0, 0]
+    assert frame.questions["question_id"].tolist() == ["0", "1", "2", "3"]
+    assert frame.questions["gold_index"].tolist() == [0, 1, 2, 0]
 
 
 def test_build_frame_with_exact_extraction(tmp_path):

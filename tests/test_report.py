@@ -119,7 +119,8 @@ def make_fake_result(frame: AuditFrame | None = None, *, with_alt: bool = True):
             "duplicates_gold": [False] * 6}),
             {"n_unanimous_non_gold": 1, "expected_under_independence": 0.12, "n_majority_non_gold": 1}, ce_table),
         "distractor_similarity": DetectorResult("distractor_similarity", _pq(frame, "distractor_similarity", ds_sev, {
-            "pair": [None] * 5 + ["A=B"], "similarity": [0.0] * 5 + [1.0]}),
+            "pair": [None] * 5 + ["A=B"], "similarity": [0.0] * 5 + [1.0],
+            "rewrite_options": [False] * 5 + [True], "placeholder_gold": [False] * 6}),
             {"n_exact_duplicates": 1, "n_near_duplicates": 0}),
         "fleiss_kappa_agreement": DetectorResult("fleiss_kappa_agreement", _pq(frame, "fleiss_kappa_agreement", fk_sev,
                                                  {"agreement": [1, 1, 0, 1 / 3, 1, 1 / 3]}),
@@ -190,7 +191,11 @@ def test_multiple_flags_join_and_rule_order():
            "distractor_similarity": np.array([RANK["medium"], 0, RANK["low"]]),
            "visual_dependency": np.array([RANK["high"], 0, 0])}
     overall = np.array([RANK["high"], RANK["high"], RANK["low"]])
-    acts = suggested_actions(sev, overall, {})
+    # (distractor_similarity's rewrite trigger reads its rewrite_options evidence: a duplicate, not a placeholder gold)
+    from types import SimpleNamespace
+
+    ds_pq = pd.DataFrame({"distractor_similarity_rewrite_options": [True, False, False]})
+    acts = suggested_actions(sev, overall, {"distractor_similarity": SimpleNamespace(per_question=ds_pq)})
     assert list(acts) == ["rewrite distractor", "relabel", "keep"]
     # two detectors on one question -> both phrases, in detector order
     res = make_fake_result()

@@ -33,9 +33,13 @@ from .rules import (
     strict_key,
 )
 
-
 # ---------------------------------------------------------------------------------------------
 # vectorised fill over a runs table
+#: an ``answer`` a harness writes for "could not read the answer" (VLMEvalKit's yes/no ``Unknown``); such a
+#: row is unparseable as the harness said, and its prediction is not re-read
+UNREADABLE_MARKERS = ("unknown",)
+
+
 class _Table:
     """Output strings with integer codes: letters A..Z are codes 0..25, yes 26, no 27."""
 
@@ -305,9 +309,11 @@ def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame):
     has columns ``q`` (question code), ``prediction`` and ``answer`` (strings, null when absent).
     A non-null ``answer`` (the harness's own extraction) is normalised by the same rules ("b" ->
     "B", "(C)" -> "C", "Hexagon" -> the matching letter); when it cannot be read, the answer is
-    re-extracted from ``prediction``. ``hit_exact`` is 1/0 against the gold (an unparseable answer
-    is 0) and -1 only for rows with neither a prediction nor an answer (no output at all), or
-    when the gold itself is unusable.
+    re-extracted from ``prediction``, unless it is one of :data:`UNREADABLE_MARKERS` (the harness's
+    own "could not read", kept as unparseable). ``hit_exact`` is 1/0 against the gold (an unparseable
+    answer is 0; so is an empty prediction: a model that fails to answer is wrong, as the harnesses
+    score it) and -1 only for the rows of a run without any output text (a hit-only table), or when
+    the gold itself is unusable.
 
     Returns ``(answer, hit_exact)``: an Arrow-backed string array and an int8 numpy array.
     """
@@ -331,6 +337,9 @@ def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame):
             out = _extract_rows(pred, qrows, ctx, table)
         else:
             need = out < 0 if out is not None else np.ones(n, dtype=bool)
+            if out is not None:  # the harness said it could not read the answer: final, not re-read
+                need &= ~pc.fill_null(pc.is_in(pc.utf8_lower(pc.utf8_trim_whitespace(ans)),
+                                               pa.array(UNREADABLE_MARKERS)), False).to_numpy(zero_copy_only=False)
             if pred.null_count:
                 need &= pc.is_valid(pred).to_numpy(zero_copy_only=False)
             if need.any():
@@ -354,12 +363,24 @@ def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame):
     if ans.null_count and pred.null_count:
         no_output = ~pc.is_valid(ans).to_numpy(zero_copy_only=False)
         no_output &= ~pc.is_valid(pred).to_numpy(zero_copy_only=False)
-        hit[no_output] = -1  # no output at all
+        # an empty prediction of a model whose run carries predictions is a wrong answer, as the harnesses
+        # score it (VLMEvalKit, lmms-eval); only a run without any output text (a hit-only table) is unknown
+        hit[no_output & ~has_outputs(runs, no_output)] = -1
     # --- answer strings
     dictionary = pa.array(table.strings, pa.string())
     idx = pa.array(out, type=pa.int32(), mask=out < 0)
     answer = pd.arrays.ArrowExtensionArray(pc.take(dictionary, idx))
     return answer, hit
+
+
+def has_outputs(runs: pd.DataFrame, no_output: np.ndarray) -> np.ndarray:
+    """Per row: does the row's (model, arm) have any prediction or answer text at all?"""
+    if "m" not in runs.columns or "arm" not in runs.columns:
+        return np.full(len(runs), not no_output.all())
+    key = runs["m"].to_numpy().astype(np.int64) * 4 + runs["arm"].to_numpy().astype(np.int64)
+    size = int(key.max()) + 1 if len(key) else 0
+    with_text = np.bincount(key, weights=~no_output, minlength=size) > 0
+    return with_text[key]
 
 
 def _numeric_hits(rows: np.ndarray, out: np.ndarray, qrows: np.ndarray, gold_code: np.ndarray,

@@ -44,6 +44,15 @@ def register(app: typer.Typer) -> None:
                  "global shuffle (the paper's unstratified number, always reported next to the headline)."),
         tst: bool = typer.Option(False, "--tst", help="Also run the TsT-RF stress test and add tst_s to the report."),
         figures: bool = typer.Option(True, "--figures/--no-figures", help="Render PNG figures for the card."),
+        design_label: str | None = typer.Option(
+            None, "--design-label",
+            help="COLUMN[:VALUE]: a question column with the benchmark designer's own labels (e.g. HallusionBench "
+                 "category:VD); the image-gain detector reports the AUC of the per-item visual gain for VALUE against "
+                 "the rest (CI, chance 0.5) and the zero-gain excess per label value."),
+        allow_unparsed_options: bool = typer.Option(
+            False, "--allow-unparsed-options",
+            help="Audit items whose gold is an option letter but whose options cannot be read (counted and "
+                 "named in the report) instead of stopping."),
         verbose: bool = typer.Option(False, "--verbose", "-v",
                                      help="Print the wall time of every stage (also recorded in manifest.json)."),
     ) -> None:
@@ -75,7 +84,8 @@ def register(app: typer.Typer) -> None:
             clock = StageClock(on_start=on_stage)
             with recording(clock):
                 result, inputs = _audit(console, questions, runs, blind, column_map, revision, dataset,
-                                        blind_model, seed, n_permutations, calibration_sims, stratify, tst, stage)
+                                        blind_model, seed, n_permutations, calibration_sims, stratify, tst, stage,
+                                        design_label=design_label, allow_unparsed_options=allow_unparsed_options)
                 from ..report import write_report
 
                 folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
@@ -93,7 +103,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
-           calibration_sims, stratify, tst, stage):
+           calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False):
     """Inputs -> frame -> :func:`audit_hub.audit.run_audit`; returns the result and the input records."""
     from ..audit import AuditConfig, run_audit
     from ..errors import InputError
@@ -110,7 +120,8 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
 
         cmap = parse_column_map(column_map or [])
         frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
-                            revision=revision, dataset_hint=dataset, blind_model=blind_model)
+                            revision=revision, dataset_hint=dataset, blind_model=blind_model,
+                            allow_unparsed_options=allow_unparsed_options)
     inputs = frame.sources
     pool = frame.meta.get("pool") or {}
     if pool.get("note"):
@@ -126,6 +137,14 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
     from ..strata import cli_stratify
 
     params = {detectors.by_role("image_gain"): {"stratify": cli_stratify(stratify)}}
+    if design_label:
+        from ..design_label import parse_design_label
+
+        col = parse_design_label(design_label)[0]
+        if col not in frame.questions.columns:
+            raise InputError(f"--design-label: no question column {col!r}; question columns: "
+                             f"{[c for c in frame.questions.columns if c != 'options']}")
+        params[detectors.by_role("image_gain")]["design_label"] = design_label
     config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
                          run_calibration=calibration_sims > 0, run_tst=tst, params=params)
     return run_audit(frame, config), inputs
@@ -147,3 +166,19 @@ def _print_headlines(console, result) -> None:
 
     for line in lines:
         console.print(console_text(line))
+    warning = exclusion_warning(result)
+    if warning:
+        console.print(f"[yellow]warning:[/yellow] {console_text(warning)}", soft_wrap=True)
+
+
+def exclusion_warning(result) -> str | None:
+    """One line naming every detector that left items out, with the counts (see summary.json ``excluded``)."""
+    parts = []
+    for name, r in result.results.items():
+        exc = (r.summary or {}).get("excluded") or {}
+        if exc:
+            parts.append(f"{name} {sum(int(v) for v in exc.values()):,} "
+                         f"({'; '.join(f'{k}: {int(v):,}' for k, v in exc.items())})")
+    if not parts:
+        return None
+    return "items excluded from some statistics: " + ", ".join(parts) + " (details: summary.json 'excluded', card)"

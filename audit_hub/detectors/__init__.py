@@ -90,11 +90,13 @@ register(
     inputs=(("options", "references"),),
     judge_dependent=False,
     evidence=("tier", "pair", "similarity", "involves_gold", "n_exact_pairs", "n_near_pairs", "n_contrastive_pairs",
-              "bare_letter_options", "n_options_compared"),
-    label="duplicate options",
-    signal="pairwise option similarity",
-    finding="near-duplicate options",
-    actions=(ActionTrigger("rewrite distractor", "medium"),),
+              "bare_letter_options", "n_options_compared", "placeholder_gold", "rewrite_options",
+              "n_placeholder_distractors"),
+    label="duplicate or placeholder options",
+    signal="pairwise option similarity; placeholder options",
+    finding="near-duplicate and placeholder options",
+    actions=(ActionTrigger("rewrite distractor", "medium", "distractor_similarity_rewrite_options"),
+             ActionTrigger("relabel", "critical", "distractor_similarity_placeholder_gold")),
     role="option_similarity",
 )
 
@@ -102,7 +104,8 @@ register(
 ACTION_RULES: dict[str, str] = {
     "rewrite distractor": "distractor_similarity at medium or above (identical or near-identical options), or "
                           "the consensus option duplicates the gold text; the options need fixing, not the label",
-    "relabel": "consensus_error at high or above: posterior >= 0.5 that the gold is wrong under a model of "
+    "relabel": "the gold option is a placeholder text (nan, None, empty, ...: unanswerable as released), or "
+               "consensus_error at high or above: posterior >= 0.5 that the gold is wrong under a model of "
                "per-model reliability, item difficulty and attractive distractors (on open items: every model "
                "that answered parseably chose the same non-gold answer), so the gold label is the first suspect",
     "drop": "visual_dependency at high or above: every model solves it without the image and gains nothing from "

@@ -13,10 +13,15 @@ over the largest ``K`` would be invalid when ``K`` varies):
 * per model and arm: predicted-letter distribution vs the gold distribution of the same items (total
   variation distance, chi-square goodness of fit of the predictions against the gold shares).
 
-Per question: ``score = 1 - max(0, share of its gold position in its stratum - 1/K)``. An item is
-flagged (severity low: a benchmark-level issue, not an item defect) only when the overall test is
-significant (``p_value < alpha``) and its gold position is over-represented in its stratum (one-sided
-binomial test vs ``1/K``, Holm-adjusted within the stratum, ``< alpha``). Works with zero runs.
+``K`` is the item's *effective* option count (placeholder options such as ``nan``/empty excluded,
+:mod:`audit_hub.placeholders`); items whose gold is a placeholder, or sits beyond the real options, are
+left out of the test and counted in ``excluded``.
+
+Per question: ``score = 1 - max(0, share of its gold position in its stratum - 1/K)`` and the evidence
+columns. A position bias is a *benchmark-level* finding (``over_represented`` letters per stratum, with
+Holm-adjusted one-sided binomial tests): it says nothing about any one item, so no item is flagged
+(``is_answer_options_distribution_issue`` is False everywhere; the per-item list holds only items with
+evidence about that item, and this detector has none). Works with zero runs.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import fmt_num, fmt_p
 from ..frame import AuditFrame
@@ -100,8 +106,6 @@ def _majority_baseline(res: dict, mc: np.ndarray, K: np.ndarray, gold: np.ndarra
         sel = mc & (K == Kv)
         excess[sel] = np.maximum(0.0, share[gold[sel]] - 1.0 / Kv)
         over = (bp_adj < alpha) & (share > 1.0 / Kv)
-        if p is not None and p < alpha:
-            flag[sel] = over[gold[sel]]
         strata_out[str(Kv)] = {"n": n, "counts": {LETTERS[j]: int(cnt[j]) for j in range(Kv)},
                                "chi2": s["chi2"], "dof": Kv - 1,
                                "over_represented": [LETTERS[j] for j in np.flatnonzero(over)],
@@ -173,12 +177,25 @@ def _category_rows(frame: AuditFrame, mc: np.ndarray, K: np.ndarray, gold: np.nd
     return cat_rows
 
 
+def _eligible(frame: AuditFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    """Effective option counts (placeholders excluded), gold positions, the items the test uses and the
+    accounting of the others."""
+    from ..placeholders import placeholder_table
+
+    ph = placeholder_table(frame)
+    K = ph["effective_k"].astype(np.int64)
+    gold = frame.gold_index.astype(np.int64)
+    is_mc = (frame.answer_type == "mc") & (gold >= 0)
+    accounting = item_accounting(frame.n_questions, [
+        ("not multiple choice", ~is_mc), ("placeholder gold", ph["gold_placeholder"]),
+        ("fewer than 2 real options", K < 2), ("gold beyond the real options (placeholder before it)", gold >= K)])
+    return K, gold, is_mc & ~ph["gold_placeholder"] & (K >= 2) & (gold < K), accounting
+
+
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 9999, alpha: float = 0.05
         ) -> DetectorResult:
     """Gold-position balance, majority-letter baseline and per-model letter preferences."""
-    K = frame.n_options.astype(np.int64)
-    gold = frame.gold_index.astype(np.int64)
-    mc = (frame.answer_type == "mc") & (gold >= 0) & (K >= 2)
+    K, gold, mc, accounting = _eligible(frame)
     if not mc.any():
         raise DetectorSkipped("no multiple-choice questions with 2 or more options")
     rng = np.random.default_rng(seed)
@@ -215,6 +232,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 999
         "p_method": res["method"],
         "cohens_w": w,
         "n_items": int(N),
+        "excluded": accounting["excluded"],
         "majority_letter_baseline": base_acc,
         "majority_letter_baseline_ci": [float(blo), float(bhi)] if N else None,
         "chance_accuracy": chance,

@@ -45,12 +45,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import ci, fmt_num, num_labels, str_labels
 from ..frame import AuditFrame
 from ..schema import LETTERS
 from ..severity import severity_array
 from ..stats import benjamini_hochberg, wilson_ci
+from ..strata import effective_option_count
 from .base import DetectorResult, summary_rows
 
 NAME = "consensus_error"
@@ -267,7 +269,7 @@ def _expected_unanimous(frame: AuditFrame, parse: np.ndarray, is_gold: np.ndarra
 
     atype = frame.answer_type
     closed = (atype == "mc") | (atype == "yesno")
-    k_opts = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
+    k_opts = np.where(atype == "yesno", 2, effective_option_count(frame).astype(np.int64))
     wrong = parse & ~is_gold & closed[:, None]
     n_closed_parse = (parse & closed[:, None]).sum(axis=0)
     e = np.where(n_closed_parse > 0, wrong.sum(axis=0) / np.maximum(n_closed_parse, 1), np.nan)
@@ -347,6 +349,7 @@ def _count_summary(*, unanimous: np.ndarray, eligible: np.ndarray, majority: np.
     lo, hi = wilson_ci(n_un, n_el)
     return {
         "n_unanimous_non_gold": n_un,
+        "n_items": n_el,
         "expected_under_independence": expected,
         "n_majority_non_gold": int(majority.sum()),
         "n_unanimous_non_gold_ci": [float(lo * n_el), float(hi * n_el)] if n_el else None,
@@ -531,6 +534,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
                          blind_disagrees=blind_disagrees, dup_gold=dup_gold, exp_sel=exp_sel, expected=expected,
                          obs_closed=obs_closed, n_open_excl=n_open_excl),
         **_label_summary(ev, unanimous, p_value),
+        "excluded": item_accounting(Q, [("gold unusable", gold < 0),
+                                        (f"fewer than {thr} models answered parseably", ~eligible)])["excluded"],
         "n_flagged": int(flagged.sum()),
         "model_error_rates": {m: (None if np.isnan(x) else float(x)) for m, x in zip(models, e)},
         "n_models": M,

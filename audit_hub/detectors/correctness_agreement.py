@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
+from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import fmt_num, num_labels
 from ..frame import AuditFrame
@@ -260,6 +261,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 
     f_lo, f_hi = wilson_ci(n_floor, n_all)
     params = {"field": field, "alpha": alpha, "min_models_item_rest": MIN_MODELS_ITEM_REST}
     summary = {
+        "excluded": item_accounting(frame.n_questions, [("no correctness value from any model", ~has)])["excluded"],
         "n_saturated": n_sat,
         "n_floor": n_floor,
         "n_items": n_all,

@@ -18,6 +18,11 @@ letter prefixes such as ``"A."``/``"(B)"`` stripped, light LaTeX clean-up, numbe
   options are in the image) are *bare-letter* options. They are excluded from text comparison;
   ``n_bare_letter_option_items`` counts items whose options are all bare letters. Empty texts are
   excluded too.
+* **Placeholder options** (:mod:`audit_hub.placeholders`: ``nan``, ``None``, ``null``, ``N/A``, empty,
+  ...) are not options: they are never compared as duplicates of each other. A placeholder *gold* is
+  critical (the item is unanswerable as released; suggested action "relabel"); placeholder
+  *distractors* are high ("rewrite distractor"). ``n_placeholder_gold`` and
+  ``n_placeholder_distractor_items`` count them.
 
 Per question: ``score = 1 - max pair similarity`` (exact = 1; pairs excluded above count as 0).
 Performance: pairs are built per number of options with numpy, deduplicated as (text, text) code pairs,
@@ -31,6 +36,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import fmt_num, isnum, num_labels, str_labels
 from ..frame import AuditFrame
@@ -280,8 +286,26 @@ def _category_rows(frame: AuditFrame, compared: np.ndarray, has_exact: np.ndarra
     return rows
 
 
+def _placeholders(frame: AuditFrame, gold: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
+    """The placeholder table (:mod:`audit_hub.placeholders`), placeholder-gold items and the number of
+    placeholder distractors per item."""
+    from ..placeholders import placeholder_table
+
+    ph = placeholder_table(frame)
+    ph_gold = ph["gold_placeholder"] & (gold >= 0)
+    return ph, ph_gold, ph["n_placeholders"] - ph_gold
+
+
+def _mark_placeholders(sev: np.ndarray, tier: np.ndarray, ph_gold: np.ndarray, ph_distractors: np.ndarray) -> None:
+    """In place: a placeholder distractor is high (rewrite it), a placeholder gold critical (relabel)."""
+    sev[ph_distractors > 0] = np.maximum(sev[ph_distractors > 0], 3)
+    sev[ph_gold] = 4
+    tier[(tier == "") & (ph_distractors > 0)] = "placeholder"
+    tier[ph_gold] = "placeholder gold"
+
+
 def _summary(*, K, compared, bare_item, p_item, exact, near, contrast, p_gold, has_exact, has_near, n_fuzzy_pairs,
-             flagged, sev, params, seed) -> dict:
+             flagged, sev, params, seed, ph_gold, ph_distractors) -> dict:
     """Headline counts (items and pairs; with the gold involved), the exact-duplicate share with its
     Wilson interval, what was compared, the severity counts and the notes on bare-letter options."""
     Q = len(K)
@@ -311,6 +335,11 @@ def _summary(*, K, compared, bare_item, p_item, exact, near, contrast, p_gold, h
         "n_items_with_options": int((K > 0).sum()),
         "n_items_compared": n_compared,
         "n_bare_letter_option_items": int(bare_item.sum()),
+        "n_placeholder_gold": int(ph_gold.sum()),
+        "n_placeholder_distractor_items": int((ph_distractors > 0).sum()),
+        **item_accounting(Q, [("no option texts", K == 0),
+                              ("bare-letter options (texts in the image)", bare_item),
+                              ("fewer than 2 comparable option texts", ~compared)]),
         "n_pairs_compared": int(len(p_item)),
         "n_pairs_fuzzy_scored": int(n_fuzzy_pairs),
         "n_flagged": int(flagged.sum()),
@@ -341,7 +370,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
     offsets, parent, pos, raw_code, nt, norm_code_u, norm_texts, chars, toks, isnum = _flatten_options(q)
     bare = nt.bare_letter[raw_code] == pos
     ncode = norm_code_u[raw_code].astype(np.int64)
-    usable = ~bare & (chars[ncode] > 0)
+    ph, ph_gold, ph_distractors = _placeholders(frame, gold)
+    usable = ~bare & (chars[ncode] > 0) & ~ph["option_is_placeholder"]
     n_bare = np.bincount(parent, weights=bare, minlength=Q).astype(np.int64)
     bare_item = (K > 0) & (n_bare == K)
     n_usable = np.bincount(parent, weights=usable, minlength=Q).astype(np.int64)
@@ -372,6 +402,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
     n_near_pairs = np.bincount(p_item[near], minlength=Q)
     n_contrast_pairs = np.bincount(p_item[contrast], minlength=Q)
     tier, pair_txt, inv_gold = _best_pair(Q, p_item, p_a, p_b, sev_pair, sim, exact, near, contrast, p_gold)
+    _mark_placeholders(sev, tier, ph_gold, ph_distractors)
     flagged = sev > 0
     per_question = pd.DataFrame({
         "question_id": frame.question_id_column(),
@@ -387,6 +418,9 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
         f"{NAME}_n_contrastive_pairs": n_contrast_pairs.astype(np.int64),
         f"{NAME}_bare_letter_options": bare_item,
         f"{NAME}_n_options_compared": n_usable,
+        f"{NAME}_placeholder_gold": ph_gold,
+        f"{NAME}_rewrite_options": flagged & ~ph_gold,
+        f"{NAME}_n_placeholder_distractors": ph_distractors.astype(np.int64),
     })
 
     has_exact = n_exact_pairs > 0
@@ -396,7 +430,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
               "short_max_chars": short_max_chars}
     summary = _summary(K=K, compared=compared, bare_item=bare_item, p_item=p_item, exact=exact, near=near,
                        contrast=contrast, p_gold=p_gold, has_exact=has_exact, has_near=has_near,
-                       n_fuzzy_pairs=n_fuzzy_pairs, flagged=flagged, sev=sev, params=params, seed=seed)
+                       n_fuzzy_pairs=n_fuzzy_pairs, flagged=flagged, sev=sev, params=params, seed=seed,
+                       ph_gold=ph_gold, ph_distractors=ph_distractors)
     rows = _category_rows(frame, compared, has_exact, has_near)
     table = summary_rows(NAME, rows)
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
@@ -419,4 +454,8 @@ def card_line(s: dict) -> str:
     if isnum(s.get("n_bare_letter_option_items")) and s.get("n_bare_letter_option_items"):
         txt += (f"; {fmt_num(s.get('n_bare_letter_option_items'))} questions whose options are bare letters "
                 "(the real options are in the image) were not compared")
+    txt += (f"; placeholder options (nan, None, empty, ...): {fmt_num(s.get('n_placeholder_gold') or 0)} "
+            f"question(s) whose **gold** is a placeholder (unanswerable as released: relabel) and "
+            f"{fmt_num(s.get('n_placeholder_distractor_items') or 0)} with placeholder distractors "
+            "(rewrite; they are left out of every option count)")
     return txt + "."

@@ -33,10 +33,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import ci, fmt_num, isnum, num_labels
 from ..frame import AuditFrame
 from ..severity import severity_array
+from ..strata import effective_option_count
 from .base import DetectorResult, summary_rows
 from .consensus_error import answer_row_stats, closed_code_counts
 
@@ -196,7 +198,7 @@ def _closed_items(frame: AuditFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """mc / yes-no items with 2+ options, each item's number of options and 1/K (0 for open items)."""
     atype = frame.answer_type
     closed = (atype == "mc") | (atype == "yesno")
-    k_i = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
+    k_i = np.where(atype == "yesno", 2, effective_option_count(frame).astype(np.int64))
     closed &= k_i >= 2
     return closed, k_i, np.where(closed, 1.0 / np.maximum(k_i, 1), 0.0)
 
@@ -330,7 +332,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
         "p_e_randolph": None if np.isnan(pe_r) else pe_r,
         "p_e_fixed_part": fixed_all,
         "n_items_rated": n_rated,
-        "n_items": Q,
+        "n_items": n_rated,
+        "excluded": item_accounting(Q, [("fewer than 2 models answered parseably", ~rated)])["excluded"],
         "n_raters_max": M,
         "mean_raters": float(n[rated].mean()),
         "per_category": per_category,

@@ -49,8 +49,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..accounting import item_accounting
 from ..errors import DetectorSkipped
-from ..fmt import fmt_p, num_labels, pct, pp
+from ..fmt import fmt_p, md_escape, num_labels, pct, pp
 from ..frame import AuditFrame
 from ..nulls import matched_pairs, matched_sum_moments, sample_matched_sum
 from ..severity import severity_array
@@ -112,6 +113,61 @@ def _excess_stat(pairs, n_total):
             mean = np.where(n > 0, (r * c).sum(axis=2) / np.maximum(n, 1), 0.0).sum(axis=1)
         return (obs - mean) / n_total
     return stat
+
+
+def _design_label_check(frame: AuditFrame, spec: str, idx: np.ndarray, gain: np.ndarray, cell: np.ndarray,
+                        pairs, R: int, C: int, B: int, n_boot: int, rng) -> dict:
+    """AUC of the per-item gain against the designer's label, and the zero-gain excess per label value
+    (:mod:`audit_hub.design_label`)."""
+    from ..design_label import auc_discrete, parse_design_label
+    from ..errors import InputError
+
+    column, positive = parse_design_label(spec)
+    if column not in frame.questions.columns:
+        raise InputError(f"--design-label: no question column {column!r}; columns: "
+                         f"{[c for c in frame.questions.columns if c not in ('options',)]}", column=column)
+    raw = frame.questions[column].astype(object).to_numpy()[idx]
+    has = np.array([v is not None and not (isinstance(v, float) and np.isnan(v)) and str(v).strip() != ""
+                    for v in raw], dtype=bool)
+    lab = np.array([str(v).strip() for v in raw], dtype=object)
+    values = sorted(set(lab[has].tolist()))
+    if len(values) < 2:
+        return {"column": column, "skipped": f"column {column!r} has {len(values)} distinct label value(s) "
+                                              "among the audited items; need 2 or more"}
+    if positive is None:
+        positive = values[0]
+    if positive not in values:
+        raise InputError(f"--design-label: value {positive!r} not in column {column!r} (values: {values[:20]})",
+                         column=column)
+    code = np.full(len(idx), len(values), dtype=np.int64)
+    for k, v in enumerate(values):
+        code[has & (lab == v)] = k
+    nl = len(values) + 1  # last group: unlabelled items
+    ltabs = np.bincount(code * (R * C) + cell, minlength=nl * R * C).reshape(nl, R, C)
+    lnull = _Null(ltabs, pairs, np.arange(nl), nl, B, rng)
+    lp = lnull.p_values() if B > 0 else np.full(nl, np.nan)
+    per_value = {}
+    for k, v in enumerate(values):
+        n_v = int(lnull.n[k])
+        z_v = int(lnull.observed[k])
+        lo, hi = wilson_ci(z_v, n_v)
+        nm = float(lnull.mean[k] / n_v) if n_v else None
+        per_value[v] = {"n_items": n_v, "zero_gain_share": z_v / n_v if n_v else None, "share_ci": [float(lo), float(hi)],
+                        "null_mean": nm, "excess": (z_v / n_v - nm) if n_v else None,
+                        "p_value": None if np.isnan(lp[k]) else float(lp[k]),
+                        "mean_gain": float(gain[code == k].mean()) if n_v else None}
+    pos_i = code == values.index(positive)
+    auc = auc_discrete(gain[pos_i], gain[has & ~pos_i], n_boot=n_boot, rng=rng)
+    ex = {v: e["excess"] for v, e in per_value.items() if e["excess"] is not None}
+    ratio = None
+    if len(ex) == 2:
+        a, b_ = (ex[v] for v in values[:2])
+        ratio = {"numerator": values[1], "denominator": values[0],
+                 "value": float(b_ / a) if a not in (0, None) else None}
+    return {"column": column, "positive": positive, "values": values, "n_unlabelled": int((~has).sum()),
+            "auc": auc, "per_value": per_value, "excess_ratio": ratio,
+            "reading": "AUC > 0.5: items labelled the positive value gain more from the image than the rest; "
+                       "0.5 (the chance line): the gain does not recover the designer's labels"}
 
 
 def _cell_label(i: int, j: int, mf: int, mb: int) -> str:
@@ -460,7 +516,7 @@ def _summary(*, head: dict, B: int, lomo: list, fragile, reason: str, z_count: i
 
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
         alpha: float = 0.05, stratify=STRATIFY_DEFAULT, n_boot: int = 1000, leave_one_out: bool = True,
-        power: bool = True) -> DetectorResult:
+        power: bool = True, design_label: str | None = None) -> DetectorResult:
     """Zero-gain share vs the item-matched permutation null, per question, per category and per pool."""
     if field not in ("hit", "hit_exact"):
         raise ValueError("field must be 'hit' or 'hit_exact'")
@@ -535,6 +591,11 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
                        cells=cells, per_category=per_category, pool_level=pool_level, mf_names=mf_names,
                        mb_names=mb_names, field=field, params=params, seed=seed)
     summary.update(statistics)
+    summary["excluded"] = item_accounting(Q, [
+        (f"{field} unknown for some model in the full arm", ~(full >= 0).all(axis=1)),
+        (f"{field} unknown for some model in the blind arm", ~known)])["excluded"]
+    summary["design_label"] = _design_label_check(frame, design_label, idx, f / mf - b / mb, cell, pairs, R, C, B,
+                                                  n_boot, rng) if design_label else None
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table, params=params)
 
 
@@ -663,6 +724,30 @@ def lede_line(s: dict) -> str:
     return (f"{pct(s.get('zero_gain_share'))} of questions show zero aggregate accuracy gain from the image; "
             f"an item-matched permutation null accounts for {pct(s.get('null_mean'))}, leaving "
             f"{pp(s.get('excess'))} (p = {fmt_p(s.get('p_value'))}).")
+
+
+def card_line(s: dict) -> str:
+    """The card's check of designer intent (``--design-label``); empty when none was asked for (the
+    headline itself has its own section)."""
+    d = s.get("design_label")
+    if not d:
+        return ""
+    if d.get("skipped"):
+        return f"**Designer intent** ({md_escape(d.get('column'), 60)}): not checked: {md_escape(d['skipped'], 200)}."
+    auc = d.get("auc") or {}
+    ci_txt = ", ".join(f"{x:.2f}" for x in auc.get("ci") or [])
+    per = "; ".join(f"{md_escape(k, 40)}: excess {pp(v.get('excess'))} over {v.get('n_items')} items"
+                    for k, v in (d.get("per_value") or {}).items())
+    ratio = (d.get("excess_ratio") or {}).get("value")
+    txt = (f"**Designer intent** ({md_escape(d.get('column'), 60)} = {md_escape(d.get('positive'), 40)} vs the rest): "
+           "does the per-item gain "
+           f"from the image recover the designer's labels? AUC {auc.get('auc', float('nan')):.2f} "
+           f"(95% CI {ci_txt or 'n/a'}; chance 0.50, Mann-Whitney p = {fmt_p(auc.get('p_value'))}); "
+           f"zero-gain excess per label value: {per}")
+    if ratio is not None:
+        txt += (f"; the excess on {md_escape(d['excess_ratio']['numerator'], 40)} items is {ratio:.1f}x that on "
+                f"{md_escape(d['excess_ratio']['denominator'], 40)} items")
+    return txt + ". An AUC near 0.5 means the detector does not recover what the designer labelled."
 
 
 def console_line(s: dict) -> str:

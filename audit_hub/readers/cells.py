@@ -4,7 +4,6 @@ cells as text, ID / option / category columns, and the Arrow / categorical colum
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,67 +169,11 @@ def options_from_letter_columns(df: pd.DataFrame) -> list[list[str]] | None:
     return out
 
 
-_OPTIONS_HDR = re.compile(r"(?:^|\n|\s)Options?\s*:\s*", re.IGNORECASE)
-
-
-_CHOICES_HDR = re.compile(r"(?:^|\n)\s*Choices\s*:\s*\n", re.IGNORECASE)
-
-
-_PAREN_OPT = re.compile(r"^\s*\(([A-Z])\)\s?(.*)$")
-
-
 def split_embedded_options(question: str) -> tuple[str, list[str]]:
-    """Options written into the question text -> (stem, options); ``(question, [])`` when none.
+    """Options written into the question text -> (stem, options); see :mod:`audit_hub.embedded_options`."""
+    from ..embedded_options import split_embedded_options as split
 
-    Two layouts are understood: MMStar's ``...\\nOptions: A: x, B: y, C: z`` and MathVista's
-    ``...\\nChoices:\\n(A) x\\n(B) y``. Letters must run A, B, C, ... in order, so a comma inside
-    an option text does not split it.
-    """
-    if not isinstance(question, str) or not question:
-        return question, []
-    matches = list(_CHOICES_HDR.finditer(question))
-    m = matches[-1] if matches else None
-    if m is not None:
-        stem, body = question[: m.start()], question[m.end():]
-        opts: list[str] = []
-        tail: list[str] = []
-        for line in body.split("\n"):
-            pm = _PAREN_OPT.match(line)
-            if pm and not tail and pm.group(1) == LETTERS[len(opts)]:
-                opts.append(pm.group(2).strip())
-            elif opts and not tail and line.strip() and not line.lstrip().startswith("("):
-                if line[:1].isspace():  # wrapped option line
-                    opts[-1] = opts[-1] + " " + line.strip()
-                else:
-                    tail.append(line)
-            elif line.strip():
-                tail.append(line)
-        if len(opts) >= 2:
-            return stem.rstrip(), opts
-    hdrs = list(_OPTIONS_HDR.finditer(question))
-    hdr = hdrs[-1] if hdrs else None
-    if hdr is not None:
-        stem, body = question[: hdr.start()], question[hdr.end():]
-        if body.startswith("A:") or body.startswith("A."):
-            sep = body[1]
-            starts = [0]
-            pos = 0
-            for k in range(1, len(LETTERS)):
-                pat = re.compile(r"(?:,|;|\n)\s*" + LETTERS[k] + re.escape(sep) + r"\s")
-                mm = pat.search(body, pos)
-                if not mm:
-                    break
-                starts.append(mm.start())
-                pos = mm.end()
-            if len(starts) >= 2:
-                opts = []
-                for j, s0 in enumerate(starts):
-                    end = starts[j + 1] if j + 1 < len(starts) else len(body)
-                    piece = body[s0:end].lstrip(",;\n ").strip()
-                    piece = piece[2:].strip()  # drop "A:"
-                    opts.append(piece)
-                return stem.rstrip(), opts
-    return question, []
+    return split(question)
 
 
 def bool_to_int8(s: pd.Series) -> pd.Series:

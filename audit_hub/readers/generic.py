@@ -61,6 +61,9 @@ def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answ
         raise InputError("the questions table is empty", file=file)
     rows = df["source_row"].to_numpy() if "source_row" in df.columns else np.arange(1, n + 1)
     idcol = "question_id" if "question_id" in df.columns else pick_id_column(df.columns, df)
+    if idcol == "question_id" and "index" in df.columns and df["question_id"].duplicated().any() \
+            and not df["index"].duplicated().any():
+        idcol = "index"  # VLMEvalKit sheets key by index (HallusionBench's question_id is per figure)
     if idcol is None:
         raise InputError(f"no question ID column (looked for question_id, id, index, qid, doc_id); found "
                          f"{[c for c in df.columns if c != 'source_row']}; use --map OLD=question_id",
@@ -130,6 +133,10 @@ def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answ
         "group_id": obj(group) if group is not None else obj([None] * n),
         "hint": text("hint"),
     })
+    from ..question_meta import as_text, metadata_columns
+
+    for c in metadata_columns(df.columns):  # e.g. HallusionBench's subcategory, visual_input, set_id, figure_id
+        out[c] = obj(as_text(df[c].tolist()))
     out["source_file"] = file
     out["source_row"] = np.asarray(rows, dtype=np.int64)
     return out

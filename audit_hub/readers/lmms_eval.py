@@ -1,26 +1,40 @@
 """lmms-eval ``--log_samples`` files: ``samples_<task>_<date>.jsonl`` (older) or
 ``<date>_samples_<task>.jsonl`` (newer, inside ``<output_path>/<model>/``).
 
-Each line: ``doc_id`` (position in the task's split), ``doc`` (the dataset row without images),
-``target``, ``arguments``, ``resps`` (raw responses, ``[[text]]``), ``filtered_resps``
-(``[text]`` after the task's filters), then one field per metric (a number, or a dict such as
-``{"question_id": .., "category": .., "score": ..}``).
+Two record layouts (both written by lmms-eval's own logging code; fixtures in
+``tests/fixtures/lmms_eval/real``):
+
+* before 0.4 (e.g. 0.3.5): ``doc_id`` (position in the task's split), ``doc`` (the dataset row without
+  images), ``target``, ``arguments``, ``resps`` (raw responses, ``[[text]]``), ``filtered_resps``
+  (``[text]`` after the task's filters), then one field per metric;
+* 0.4 and later (e.g. 0.7.3): no ``doc``, ``arguments`` (nor ``resps`` when equal to the filtered
+  one); ``input`` (the prompt), ``filtered_resps`` (the answer text), ``target``, ``doc_hash``,
+  ``token_counts``, then one field per metric.
+
+A metric field is a number or a dict such as ``{"question_id": .., "score": ..}`` (POPE's
+``pope_accuracy``, MMStar's ``<category>`` and ``average``) or MathVista's ``{"true_false": ..,
+"question_type": .., "answer_type": .., "choices": ..}`` (``gpt_eval_score`` / ``llm_as_judge_eval``).
 
 Mapping:
 
-* question ID: the first of ``question_id, id, index, qid`` inside ``doc`` whose values are unique in
-  the file, else ``doc_id`` (MME's ``question_id`` is an image name shared by two questions, so it
-  falls back to ``doc_id``);
-* prediction: the raw response (``resps[0][0]``); ``answer`` is left empty so the audit frame
-  extracts it with the same parser for every harness;
-* hit: the first per-metric field (or ``metric=`` given) whose values are all 0/1/true/false
-  (inside a dict: its ``hit``/``score``/``correct``/``acc``/``accuracy``/``exact_match`` key);
-  metrics with other values (ANLS, CIDEr, ...) give no ``hit``. The judge name recorded is
-  ``lmms-eval:<metric>``;
+* question ID: the first of ``question_id, id, index, qid`` inside ``doc`` (or, without ``doc``, in the
+  metric dicts) whose values are unique in the file, else ``doc_id`` (MME's ``question_id`` is an
+  image name shared by two questions, so it falls back to ``doc_id``);
+* prediction: the raw response (``resps``), else the filtered one (``filtered_resps``); ``answer`` is
+  left empty so the audit frame extracts it with the same parser for every harness;
+* hit: the first per-metric field present in every record (or ``metric=`` given) whose values are all
+  0/1/true/false (inside a dict: its ``hit``/``score``/``correct``/``acc``/``accuracy``/
+  ``exact_match``/``true_false`` key); a per-category field (MMStar writes ``<category>`` in some
+  records and ``average`` in all) is passed over for the one every record has. Metrics with other
+  values (ANLS, CIDEr, ...) give no ``hit``. The judge name recorded is ``lmms-eval:<metric>``;
+* answer types: lmms-eval's ``question_type``/``answer_type`` (MathVista: ``multi_choice`` with
+  ``choices`` -> ``mc``, gold letter from the gold text; ``integer``/``float`` -> ``numeric``;
+  ``text``/``list`` free-form -> ``free``), from ``doc`` or the metric dict;
 * model: the ``model`` argument, else ``model_name``/``pretrained=`` from a ``*results*.json`` next to
   the file, else the parent folder name;
 * questions: ``doc`` fields (``question``, ``options``/``A``..``Z``/embedded options, ``category``,
-  ``L2-category``, ``hint``) with ``target`` as the gold.
+  ``L2-category``, ``hint``) with ``target`` as the gold; without ``doc``, the prompt (``input``,
+  whose embedded options are parsed) and the metric dict's fields.
 """
 
 from __future__ import annotations
@@ -41,14 +55,24 @@ from .generic import normalise_questions
 
 STANDARD_KEYS = frozenset({
     "doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "doc_hash", "prompt_hash", "target_hash",
-    "filter", "metrics", "task", "split", "input_text", "image_paths", "token_counts", "success",
+    "filter", "metrics", "task", "split", "input_text", "image_paths", "token_counts", "success", "input",
+    "input_media",
 })
-DICT_SCORE_KEYS = ("hit", "score", "correct", "acc", "accuracy", "exact_match", "match")
-_DATE = re.compile(r"_?\d{4}-\d{2}-\d{2}T\d{2}[-:]\d{2}[-:]\d{2}(\.\d+)?_?")
+DICT_SCORE_KEYS = ("hit", "score", "correct", "acc", "accuracy", "exact_match", "match", "true_false")
+#: lmms-eval answer types -> the audit's (``multi_choice`` questions are ``mc`` whatever their answer type)
+ANSWER_TYPE_MAP = {"integer": "numeric", "float": "numeric", "number": "numeric", "numeric": "numeric",
+                   "text": "free", "list": "free", "free_form": "free", "multi_choice": "mc",
+                   "multiple_choice": "mc", "yes_no": "yesno", "yesno": "yesno"}
+_META_DICT_KEYS = ("question_type", "answer_type", "choices", "category", "l2_category", "precision", "unit")
+#: the run date in sample file names: 2024-06-01T10-00-00.123456 (before 0.4), 20261201_144437 (0.4+)
+_DATE = re.compile(r"_?(?:\d{4}-\d{2}-\d{2}T\d{2}[-:]\d{2}[-:]\d{2}(\.\d+)?|\d{8}_\d{6})_?")
 
 
 def is_lmms_eval_record(rec: dict) -> bool:
-    return "doc_id" in rec and ("resps" in rec or "filtered_resps" in rec) and "doc" in rec
+    """Either layout: ``doc_id`` with ``resps``/``filtered_resps``, and ``doc`` (before 0.4) or
+    ``doc_hash``/``input``/``target`` (0.4 and later)."""
+    return "doc_id" in rec and ("resps" in rec or "filtered_resps" in rec) and (
+        "doc" in rec or "doc_hash" in rec or "input" in rec or "target" in rec)
 
 
 def task_name(path: str) -> str:
@@ -116,6 +140,45 @@ def _binary(values: list) -> bool:
     return seen
 
 
+def _metric_dict_fields(rec: dict, metric_keys: list[str]) -> dict:
+    """Item fields found inside the record's metric dicts (``question_id``, ``question_type``, ...)."""
+    out: dict = {}
+    for k in metric_keys:
+        v = rec.get(k)
+        if isinstance(v, dict):
+            for key in ("question_id",) + _META_DICT_KEYS:
+                if key in v and key not in out and v[key] is not None:
+                    out[key] = v[key]
+    return out
+
+
+def _map_answer_type(row: dict, path: str, rec: dict) -> None:
+    """lmms-eval's ``question_type``/``answer_type`` -> the audit's ``answer_type`` (and options / a gold
+    letter for ``multi_choice``), in place."""
+    from ..errors import InputError
+
+    qtype = str(row.pop("question_type", "") or "").strip().lower()
+    atype = row.get("answer_type")
+    atype = str(atype).strip().lower() if atype is not None and not is_null(atype) else ""
+    choices = row.pop("choices", None)
+    if qtype in ("multi_choice", "multiple_choice") and isinstance(choices, list) and len(choices) >= 2:
+        opts = [cell_to_str(c) or "" for c in choices]
+        row["options"] = opts
+        gold = cell_to_str(row.get("answer"))
+        if gold is not None and gold in opts:
+            row["answer"] = LETTERS[opts.index(gold)]
+        row["answer_type"] = "mc"
+        return
+    if atype:
+        mapped = ANSWER_TYPE_MAP.get(atype)
+        if mapped is None and atype not in ("mc", "numeric", "free"):
+            raise InputError(f"unknown lmms-eval answer_type {atype!r}; known: {sorted(ANSWER_TYPE_MAP)}",
+                             file=path, row=None, column="answer_type")
+        row["answer_type"] = mapped or atype
+        if row["answer_type"] == "mc" and not row.get("options"):
+            row["answer_type"] = None  # let the frame infer it from the options it finds
+
+
 def read_samples(path: str, *, arm: str = "full", model: str | None = None, metric: str | None = None) -> ReadResult:
     """One lmms-eval samples file -> runs (and the questions carried in ``doc``)."""
     from ..errors import InputError
@@ -124,7 +187,7 @@ def read_samples(path: str, *, arm: str = "full", model: str | None = None, metr
     lines: list[int] = []
     for lineno, rec in iter_json_lines(path):
         if not is_lmms_eval_record(rec):
-            missing = [k for k in ("doc_id", "doc", "resps") if k not in rec]
+            missing = [k for k in ("doc_id", "filtered_resps", "target") if k not in rec]
             raise InputError(f"line {lineno} is not an lmms-eval sample (missing {missing})", file=path, row=lineno,
                              column=missing[0] if missing else None)
         recs.append(rec)
@@ -133,20 +196,23 @@ def read_samples(path: str, *, arm: str = "full", model: str | None = None, metr
         raise InputError("the file has no samples", file=path)
     n = len(recs)
     docs = [r.get("doc") if isinstance(r.get("doc"), dict) else {} for r in recs]
+    metric_keys = list(dict.fromkeys(k for r in recs for k in r if k not in STANDARD_KEYS))
+    in_all = [k for k in metric_keys if all(k in r for r in recs)]
+    # what the metric dicts say about each item (0.4+ records have no doc)
+    meta = [_metric_dict_fields(r, metric_keys) for r in recs]
     # question ID
     qid = None
     for key in ("question_id", "id", "index", "qid"):
-        vals = [cell_to_str(d.get(key)) for d in docs]
+        vals = [cell_to_str(d.get(key, m.get(key))) for d, m in zip(docs, meta)]
         if all(v is not None for v in vals) and len(set(vals)) == n:
             qid = vals
             break
     if qid is None:
         qid = [cell_to_str(r["doc_id"]) for r in recs]
-    # hit from a per-metric field
-    metric_keys = [k for k in recs[0] if k not in STANDARD_KEYS]
+    # hit from a per-metric field present in every record
     chosen = None
     hits = None
-    order = [metric] if metric else metric_keys
+    order = [metric] if metric else in_all
     for k in order:
         if metric and k not in recs[0]:
             raise InputError(f"metric {k!r} not in the samples; fields: {metric_keys}", file=path, column=k)
@@ -160,7 +226,8 @@ def read_samples(path: str, *, arm: str = "full", model: str | None = None, metr
         "question_id": qid,
         "model": constant_categorical(model_name, n),
         "arm": constant_categorical(arm, n),
-        "prediction": pd.array([_first_text(r.get("resps")) for r in recs], dtype=ARROW_STR),
+        "prediction": pd.array([_first_text(r["resps"]) if "resps" in r else _first_text(r.get("filtered_resps"))
+                                for r in recs], dtype=ARROW_STR),
         "answer": pd.array([None] * n, dtype=ARROW_STR),
     })
     if hits is not None:
@@ -169,8 +236,10 @@ def read_samples(path: str, *, arm: str = "full", model: str | None = None, metr
     runs["source_row"] = np.asarray(lines, dtype=np.int64)
     # questions from doc + target
     qrows = []
-    for r, d, q in zip(recs, docs, qid):
+    for r, d, q, m in zip(recs, docs, qid, meta):
         row = {k: v for k, v in d.items() if not isinstance(v, (bytes, bytearray))}
+        for k, v in m.items():
+            row.setdefault(k, v)
         for k in ("question_id", "id", "index", "qid", "doc_id"):
             row.pop(k, None)
         row["question_id"] = q
@@ -190,6 +259,10 @@ def read_samples(path: str, *, arm: str = "full", model: str | None = None, metr
                 if isinstance(d.get(alt), str):
                     row["question"] = d[alt]
                     break
+            else:
+                if isinstance(r.get("input"), str):
+                    row["question"] = r["input"]  # 0.4+: the prompt (embedded options are parsed from it)
+        _map_answer_type(row, path, r)
         qrows.append(row)
     qdf = pd.DataFrame.from_records(qrows)
     qdf["source_row"] = np.asarray(lines, dtype=np.int64)

@@ -41,6 +41,7 @@ from .cells import (
     to_str_series,
 )
 from .generic import normalise_questions
+from .vlmevalkit_rules import yes_no
 
 KNOWN_DATASETS: tuple[str, ...] = (
     "MMBench_DEV_EN", "MMBench_DEV_CN", "MMBench_TEST_EN", "MMBench_TEST_CN", "MMBench_DEV_EN_V11",
@@ -56,7 +57,8 @@ KNOWN_DATASETS: tuple[str, ...] = (
 #: judge names that contain an underscore (everything else is the last ``_`` segment)
 KNOWN_JUDGES_WITH_UNDERSCORE: tuple[str, ...] = ("exact_matching",)
 #: the columns a sheet needs for its runs (the rest only describe the questions)
-RUN_COLUMNS = frozenset({"index", "question_id", "prediction", "hit", "log", "extracted", "score", "res"})
+RUN_COLUMNS = frozenset({"index", "question_id", "g_index", "prediction", "hit", "log", "extracted", "score", "res",
+                         "answer"})  # (the gold ``answer`` tells a Y/N sheet, read by VLMEvalKit's yes/no rule)
 JUDGE_MODELS = {"openai": "chatgpt-0125 (gpt-3.5-turbo-0125)", "gpt4": "gpt-4-0125"}
 
 
@@ -216,6 +218,11 @@ def read_sheet(df: pd.DataFrame, path: str, *, arm: str = "full", dataset_hint: 
                 hit = bool_to_int8(df["hit"])
         else:  # e.g. {model}_{dataset}_{variant}.xlsx: a plain prediction sheet of a dataset variant
             name = SheetName(name.model, f"{name.dataset}_{name.judge}", "sheet", None)
+    if name.kind != "extract" and _is_yes_no_gold(df):
+        # VLMEvalKit's Y/N datasets: the exact arm reads the prediction with VLMEvalKit's own yes/no rule
+        # ("Unknown" when it cannot, kept unparseable); the judged arm is the sheet's ``score``
+        answer = pd.Series(pd.array([yes_no(p) or "Unknown" if p is not None else None
+                                     for p in as_arrow_str(df["prediction"]).tolist()], dtype=ARROW_STR))
     runs["answer"] = answer.array
     if hit is not None:
         runs["hit"] = hit.reset_index(drop=True).array
@@ -231,6 +238,14 @@ def read_sheet(df: pd.DataFrame, path: str, *, arm: str = "full", dataset_hint: 
         questions = normalise_questions(qdf, path)
     return ReadResult(path=path, kind=kind, runs=runs, questions=questions, judges=judges, rows=n,
                       info={"model": name.model, "dataset": name.dataset, "judge": name.judge})
+
+
+def _is_yes_no_gold(df: pd.DataFrame) -> bool:
+    """The sheet's gold ``answer`` column holds only Yes/No (a VLMEvalKit Y/N dataset)."""
+    if "answer" not in df.columns or len(df) == 0:
+        return False
+    gold = to_str_series(df["answer"], strip=True)
+    return bool(gold.notna().all() and gold.str.lower().isin(("yes", "no")).all())
 
 
 def read_dataset_tsv(df: pd.DataFrame, path: str) -> pd.DataFrame:

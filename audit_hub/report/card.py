@@ -134,7 +134,9 @@ def _headline(result: Any) -> dict:
         line = getattr(spec.load(), "card_line", None)
         sm = s.get(spec.name) or {}
         if line is not None and sm and not sm.get("skipped"):
-            out["others"].append(line(sm))
+            txt = line(sm)
+            if txt:  # a detector may have nothing to add (e.g. no design-label check asked for)
+                out["others"].append(txt)
     mult = (s.get("multiplicity") or {}).get("tests") or {}
     if mult:
         out["multiplicity"] = md_table(
@@ -282,9 +284,25 @@ def _detector_table(result: Any) -> str:
         else:
             status = "skipped: " + md_escape(result.skipped.get(name, "not run"), 100)
             n_flag = None
-        rows.append([f"`{name}`", signal, flags, "yes" if judge_dep else "no", status, fmt_num(n_flag)])
-    return md_table(["Detector", "Signal", "Flags", "Judge-dependent", "Status", "Questions flagged"], rows,
-                    ["l", "l", "l", "l", "l", "r"])
+        rows.append([f"`{name}`", signal, flags, "yes" if judge_dep else "no", status, fmt_num(n_flag),
+                     _items_used(result, name)])
+    return md_table(["Detector", "Signal", "Flags", "Judge-dependent", "Status", "Questions flagged",
+                     "Items used (excluded)"], rows, ["l", "l", "l", "l", "l", "r", "l"])
+
+
+def _items_used(result: Any, name: str) -> str:
+    """``N of T`` and the exclusion reasons with their counts (every item accounted for)."""
+    r = result.results.get(name)
+    if r is None:
+        return ""
+    summ = r.summary or {}
+    n = summ.get("n_items")
+    exc = summ.get("excluded") or {}
+    total = result.frame.n_questions
+    txt = f"{fmt_num(n)} of {total:,}"
+    if exc:
+        txt += "; excluded: " + ", ".join(f"{md_escape(k, 80)} ({fmt_num(v)})" for k, v in exc.items())
+    return txt
 
 
 def _limitations(result: Any) -> list[str]:
@@ -313,6 +331,17 @@ def _limitations(result: Any) -> list[str]:
         lims.append(f"`{name}` was skipped: {md_escape(reason, 300)}.")
     for note in result.frame.meta.get("notes", []) or []:
         lims.append(str(note))
+    unparsed = result.frame.meta.get("unparsed_options") or {}
+    if unparsed.get("n"):
+        ids = ", ".join(md_escape(x, 40) for x in unparsed.get("question_ids", [])[:10])
+        lims.append(f"{unparsed['n']:,} question(s) have a letter gold but options that could not be read "
+                    f"(audited as non-multiple-choice, --allow-unparsed-options): {ids}"
+                    + (" ..." if unparsed["n"] > 10 else "") + ".")
+    circ = result.frame.meta.get("circular") or {}
+    if circ.get("n_groups"):
+        lims.append(f"CircularEval: {circ['n_copies']:,} option-shifted copies were read as {circ['n_groups']:,} "
+                    "questions; a question is right only when every copy is right and readable, in both the "
+                    "judged and the exact-match arm (the per-copy rows are in circular_copies.parquet).")
     return lims
 
 

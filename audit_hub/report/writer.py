@@ -117,6 +117,9 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
         t0 = time.perf_counter()
         with stage("card"):
             (tmp / "summary.json").write_text(dump_json(result.summary), encoding="utf-8")
+            copies = result.frame.meta.get("_circular_copies")
+            if copies is not None and len(copies):  # CircularEval: the per-copy rows behind each question's verdict
+                copies.to_parquet(tmp / "circular_copies.parquet", index=False)
             card = render_card(result, questions, summary_df, files=files, figures=figs, folder=tmp)
             (tmp / "README.md").write_text(card, encoding="utf-8")
         local["card"] = time.perf_counter() - t0
