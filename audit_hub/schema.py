@@ -121,6 +121,22 @@ def options_cell(v: Any, file: str, row: int, clean: bool = False) -> list[str]:
                      file=file, row=row, column="options")
 
 
+# Number forms. Three functions read numbers, on purpose; they answer different questions and
+# unifying them would change results (tests/test_number_forms.py pins each difference):
+#  * :func:`parse_number` / :func:`canonical_number` (here): the EXACT value of a text that is a
+#    plain number as a whole ("1/3" -> Fraction(1, 3) -> "1/3"; "1,2" and "50%" are not numbers).
+#    Used by text_norm for option identity (distractor similarity), where 1/3 and
+#    0.3333333333333333 must stay different options.
+#  * ``audit_hub.answers.rules.num_full``: the FLOAT value the answer parser extracts from model
+#    output and golds (LaTeX \frac, %, units with ``allow_unit``, exponents: "\frac{2}{5}" -> 0.4,
+#    "50%" -> 50.0, "1e3" -> 1000.0); compared with a tolerance and written through
+#    :func:`normalise_value` of its float repr ("1/3" -> "0.3333333333333333"). The frame's
+#    free/numeric code space is built from those strings, so an exact form here would renumber codes.
+#  * ``audit_hub.tst.features.first_number``: the FIRST number anywhere in a text, NaN if none
+#    ("x=2" -> 2.0, "1/3" -> 1.0); a TsT feature of an answer's shape, not a canonical form.
+# :func:`normalise_value` is the one canonical TEXT of a numeric/free answer value.
+
+
 def canonical_number(x: Fraction) -> str:
     """Canonical text of an exact rational: integer, terminating decimal, or ``p/q``."""
     if x.denominator == 1:

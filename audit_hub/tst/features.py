@@ -45,8 +45,11 @@ def norm_text(s: str) -> str:
     return " ".join(str(s).casefold().split())
 
 
-def parse_number(s: str) -> float:
-    """First number in a text (thousands separators removed), NaN when there is none."""
+def first_number(s: str) -> float:
+    """First number in a text (thousands separators removed), NaN when there is none.
+
+    A TsT feature (the leading number of an answer or option), not a canonical form: see the
+    "Number forms" note in :mod:`audit_hub.schema`."""
     m = _NUM_IN_TEXT.search(str(s).replace(",", ""))
     if not m:
         return math.nan
@@ -221,7 +224,7 @@ def build_data(questions: pd.DataFrame, group_column: str | None = None) -> tupl
     flat_norm = [norm_text(o) for o in flat]
     text_code, n_text = _factorize(flat_norm)
     uniq_norm = pd.unique(pd.Series(flat_norm, dtype=object)) if flat_norm else np.array([], dtype=object)
-    uniq_val = np.array([parse_number(s) for s in uniq_norm], dtype=np.float64)
+    uniq_val = np.array([first_number(s) for s in uniq_norm], dtype=np.float64)
     uniq_len = np.array([len(s) for s in uniq_norm], dtype=np.float64)
     uniq_words = np.array([len(s.split()) for s in uniq_norm], dtype=np.float64)
     uniq_letter = np.array([len(s) == 1 and s.isalpha() for s in uniq_norm], dtype=np.float64)
@@ -297,7 +300,7 @@ def build_data(questions: pd.DataFrame, group_column: str | None = None) -> tupl
     is_yn = atype == "yesno"
     gold_pos[is_yn] = np.where(ans[is_yn] == "yes", 0, 1)
     opt_gold = (opt_pos == gold_pos[opt_q]).astype(np.int8)
-    num_value = np.array([parse_number(a) for a in ans[num_q]], dtype=np.float64)
+    num_value = np.array([first_number(a) for a in ans[num_q]], dtype=np.float64)
 
     data = TstData(
         question_id=q["question_id"].astype(str).to_numpy(dtype=object), kind=kind, n_choices=n_choices,
