@@ -35,6 +35,14 @@ def fmt_p(p: Any) -> str:
     return f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
 
 
+def fmt_p_fine(p: Any) -> str:
+    """A p-value with four decimals below 0.01 (card notes that compare two tests' p-values)."""
+    if not isnum(p):
+        return "n/a"
+    p = float(p)
+    return "< 0.0001" if p < 1e-4 else f"{p:.4f}" if p < 0.01 else f"{p:.3f}"
+
+
 def fmt_num(x: Any, digits: int = 3) -> str:
     if not isnum(x):
         return "n/a"

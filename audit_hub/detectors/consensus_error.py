@@ -40,14 +40,12 @@ code)``. Lower is more suspicious.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from ..accounting import item_accounting
 from ..errors import DetectorSkipped
-from ..fmt import ci, fmt_num, num_labels, str_labels
+from ..fmt import ci, fmt_num, fmt_p_fine, num_labels, pct, str_labels
 from ..frame import AuditFrame
 from ..schema import LETTERS
 from ..severity import severity_array
@@ -577,21 +575,6 @@ def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
     return out.where(~dup, out + "; chosen option duplicates the gold text")
 
 
-def _note_pct(x: Any, d: int = 1) -> str:
-    return "n/a" if x is None else f"{100 * float(x):.{d}f}%"
-
-
-def _note_pp(x: Any) -> str:
-    return "n/a" if x is None else f"{100 * float(x):+.1f} pp"
-
-
-def _note_p(x: Any) -> str:
-    if x is None:
-        return "n/a"
-    x = float(x)
-    return "< 0.0001" if x < 1e-4 else f"{x:.4f}" if x < 0.01 else f"{x:.3f}"
-
-
 def _notes(ce: dict) -> list[str]:
     """Lines on the label-error headline test, the posterior ranking and the pool's detection power."""
     out = []
@@ -605,18 +588,18 @@ def _notes(ce: dict) -> list[str]:
                    f"{ce.get('n_posterior_gold_wrong', 0)} item(s) have posterior >= 0.5 that the gold is wrong.")
     elif isinstance(ht, dict):
         out.append(f"**{NAME} headline test**: likelihood ratio of 'no gold label is wrong', p = "
-                   f"{_note_p(ht.get('p_value'))}, estimated wrong-gold rate {_note_pct(ht.get('eps_hat'))}; "
+                   f"{fmt_p_fine(ht.get('p_value'))}, estimated wrong-gold rate {pct(ht.get('eps_hat'))}; "
                    f"{ce.get('n_posterior_gold_wrong', 0)} item(s) with posterior >= 0.5 that the gold is wrong "
                    f"(flagged relabel), {ce.get('n_unanimous_explained', 0)} unanimous non-gold item(s) that item "
                    f"difficulty and attractive distractors explain (review). Null: {ht.get('null_hypothesis', '')}. "
                    f"The independence count above is the paper's figure: real pools share difficulty, so it is "
-                   f"exceeded on defect-free benchmarks (p = {_note_p(ce.get('p_value_independence'))}).")
+                   f"exceeded on defect-free benchmarks (p = {fmt_p_fine(ce.get('p_value_independence'))}).")
     det = ce.get("detection")
     if isinstance(det, dict) and det.get("recall") is not None:
         txt = (f"**Can this pool find wrong golds?** On simulations of this pool (fitted model, {det.get('n_items')} "
                f"items, {100 * det.get('error_rate', 0):.0f}% planted wrong golds, {det.get('n_reps')} runs) the "
-               f"posterior flags {_note_pct(det.get('recall'), 0)} of them (recall) with precision "
-               f"{_note_pct(det.get('precision'), 0)}; average precision of the ranking {float(det.get('average_precision') or 0):.2f}.")
+               f"posterior flags {pct(det.get('recall'), 0)} of them (recall) with precision "
+               f"{pct(det.get('precision'), 0)}; average precision of the ranking {float(det.get('average_precision') or 0):.2f}.")
         if ce.get("pool_too_weak"):
             txt += (" **The pool is too weak to detect label errors**: 'no findings' here says little about the "
                     "labels; the ranking (`consensus_error_score`) is still the best order to review items in.")

@@ -51,7 +51,7 @@ import pandas as pd
 
 from ..accounting import item_accounting
 from ..errors import DetectorSkipped
-from ..fmt import fmt_p, md_escape, num_labels, pct, pp
+from ..fmt import fmt_p, fmt_p_fine, md_escape, num_labels, pct, pp
 from ..frame import AuditFrame
 from ..nulls import matched_pairs, matched_sum_moments, sample_matched_sum
 from ..severity import severity_array
@@ -600,21 +600,6 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
 
 
 # ---------------------------------------------------------------------------------------- card notes
-def _note_pct(x: Any, d: int = 1) -> str:
-    return "n/a" if x is None else f"{100 * float(x):.{d}f}%"
-
-
-def _note_pp(x: Any) -> str:
-    return "n/a" if x is None else f"{100 * float(x):+.1f} pp"
-
-
-def _note_p(x: Any) -> str:
-    if x is None:
-        return "n/a"
-    x = float(x)
-    return "< 0.0001" if x < 1e-4 else f"{x:.4f}" if x < 0.01 else f"{x:.3f}"
-
-
 def headline_notes(vd: dict) -> list[str]:
     """Lines under the zero-gain table: the null in words, stratified vs unstratified, power."""
     out = []
@@ -624,9 +609,9 @@ def headline_notes(vd: dict) -> list[str]:
         out.append(f"**Null of the headline test** ({vd.get('n_strata', 1)} strata): {vd['null_hypothesis']}")
     un = vd.get("unstratified")
     if isinstance(un, dict):
-        txt = (f"Unstratified (one benchmark-wide shuffle, the paper's number): null mean {_note_pct(un.get('null_mean'))}, "
-               f"excess {_note_pp(un.get('excess'))}, p = {_note_p(un.get('p_value'))}; stratified headline: excess "
-               f"{_note_pp(vd.get('excess'))}, p = {_note_p(vd.get('p_value'))}.")
+        txt = (f"Unstratified (one benchmark-wide shuffle, the paper's number): null mean {pct(un.get('null_mean'))}, "
+               f"excess {pp(un.get('excess'))}, p = {fmt_p_fine(un.get('p_value'))}; stratified headline: excess "
+               f"{pp(vd.get('excess'))}, p = {fmt_p_fine(vd.get('p_value'))}.")
         if un.get("disagrees"):
             txt = "**The two nulls disagree.** " + txt + " The headline is the stratified test: " + str(un.get("why", ""))
         out.append(txt)
@@ -637,7 +622,7 @@ def headline_notes(vd: dict) -> list[str]:
         n, m = vd.get("n_items"), vd.get("n_models")
         lead = (f"**Power**: at {n:,} items and {m} full-arm models, the smallest share of blind-solvable items "
                 f"(every model right with and without the image) detected with 80% power at alpha = "
-                f"{pw.get('alpha')} is {_note_pct(md)}" if md is not None else
+                f"{pw.get('alpha')} is {pct(md)}" if md is not None else
                 f"**Power**: at {n:,} items and {m} full-arm models, even 50% blind-solvable items are not detected "
                 "with 80% power")
         out.append(lead + "; probability of detecting 2% / 5% / 10%: " +
