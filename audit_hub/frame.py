@@ -63,6 +63,9 @@ class AuditFrame:
         r, models = validate_runs(runs, q, runs_source, compute_exact=compute_exact)
         answer_dict = r.attrs.pop("_answer_dict", None)
         cache = {"answer_dict": answer_dict} if answer_dict is not None else {}
+        parsed = r.attrs.pop("_answer_codes", None)
+        if parsed is not None:  # the parser's codes, kept as they are
+            cache.update(answer_space=parsed, answer_codes=parsed.codes, gold_codes=parsed.gold)
         return cls(questions=q, runs=r, models=tuple(models), sources=list(sources or []), meta=dict(meta or {}),
                    cache=cache)
 
@@ -206,19 +209,34 @@ class AuditFrame:
         return self.cache["gold_codes"]
 
     def answer_code_vector(self) -> np.ndarray:
-        """(n_runs,) answer code of each run row (the long form of :meth:`answer_codes`)."""
+        """(n_runs,) answer code of each run row (the long form of :meth:`answer_codes`).
+
+        Parsed answers arrive with their codes (:mod:`audit_hub.answers.codes`); a frame derived from a
+        parsed frame renumbers the parent's codes; answers given as text are encoded once, here."""
         cached = self.cache.get("answer_codes")
         if cached is not None:
             return cached
-        ad = self.cache.pop("answer_dict", None)
-        if ad is not None and ad[2] is not self.runs["answer"].array._pa_array:  # noqa: SLF001 (answers changed)
-            ad = None
-        from .answers.codes import encode_answers
+        from .answers import codes as answer_codes
 
-        codes, gold = encode_answers(self.questions, self.runs, answer_dict=None if ad is None else ad[:2])
-        self.cache["answer_codes"] = codes
-        self.cache["gold_codes"] = gold
-        return codes
+        parent = self.cache.pop("answer_parent", None)
+        if parent is not None:
+            space, keep = parent
+            space = answer_codes.renumber(space, self.questions, self.runs["q"].to_numpy(), space.codes[keep])
+        else:
+            ad = self.cache.pop("answer_dict", None)
+            if ad is not None and ad[2] is not self.runs["answer"].array._pa_array:  # noqa: SLF001 (answers changed)
+                ad = None
+            space = answer_codes.encode_text(self.questions, self.runs, answer_dict=None if ad is None else ad[:2])
+        self.cache.update(answer_space=space, answer_codes=space.codes, gold_codes=space.gold)
+        return space.codes
+
+    def _derived_cache(self, keep: np.ndarray) -> dict:
+        """Cache of a frame derived from this one keeping the run rows ``keep`` (bool): the parsed
+        answers' code space, renumbered on first use instead of re-reading the answer texts."""
+        space = self.cache.get("answer_space")
+        if space is None or space.values is None:
+            return {}
+        return {"answer_parent": (space, keep)}
 
     # ------------------------------------------------------------------ export
     def runs_table(self) -> pd.DataFrame:
@@ -297,7 +315,7 @@ class AuditFrame:
         r = self.runs[rq >= 0].reset_index(drop=True)
         r["q"] = rq[rq >= 0].astype(np.int32)
         return AuditFrame(questions=q, runs=r, models=self.models, sources=self.sources,
-                          meta=dict(self.meta))
+                          meta=dict(self.meta), cache=self._derived_cache(rq >= 0))
 
     def without_models(self, drop: Iterable[str]) -> AuditFrame:
         drop = set(drop)
@@ -309,8 +327,7 @@ class AuditFrame:
         r = self.runs[rm >= 0].reset_index(drop=True)
         r["m"] = rm[rm >= 0].astype(np.int16)
         return AuditFrame(questions=self.questions, runs=r, models=tuple(keep_models),
-                          sources=self.sources,
-                          meta=dict(self.meta))
+                          sources=self.sources, meta=dict(self.meta), cache=self._derived_cache(rm >= 0))
 
 
 def _int8_to_bool(a: np.ndarray) -> pd.Series:

@@ -20,7 +20,7 @@ Column conventions (documented for users in each metric card):
   question-level columns repeated on every row of a question. The first value of each question
   is used; a question whose rows disagree raises :class:`MetricInputError`.
 
-Exact match is decided in the frame's answer-code space (:func:`audit_hub.answers.encode_answers`):
+Exact match is decided in the frame's answer-code space (:func:`audit_hub.answers.encode_text`):
 letters compare case-insensitively against the option range, yes/no case-insensitively, numbers
 numerically ("0.50" == ".5") and free text after casefolding and whitespace collapsing.
 """
@@ -80,7 +80,6 @@ def build_frame(
     frame's answer-code space (a missing or unparseable answer counts wrong; unknown when there is
     no reference). ``hit`` is the judged ``hits`` column where given, else ``hit_exact``.
     """
-    from .answers.codes import encode_answers
     from .frame import AuditFrame
 
     facts: dict = {}
@@ -100,7 +99,7 @@ def build_frame(
     # ---- correctness: exact match in the answer-code space; judged hits override in "hit"
     if runs is not None:
         r = frame.runs
-        codes, gold = encode_answers(frame.questions, r)
+        codes, gold = frame.answer_code_vector(), frame.gold_codes()
         exact = (codes == gold[r["q"].to_numpy()]).astype(np.int8)
         if not facts["has_gold"]:
             exact[:] = -1

@@ -390,7 +390,7 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
         col_a = runs["answer"]
         if isinstance(col_a.dtype, pd.CategoricalDtype) or (
                 isinstance(col_a.dtype, pd.ArrowDtype) and pa.types.is_dictionary(col_a.dtype.pyarrow_dtype)):
-            answer_dict = to_codes(col_a)  # the answer codes for encode_answers, at no hashing cost
+            answer_dict = to_codes(col_a)  # the answer ids for encode_text, at no hashing cost
     prediction = str_col("prediction")
     answer = str_col("answer")
     hit = _hit_to_int8(runs["hit"] if "hit" in runs.columns else None, n, where, "hit")
@@ -405,7 +405,9 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
         out["hit_exact"] = _hit_to_int8(runs["hit_exact"], n, where, "hit_exact")
     elif compute_exact:
         from .answers.fill import fill_answers_and_exact
-        out["answer"], out["hit_exact"] = fill_answers_and_exact(q, out)
+        parsed = fill_answers_and_exact(q, out)
+        out["answer"], out["hit_exact"] = parsed.answer, parsed.hit_exact
+        out.attrs["_answer_codes"] = parsed.codes  # the parser's codes: the frame keeps them
     else:
         out["hit_exact"] = np.full(n, MISSING, dtype=np.int8)
     return out, list(models)

@@ -72,7 +72,7 @@ def bench_letters(n_rows: int, seed: int) -> None:
                          "prediction": pd.arrays.ArrowExtensionArray(pred),
                          "answer": pd.arrays.ArrowExtensionArray(pa.nulls(n_rows, pa.string()))})
     t0, c0 = time.perf_counter(), time.process_time()
-    ans, hit = fill_answers_and_exact(q, runs)
+    ans, hit, _ = fill_answers_and_exact(q, runs)
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     print(f"letters: {n_rows:,} rows in {dt:.2f} s = {n_rows / dt:,.0f} rows/s "
           f"(CPU {cpu:.2f} s; unparseable {float(pd.isna(ans).mean()):.3f}, exact accuracy {float((hit == 1).mean()):.3f})")
@@ -121,7 +121,7 @@ def bench_free(n_rows: int, seed: int) -> None:
                          "prediction": pd.array(preds, dtype=_STR),
                          "answer": pd.array([None] * n_rows, dtype=_STR)})
     t0, c0 = time.perf_counter(), time.process_time()
-    ans, hit = fill_answers_and_exact(q, runs)
+    ans, hit, _ = fill_answers_and_exact(q, runs)
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     print(f"free text: {n_rows:,} rows in {dt:.2f} s = {n_rows / dt:,.0f} rows/s "
           f"(CPU {cpu:.2f} s; unparseable {float(pd.isna(ans).mean()):.3f})")

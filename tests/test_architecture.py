@@ -82,7 +82,7 @@ def test_the_cycle_finder_finds_a_planted_circle():
 
 def test_edges_count_imports_inside_functions():
     edges = import_edges()
-    # frame imports the answer codes only inside AuditFrame.answer_code_vector
+    # frame imports the answer code space only inside AuditFrame.answer_code_vector
     assert "audit_hub.answers.codes" in edges["audit_hub.frame"]
     assert "audit_hub.detectors" in edges["audit_hub.audit"]
 

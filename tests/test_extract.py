@@ -297,7 +297,7 @@ def test_fill_falls_back_to_prediction_when_answer_unreadable():
         "prediction": pd.array(["The answer is (B).", None, "(C) Hexagon"], dtype=pd.ArrowDtype(pa.string())),
         "answer": pd.array(["theanswerisb", "Z", None], dtype=pd.ArrowDtype(pa.string())),
     })
-    ans, hit = fill_answers_and_exact(q, runs)
+    ans, hit, _ = fill_answers_and_exact(q, runs)
     assert [None if pd.isna(v) else v for v in ans] == ["B", None, "C"]
     assert hit.tolist() == [1, 0, 1]
 

@@ -2,12 +2,15 @@
 
 It factorises the texts with Arrow, reads each distinct text once (memoised), resolves bare letters,
 yes/no and numbers with vectorised gathers, and only calls the per-question option rules of
-:mod:`audit_hub.answers.rules` for the remaining (text, question) pairs.
+:mod:`audit_hub.answers.rules` for the remaining (text, question) pairs. Its output ids become the
+frame's answer codes directly (:func:`audit_hub.answers.codes.encode_ids`); the answer texts it also
+returns are for display and the public runs table, never read back.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -15,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..schema import ANSWER_TYPES, LETTERS
+from .codes import AnswerCodes, encode_ids
 from .rules import (
     DEPENDS,
     LOOSE_DROP,
@@ -302,7 +306,18 @@ def _fill_mc(ci: np.ndarray, qi: np.ndarray, uidx: np.ndarray, uniques: list[str
     return res
 
 
-def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame):
+class ParsedAnswers(NamedTuple):
+    """What :func:`fill_answers_and_exact` returns for a runs table."""
+
+    #: the answer each row reads as (a letter, yes / no, or a value's text), Arrow strings, null when none
+    answer: pd.api.extensions.ExtensionArray
+    #: int8: 1 right, 0 wrong, -1 unknown
+    hit_exact: np.ndarray
+    #: the frame's answer code space: per-row codes and per-question gold codes
+    codes: AnswerCodes
+
+
+def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame) -> ParsedAnswers:
     """Fill the ``answer`` column and compute ``hit_exact`` for a compact runs table.
 
     ``questions`` is the validated questions table of :class:`audit_hub.frame.AuditFrame`; ``runs``
@@ -315,7 +330,8 @@ def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame):
     score it) and -1 only for the rows of a run without any output text (a hit-only table), or when
     the gold itself is unusable.
 
-    Returns ``(answer, hit_exact)``: an Arrow-backed string array and an int8 numpy array.
+    Returns :class:`ParsedAnswers`: the answer texts, ``hit_exact`` and the answer codes the frame
+    keeps (the parser's own output ids numbered in the frame's code space, not re-read from the texts).
     """
     n = len(runs)
     qrows = runs["q"].to_numpy()
@@ -366,11 +382,12 @@ def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame):
         # an empty prediction of a model whose run carries predictions is a wrong answer, as the harnesses
         # score it (VLMEvalKit, lmms-eval); only a run without any output text (a hit-only table) is unknown
         hit[no_output & ~has_outputs(runs, no_output)] = -1
-    # --- answer strings
+    # --- the frame's answer codes, from the parser's ids; the texts only for display
+    codes = encode_ids(questions, qrows, out, table.strings, recoverable=True)
     dictionary = pa.array(table.strings, pa.string())
     idx = pa.array(out, type=pa.int32(), mask=out < 0)
     answer = pd.arrays.ArrowExtensionArray(pc.take(dictionary, idx))
-    return answer, hit
+    return ParsedAnswers(answer, hit, codes)
 
 
 def has_outputs(runs: pd.DataFrame, no_output: np.ndarray) -> np.ndarray:
