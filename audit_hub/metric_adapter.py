@@ -58,6 +58,24 @@ class MetricInputError(InputError, ValueError):
 
 
 # ---------------------------------------------------------------------------------- the frame
+class DeclaredInputs:
+    """Base of every evaluate module here, before ``evaluate.Metric``: ``Metric.compute`` takes
+    ``predictions`` and ``references`` by name and silently drops them when the loaded configuration
+    does not declare them as features; here that is a TypeError naming them and the configurations."""
+
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """Compute the module's result from the inputs (evaluate's ``compute``; see the arguments below).
+        """
+        declared = set(self._feature_names())
+        dropped = [n for n, v in (("predictions", predictions), ("references", references))
+                   if v is not None and n not in declared]
+        if dropped:
+            raise TypeError(f"{self.name}: {' and '.join(dropped)} not an input of configuration "
+                            f"{self.config_name!r} (its inputs: {sorted(declared)}); load a configuration "
+                            f"that declares {' and '.join(dropped)}")
+        return super().compute(predictions=predictions, references=references, **kwargs)
+
+
 def build_frame(
     question_ids: Sequence,
     *,

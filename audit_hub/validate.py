@@ -288,26 +288,10 @@ def _hit_to_int8(series: pd.Series | None, n: int, where, col: str) -> np.ndarra
     return out
 
 
-def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exact: bool):
-    n = len(runs)
-    src_rows = runs["source_row"].to_numpy() if "source_row" in runs.columns else None
-    src_files = runs["source_file"] if "source_file" in runs.columns else None
-
-    def where(i: int) -> dict:
-        f = str(src_files.iloc[i]) if src_files is not None else file
-        return {"file": f, "row": _row_of(src_rows, i)}
-
-    if n == 0:
-        empty = pd.DataFrame({"q": np.array([], np.int32), "m": np.array([], np.int16),
-                              "arm": np.array([], np.int8),
-                              "prediction": pd.Series([], dtype=ARROW_STR), "answer": pd.Series([], dtype=ARROW_STR),
-                              "hit": np.array([], np.int8), "hit_exact": np.array([], np.int8)})
-        return empty, []
-    for c in ("question_id", "model"):
-        if c not in runs.columns:
-            raise InputError(f"missing required column {c!r}; found {list(runs.columns)}", file=file, column=c)
-    # question ids -> codes (int32 / int16 / int8 throughout: 1e8 rows must stay within a few GB)
-    qcodes_raw, quniq = to_codes(runs["question_id"])
+def _question_codes(ids: pd.Series, q: pd.DataFrame, where) -> np.ndarray:
+    """Each run row's question code (int32 / int16 / int8 throughout: 1e8 rows must stay within a few
+    GB); an empty or unknown question ID is an error naming the row."""
+    qcodes_raw, quniq = to_codes(ids)
     if (qcodes_raw < 0).any():
         i = int(np.flatnonzero(qcodes_raw < 0)[0])
         raise InputError("question_id is empty", **where(i), column="question_id")
@@ -325,16 +309,11 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
             f"{len(bad_ids)} question ID(s) in the runs are not in the questions table "
             f"({int(unknown.sum())} rows); first five: {list(map(str, bad_ids[:5]))}",
             **where(i), column="question_id")
-    del qcodes_raw, unknown
-    # models (first-appearance / category order, stripped of nothing: names are kept verbatim)
-    mcodes, models = to_codes(runs["model"])
-    if (mcodes < 0).any():
-        i = int(np.flatnonzero(mcodes < 0)[0])
-        raise InputError("model is empty", **where(i), column="model")
-    if len(models) > 32000:
-        raise InputError(f"{len(models)} distinct models; at most 32,000 are supported", file=file, column="model")
-    mcodes = mcodes.astype(np.int16, copy=False)
-    # arms
+    return qcodes
+
+
+def _arm_codes(runs: pd.DataFrame, n: int, where) -> np.ndarray:
+    """Each run row's arm code (0 full, 1 blind; all full without an ``arm`` column)."""
     if "arm" in runs.columns:
         acodes_raw, auniq = to_codes(runs["arm"])
         amap = np.array([ARMS.index(a.strip().lower()) if a.strip().lower() in ARMS else -1 for a in auniq],
@@ -350,8 +329,14 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
                              **where(i), column="arm")
     else:
         acodes = np.zeros(n, dtype=np.int8)
-    # duplicates of (question, model, arm): O(n) check through a dense bitmap filled in chunks of int64
-    # keys (no n-long int64 array), sort only on failure
+    return acodes
+
+
+def _check_no_duplicates(qcodes: np.ndarray, mcodes: np.ndarray, acodes: np.ndarray, q: pd.DataFrame,
+                         models: list, where) -> None:
+    """One row per (question, model, arm): an O(n) check through a dense bitmap filled in chunks of
+    int64 keys (no n-long int64 array), a sort only on failure."""
+    n = len(qcodes)
     nq, nm = len(q), len(models)
 
     def keys(lo: int, hi: int) -> np.ndarray:
@@ -378,7 +363,37 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
                 f"duplicate row for question {q['question_id'].iloc[qcodes[i]]!r}, model {models[mcodes[i]]!r}, "
                 f"arm {ARMS[acodes[i]]!r} (first seen at row {where(first)['row']})",
                 **where(i), column="question_id")
-        del key, order, sk
+
+
+def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exact: bool):
+    n = len(runs)
+    src_rows = runs["source_row"].to_numpy() if "source_row" in runs.columns else None
+    src_files = runs["source_file"] if "source_file" in runs.columns else None
+
+    def where(i: int) -> dict:
+        f = str(src_files.iloc[i]) if src_files is not None else file
+        return {"file": f, "row": _row_of(src_rows, i)}
+
+    if n == 0:
+        empty = pd.DataFrame({"q": np.array([], np.int32), "m": np.array([], np.int16),
+                              "arm": np.array([], np.int8),
+                              "prediction": pd.Series([], dtype=ARROW_STR), "answer": pd.Series([], dtype=ARROW_STR),
+                              "hit": np.array([], np.int8), "hit_exact": np.array([], np.int8)})
+        return empty, []
+    for c in ("question_id", "model"):
+        if c not in runs.columns:
+            raise InputError(f"missing required column {c!r}; found {list(runs.columns)}", file=file, column=c)
+    qcodes = _question_codes(runs["question_id"], q, where)
+    # models (first-appearance / category order, stripped of nothing: names are kept verbatim)
+    mcodes, models = to_codes(runs["model"])
+    if (mcodes < 0).any():
+        i = int(np.flatnonzero(mcodes < 0)[0])
+        raise InputError("model is empty", **where(i), column="model")
+    if len(models) > 32000:
+        raise InputError(f"{len(models)} distinct models; at most 32,000 are supported", file=file, column="model")
+    mcodes = mcodes.astype(np.int16, copy=False)
+    acodes = _arm_codes(runs, n, where)
+    _check_no_duplicates(qcodes, mcodes, acodes, q, models, where)
 
     def str_col(name):
         if name not in runs.columns:

@@ -318,7 +318,7 @@ def test_module_folder_is_space_ready(name):
     assert all(i[0] == "library" for i in imports)
     assert ("library", "audit_hub", "benchaudit", None) in imports  # pip hint names the distribution
     src = (folder / f"{name}.py").read_text(encoding="utf-8")
-    assert re.search(r"^class \w+\(evaluate\.Metric\):", src, flags=re.M)
+    assert re.search(r"^class \w+\(metric_adapter\.DeclaredInputs, evaluate\.Metric\):", src, flags=re.M)
     assert "from evaluate import" not in src
 
 
@@ -463,3 +463,27 @@ def test_cli_install_then_offline_load_in_subprocess(tmp_path):
     assert res["null_mean"] == pytest.approx(8 / 36)
     assert res["excess"] == pytest.approx(0.5 - 8 / 36)
     assert 0 < res["p_value"] <= 1
+
+
+def test_answer_options_distribution_takes_declared_predictions_and_refuses_undeclared(ev):
+    r = rows()
+    per_row = {k: r[k] for k in ("question_ids", "references", "categories")}
+    m = load_local(ev, "answer_options_distribution", "options+predictions")
+    out = m.compute(**per_row, options=r["options"], predictions=r["predictions"], models=r["models"],
+                    blind_predictions=r["blind_predictions"])
+    expected = direct("answer_options_distribution", reference_frame())
+    assert_same(out, expected)
+    # hand count: m1 answers A, B, D, D, A, B on q1..q6 (full arm)
+    assert out["per_model"]["m1"]["full"]["predicted"] == {"A": 2, "B": 2, "C": 0, "D": 2}
+    assert set(out["per_model"]["m1"]) == {"full", "blind"}
+    k = load_local(ev, "answer_options_distribution", "default+predictions").compute(
+        **per_row, n_options=r["n_options"], predictions=r["predictions"], models=r["models"])
+    assert k["per_model"]["m1"]["full"] == out["per_model"]["m1"]["full"]
+    # evaluate drops an undeclared ``predictions``: the modules refuse it instead
+    with pytest.raises(TypeError, match="predictions not an input of configuration 'default'"):
+        load_local(ev, "answer_options_distribution").compute(
+            **per_row, n_options=r["n_options"], predictions=r["predictions"], models=r["models"])
+    with pytest.raises(TypeError, match="references not an input"):
+        load_local(ev, "fleiss_kappa_agreement").compute(
+            question_ids=r["question_ids"], models=r["models"], predictions=r["predictions"],
+            references=r["references"])

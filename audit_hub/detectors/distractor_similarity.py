@@ -353,6 +353,20 @@ def _summary(*, K, compared, bare_item, p_item, exact, near, contrast, p_gold, h
     return summary
 
 
+def _item_severity(Q: int, p_item: np.ndarray, sim: np.ndarray, exact: np.ndarray, near: np.ndarray,
+                   p_gold: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per pair the severity code (4 exact with gold, 3 exact, 2 near with gold, 1 near, 0), per item
+    its largest pair severity and largest pair similarity."""
+    sev_pair = np.where(exact, np.where(p_gold, 4, 3), np.where(near, np.where(p_gold, 2, 1), 0))
+    sev = np.zeros(Q, np.int64)
+    nz = sev_pair > 0  # zeros cannot raise the maximum; ufunc.at over every pair is slow
+    np.maximum.at(sev, p_item[nz], sev_pair[nz])
+    max_sim = np.zeros(Q)
+    pos_sim = sim > 0
+    np.maximum.at(max_sim, p_item[pos_sim], sim[pos_sim])
+    return sev_pair, sev, max_sim
+
+
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: float = 0.9,
         lev_min_chars: int = 8, token_set_threshold: float = 90.0, token_min: int = 2,
         short_max_chars: int = 3, workers: int = -1) -> DetectorResult:
@@ -391,16 +405,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, lev_threshold: 
                                       short_max_chars=short_max_chars, workers=workers)
 
     # ---- per question
-    sev_pair = np.where(exact, np.where(p_gold, 4, 3), np.where(near, np.where(p_gold, 2, 1), 0))
-    sev = np.zeros(Q, np.int64)
-    nz = sev_pair > 0  # zeros cannot raise the maximum; ufunc.at over every pair is slow
-    np.maximum.at(sev, p_item[nz], sev_pair[nz])
-    max_sim = np.zeros(Q)
-    pos_sim = sim > 0
-    np.maximum.at(max_sim, p_item[pos_sim], sim[pos_sim])
-    n_exact_pairs = np.bincount(p_item[exact], minlength=Q)
-    n_near_pairs = np.bincount(p_item[near], minlength=Q)
-    n_contrast_pairs = np.bincount(p_item[contrast], minlength=Q)
+    sev_pair, sev, max_sim = _item_severity(Q, p_item, sim, exact, near, p_gold)
+    n_exact_pairs, n_near_pairs, n_contrast_pairs = (np.bincount(p_item[m], minlength=Q) for m in (exact, near, contrast))
     tier, pair_txt, inv_gold = _best_pair(Q, p_item, p_a, p_b, sev_pair, sim, exact, near, contrast, p_gold)
     _mark_placeholders(sev, tier, ph_gold, ph_distractors)
     flagged = sev > 0

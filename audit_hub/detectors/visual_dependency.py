@@ -514,10 +514,9 @@ def _summary(*, head: dict, B: int, lomo: list, fragile, reason: str, z_count: i
     return summary
 
 
-def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
-        alpha: float = 0.05, stratify=STRATIFY_DEFAULT, n_boot: int = 1000, leave_one_out: bool = True,
-        power: bool = True, design_label: str | None = None) -> DetectorResult:
-    """Zero-gain share vs the item-matched permutation null, per question, per category and per pool."""
+def _paired_correctness(frame: AuditFrame, field: str):
+    """The model pool of each arm (names, pool level), their (Q, M) correctness matrices and the items
+    known for every model in both arms; skipped when fewer than 2 such items exist."""
     if field not in ("hit", "hit_exact"):
         raise ValueError("field must be 'hit' or 'hit_exact'")
     mf_names, mb_names, pool_level = _pool(frame)
@@ -526,9 +525,17 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     if not (full >= 0).any() or not (blind >= 0).any():
         raise DetectorSkipped(f"no correctness values in field {field!r} for both arms")
     known = (full >= 0).all(axis=1) & (blind >= 0).all(axis=1)
-    n_items = int(known.sum())
-    if n_items < 2:
+    if int(known.sum()) < 2:
         raise DetectorSkipped(f"fewer than 2 items have {field!r} correctness for every model in both arms")
+    return mf_names, mb_names, pool_level, full, blind, known
+
+
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
+        alpha: float = 0.05, stratify=STRATIFY_DEFAULT, n_boot: int = 1000, leave_one_out: bool = True,
+        power: bool = True, design_label: str | None = None) -> DetectorResult:
+    """Zero-gain share vs the item-matched permutation null, per question, per category and per pool."""
+    mf_names, mb_names, pool_level, full, blind, known = _paired_correctness(frame, field)
+    n_items = int(known.sum())
     mf, mb = len(mf_names), len(mb_names)
     rng = np.random.default_rng(seed)
     B = int(n_permutations)

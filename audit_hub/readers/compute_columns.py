@@ -115,42 +115,10 @@ def _options_column(values: list) -> list[list[str]]:
     return [options_cell(v, SOURCE, i + 1) for i, v in enumerate(values)]
 
 
-def read_compute_columns(
-    question_ids: Sequence, columns: Mapping[str, Sequence | None],
-) -> tuple[pd.DataFrame, pd.DataFrame | None, dict[str, Any]]:
-    """The compute columns (``columns``: name in :data:`COLUMNS` -> per-row values or None) ->
-    (questions table, runs table or None, facts about the inputs).
-
-    Rows are (question, model) pairs when ``models`` is given, else questions (a question may
-    repeat; its question-level columns must then agree). Full-arm runs come from
-    ``predictions``/``hits``, blind-arm runs from ``blind_predictions``/``blind_hits``; the runs'
-    ``answer`` is the prediction (already extracted). Without ``references`` each question gets a
-    placeholder gold answer of its answer type (``has_gold`` is then False). Facts:
-    ``has_gold``, ``judged`` and ``has_predictions`` per arm (``{"full": bool, "blind": bool}``),
-    ``first_rows`` (the first input row of each question, for error messages).
-    """
-    qid_list = _as_list("question_ids", question_ids, None)
-    n = len(qid_list)
-    if n == 0:
-        raise InputError("no rows: question_ids is empty", file=SOURCE, column="question_ids")
-    cols: dict[str, list | None] = {}
-    unknown = sorted(set(columns) - set(COLUMNS))
-    if unknown:
-        raise TypeError(f"unknown compute column(s) {unknown}; known: {list(COLUMNS)}")
-    for name in COLUMNS:
-        v = columns.get(name)
-        cols[name] = None if v is None else _as_list(name, v, n)
-
-    qtext = _text_or_none(qid_list)
-    if any(q is None for q in qtext):
-        i = next(i for i, q in enumerate(qtext) if q is None)
-        raise InputError("question_id is empty", file=SOURCE, row=i + 1, column="question_ids")
-    qcodes, qids = pd.factorize(pd.Series(qtext, dtype=object), sort=False)
-    qcodes = qcodes.astype(np.int64)
-    qids = np.asarray(qids, dtype=object)
+def _question_table(cols: dict[str, list | None], qcodes: np.ndarray, qids: np.ndarray) -> tuple[pd.DataFrame, bool]:
+    """The questions table from the question-level columns (first value per question; conflicts are
+    errors) and whether real gold answers were given."""
     nq = len(qids)
-
-    # ---- question-level columns: first value per question, conflicts are errors
     qdf = pd.DataFrame({"question_id": qids})
     opts_q: list[list[str]] | None = None
     if cols["options"] is not None:
@@ -187,7 +155,11 @@ def read_compute_columns(
             types = ["mc" if opts_q is not None and len(o) else "free" for o in (opts_q or [[]] * nq)]
         qdf["answer"] = [_PLACEHOLDER_GOLD.get(str(t).lower(), "?") for t in types]
 
-    # ---- runs
+    return qdf, has_gold
+
+
+def _run_parts(cols: dict[str, list | None], qtext: list, n: int) -> list[pd.DataFrame]:
+    """One runs table per arm with predictions or hits (``attrs``: ``judged``, ``has_pred``)."""
     run_parts = []
     if cols["models"] is not None:
         model_text = _text_or_none(cols["models"])
@@ -213,6 +185,46 @@ def read_compute_columns(
             if cols[name] is not None:
                 raise InputError(f"{name} given without models: per-model columns need a models column "
                                        f"naming the model of each row", file=SOURCE, column="models")
+    return run_parts
+
+
+def read_compute_columns(
+    question_ids: Sequence, columns: Mapping[str, Sequence | None],
+) -> tuple[pd.DataFrame, pd.DataFrame | None, dict[str, Any]]:
+    """The compute columns (``columns``: name in :data:`COLUMNS` -> per-row values or None) ->
+    (questions table, runs table or None, facts about the inputs).
+
+    Rows are (question, model) pairs when ``models`` is given, else questions (a question may
+    repeat; its question-level columns must then agree). Full-arm runs come from
+    ``predictions``/``hits``, blind-arm runs from ``blind_predictions``/``blind_hits``; the runs'
+    ``answer`` is the prediction (already extracted). Without ``references`` each question gets a
+    placeholder gold answer of its answer type (``has_gold`` is then False). Facts:
+    ``has_gold``, ``judged`` and ``has_predictions`` per arm (``{"full": bool, "blind": bool}``),
+    ``first_rows`` (the first input row of each question, for error messages).
+    """
+    qid_list = _as_list("question_ids", question_ids, None)
+    n = len(qid_list)
+    if n == 0:
+        raise InputError("no rows: question_ids is empty", file=SOURCE, column="question_ids")
+    cols: dict[str, list | None] = {}
+    unknown = sorted(set(columns) - set(COLUMNS))
+    if unknown:
+        raise TypeError(f"unknown compute column(s) {unknown}; known: {list(COLUMNS)}")
+    for name in COLUMNS:
+        v = columns.get(name)
+        cols[name] = None if v is None else _as_list(name, v, n)
+
+    qtext = _text_or_none(qid_list)
+    if any(q is None for q in qtext):
+        i = next(i for i, q in enumerate(qtext) if q is None)
+        raise InputError("question_id is empty", file=SOURCE, row=i + 1, column="question_ids")
+    qcodes, qids = pd.factorize(pd.Series(qtext, dtype=object), sort=False)
+    qcodes = qcodes.astype(np.int64)
+    qids = np.asarray(qids, dtype=object)
+    nq = len(qids)
+
+    qdf, has_gold = _question_table(cols, qcodes, qids)
+    run_parts = _run_parts(cols, qtext, n)
     runs = None
     if run_parts:
         runs = pd.concat(run_parts, ignore_index=True)

@@ -27,8 +27,11 @@ Args (one row per question, or per (question, model) pair when models are given)
     n_options (`list` of `int`): number of options of the row's question.
     Configuration "options" (`evaluate.load(..., "options")`):
     options (`list` of `list` of `str`): option texts of the row's question.
-    Optional keywords: models, predictions, blind_predictions (`list` of `str`, per row: per-model
-    predicted-letter distributions), categories, answer_types, seed (default 0), return_per_question.
+    Configurations "default+predictions" and "options+predictions" also take
+    predictions (`list` of `str`, per row) with models (`list` of `str`): each model's predicted-letter
+    distribution against the gold's; blind_predictions (per row) adds the blind arm. Passing
+    predictions to a configuration without them is a TypeError (evaluate would drop them).
+    Optional keywords: models, categories, answer_types, seed (default 0), return_per_question.
     Detector parameters (n_mc, alpha; None = the detector's default) go to
     `audit_hub.detectors.answer_options_distribution.run`; any other keyword is a TypeError.
     Question-level columns (references, n_options, options, categories) repeat on every row of a
@@ -43,16 +46,20 @@ _TEXT = datasets.Value("string")
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class AnswerOptionsDistribution(evaluate.Metric):
+class AnswerOptionsDistribution(metric_adapter.DeclaredInputs, evaluate.Metric):
     """Gold-position histogram and its tests (see the metric card)."""
 
     def _info(self):
-        if self.config_name == "options":
+        base, _, with_predictions = self.config_name.partition("+")
+        if base == "options":
             features = {"question_ids": _TEXT, "references": _TEXT, "options": datasets.Sequence(_TEXT)}
-        elif self.config_name == "default":
+        elif base == "default":
             features = {"question_ids": _TEXT, "references": _TEXT, "n_options": datasets.Value("int32")}
-        else:
-            raise ValueError(f"unknown configuration {self.config_name!r}; use 'default' or 'options'")
+        if base not in ("default", "options") or with_predictions not in ("", "predictions"):
+            raise ValueError(f"unknown configuration {self.config_name!r}; use 'default', 'options', "
+                             "'default+predictions' or 'options+predictions'")
+        if with_predictions:
+            features["predictions"] = _TEXT
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,

@@ -46,7 +46,7 @@ _TEXT = datasets.Value("string")
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class ConsensusError(evaluate.Metric):
+class ConsensusError(metric_adapter.DeclaredInputs, evaluate.Metric):
     """Unanimous / majority non-gold consensus (see the metric card)."""
 
     def _info(self):

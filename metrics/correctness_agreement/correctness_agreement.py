@@ -45,7 +45,7 @@ _HIT = datasets.Value("int8")
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class CorrectnessAgreement(evaluate.Metric):
+class CorrectnessAgreement(metric_adapter.DeclaredInputs, evaluate.Metric):
     """Difficulty / discrimination from correctness (see the metric card)."""
 
     def _info(self):

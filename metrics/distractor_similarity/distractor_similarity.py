@@ -39,7 +39,7 @@ _TEXT = datasets.Value("string")
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class DistractorSimilarity(evaluate.Metric):
+class DistractorSimilarity(metric_adapter.DeclaredInputs, evaluate.Metric):
     """Duplicate / near-duplicate options (see the metric card)."""
 
     def _info(self):

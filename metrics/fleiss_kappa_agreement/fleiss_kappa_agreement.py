@@ -52,7 +52,7 @@ _TEXT = datasets.Value("string")
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class FleissKappaAgreement(evaluate.Metric):
+class FleissKappaAgreement(metric_adapter.DeclaredInputs, evaluate.Metric):
     """Fleiss' kappa over models as raters (see the metric card)."""
 
     def _info(self):

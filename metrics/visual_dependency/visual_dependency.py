@@ -63,7 +63,7 @@ _HIT = datasets.Value("int8")
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class VisualDependency(evaluate.Metric):
+class VisualDependency(metric_adapter.DeclaredInputs, evaluate.Metric):
     """Zero-gain share with its permutation null (see the metric card)."""
 
     def _info(self):
