@@ -31,13 +31,17 @@ def _env(**extra) -> dict:
     return env
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("blindmp")
+def tiny_setup(root: Path) -> dict:
+    """The tiny model and 13 questions the multi-process and resume tests run on, written under ``root``."""
     model = build_tiny_llama(root / "model", seed=3, chat_template=True)
     qp = root / "q.parquet"
     make_questions(n_mc=10, n_yn=3, seed=5).to_parquet(qp)
     return {"root": root, "model": model, "questions": str(qp)}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    return tiny_setup(tmp_path_factory.mktemp("blindmp"))
 
 
 def _args(setup, out, *extra) -> list[str]:

@@ -10,8 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_blind import make_questions  # noqa: E402
-from test_blind_multiproc import ROOT, _args, _env  # noqa: E402
-from tiny_model import build_tiny_llama  # noqa: E402
+from test_blind_multiproc import ROOT, _args, _env, tiny_setup  # noqa: E402
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -19,11 +18,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("blindkill")
-    model = build_tiny_llama(root / "model", seed=3, chat_template=True)
-    qp = root / "q.parquet"
-    make_questions(n_mc=10, n_yn=3, seed=5).to_parquet(qp)
-    return {"root": root, "model": model, "questions": str(qp)}
+    return tiny_setup(tmp_path_factory.mktemp("blindkill"))
 
 
 def test_kill_after_first_shard_then_resume(setup):
