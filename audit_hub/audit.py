@@ -69,6 +69,27 @@ def _headline_p(summary: dict) -> float | None:
     return None if np.isnan(p) else p
 
 
+def primary_field(frame: AuditFrame) -> str:
+    """The correctness field the detectors read: the judge's verdict when the full arm has one, else exact match."""
+    return "hit" if frame.has_judged("full") else "hit_exact"
+
+
+def run_detectors(frame: AuditFrame, names: tuple[str, ...], *, seed: int = 0,
+                  params: dict[str, dict[str, Any]] | None = None) -> tuple[dict[str, DetectorResult], dict[str, str], str]:
+    """Only the named detectors, on the primary correctness field only: no exact-match arm, calibration,
+    Holm or summary. For callers that read the per-question tables alone (curation's per-fold re-audits).
+    Returns (results, skipped reasons, primary field)."""
+    field = primary_field(frame)
+    results: dict[str, DetectorResult] = {}
+    skipped: dict[str, str] = {}
+    for name in names:
+        try:
+            results[name] = detectors.get(name).load().run(frame, field=field, seed=seed, **(params or {}).get(name, {}))
+        except DetectorSkipped as e:
+            skipped[name] = str(e)
+    return results, skipped, field
+
+
 def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
               progress: Callable[[str], None] | None = None) -> AuditResult:
     """Run the configured detectors (judge-dependent ones on both correctness arms when both exist)."""
@@ -76,7 +97,7 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
 
     config = config or AuditConfig()
     step = progress or (lambda _msg: None)
-    primary = "hit" if frame.has_judged("full") else "hit_exact"
+    primary = primary_field(frame)
     has_exact = bool((frame.runs["hit_exact"].to_numpy() >= 0).any())
     results: dict[str, DetectorResult] = {}
     alt: dict[str, DetectorResult] = {}
