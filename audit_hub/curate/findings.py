@@ -1,8 +1,9 @@
 """The audit's per-question findings that curation reads, computed by the audit pipeline itself.
 
-:func:`audit_findings` runs :func:`audit_hub.audit.run_audit` in process on the detectors curation uses,
-with the expensive extras off (no calibration, no permutation null, and each detector's registered
-cheap mode for simulated benchmarks: only the per-question tables are read), and joins their
+:func:`audit_findings` runs the detectors curation uses through :func:`audit_hub.audit.run_detectors`
+(the registry's detectors on the primary correctness field only: no exact-match arm, calibration,
+permutation null or summary; each detector in its registered cheap mode for simulated benchmarks:
+only the per-question tables are read), and joins their
 per-question tables into one frame keyed by question code. Model-independent findings (the option-similarity detector, placeholder options) are
 computed once and reused when the same questions are audited with a different set of models (the
 folds of the held-out evaluation).
@@ -60,22 +61,23 @@ def audit_findings(frame, *, seed: int = 0, text_cache: pd.DataFrame | None = No
 
     ``text_cache``: the model-independent columns from an earlier call on the same questions.
     """
-    from ..audit import AuditConfig, run_audit
+    from ..audit import run_detectors
 
     dets = tuple(detectors or roles.names(roles.MODEL_DEPENDENT + (() if text_cache is not None else roles.TEXT_ONLY)))
     # each detector in the cheap mode its registration declares for simulated benchmarks (summary-level
-    # extras off: bootstrap, leave-one-out, recall simulations); the per-question tables are what is read
+    # extras off: bootstrap, leave-one-out, recall simulations; no permutation null), on the primary
+    # correctness field only (no exact-match arm, calibration or summary): the per-question tables are
+    # what is read
     params = {}
     for name in dets:
         p = dict(reg.get(name).calibration_params)
-        if "n_permutations" in p:
+        if "n_permutations" in p or "n_permutations" in reg.get(name).audit_params:
             p["n_permutations"] = 0
         params[name] = p
-    cfg = AuditConfig(seed=seed, n_permutations=0, run_calibration=False, detectors=dets, params=params)
-    res = run_audit(frame, cfg)
+    results, skipped, field = run_detectors(frame, dets, seed=seed, params=params)
     parts = []
     for name in dets:
-        r = res.results.get(name)
+        r = results.get(name)
         if r is None:
             continue
         pq = r.per_question.drop(columns=["question_id"]).reset_index(drop=True)
@@ -85,8 +87,8 @@ def audit_findings(frame, *, seed: int = 0, text_cache: pd.DataFrame | None = No
     else:
         parts.append(placeholder_options(frame))
     table = pd.concat(parts, axis=1) if parts else pd.DataFrame(index=range(frame.n_questions))
-    return Findings(table=table, skipped=dict(res.skipped), models_full=frame.models_in("full"),
-                    models_blind=frame.models_in("blind"), field=res.primary_field)
+    return Findings(table=table, skipped=skipped, models_full=frame.models_in("full"),
+                    models_blind=frame.models_in("blind"), field=field)
 
 
 def text_columns(findings: Findings) -> pd.DataFrame:

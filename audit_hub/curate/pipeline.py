@@ -136,6 +136,20 @@ class _Pool:
         self.full_acc = weighted_accuracy(np.ones((1, self.Q)), self.right, self.known)[0]
         self.right32 = self.right.astype(np.float32)
         self.known32 = self.known.astype(np.float32)
+        self.xk32 = self.right32 * self.known32
+        self._random: dict = {}
+
+    def random_accuracy(self, size: int, n_draws: int, seed: int) -> np.ndarray:
+        """(n_draws, M) accuracies of every model on ``n_draws`` stratified random subsets of ``size`` items
+        (seed key ``[seed, 5]``). One set of draws serves every split (each takes its models' columns)."""
+        key = (int(size), int(n_draws), int(seed))
+        if key not in self._random:
+            masks = bl.stratified_random(self.cat, size, n_draws, np.random.default_rng([seed, 5]))
+            m32 = masks.astype(np.float32)  # float32 products of 0/1 matrices: exact integer counts
+            num, den = (m32 @ self.xk32).astype(np.float64), (m32 @ self.known32).astype(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                self._random[key] = np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
+        return self._random[key]
 
 
 def _curate(pool: _Pool, findings, cfg: CurateConfig, cols: np.ndarray, tst_excess, *, seed: int) -> dict:
@@ -166,22 +180,38 @@ def _rank_metrics(cur: np.ndarray, full: np.ndarray, names: list[str], top_k: in
             "leader_changes_on_drop": leader_change_on_drop(cur, full, names)}
 
 
-def _boot_rho(pool: _Pool, weights: np.ndarray, test: np.ndarray, ref_full: np.ndarray | None,
-              cfg: CurateConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Bootstrap replicates (n_boot,) of rho and tau for one split: Poisson(1) item weights shared by
-    every split of the run (seed key ``[seed, 7]``), float32 matrix products."""
+def _boot_rho(pool: _Pool, jobs: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+              cfg: CurateConfig) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Bootstrap replicates (n_boot,) of rho and tau for every split at once.
+
+    ``jobs``: (item mask, test model columns, reference accuracies or None = the models' bootstrap
+    accuracy on the whole pool). Poisson(1) item weights shared by every split of the run (seed key
+    ``[seed, 7]``); per batch of replicates one float32 matrix product gives every model's whole-pool
+    numerator and denominator and every split's curated ones (the masked columns stacked side by side)."""
     from .measures import boot_weights
 
-    r, k = pool.right32[:, test], pool.known32[:, test]
-    rho, tau = [], []
-    wk = weights.astype(np.float32)[None, :]
+    cols, spans = [], []
+    at = 2 * len(pool.models)
+    for mask, test, _ref in jobs:
+        m = np.asarray(mask, dtype=np.float32)[:, None]
+        cols += [pool.xk32[:, test] * m, pool.known32[:, test] * m]
+        spans.append((at, len(test)))
+        at += 2 * len(test)
+    z = np.concatenate([pool.xk32, pool.known32, *cols], axis=1)
+    M = len(pool.models)
+    rho: list[list[np.ndarray]] = [[] for _ in jobs]
+    tau: list[list[np.ndarray]] = [[] for _ in jobs]
     for w8 in boot_weights((cfg.seed, 7), pool.Q, cfg.n_boot):
-        w = w8.astype(np.float32)
-        full = weighted_accuracy(w, r, k) if ref_full is None else np.broadcast_to(ref_full, (len(w), len(test)))
-        cur = weighted_accuracy(w * wk, r, k)
-        rho.append(spearman(cur, full))
-        tau.append(kendall_tau_b(cur, full))
-    return np.concatenate(rho), np.concatenate(tau)
+        prod = (w8.astype(np.float32) @ z).astype(np.float64)  # exact integer sums (< 2^24) in float32
+        with np.errstate(invalid="ignore", divide="ignore"):
+            full_all = np.where(prod[:, M:2 * M] > 0, prod[:, :M] / np.maximum(prod[:, M:2 * M], 1e-30), np.nan)
+            for j, ((_m, test, ref), (a, n)) in enumerate(zip(jobs, spans)):
+                num, den = prod[:, a:a + n], prod[:, a + n:a + 2 * n]
+                cur = np.where(den > 0, num / np.maximum(den, 1e-30), np.nan)
+                full = full_all[:, test] if ref is None else np.broadcast_to(ref, cur.shape)
+                rho[j].append(spearman(cur, full))
+                tau[j].append(kendall_tau_b(cur, full))
+    return [(np.concatenate(r), np.concatenate(t)) for r, t in zip(rho, tau)]
 
 
 def _score_estimation(pool: _Pool, train: np.ndarray, test: np.ndarray, budget: int, seed: int) -> dict:
@@ -243,8 +273,7 @@ def _evaluate_split(pool: _Pool, cfg: CurateConfig, test: np.ndarray, tst_excess
     out = {"test_models": names, "n_train_models": int(len(train)), "n_after": int(mask.sum()),
            "n_after_stages": int(cur["candidates"].sum()), "removed_by_stage": cur["applied"]["removed_by_stage"],
            "curated_accuracy": dict(zip(names, acc_cur.tolist())), **_rank_metrics(acc_cur, ref, names, cfg.top_k)}
-    rho_b, tau_b = _boot_rho(pool, mask.astype(np.float64), test, ref_full, cfg)
-    out["_boot"] = (rho_b, tau_b)
+    out["_job"] = (mask, test, ref_full)
     if with_baselines and mask.sum() > 0:
         out["baselines"] = _baselines(pool, cfg, train, test, int(mask.sum()), ref, names, ibp_mask)
     if score_estimation and cfg.score_budget > 0 and len(train) >= 3:
@@ -258,9 +287,7 @@ def _baselines(pool: _Pool, cfg: CurateConfig, train, test, size: int, ref, name
     out: dict[str, Any] = {}
     for b in cfg.baselines:
         if b == "random_subset":
-            rng = np.random.default_rng([cfg.seed, 5])
-            masks = bl.stratified_random(pool.cat, size, cfg.n_random, rng)
-            acc = weighted_accuracy(masks, r_te, k_te)
+            acc = pool.random_accuracy(size, cfg.n_random, cfg.seed)[:, test]
             rho = spearman(acc, np.broadcast_to(ref, acc.shape))
             tau = kendall_tau_b(acc, np.broadcast_to(ref, acc.shape))
             lo, hi = np.nanquantile(rho, [0.025, 0.975])
@@ -379,7 +406,6 @@ def run_curation(frame, config: CurateConfig | None = None, *, tst_excess: np.nd
     applied = cur["applied"]
     acc_cur = weighted_accuracy(kept[None, :].astype(np.float64), pool.right, pool.known)[0]
     inpool = _rank_metrics(acc_cur, pool.full_acc, pool.models, cfg.top_k)
-    rho_b, tau_b = _boot_rho(pool, kept.astype(np.float64), np.arange(M), None, cfg)
     tick("in_pool", t0)
 
     # ---- discrimination and visual dependency, before / after
@@ -413,13 +439,22 @@ def run_curation(frame, config: CurateConfig | None = None, *, tst_excess: np.nd
     folds, newest = [], None
     for name, test in splits:
         step(f"held-out split {name}")
-        res = _evaluate_split(pool, cfg, test, tst_excess, text_cache, ibp_mask=ibp)
+        res = _evaluate_split(pool, cfg, test, tst_excess, text_cache, ibp_mask=ibp,
+                              score_estimation=name != "newest")  # the score MAE is over the folds
         res["split"] = name
         if name == "newest":
             newest = res
         else:
             folds.append(res)
     tick("heldout", t0)
+    t0 = time.perf_counter()
+    step("bootstrap intervals")
+    splits_run = [*folds, *([newest] if newest is not None else [])]
+    boots = _boot_rho(pool, [(kept, np.arange(M), None)] + [f.pop("_job") for f in splits_run], cfg)
+    rho_b, tau_b = boots[0]
+    for f, b in zip(splits_run, boots[1:]):
+        f["_boot"] = b
+    tick("bootstrap", t0)
     heldout = _aggregate(folds, cfg) if folds else {}
     heldout_acc = {}
     for f in folds:
@@ -557,7 +592,8 @@ def _junk(frame, pool: _Pool, cfg: CurateConfig, frac: float, model_dates) -> di
         res = _evaluate_split(jpool, cfg, test, None, text_cache, ref_full=ref, with_baselines=False,
                               score_estimation=False)
         folds.append(res)
-    rho_b = np.nanmean(np.stack([f["_boot"][0] for f in folds]), axis=0) if folds else np.array([np.nan])
+    boots = _boot_rho(jpool, [f.pop("_job") for f in folds], cfg)
+    rho_b = np.nanmean(np.stack([b[0] for b in boots]), axis=0) if folds else np.array([np.nan])
     kept_n = int(cur["mask"].sum())
     return {"fraction": frac, "n_junk": total_j, "n_pool_with_junk": int(jf.n_questions),
             "n_after": kept_n, "junk_kept": kept_j,
