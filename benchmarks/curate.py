@@ -105,8 +105,10 @@ def table(res: dict, n_items: int, n_models: int) -> str:
         vs = "n/a" if v is None else f"{v:.3f}" if k != "seconds" else f"{v:.1f}"
         lines.append(f"{k:<24}{vs:>10}  {cs:<20}{op + ' ' + str(goal):>10}  {'yes' if met else 'NO' if met is not None else '-'}")
     r = s.get("baselines", {}).get("random_subset", {})
+    ri = r.get("spearman_rho_interval")
+    ri = f"[{ri[0]:.3f}, {ri[1]:.3f}]" if ri else "n/a"
     lines.append(f"random subsets, same size (mean over {r.get('n_draws')} draws/fold): rho {r.get('spearman_rho', float('nan')):.3f} "
-                 f"(95% of draws {r.get('spearman_rho_interval')}); curated above random mean: "
+                 f"(95% of draws {ri}); curated above random mean: "
                  f"{'yes' if (s.get('heldout_spearman_rho') or 0) > (r.get('spearman_rho') or 1) else 'NO'}; verdict: {s.get('versus_random')}")
     for name, b in (s.get("baselines") or {}).items():
         if name != "random_subset":

@@ -287,3 +287,60 @@ def test_benchmark_smoke_runs():
                        text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr[-2000:]
     assert "heldout_spearman_rho" in p.stdout and "time" in p.stdout
+
+
+def test_fold_findings_hook_matches_the_full_audit_tables():
+    """audit.run_detectors (curation's per-fold re-audit: primary field only, no calibration or summary)
+    gives the same per-question tables as run_audit in the same cheap mode, on a fold's frame."""
+    from audit_hub.audit import AuditConfig, run_audit, run_detectors
+    from audit_hub.curate.findings import audit_findings
+
+    frame = simulate_pool(400, 8, seed=5).without_models(["m00", "m03"])
+    fnd = audit_findings(frame, seed=2)
+    names = tuple(c for c in fnd.table.columns if c.startswith("is_"))
+    assert names, "no detector columns"
+    dets = tuple(n[3:-6] for n in names if n.endswith("_issue"))
+    from audit_hub import detectors as reg
+
+    params = {}
+    for d in dets:
+        p = dict(reg.get(d).calibration_params)
+        if "n_permutations" in p or "n_permutations" in reg.get(d).audit_params:
+            p["n_permutations"] = 0
+        params[d] = p
+    full = run_audit(frame, AuditConfig(seed=2, n_permutations=0, run_calibration=False, detectors=dets, params=params))
+    lean, skipped, field = run_detectors(frame, dets, seed=2, params=params)
+    assert field == full.primary_field and not skipped
+    for d in dets:
+        pd.testing.assert_frame_equal(lean[d].per_question, full.results[d].per_question)
+        for c in lean[d].per_question.columns.drop("question_id"):  # what curation joins
+            np.testing.assert_array_equal(fnd.table[c].to_numpy(), lean[d].per_question[c].to_numpy())
+    assert fnd.models_full == full.summary["models"]["full"] and "m03" not in fnd.models_full
+
+
+def test_one_pass_bootstrap_and_shared_random_draws_match_per_split_computation():
+    """The bootstrap of every split in one matrix product per batch equals each split's own replicates;
+    the random-subset accuracies shared by the splits equal the per-draw accuracies."""
+    from audit_hub.curate import baselines as bl
+    from audit_hub.curate import pipeline as pl
+    from audit_hub.curate.measures import boot_weights, kendall_tau_b, spearman, weighted_accuracy
+
+    frame = simulate_pool(300, 9, seed=1)
+    pool = pl._Pool(frame, "hit")
+    cfg = CurateConfig(n_boot=150, seed=4)
+    rng = np.random.default_rng(0)
+    ref = rng.random(3)
+    jobs = [(rng.random(pool.Q) < 0.4, np.arange(9), None), (rng.random(pool.Q) < 0.3, np.array([1, 4, 7]), None),
+            (rng.random(pool.Q) < 0.5, np.array([0, 2, 8]), ref)]
+    got = pl._boot_rho(pool, jobs, cfg)
+    w = np.concatenate(boot_weights((4, 7), pool.Q, 150)).astype(np.float64)
+    for (mask, test, r), (rho, tau) in zip(jobs, got):
+        cur = weighted_accuracy(w * mask[None, :], pool.right[:, test], pool.known[:, test])
+        full = weighted_accuracy(w, pool.right[:, test], pool.known[:, test]) if r is None else np.broadcast_to(r, cur.shape)
+        assert rho.shape == (150,)
+        np.testing.assert_allclose(rho, spearman(cur, full), atol=1e-12, equal_nan=True)
+        np.testing.assert_allclose(tau, kendall_tau_b(cur, full), atol=1e-12, equal_nan=True)
+    acc = pool.random_accuracy(90, 200, 4)
+    masks = bl.stratified_random(pool.cat, 90, 200, np.random.default_rng([4, 5]))
+    assert (masks.sum(axis=1) == 90).all()
+    np.testing.assert_allclose(acc, weighted_accuracy(masks, pool.right, pool.known), atol=1e-12)

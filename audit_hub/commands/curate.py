@@ -150,6 +150,7 @@ def register(app: typer.Typer) -> None:
         random_draws: int = typer.Option(200, "--random-draws", help="Random stratified subsets per fold (>= 200 advised)."),
         ibp: str = typer.Option("auto", "--ibp", help="Iterative Bias Pruning baseline: auto (pools <= 10,000 items) | on | off."),
         seed: int = typer.Option(0, "--seed", help="Seed for every random draw (recorded)."),
+        threads: int = typer.Option(1, "--threads", help="BLAS/OpenMP threads while curating (1: fastest on a shared machine)."),
         column_map: list[str] | None = typer.Option(None, "--map", help="Column rename OLD=NEW; repeatable."),
         revision: str | None = typer.Option(None, "--revision", help="Hub revision for --questions."),
         dataset: str | None = typer.Option(None, "--dataset", help="Dataset name inside VLMEvalKit file names."),
@@ -186,7 +187,7 @@ def register(app: typer.Typer) -> None:
                            thresholds=_thresholds(threshold), target_size=target_size, max_rank_loss=max_rank_loss,
                            method=method, floor_share=category_floor, n_folds=folds, n_boot=n_boot,
                            n_random=random_draws, junk_fractions=tuple(junk) if junk else (0.5,),
-                           score_budget=score_budget, ibp=ibp, seed=seed)
+                           score_budget=score_budget, ibp=ibp, seed=seed, threads=threads)
         cfg.validate(frame.n_questions)
         dates = load_model_dates(model_dates, model_order)
         if dates is None and isinstance(frame.meta.get("model_dates"), dict):

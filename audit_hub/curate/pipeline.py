@@ -71,6 +71,10 @@ class CurateConfig:
     score_budget: int = 100
     pair_boot: int = 300
     seed: int = 0
+    # BLAS / OpenMP threads while curating (threadpoolctl). One: the work is many modest matrix products and
+    # element-wise passes, where extra threads spin-wait; on the 2-core reference machine under load, two
+    # threads doubled the wall time of the benchmark (docs/curate.md)
+    threads: int = 1
 
     def validate(self, n_items: int) -> None:
         self.thresholds.validate()
@@ -98,6 +102,8 @@ class CurateConfig:
             raise InputError("junk fractions must be in [0, 1]")
         if self.ibp not in ("auto", "on", "off"):
             raise InputError("--ibp must be auto, on or off")
+        if self.threads < 1:
+            raise InputError(f"--threads must be at least 1, got {self.threads}")
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -381,8 +387,15 @@ def run_curation(frame, config: CurateConfig | None = None, *, tst_excess: np.nd
                  model_dates: dict[str, Any] | None = None,
                  progress: Callable[[str], None] | None = None) -> CurationResult:
     """Curate ``frame`` and measure the curated set (see the module docstring)."""
+    from threadpoolctl import threadpool_limits
+
     cfg = config or CurateConfig()
     cfg.validate(frame.n_questions)
+    with threadpool_limits(limits=cfg.threads):
+        return _run_curation(frame, cfg, tst_excess=tst_excess, model_dates=model_dates, progress=progress)
+
+
+def _run_curation(frame, cfg: CurateConfig, *, tst_excess, model_dates, progress) -> CurationResult:
     step = progress or (lambda _m: None)
     t_all = time.perf_counter()
     timings: dict[str, float] = {}
