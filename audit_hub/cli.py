@@ -163,20 +163,13 @@ def _install_signal_handlers():
     return old
 
 
-def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | None = None,
-            interrupted: str = _INTERRUPTED) -> int:
-    """Run a typer app the way every benchaudit entry point does. Every failure is one line on stderr
-    with no traceback: exit 2 for bad input and usage errors, 130/143 for SIGINT/SIGTERM (``interrupted``),
-    1 for a bug. Everything printed passes through :mod:`audit_hub.scrub`."""
+def _quiet_libraries():
+    """Silence third-party warnings and progress bars for one run; returns the entered warnings
+    context, restored on return so that main() leaves no global filter behind."""
     import os
-    import signal
     import warnings
 
-    from .errors import BenchauditError, Interrupted
-    from .escape import one_line
-    from .scrub import ScrubbingStream
-
-    warn_ctx = warnings.catch_warnings()  # restored on return: main() leaves no global filter behind
+    warn_ctx = warnings.catch_warnings()
     warn_ctx.__enter__()
     if not os.environ.get("BENCHAUDIT_DEBUG") and not sys.warnoptions and not os.environ.get("PYTHONWARNINGS"):
         # third-party library warnings (openpyxl styles, pandas/transformers deprecations) are not messages
@@ -185,6 +178,31 @@ def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | 
     if not sys.stderr.isatty():  # no carriage-return progress bars from datasets/hub in logs and pipes
         os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    return warn_ctx
+
+
+def _os_error_line(e: OSError) -> str:
+    """One line for an OS error: the reason and the file (non-ASCII names escaped)."""
+    from .escape import one_line
+
+    where = f" ({one_line(ascii(str(e.filename)) if not str(e.filename).isascii() else e.filename)})" \
+        if getattr(e, "filename", None) else ""
+    return f"error: {one_line(e.strerror or e)}{where}"
+
+
+def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | None = None,
+            interrupted: str = _INTERRUPTED) -> int:
+    """Run a typer app the way every benchaudit entry point does. Every failure is one line on stderr
+    with no traceback: exit 2 for bad input and usage errors, 130/143 for SIGINT/SIGTERM (``interrupted``),
+    1 for a bug. Everything printed passes through :mod:`audit_hub.scrub`."""
+    import os
+    import signal
+
+    from .errors import BenchauditError, Interrupted
+    from .escape import one_line
+    from .scrub import ScrubbingStream
+
+    warn_ctx = _quiet_libraries()
     out_stream, err_stream = sys.stdout, sys.stderr
     if not isinstance(sys.stdout, ScrubbingStream):
         sys.stdout = ScrubbingStream(sys.stdout)
@@ -218,9 +236,7 @@ def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | 
                        err=True)
             code = 2
         except OSError as e:
-            where = f" ({one_line(ascii(str(e.filename)) if not str(e.filename).isascii() else e.filename)})" \
-                if getattr(e, "filename", None) else ""
-            typer.echo(f"error: {one_line(e.strerror or e)}{where}", err=True)
+            typer.echo(_os_error_line(e), err=True)
             code = 2
         except Exception as e:
             click_errors, usage_errors = _click_exception_types()

@@ -32,17 +32,8 @@ def _row_of(src_rows: np.ndarray | None, i: int) -> int:
     return int(src_rows[i]) if src_rows is not None else i + 1
 
 
-def validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
-    if df is None or len(df) == 0:
-        raise InputError("the questions table is empty", file=file)
-    missing = [c for c in ("question_id", "answer") if c not in df.columns]
-    if missing:
-        raise InputError(f"missing required column(s) {missing}; found {list(df.columns)}", file=file,
-                         column=missing[0])
-    src_rows = df["source_row"].to_numpy() if "source_row" in df.columns else None
-    if "source_file" in df.columns and len(df):
-        file = str(df["source_file"].iloc[0])
-    qid = df["question_id"]
+def _question_ids(qid: pd.Series, file: str, src_rows) -> pd.Series:
+    """The question IDs stripped; an empty or repeated ID is an error naming its row."""
     null_id = qid.isna().to_numpy()
     if null_id.any():
         i = int(np.flatnonzero(null_id)[0])
@@ -54,6 +45,54 @@ def validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
         first = int(np.flatnonzero((qid == qid.iloc[i]).to_numpy())[0])
         raise InputError(f"duplicate question_id {qid.iloc[i]!r} (first seen at row {_row_of(src_rows, first)})",
                          file=file, row=_row_of(src_rows, i), column="question_id")
+    return qid
+
+
+def _row_gold(a, t, options: list[str], file: str, row: int | None) -> tuple[str, str, int | None]:
+    """One question's (gold answer, answer type, gold option index or None) by the row-level rules: the
+    type inferred when absent, an mc gold as a letter within the options (or an option's exact text),
+    a yes/no gold as yes or no; anything else is an error naming the row."""
+    if is_null(a) or str(a).strip() == "":
+        raise InputError("gold answer is empty", file=file, row=row, column="answer")
+    a = str(a).strip()
+    t = infer_answer_type(options, a) if is_null(t) or str(t) == "" else str(t).strip().lower()
+    if t not in ANSWER_TYPES:
+        raise InputError(f"unknown answer_type {t!r}; expected one of {ANSWER_TYPES}",
+                         file=file, row=row, column="answer_type")
+    if t == "yesno":
+        if a.lower() not in ("yes", "no"):
+            raise InputError(f"yes/no gold must be 'yes' or 'no', got {a!r}", file=file, row=row, column="answer")
+        return a.lower(), t, None
+    if t != "mc":
+        return a, t, None
+    k = len(options)
+    if k == 0:
+        raise InputError("answer_type is 'mc' but the question has no options", file=file, row=row,
+                         column="options")
+    if k > len(LETTERS):
+        raise InputError(f"{k} options; at most 26 are supported", file=file, row=row, column="options")
+    letter = a.upper()
+    if len(letter) != 1 or letter not in LETTERS[:k]:
+        # gold given as the option text instead of a letter?
+        matches = [j for j, o in enumerate(options) if o.strip() == a]
+        if len(matches) != 1:
+            raise InputError(f"gold {a!r} is not one of the option letters {LETTERS[:k]!r}",
+                             file=file, row=row, column="answer")
+        letter = LETTERS[matches[0]]
+    return letter, t, LETTERS.index(letter)
+
+
+def validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
+    if df is None or len(df) == 0:
+        raise InputError("the questions table is empty", file=file)
+    missing = [c for c in ("question_id", "answer") if c not in df.columns]
+    if missing:
+        raise InputError(f"missing required column(s) {missing}; found {list(df.columns)}", file=file,
+                         column=missing[0])
+    src_rows = df["source_row"].to_numpy() if "source_row" in df.columns else None
+    if "source_file" in df.columns and len(df):
+        file = str(df["source_file"].iloc[0])
+    qid = _question_ids(df["question_id"], file, src_rows)
     n = len(df)
 
     def col(name, default=None):
@@ -72,41 +111,9 @@ def validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
         # one by one with the row-level rules; simple rows never raise, so the first error is the same
         if answers_in is None:
             answers_in, types_in = col("answer"), col("answer_type")
-        a = answers_in[i]
-        if is_null(a) or str(a).strip() == "":
-            raise InputError("gold answer is empty", file=file, row=_row_of(src_rows, i), column="answer")
-        a = str(a).strip()
-        t = types_in[i]
-        t = infer_answer_type(options[i], a) if is_null(t) or str(t) == "" else str(t).strip().lower()
-        if t not in ANSWER_TYPES:
-            raise InputError(f"unknown answer_type {t!r}; expected one of {ANSWER_TYPES}",
-                             file=file, row=_row_of(src_rows, i), column="answer_type")
-        if t == "mc":
-            k = len(options[i])
-            if k == 0:
-                raise InputError("answer_type is 'mc' but the question has no options",
-                                 file=file, row=_row_of(src_rows, i), column="options")
-            if k > len(LETTERS):
-                raise InputError(f"{k} options; at most 26 are supported", file=file,
-                                 row=_row_of(src_rows, i), column="options")
-            letter = a.upper()
-            if len(letter) != 1 or letter not in LETTERS[:k]:
-                # gold given as the option text instead of a letter?
-                matches = [j for j, o in enumerate(options[i]) if o.strip() == a]
-                if len(matches) == 1:
-                    letter = LETTERS[matches[0]]
-                else:
-                    raise InputError(f"gold {a!r} is not one of the option letters {LETTERS[:k]!r}",
-                                     file=file, row=_row_of(src_rows, i), column="answer")
-            a = letter
-            gold_idx[i] = LETTERS.index(letter)
-        elif t == "yesno":
-            if a.lower() not in ("yes", "no"):
-                raise InputError(f"yes/no gold must be 'yes' or 'no', got {a!r}", file=file,
-                                 row=_row_of(src_rows, i), column="answer")
-            a = a.lower()
-        answers[i] = a
-        types[i] = t
+        answers[i], types[i], g = _row_gold(answers_in[i], types_in[i], options[i], file, _row_of(src_rows, i))
+        if g is not None:
+            gold_idx[i] = g
 
     def text_col(name):
         if name not in df.columns:

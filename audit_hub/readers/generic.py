@@ -47,6 +47,55 @@ HIT_ALIASES = ("hit", "correct", "is_correct")
 # ---------------------------------------------------------------------------------------- questions
 
 
+def _question_options(df: pd.DataFrame, file: str, rows: np.ndarray, qtext: list):
+    """(options per row or None, an Arrow list column kept as it is or None, question texts): options
+    from an ``options``/``choices`` column, else VLMEvalKit's letter columns, else embedded in the
+    question text (then the stem becomes the question)."""
+    n = len(df)
+    qtext = list(qtext)
+    opt_col = first_present(df.columns, ("options", "choices"))
+    options: list[list[str]] | None = None
+    arrow_options: pd.Series | None = None  # Arrow list<string> column kept as it is (see read_table)
+    if opt_col is not None:
+        clean = opt_col in df.attrs.get("clean_list_columns", ())
+        if opt_col in df.attrs.get("arrow_list_columns", ()):
+            lengths = pc.list_value_length(pa.array(df[opt_col].array))
+            if n and (pc.max(lengths).as_py() or 0) > 0:
+                arrow_options = df[opt_col].reset_index(drop=True)  # (null rows read as [] by the frame)
+        if arrow_options is None:
+            cells = df[opt_col].tolist()
+            if clean:  # lists of str from _read_parquet: nothing to check per row
+                options = [[] if v is None else v for v in cells]
+            else:
+                options = [[] if v is None else options_cell(v, file, int(rows[i])) for i, v in enumerate(cells)]
+    if arrow_options is None and (options is None or not any(options)):
+        letter_opts = options_from_letter_columns(df)
+        if letter_opts is not None:
+            options = letter_opts
+    if arrow_options is None and (options is None or not any(options)):
+        options = [[] for _ in range(n)]
+        for i, t in enumerate(qtext):
+            stem, opts = split_embedded_options(t) if t is not None else (t, [])
+            if opts:
+                options[i] = opts
+                qtext[i] = stem
+    return options, arrow_options, qtext
+
+
+def _group_ids(df: pd.DataFrame, idcol: str) -> list | None:
+    """Circular-copy groups: a ``group_id`` or ``g_index`` column, or VLMEvalKit's ``index`` >= 1,000,000
+    (copies share ``index`` mod 1,000,000); None without either."""
+    if "group_id" in df.columns:
+        return to_str_series(df["group_id"]).tolist()
+    elif "g_index" in df.columns:
+        return to_str_series(df["g_index"]).tolist()
+    elif idcol == "index":
+        num = pd.to_numeric(df["index"], errors="coerce")
+        if num.notna().all() and (num >= 1_000_000).any():
+            return [str(int(v) % 1_000_000) for v in num.tolist()]
+    return None
+
+
 def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answer") -> pd.DataFrame:
     """Any question table -> the public question format (+ ``source_file``, ``source_row``).
 
@@ -77,45 +126,11 @@ def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answ
         gold_column = alt
     qid = to_str_series(df[idcol], strip=True)
     question = to_str_series(df["question"]) if "question" in df.columns else pd.Series([None] * n, dtype=object)
-    # options
-    opt_col = first_present(df.columns, ("options", "choices"))
-    options: list[list[str]] | None = None
-    arrow_options: pd.Series | None = None  # Arrow list<string> column kept as it is (see read_table)
-    if opt_col is not None:
-        clean = opt_col in df.attrs.get("clean_list_columns", ())
-        if opt_col in df.attrs.get("arrow_list_columns", ()):
-            lengths = pc.list_value_length(pa.array(df[opt_col].array))
-            if n and (pc.max(lengths).as_py() or 0) > 0:
-                arrow_options = df[opt_col].reset_index(drop=True)  # (null rows read as [] by the frame)
-        if arrow_options is None:
-            cells = df[opt_col].tolist()
-            if clean:  # lists of str from _read_parquet: nothing to check per row
-                options = [[] if v is None else v for v in cells]
-            else:
-                options = [[] if v is None else options_cell(v, file, int(rows[i])) for i, v in enumerate(cells)]
-    if arrow_options is None and (options is None or not any(options)):
-        letter_opts = options_from_letter_columns(df)
-        if letter_opts is not None:
-            options = letter_opts
-    qtext = question.tolist()
-    if arrow_options is None and (options is None or not any(options)):
-        options = [[] for _ in range(n)]
-        for i, t in enumerate(qtext):
-            stem, opts = split_embedded_options(t) if t is not None else (t, [])
-            if opts:
-                options[i] = opts
-                qtext[i] = stem
+    options, arrow_options, qtext = _question_options(df, file, rows, question.tolist())
     gold = to_str_series(df[gold_column], strip=True).tolist()
     l2 = first_present(df.columns, L2_ALIASES)
-    group = None
-    if "group_id" in df.columns:
-        group = to_str_series(df["group_id"]).tolist()
-    elif "g_index" in df.columns:
-        group = to_str_series(df["g_index"]).tolist()
-    elif idcol == "index":
-        num = pd.to_numeric(df["index"], errors="coerce")
-        if num.notna().all() and (num >= 1_000_000).any():
-            group = [str(int(v) % 1_000_000) for v in num.tolist()]
+    group = _group_ids(df, idcol)
+
     def obj(values) -> pd.Series:
         return pd.Series(list(values), dtype=object)
 
