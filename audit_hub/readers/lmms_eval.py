@@ -179,6 +179,39 @@ def _map_answer_type(row: dict, path: str, rec: dict) -> None:
             row["answer_type"] = None  # let the frame infer it from the options it finds
 
 
+def _question_row(r: dict, d: dict, q: str, m: dict, path: str) -> dict:
+    """One question from a sample: its ``doc`` (or, for 0.4+ records without one, the metric dicts'
+    fields ``m``), the gold from ``target`` (an option index becomes its letter), the prompt as the
+    question when the doc has none, the answer type mapped."""
+    row = {k: v for k, v in d.items() if not isinstance(v, (bytes, bytearray))}
+    for k, v in m.items():
+        row.setdefault(k, v)
+    for k in ("question_id", "id", "index", "qid", "doc_id"):
+        row.pop(k, None)
+    row["question_id"] = q
+    tgt = r.get("target")
+    gold = tgt[0] if isinstance(tgt, list) and tgt else tgt
+    if is_null(gold) if not isinstance(gold, (list, dict)) else True:
+        gold = d.get("answer")
+    opts = row.get("options")
+    if isinstance(gold, (int, np.integer)) and not isinstance(gold, bool) and isinstance(opts, list) \
+            and 0 <= int(gold) < len(opts) and "answer" not in d:
+        gold = LETTERS[int(gold)]
+    row["answer"] = cell_to_str(gold)
+    if isinstance(row.get("hint"), str) and row["hint"].strip().lower() in ("nan", "none", ""):
+        row["hint"] = None  # lmms-eval writes pandas' NaN hints as the string "nan"
+    if "question" not in row:
+        for alt in ("prompt", "query", "text", "input"):
+            if isinstance(d.get(alt), str):
+                row["question"] = d[alt]
+                break
+        else:
+            if isinstance(r.get("input"), str):
+                row["question"] = r["input"]  # 0.4+: the prompt (embedded options are parsed from it)
+    _map_answer_type(row, path, r)
+    return row
+
+
 def read_samples(path: str, *, arm: str = "full", model: str | None = None, metric: str | None = None) -> ReadResult:
     """One lmms-eval samples file -> runs (and the questions carried in ``doc``)."""
     from ..errors import InputError
@@ -235,35 +268,7 @@ def read_samples(path: str, *, arm: str = "full", model: str | None = None, metr
     runs["source_file"] = constant_categorical(path, n)
     runs["source_row"] = np.asarray(lines, dtype=np.int64)
     # questions from doc + target
-    qrows = []
-    for r, d, q, m in zip(recs, docs, qid, meta):
-        row = {k: v for k, v in d.items() if not isinstance(v, (bytes, bytearray))}
-        for k, v in m.items():
-            row.setdefault(k, v)
-        for k in ("question_id", "id", "index", "qid", "doc_id"):
-            row.pop(k, None)
-        row["question_id"] = q
-        tgt = r.get("target")
-        gold = tgt[0] if isinstance(tgt, list) and tgt else tgt
-        if is_null(gold) if not isinstance(gold, (list, dict)) else True:
-            gold = d.get("answer")
-        opts = row.get("options")
-        if isinstance(gold, (int, np.integer)) and not isinstance(gold, bool) and isinstance(opts, list) \
-                and 0 <= int(gold) < len(opts) and "answer" not in d:
-            gold = LETTERS[int(gold)]
-        row["answer"] = cell_to_str(gold)
-        if isinstance(row.get("hint"), str) and row["hint"].strip().lower() in ("nan", "none", ""):
-            row["hint"] = None  # lmms-eval writes pandas' NaN hints as the string "nan"
-        if "question" not in row:
-            for alt in ("prompt", "query", "text", "input"):
-                if isinstance(d.get(alt), str):
-                    row["question"] = d[alt]
-                    break
-            else:
-                if isinstance(r.get("input"), str):
-                    row["question"] = r["input"]  # 0.4+: the prompt (embedded options are parsed from it)
-        _map_answer_type(row, path, r)
-        qrows.append(row)
+    qrows = [_question_row(r, d, q, m, path) for r, d, q, m in zip(recs, docs, qid, meta)]
     qdf = pd.DataFrame.from_records(qrows)
     qdf["source_row"] = np.asarray(lines, dtype=np.int64)
     questions = None
