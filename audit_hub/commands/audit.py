@@ -93,14 +93,25 @@ def register(app: typer.Typer) -> None:
             # BLAS / OpenMP threads (default one): the audit's matrix products are many and modest; spare
             # threads spin-waiting on them cost more than they save (2-5x on the label model and the kappa
             # bootstrap on a shared 2-core machine). Arrow's own reader/writer threads are unaffected.
-            with recording(clock), threadpool_limits(limits=threads):
-                result, inputs = _audit(console, questions, runs, blind, column_map, revision, dataset,
-                                        blind_model, seed, n_permutations, calibration_sims, stratify, tst, stage,
-                                        design_label=design_label, allow_unparsed_options=allow_unparsed_options)
-                from ..report import write_report
+            from ..report.writer import EarlyRuns, write_report
 
-                folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
-                                      figures=figures)
+            early: list[EarlyRuns] = []
+
+            def on_frame(frame) -> None:  # the runs config is written while the detectors run
+                early.append(EarlyRuns(frame, out, inputs=[questions, *(runs or []), *(blind or []),
+                                                           *(r.get("path") for r in frame.sources or [])]))
+
+            try:
+                with recording(clock), threadpool_limits(limits=threads):
+                    result, inputs = _audit(console, questions, runs, blind, column_map, revision, dataset,
+                                            blind_model, seed, n_permutations, calibration_sims, stratify, tst,
+                                            stage, design_label=design_label,
+                                            allow_unparsed_options=allow_unparsed_options, on_frame=on_frame)
+                    folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
+                                          figures=figures, early_runs=early[0] if early else None)
+            finally:
+                for e in early:
+                    e.discard()
             prog.update(task, completed=len(plan))
         result.timings = dict(clock.timings)
         if verbose:
@@ -114,8 +125,10 @@ def register(app: typer.Typer) -> None:
 
 
 def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
-           calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False):
-    """Inputs -> frame -> :func:`audit_hub.audit.run_audit`; returns the result and the input records."""
+           calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False,
+           on_frame=None):
+    """Inputs -> frame -> :func:`audit_hub.audit.run_audit`; returns the result and the input records.
+    ``on_frame(frame)`` is called once the frame is built and checked, before the detectors run."""
     from ..audit import AuditConfig, run_audit
     from ..errors import InputError
 
@@ -158,6 +171,8 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
         params[detectors.by_role("image_gain")]["design_label"] = design_label
     config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
                          run_calibration=calibration_sims > 0, run_tst=tst, params=params)
+    if on_frame is not None:
+        on_frame(frame)
     return run_audit(frame, config), inputs
 
 
