@@ -26,7 +26,7 @@ from .. import __version__
 from ..errors import InputError
 from ..schema import LETTERS
 from . import shards as sh
-from .common import BlindResult, Progress, exact_hit, load_question_table, parse_max_memory
+from .common import BlindResult, Progress, QuestionLists, exact_hit, load_question_table, parse_max_memory
 from .inputs import VISION_HINT, collate
 from .prompt import ChatFormatter, PromptBuilder
 from .scoring import AnswerTokens, ForwardFn, answer_scores, restricted_log_probs
@@ -295,26 +295,6 @@ def _check_text_only(cfg: BlindConfig, builder: PromptBuilder, chat: ChatFormatt
                      "to send the chosen style's text without one")
 
 
-@dataclass
-class _Questions:
-    """The question columns the run reads, as plain lists, and each question's rendered prompt."""
-
-    qid: list[str]
-    atype: list[str]
-    options: list[Any]
-    gold: list[str]
-    prompts: list[str]
-
-    @classmethod
-    def from_table(cls, questions, builder: PromptBuilder) -> _Questions:
-        qid = questions["question_id"].astype(str).tolist()
-        atype = questions["answer_type"].tolist()
-        options = questions["options"].tolist()
-        prompts = [builder.render(questions["question"].iat[i], options[i], atype[i], questions["hint"].iat[i],
-                                  question_id=qid[i]) for i in range(len(questions))]
-        return cls(qid, atype, options, questions["answer"].astype(str).tolist(), prompts)
-
-
 def _fingerprint(cfg: BlindConfig, mconfig, model_name: str, builder: PromptBuilder, chat: ChatFormatter,
                  limit: int | None) -> dict:
     """What a resumed run must share with the run it resumes (model, prompt, template, decoding)."""
@@ -336,7 +316,7 @@ def _fingerprint(cfg: BlindConfig, mconfig, model_name: str, builder: PromptBuil
     }
 
 
-def _encode_share(cfg: BlindConfig, state, mconfig, tok, processor, chat: ChatFormatter, qs: _Questions,
+def _encode_share(cfg: BlindConfig, state, mconfig, tok, processor, chat: ChatFormatter, qs: QuestionLists,
                   mine: list[int]):
     """Tokenise this process's share; refuse prompts whose text-only form carries image tokens."""
     from accelerate.utils import gather_object
@@ -359,7 +339,7 @@ def _encode_share(cfg: BlindConfig, state, mconfig, tok, processor, chat: ChatFo
     return enc
 
 
-def _fit_items(cfg: BlindConfig, state, enc, mine: list[int], qs: _Questions, limit: int | None) -> list[dict]:
+def _fit_items(cfg: BlindConfig, state, enc, mine: list[int], qs: QuestionLists, limit: int | None) -> list[dict]:
     """This process's work items, each fitted to the context limit (left-truncated only when asked)."""
     from accelerate.utils import gather_object
 
@@ -412,12 +392,12 @@ def _prepare_output(cfg: BlindConfig, state, fp: dict, builder: PromptBuilder, c
     state.wait_for_everyone()  # nobody writes a shard before the output folder is set up
 
 
-def _base_row(it: dict, qs: _Questions, model_name: str) -> dict:
+def _base_row(it: dict, qs: QuestionLists, model_name: str) -> dict:
     return {"question_id": qs.qid[it["i"]], "model": model_name, "arm": "blind", "n_prompt_tokens": len(it["ids"]),
             "truncated": it["truncated"], "option_logprobs": None, "gold_prob": None, "letter_mass": None}
 
 
-def _logprob_row(it: dict, r: int, lt, yt, qs: _Questions, model_name: str) -> dict:
+def _logprob_row(it: dict, r: int, lt, yt, qs: QuestionLists, model_name: str) -> dict:
     """One scored row: the option (or yes/no) with the highest restricted log-probability."""
     i = it["i"]
     if qs.atype[i] == "mc":
@@ -446,7 +426,7 @@ def _logprob_row(it: dict, r: int, lt, yt, qs: _Questions, model_name: str) -> d
 class _Scorer:
     """Scores batches of work items with one loaded model and writes their rows to this process's shards."""
 
-    def __init__(self, cfg: BlindConfig, model, tok, forward: ForwardFn, in_device, shared, qs: _Questions,
+    def __init__(self, cfg: BlindConfig, model, tok, forward: ForwardFn, in_device, shared, qs: QuestionLists,
                  model_name: str, items: list[dict]):
         self.cfg, self.model, self.tok, self.forward, self.in_device, self.shared = (
             cfg, model, tok, forward, in_device, shared)
@@ -584,7 +564,7 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     rows = sh.question_row_hashes(questions)
     merged_rows = sh.check_question_rows(out, rows, cfg.overwrite)
     done = set() if cfg.overwrite else sh.done_ids(out)
-    qs = _Questions.from_table(questions, builder)
+    qs = QuestionLists.from_table(questions, builder)
     pending = [i for i in range(len(questions)) if qs.qid[i] not in done]
     mine = _round_robin_split(state, sorted(pending, key=lambda i: (-len(qs.prompts[i]), i)))
     # Tokenise this process's share and check image tokens and the context limit before loading the model.
