@@ -206,6 +206,188 @@ def _make_rf(kind: str, p: RfParams, n_rows: int, seed: int) -> BaggedTrees:
     return BaggedTrees(kind, p.n_estimators, p.min_samples_leaf, p.max_features, ms, seed, p.n_jobs)
 
 
+def _permutation_importances(score, X: np.ndarray, names: list[str], rng, kind: str,
+                             imp: dict[str, list[tuple[str, float]]]) -> None:
+    """Drop in ``score`` when each feature group's columns are shuffled across rows (appended to ``imp``)."""
+    base = score(X)
+    for g in sorted({feature_group(c) for c in names}):
+        idx = [i for i, c in enumerate(names) if feature_group(c) == g]
+        Xp = X.copy()
+        Xp[:, idx] = X[rng.permutation(len(X))][:, idx]
+        imp.setdefault(g, []).append((kind, float(base - score(Xp))))
+
+
+class _CvRf:
+    """The core TsT-RF loop's state: out-of-fold outputs of every repeat, filled fold by fold."""
+
+    def __init__(self, data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, params: RfParams,
+                 seed: int):
+        self.data, self.labels, self.featuriser, self.params, self.seed = data, labels, featuriser, params, seed
+        n_q, R, Nn, reps = data.n_questions, len(data.opt_q), len(data.num_q), assign.shape[0]
+        self.p_opt = np.full((reps, R), np.nan)
+        self.p_cal = np.full((reps, R), np.nan)
+        self.r_raw = np.full((reps, R), np.nan)
+        self.betas = np.full((reps, int(assign.max()) + 1 if assign.size else 0), np.nan)
+        self.num_pred = np.full((reps, Nn), np.nan)
+        self.maj_pos = np.full((reps, n_q), -1, dtype=np.int64)
+        self.num_base = np.full((reps, Nn), np.nan)
+        self.scorable = data.kind >= 0
+        self.units = data.meta_units if hasattr(data, "meta_units") else np.arange(n_q)
+        self.imp: dict[str, list[tuple[str, float]]] = {}
+        self.k_row = np.maximum(data.n_choices[data.opt_q].astype(np.float64), 1.0)
+        self.ncat = len(data.category_labels)
+        self.kmax = int(data.n_choices.max()) if n_q else 0
+        self.feat_names: dict[str, list[str]] = {}
+        self.cats_num = data.category[data.num_q]
+
+    def fit_predict(self, train: np.ndarray, test: np.ndarray, r: int, f: int) -> None:
+        """Fold ``f`` of repeat ``r``: features, the option classifier, the numeric regressor, baselines."""
+        data = self.data
+        train = train & self.scorable
+        test = test & self.scorable
+        fseed = self.seed * 1_000_003 + r * 1009 + f
+        parts = self._cross_fit_features(train, fseed)
+        fitted_all = self.featuriser.fit(data, self.labels.view(data, train))
+        te_o = np.flatnonzero(test[data.opt_q])
+        te_n = np.flatnonzero(test[data.num_q])
+        if len(te_o):
+            self._option_classifier(fitted_all, parts, te_o, r, fseed)
+        if len(te_n):
+            self._numeric_regressor(fitted_all, parts, te_n, r, fseed)
+        self._baselines(train, test, te_n, r)
+
+    def _cross_fit_features(self, train: np.ndarray, fseed: int) -> dict[str, list]:
+        """Training features by cross-fitting (each inner part featurised by a fit on the others)."""
+        data = self.data
+        inner = inner_folds(self.units, train, self.params.n_inner, fseed)
+        parts: dict[str, list] = {"opt_rows": [], "num_rows": [], "Xo": [], "Xn": []}
+        for j in range(self.params.n_inner):
+            fit_mask = train & (inner != j)
+            part = inner == j
+            if not part.any():
+                continue
+            fitted = self.featuriser.fit(data, self.labels.view(data, fit_mask))
+            orows = np.flatnonzero(part[data.opt_q])
+            nrows = np.flatnonzero(part[data.num_q])
+            parts["opt_rows"].append(orows)
+            parts["num_rows"].append(nrows)
+            parts["Xo"].append(fitted.option_features(data, orows))
+            parts["Xn"].append(fitted.numeric_features(data, nrows))
+        return parts
+
+    def _option_classifier(self, fitted_all, parts: dict[str, list], te_o: np.ndarray, r: int, fseed: int) -> None:
+        """Option rows: is this option the gold? Probabilities normalised within each question."""
+        data, labels, params = self.data, self.labels, self.params
+        cols_te = fitted_all.option_features(data, te_o)
+        names = self.feat_names.setdefault("option", list(cols_te))
+        Xte, _ = _matrix(cols_te, names)
+        Xtr = np.concatenate([_matrix(c, names)[0] for c in parts["Xo"]], axis=0)
+        tr_rows = np.concatenate(parts["opt_rows"])
+        sub = _cap_rows(data.opt_q[tr_rows], params.max_train_rows, fseed + 3)
+        Xtr, tr_rows = Xtr[sub], tr_rows[sub]
+        y = labels.opt_gold[tr_rows]
+        if len(np.unique(y)) < 2:
+            raise InputError("TsT-RF: a training fold has no gold (or only gold) options")
+        clf = _make_rf("clf", params, len(tr_rows), fseed)
+        clf.fit(Xtr, y)
+        clf.set_params(n_jobs=1)  # prediction in a fixed order: bit-identical reruns
+        ql, qn = np.unique(data.opt_q[te_o], return_inverse=True)
+        col1 = list(clf.classes_).index(1)
+        pr_te = clf.predict_proba(Xte)[:, col1]
+        self.p_opt[r, te_o] = _normalise(pr_te, qn, len(ql), self.k_row[te_o])
+        self.r_raw[r, te_o] = pr_te
+        if r == 0 and params.importances:
+            # on at most IMPORTANCE_ROWS held-out option rows (whole questions), for speed
+            rng = np.random.default_rng(fseed)
+            sub = np.arange(len(te_o))
+            if len(ql) * 4 > IMPORTANCE_ROWS:
+                keep_q = np.zeros(len(ql), dtype=bool)
+                keep_q[rng.permutation(len(ql))[: max(IMPORTANCE_ROWS // 4, 1)]] = True
+                sub = np.flatnonzero(keep_q[qn])
+            _, qn_s = np.unique(qn[sub], return_inverse=True)
+            gold = labels.opt_gold[te_o[sub]] == 1
+            k_sub = self.k_row[te_o[sub]]
+
+            def score_sub(X):
+                pr = clf.predict_proba(X)[:, col1]
+                return _normalise(pr, qn_s, int(qn_s.max()) + 1, k_sub)[gold].mean()
+
+            _permutation_importances(score_sub, Xte[sub], names, rng, "choice", self.imp)
+
+    def _numeric_regressor(self, fitted_all, parts: dict[str, list], te_n: np.ndarray, r: int, fseed: int) -> None:
+        """Numeric questions: the gold value, regressed on a signed-log scale."""
+        data, labels, params = self.data, self.labels, self.params
+        cols_te = fitted_all.numeric_features(data, te_n)
+        names = self.feat_names.setdefault("numeric", list(cols_te))
+        Xte, _ = _matrix(cols_te, names)
+        tr_rows = np.concatenate(parts["num_rows"])
+        gold_te = labels.num_value[te_n]
+        if len(tr_rows) == 0:
+            self.num_pred[r, te_n] = np.nan
+            return
+        Xtr = np.concatenate([_matrix(c, names)[0] for c in parts["Xn"]], axis=0)
+        sub = _cap_rows(tr_rows, params.max_train_rows, fseed + 5)
+        Xtr, tr_rows = Xtr[sub], tr_rows[sub]
+        reg = _make_rf("reg", params, len(tr_rows), fseed + 1)
+        reg.fit(Xtr, signed_log(labels.num_value[tr_rows]))
+        reg.set_params(n_jobs=1)
+        self.num_pred[r, te_n] = signed_exp(reg.predict(Xte))
+        if r == 0 and params.importances:
+            rng = np.random.default_rng(fseed + 7)
+            _permutation_importances(lambda X: mean_relative_accuracy(signed_exp(reg.predict(X)), gold_te).mean(),
+                                     Xte, names, rng, "numeric", self.imp)
+
+    def _baselines(self, train: np.ndarray, test: np.ndarray, te_n: np.ndarray, r: int) -> None:
+        """Learned on the training folds, every repeat: most frequent gold position per category (choice),
+        per-category median gold value (numeric; global median if unseen)."""
+        data, labels, kmax = self.data, self.labels, self.kmax
+        ch_tr = train & (data.kind == 0)
+        cnt = np.zeros((self.ncat, max(kmax, 1)))
+        np.add.at(cnt, (data.category[ch_tr], labels.gold_pos[ch_tr].astype(np.int64)), 1.0)
+        ch_te = np.flatnonzero(test & (data.kind == 0))
+        if len(ch_te):
+            rows = cnt[data.category[ch_te]].copy()
+            rows[np.arange(max(kmax, 1))[None, :] >= data.n_choices[ch_te][:, None]] = -1.0
+            self.maj_pos[r, ch_te] = rows.argmax(axis=1)
+        if len(te_n):
+            trn = train[data.num_q]
+            vals = labels.num_value[trn]
+            gmed = float(np.median(vals)) if len(vals) else 0.0
+            med = np.full(self.ncat, gmed)
+            for c in np.unique(self.cats_num[te_n]):
+                v = labels.num_value[trn & (self.cats_num == c)]
+                if len(v):
+                    med[c] = float(np.median(v))
+            self.num_base[r, te_n] = med[self.cats_num[te_n]]
+
+    def calibrate(self, assign: np.ndarray, calibrate: str) -> None:
+        """For held-out fold f, a calibration map fitted on the out-of-fold forest probabilities of the
+        questions *outside* f (its training folds) and their answers."""
+        from .calibrate import fit_isotonic, fit_power, isotonic_normalise, power_normalise
+
+        data, labels = self.data, self.labels
+        if not len(data.opt_q):
+            return
+        fold_row = assign[:, data.opt_q]
+        for r in range(assign.shape[0]):
+            for f in range(self.betas.shape[1]):
+                te = np.flatnonzero((fold_row[r] == f) & np.isfinite(self.r_raw[r]))
+                if not len(te):
+                    continue
+                qs, ql_te = np.unique(data.opt_q[te], return_inverse=True)
+                tr = np.flatnonzero((fold_row[r] != f) & np.isfinite(self.r_raw[r]))
+                if calibrate == "isotonic" and len(tr):
+                    iso = fit_isotonic(self.p_opt[r, tr], labels.opt_gold[tr] == 1)
+                    self.p_cal[r, te] = isotonic_normalise(iso, self.p_opt[r, te], ql_te, len(qs))
+                else:
+                    beta = 1.0
+                    if calibrate == "power" and len(tr):
+                        qt, ql_tr = np.unique(data.opt_q[tr], return_inverse=True)
+                        beta = fit_power(self.r_raw[r, tr], ql_tr, len(qt), labels.opt_gold[tr] == 1)
+                    self.betas[r, f] = beta
+                    self.p_cal[r, te] = power_normalise(self.r_raw[r, te], ql_te, len(qs), beta)
+
+
 def _cv_rf(data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, params: RfParams, seed: int,
            progress: Callable[[], None] | None = None, *, calibrate: str = "isotonic") -> dict[str, Any]:
     """Out-of-fold predictions for every repeat (the core TsT-RF loop).
@@ -218,171 +400,11 @@ def _cv_rf(data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, pa
     Repeat ``r``'s forests are seeded from (seed, r, fold) only, so rerunning one repeat on other
     answers (the permutation null) reuses the identical pipeline.
     """
-    from .calibrate import fit_isotonic, fit_power, isotonic_normalise, power_normalise
-
-    n_q = data.n_questions
-    R = len(data.opt_q)
-    Nn = len(data.num_q)
-    reps = assign.shape[0]
-    p_opt = np.full((reps, R), np.nan)
-    p_cal = np.full((reps, R), np.nan)
-    r_raw = np.full((reps, R), np.nan)
-    betas = np.full((reps, int(assign.max()) + 1 if assign.size else 0), np.nan)
-    num_pred = np.full((reps, Nn), np.nan)
-    maj_pos = np.full((reps, n_q), -1, dtype=np.int64)
-    num_base = np.full((reps, Nn), np.nan)
-    scorable = data.kind >= 0
-    units = data.meta_units if hasattr(data, "meta_units") else np.arange(n_q)
-    imp: dict[str, list[tuple[str, float]]] = {}
-    k_row = np.maximum(data.n_choices[data.opt_q].astype(np.float64), 1.0)
-    ncat = len(data.category_labels)
-    kmax = int(data.n_choices.max()) if n_q else 0
-    feat_names: dict[str, list[str]] = {}
-    cats_num = data.category[data.num_q]
-
-    def fit_predict(train: np.ndarray, test: np.ndarray, r: int, f: int):
-        train = train & scorable
-        test = test & scorable
-        fseed = seed * 1_000_003 + r * 1009 + f
-        inner = inner_folds(units, train, params.n_inner, fseed)
-        # --- training features by cross-fitting; held-out features from the whole training set
-        tr_opt_parts, tr_num_parts = [], []
-        Xo_parts, Xn_parts = [], []
-        for j in range(params.n_inner):
-            fit_mask = train & (inner != j)
-            part = inner == j
-            if not part.any():
-                continue
-            fitted = featuriser.fit(data, labels.view(data, fit_mask))
-            orows = np.flatnonzero(part[data.opt_q])
-            nrows = np.flatnonzero(part[data.num_q])
-            tr_opt_parts.append(orows)
-            tr_num_parts.append(nrows)
-            Xo_parts.append(fitted.option_features(data, orows))
-            Xn_parts.append(fitted.numeric_features(data, nrows))
-        fitted_all = featuriser.fit(data, labels.view(data, train))
-        te_o = np.flatnonzero(test[data.opt_q])
-        te_n = np.flatnonzero(test[data.num_q])
-        # --- option-level classifier
-        if len(te_o):
-            cols_te = fitted_all.option_features(data, te_o)
-            names = feat_names.setdefault("option", list(cols_te))
-            Xte, _ = _matrix(cols_te, names)
-            Xtr = np.concatenate([_matrix(c, names)[0] for c in Xo_parts], axis=0)
-            tr_rows = np.concatenate(tr_opt_parts)
-            sub = _cap_rows(data.opt_q[tr_rows], params.max_train_rows, fseed + 3)
-            Xtr, tr_rows = Xtr[sub], tr_rows[sub]
-            y = labels.opt_gold[tr_rows]
-            if len(np.unique(y)) < 2:
-                raise InputError("TsT-RF: a training fold has no gold (or only gold) options")
-            clf = _make_rf("clf", params, len(tr_rows), fseed)
-            clf.fit(Xtr, y)
-            clf.set_params(n_jobs=1)  # prediction in a fixed order: bit-identical reruns
-            ql, qn = np.unique(data.opt_q[te_o], return_inverse=True)
-            col1 = list(clf.classes_).index(1)
-            pr_te = clf.predict_proba(Xte)[:, col1]
-
-            def score_opt(pr):
-                return _normalise(pr, qn, len(ql), k_row[te_o])
-
-            pn = score_opt(pr_te)
-            p_opt[r, te_o] = pn
-            r_raw[r, te_o] = pr_te
-            if r == 0 and params.importances:
-                # on at most IMPORTANCE_ROWS held-out option rows (whole questions), for speed
-                rng = np.random.default_rng(fseed)
-                sub = np.arange(len(te_o))
-                if len(ql) * 4 > IMPORTANCE_ROWS:
-                    keep_q = np.zeros(len(ql), dtype=bool)
-                    keep_q[rng.permutation(len(ql))[: max(IMPORTANCE_ROWS // 4, 1)]] = True
-                    sub = np.flatnonzero(keep_q[qn])
-                _, qn_s = np.unique(qn[sub], return_inverse=True)
-                Xs = Xte[sub]
-                gold = labels.opt_gold[te_o[sub]] == 1
-
-                def score_sub(X):
-                    pr = clf.predict_proba(X)[:, col1]
-                    return _normalise(pr, qn_s, int(qn_s.max()) + 1, k_row[te_o[sub]])
-
-                base = score_sub(Xs)[gold].mean()
-                for g in sorted({feature_group(c) for c in names}):
-                    idx = [i for i, c in enumerate(names) if feature_group(c) == g]
-                    Xp = Xs.copy()
-                    Xp[:, idx] = Xs[rng.permutation(len(Xs))][:, idx]
-                    imp.setdefault(g, []).append(("choice", float(base - score_sub(Xp)[gold].mean())))
-        # --- numeric regressor
-        if len(te_n):
-            cols_te = fitted_all.numeric_features(data, te_n)
-            names = feat_names.setdefault("numeric", list(cols_te))
-            Xte, _ = _matrix(cols_te, names)
-            tr_rows = np.concatenate(tr_num_parts)
-            gold_te = labels.num_value[te_n]
-            if len(tr_rows) == 0:
-                num_pred[r, te_n] = np.nan
-            else:
-                Xtr = np.concatenate([_matrix(c, names)[0] for c in Xn_parts], axis=0)
-                sub = _cap_rows(tr_rows, params.max_train_rows, fseed + 5)
-                Xtr, tr_rows = Xtr[sub], tr_rows[sub]
-                reg = _make_rf("reg", params, len(tr_rows), fseed + 1)
-                reg.fit(Xtr, signed_log(labels.num_value[tr_rows]))
-                reg.set_params(n_jobs=1)
-                pv = signed_exp(reg.predict(Xte))
-                num_pred[r, te_n] = pv
-                if r == 0 and params.importances:
-                    base = mean_relative_accuracy(pv, gold_te).mean()
-                    rng = np.random.default_rng(fseed + 7)
-                    for g in sorted({feature_group(c) for c in names}):
-                        idx = [i for i, c in enumerate(names) if feature_group(c) == g]
-                        Xp = Xte.copy()
-                        Xp[:, idx] = Xte[rng.permutation(len(Xp))][:, idx]
-                        drop = base - mean_relative_accuracy(signed_exp(reg.predict(Xp)), gold_te).mean()
-                        imp.setdefault(g, []).append(("numeric", float(drop)))
-        # --- baselines learned on the training folds, every repeat: most frequent gold position per
-        #     category (choice), per-category median gold value (numeric; global median if unseen).
-        ch_tr = train & (data.kind == 0)
-        cnt = np.zeros((ncat, max(kmax, 1)))
-        np.add.at(cnt, (data.category[ch_tr], labels.gold_pos[ch_tr].astype(np.int64)), 1.0)
-        ch_te = np.flatnonzero(test & (data.kind == 0))
-        if len(ch_te):
-            rows = cnt[data.category[ch_te]].copy()
-            rows[np.arange(max(kmax, 1))[None, :] >= data.n_choices[ch_te][:, None]] = -1.0
-            maj_pos[r, ch_te] = rows.argmax(axis=1)
-        if len(te_n):
-            trn = train[data.num_q]
-            vals = labels.num_value[trn]
-            gmed = float(np.median(vals)) if len(vals) else 0.0
-            med = np.full(ncat, gmed)
-            for c in np.unique(cats_num[te_n]):
-                v = labels.num_value[trn & (cats_num == c)]
-                if len(v):
-                    med[c] = float(np.median(v))
-            num_base[r, te_n] = med[cats_num[te_n]]
-        return None
-
-    run_cv(assign, fit_predict, progress)
-    # --- calibration: for held-out fold f, one power-scaling beta fitted on the out-of-fold forest
-    #     probabilities of the questions *outside* f (its training folds) and their answers
-    if R:
-        fold_row = assign[:, data.opt_q]
-        for r in range(reps):
-            for f in range(betas.shape[1]):
-                te = np.flatnonzero((fold_row[r] == f) & np.isfinite(r_raw[r]))
-                if not len(te):
-                    continue
-                qs, ql_te = np.unique(data.opt_q[te], return_inverse=True)
-                tr = np.flatnonzero((fold_row[r] != f) & np.isfinite(r_raw[r]))
-                if calibrate == "isotonic" and len(tr):
-                    iso = fit_isotonic(p_opt[r, tr], labels.opt_gold[tr] == 1)
-                    p_cal[r, te] = isotonic_normalise(iso, p_opt[r, te], ql_te, len(qs))
-                else:
-                    beta = 1.0
-                    if calibrate == "power" and len(tr):
-                        qt, ql_tr = np.unique(data.opt_q[tr], return_inverse=True)
-                        beta = fit_power(r_raw[r, tr], ql_tr, len(qt), labels.opt_gold[tr] == 1)
-                    betas[r, f] = beta
-                    p_cal[r, te] = power_normalise(r_raw[r, te], ql_te, len(qs), beta)
-    return {"p_opt": p_opt, "p_cal": p_cal, "betas": betas, "calibrate": calibrate, "num_pred": num_pred, "maj_pos": maj_pos,
-            "num_base": num_base, "importances": imp, "feature_names": feat_names}
+    cv = _CvRf(data, labels, assign, featuriser, params, seed)
+    run_cv(assign, cv.fit_predict, progress)
+    cv.calibrate(assign, calibrate)
+    return {"p_opt": cv.p_opt, "p_cal": cv.p_cal, "betas": cv.betas, "calibrate": calibrate, "num_pred": cv.num_pred,
+            "maj_pos": cv.maj_pos, "num_base": cv.num_base, "importances": cv.imp, "feature_names": cv.feat_names}
 
 
 def _choice_segments(data: TstData) -> tuple[np.ndarray, np.ndarray]:
