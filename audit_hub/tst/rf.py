@@ -616,6 +616,151 @@ def default_null_jobs() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
+# What the summary's derived figures mean (recorded with them).
+_DEFINITIONS = {
+    "combination": "n-weighted over the scored questions: choice accuracy and numeric MRA, choice 1/K and "
+                   "numeric baseline MRA, each over the same questions",
+    "numeric_chance_definition": "per question: MRA of the training-fold median gold value of its category "
+                                 "(global training median for an unseen category), out of fold, mean over "
+                                 "repeats (also the numeric majority baseline)",
+    "importance_method": "permutation of each feature group's columns on the held-out rows (repeat 0, "
+                         "one permutation per fold); drop in mean held-out raw P(gold) / numeric MRA",
+}
+
+
+def _fold_headline(data: TstData, per_q: pd.DataFrame) -> dict:
+    h = _headline(data, per_q)
+    return {"accuracy": h["all"]["accuracy"], "mean_p_gold": h["choice"]["mean_s"]}
+
+
+def _by_format(head: dict, null: dict | None, extra: dict) -> dict:
+    """Per answer format (choice, numeric): accuracy, chance, baselines and the null figures."""
+    from .null import null_figures
+
+    none = np.zeros(0)
+    by_format = {}
+    for f in ("choice", "numeric"):
+        b = head[f]
+        if b["n"] == 0:
+            continue
+        nf = null_figures(None if null is None else null["observed"][f], null["null"][f] if null else none)
+        by_format[f] = {
+            "n": b["n"], "accuracy": b["accuracy"], "accuracy_ci": b["accuracy_ci"],
+            "accuracy_measure": "argmax P(gold) is gold (tie-aware)" if f == "choice" else "mean relative accuracy",
+            "chance": b["chance"], "majority_baseline": b["majority_baseline"], **nf,
+            "excess_over_chance": None if b["accuracy"] is None else b["accuracy"] - b["chance"],
+            "mean_s": b["mean_s"], "mean_s_ci": b["mean_s_ci"], "mean_s_raw": b["mean_s_raw"],
+        }
+        if f == "choice" and "calibration" in extra:
+            c = extra["calibration"]
+            by_format[f].update({"mean_p_gold": b["mean_s"], "mean_p_gold_raw": b["mean_s_raw"],
+                                 "ece_before": c["ece_before"], "ece_after": c["ece_after"]})
+    return by_format
+
+
+def _per_category_rows(data: TstData, per_q: pd.DataFrame) -> list[dict]:
+    """The headline figures of each category."""
+    per_cat = []
+    for c, label in enumerate(data.category_labels):
+        h = _headline(data, per_q, data.category == c)
+        per_cat.append({"category": label, "n": h["n"], "n_scored": h["all"]["n"], "n_choice": h["choice"]["n"],
+                        "n_numeric": h["numeric"]["n"], "accuracy": h["all"]["accuracy"],
+                        "chance": h["all"]["chance"], "majority_baseline": h["all"]["majority_baseline"],
+                        "mean_p_gold": h["choice"]["mean_s"], "choice_accuracy": h["choice"]["accuracy"],
+                        "numeric_mra": h["numeric"]["mean_s"], "numeric_baseline_mra": h["numeric"]["chance"],
+                        "mean_s_minus_chance": h["all"]["mean_s_minus_chance"]})
+    return per_cat
+
+
+def _importance_rows(importances: dict[str, list[tuple[str, float]]]) -> list[dict]:
+    """Mean drop per feature group and format, largest first."""
+    imp_rows = []
+    for g, vals in sorted(importances.items()):
+        ch = [v for f_, v in vals if f_ == "choice"]
+        nu = [v for f_, v in vals if f_ == "numeric"]
+        imp_rows.append({"group": g, "drop_mean_p_gold": float(np.mean(ch)) if ch else None,
+                         "drop_numeric_mra": float(np.mean(nu)) if nu else None})
+    imp_rows.sort(key=lambda d: -(d["drop_mean_p_gold"] or 0.0) - (d["drop_numeric_mra"] or 0.0))
+    return imp_rows
+
+
+def _null_settings(null: dict | None, null_permutations: int, n_trees: int, n_rows: int, seed: int,
+                   group_column: str | None) -> dict:
+    """What the label-permutation null assumes and computes (recorded in the summary)."""
+    return {
+        "n_permutations": int(null_permutations),
+        "n_exchangeable_questions": None if null is None else null["n_exchangeable"],
+        "assumes": "within a stratum (category x answer format x number of options) the gold answer is "
+                   "independent of the question and option text; with a group column, the answers of one "
+                   "group's questions in a stratum move together",
+        "strata": "category x format (choice / yes-no / numeric) x number of options",
+        "statistic": f"out-of-fold accuracy (numeric: MRA) per format and n-weighted overall of the test "
+                     f"pipeline: repeat 0's folds and forest seeds, the same features, {n_trees} trees per "
+                     f"forest on at most {n_rows} bootstrap rows; computed "
+                     "identically on the observed answers (test_statistic) and on every permutation",
+        "p_value": "one-sided, (1 + #{null >= observed}) / (N + 1)",
+        "excess": "test_statistic minus the null mean (same pipeline, so no bias under the null); "
+                  "excess_ci = excess +/- 1.96 null sd",
+        "seed_rule": f"permutation b: numpy default_rng([{seed}, 0x7E57, b])",
+        "group_column": group_column,
+    }
+
+
+def _checked_data(frame, calibrate: str, null_permutations: int) -> tuple[pd.DataFrame, TstData, FullLabels]:
+    """The questions, TsT's arrays and labels, after checking the settings and that something is scorable."""
+    from .calibrate import METHODS
+
+    if calibrate not in METHODS:
+        raise InputError(f"calibrate must be one of {METHODS}, got {calibrate!r}")
+    if null_permutations < 0:
+        raise InputError(f"null_permutations must be >= 0, got {null_permutations}")
+    questions = frame.questions if hasattr(frame, "questions") else frame
+    data, labels = build_data(questions)
+    if (data.kind >= 0).sum() == 0:
+        raise InputError("TsT-RF found no multiple-choice, yes/no or numeric question to score")
+    return questions, data, labels
+
+
+def _run_groupings(data: TstData, labels: FullLabels, groups: np.ndarray | None, both_groupings: bool,
+                   featuriser, params: RfParams, *, k: int, repeats: int, seed: int, calibrate: str,
+                   progress) -> tuple[dict[str, tuple], dict[str, np.ndarray]]:
+    """The cross-validated run with grouped folds (when a group column is given) and/or ungrouped ones.
+
+    Folds are stratified by category x format (choice / yes-no / numeric)."""
+    strata = data.category * 3 + np.where(data.kind == 1, 1, np.where(data.kind == 0, 0, 2))
+    runs: dict[str, tuple] = {}
+    plan = [("grouped", groups)] if groups is not None else []
+    if groups is None or both_groupings:
+        plan.append(("ungrouped", None))
+    assigns = {}
+    for name, g in plan:
+        data.meta_units = g if g is not None else np.arange(data.n_questions)  # type: ignore[attr-defined]
+        assign = fold_assignments(strata, g, k=k, repeats=repeats, seed=seed)
+        out = _cv_rf(data, labels, assign, featuriser, params, seed, progress, calibrate=calibrate)
+        per_q, extra = _evaluate(data, labels, out)
+        runs[name] = (per_q, out, extra)
+        assigns[name] = assign
+    return runs, assigns
+
+
+def _forest_params(params: RfParams, n_estimators: int, max_samples: int) -> dict:
+    return {"n_estimators": n_estimators, "min_samples_leaf": params.min_samples_leaf,
+            "max_samples_per_tree": max_samples, "n_inner_crossfit": params.n_inner,
+            "max_train_rows": params.max_train_rows}
+
+
+def _label_null(data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, params: RfParams,
+                groups: np.ndarray | None, seed: int, n_permutations: int, *, n_trees: int, n_rows: int, jobs: int,
+                progress) -> dict:
+    """The label-permutation null of the test pipeline (repeat 0's folds, smaller forests)."""
+    from dataclasses import replace
+
+    data.meta_units = groups if groups is not None else np.arange(data.n_questions)  # type: ignore[attr-defined]
+    test_params = replace(params, n_estimators=n_trees, max_samples=n_rows)
+    return permutation_null(data, labels, assign, featuriser, test_params, seed, groups, n_permutations, jobs=jobs,
+                            progress=progress)
+
+
 def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_column: str | None = None,
                n_estimators: int = DEFAULT_TREES, n_jobs: int = 1, featurisers: Sequence[str] = ("generic",),
                min_samples_leaf: int = 5, max_samples: int = DEFAULT_MAX_SAMPLES, n_inner: int = 5,
@@ -641,33 +786,13 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
     from .null import null_figures
 
     t0 = perf_counter()
-    from .calibrate import METHODS
-
-    if calibrate not in METHODS:
-        raise InputError(f"calibrate must be one of {METHODS}, got {calibrate!r}")
-    if null_permutations < 0:
-        raise InputError(f"null_permutations must be >= 0, got {null_permutations}")
-    questions = frame.questions if hasattr(frame, "questions") else frame
-    data, labels = build_data(questions)
-    if (data.kind >= 0).sum() == 0:
-        raise InputError("TsT-RF found no multiple-choice, yes/no or numeric question to score")
+    questions, data, labels = _checked_data(frame, calibrate, null_permutations)
     featuriser = make_featuriser(list(featurisers))
     params = RfParams(n_estimators=n_estimators, min_samples_leaf=min_samples_leaf, max_samples=max_samples,
                       n_jobs=n_jobs, n_inner=n_inner, importances=importances, max_train_rows=max_train_rows)
-    strata = data.category * 3 + np.where(data.kind == 1, 1, np.where(data.kind == 0, 0, 2))
     groups = group_units(questions, group_column)
-    runs: dict[str, tuple] = {}
-    plan = [("grouped", groups)] if groups is not None else []
-    if groups is None or both_groupings:
-        plan.append(("ungrouped", None))
-    assigns = {}
-    for name, g in plan:
-        data.meta_units = g if g is not None else np.arange(data.n_questions)  # type: ignore[attr-defined]
-        assign = fold_assignments(strata, g, k=k, repeats=repeats, seed=seed)
-        out = _cv_rf(data, labels, assign, featuriser, params, seed, progress, calibrate=calibrate)
-        per_q, extra = _evaluate(data, labels, out)
-        runs[name] = (per_q, out, extra)
-        assigns[name] = assign
+    runs, assigns = _run_groupings(data, labels, groups, both_groupings, featuriser, params,
+                                   k=k, repeats=repeats, seed=seed, calibrate=calibrate, progress=progress)
     main = "grouped" if groups is not None else "ungrouped"
     per_q, out, extra = runs[main]
     t_main = perf_counter() - t0
@@ -675,97 +800,41 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
     # ---- the label-permutation null (on the main grouping)
     null = None
     if null_permutations > 0:
-        from dataclasses import replace
-
-        data.meta_units = groups if groups is not None else np.arange(data.n_questions)  # type: ignore[attr-defined]
-        test_params = replace(params, n_estimators=min(null_trees, n_estimators),
-                              max_samples=min(max_samples, null_max_samples))
-        null = permutation_null(data, labels, assigns[main][:1], featuriser, test_params, seed, groups,
-                                null_permutations, jobs=null_jobs or default_null_jobs(), progress=progress)
+        null = _label_null(data, labels, assigns[main][:1], featuriser, params, groups, seed, null_permutations,
+                           n_trees=min(null_trees, n_estimators), n_rows=min(max_samples, null_max_samples),
+                           jobs=null_jobs or default_null_jobs(), progress=progress)
     none = np.zeros(0)
     head = _headline(data, per_q)
-    by_format = {}
-    for f in ("choice", "numeric"):
-        b = head[f]
-        if b["n"] == 0:
-            continue
-        nf = null_figures(None if null is None else null["observed"][f], null["null"][f] if null else none)
-        by_format[f] = {
-            "n": b["n"], "accuracy": b["accuracy"], "accuracy_ci": b["accuracy_ci"],
-            "accuracy_measure": "argmax P(gold) is gold (tie-aware)" if f == "choice" else "mean relative accuracy",
-            "chance": b["chance"], "majority_baseline": b["majority_baseline"], **nf,
-            "excess_over_chance": None if b["accuracy"] is None else b["accuracy"] - b["chance"],
-            "mean_s": b["mean_s"], "mean_s_ci": b["mean_s_ci"], "mean_s_raw": b["mean_s_raw"],
-        }
-        if f == "choice" and "calibration" in extra:
-            c = extra["calibration"]
-            by_format[f].update({"mean_p_gold": b["mean_s"], "mean_p_gold_raw": b["mean_s_raw"],
-                                 "ece_before": c["ece_before"], "ece_after": c["ece_after"]})
+    by_format = _by_format(head, null, extra)
     a = head["all"]
     nf_all = null_figures(None if null is None else null["observed"]["all"], null["null"]["all"] if null else none)
-    per_cat = []
-    for c, label in enumerate(data.category_labels):
-        h = _headline(data, per_q, data.category == c)
-        per_cat.append({"category": label, "n": h["n"], "n_scored": h["all"]["n"], "n_choice": h["choice"]["n"],
-                        "n_numeric": h["numeric"]["n"], "accuracy": h["all"]["accuracy"],
-                        "chance": h["all"]["chance"], "majority_baseline": h["all"]["majority_baseline"],
-                        "mean_p_gold": h["choice"]["mean_s"], "choice_accuracy": h["choice"]["accuracy"],
-                        "numeric_mra": h["numeric"]["mean_s"], "numeric_baseline_mra": h["numeric"]["chance"],
-                        "mean_s_minus_chance": h["all"]["mean_s_minus_chance"]})
-    imp_rows = []
-    for g, vals in sorted(out["importances"].items()):
-        ch = [v for f_, v in vals if f_ == "choice"]
-        nu = [v for f_, v in vals if f_ == "numeric"]
-        imp_rows.append({"group": g, "drop_mean_p_gold": float(np.mean(ch)) if ch else None,
-                         "drop_numeric_mra": float(np.mean(nu)) if nu else None})
-    imp_rows.sort(key=lambda d: -(d["drop_mean_p_gold"] or 0.0) - (d["drop_numeric_mra"] or 0.0))
+    per_cat = _per_category_rows(data, per_q)
+    imp_rows = _importance_rows(out["importances"])
     summary = {
         "method": "TsT-RF",
         "accuracy": a["accuracy"], "accuracy_ci": a["accuracy_ci"], "chance": a["chance"],
         "majority_baseline": a["majority_baseline"], **nf_all,
         "excess_over_chance": None if a["accuracy"] is None else a["accuracy"] - a["chance"],
-        "combination": "n-weighted over the scored questions: choice accuracy and numeric MRA, choice 1/K and "
-                       "numeric baseline MRA, each over the same questions",
+        "combination": _DEFINITIONS["combination"],
         "mean_p_gold": head["choice"]["mean_s"], "mean_p_gold_ci": head["choice"]["mean_s_ci"],
         "mean_p_gold_raw": head["choice"]["mean_s_raw"],
         "n_questions": int(data.n_questions), "n_scored": a["n"], "n_choice": head["choice"]["n"],
         "n_numeric": head["numeric"]["n"], "n_unscored": int(data.n_questions - a["n"]),
         "by_format": by_format,
-        "null": {
-            "n_permutations": int(null_permutations),
-            "n_exchangeable_questions": None if null is None else null["n_exchangeable"],
-            "assumes": "within a stratum (category x answer format x number of options) the gold answer is "
-                       "independent of the question and option text; with a group column, the answers of one "
-                       "group's questions in a stratum move together",
-            "strata": "category x format (choice / yes-no / numeric) x number of options",
-            "statistic": f"out-of-fold accuracy (numeric: MRA) per format and n-weighted overall of the test "
-                         f"pipeline: repeat 0's folds and forest seeds, the same features, {min(null_trees, n_estimators)} trees per "
-                         f"forest on at most {min(max_samples, null_max_samples)} bootstrap rows; computed "
-                         "identically on the observed answers (test_statistic) and on every permutation",
-            "p_value": "one-sided, (1 + #{null >= observed}) / (N + 1)",
-            "excess": "test_statistic minus the null mean (same pipeline, so no bias under the null); "
-                      "excess_ci = excess +/- 1.96 null sd",
-            "seed_rule": f"permutation b: numpy default_rng([{seed}, 0x7E57, b])",
-            "group_column": group_column,
-        },
-        "numeric_chance_definition": "per question: MRA of the training-fold median gold value of its category "
-                                     "(global training median for an unseen category), out of fold, mean over "
-                                     "repeats (also the numeric majority baseline)",
+        "null": _null_settings(null, null_permutations, min(null_trees, n_estimators),
+                               min(max_samples, null_max_samples), seed, group_column),
+        "numeric_chance_definition": _DEFINITIONS["numeric_chance_definition"],
         "calibration": {k_: v for k_, v in extra.get("calibration", {}).items()},
         "per_category": per_cat,
-        "folds": {name: {"accuracy": _headline(data, runs[name][0])["all"]["accuracy"],
-                         "mean_p_gold": _headline(data, runs[name][0])["choice"]["mean_s"]} for name in runs},
+        "folds": {name: _fold_headline(data, runs[name][0]) for name in runs},
         "per_question_from": main,
         "feature_importances": imp_rows,
-        "importance_method": "permutation of each feature group's columns on the held-out rows (repeat 0, "
-                             "one permutation per fold); drop in mean held-out raw P(gold) / numeric MRA",
+        "importance_method": _DEFINITIONS["importance_method"],
         "feature_names": out["feature_names"],
         "params": {"k": k, "repeats": repeats, "seed": seed, "fold_seeds": [seed + r for r in range(repeats)],
-                   "group_column": group_column, "n_estimators": n_estimators, "min_samples_leaf": min_samples_leaf,
-                   "max_samples_per_tree": max_samples, "n_inner_crossfit": n_inner,
-                   "max_train_rows": max_train_rows, "null_permutations": int(null_permutations),
-                   "null_trees": min(null_trees, n_estimators), "null_max_samples": min(max_samples, null_max_samples),
-                   "calibrate": calibrate,
+                   "group_column": group_column, **_forest_params(params, n_estimators, max_samples),
+                   "null_permutations": int(null_permutations), "null_trees": min(null_trees, n_estimators),
+                   "null_max_samples": min(max_samples, null_max_samples), "calibrate": calibrate,
                    "featurisers": list(featurisers), "forest_seed_rule": "seed*1000003 + repeat*1009 + fold"},
     }
     arrays = {"p_opt": out["p_opt"], "p_cal": out["p_cal"], "opt_q": data.opt_q, "opt_pos": data.opt_pos,
