@@ -41,6 +41,12 @@ SIGMA_MAX = 4.0
 GUESSING = False
 _SIGMA_GRID = np.linspace(0.0, SIGMA_MAX, 9)
 CHUNK = 1 << 16
+HYPER_FIT_ITEMS = 3000  # items on which the difficulty spreads and the distractor model are fitted
+SIGMA_ITERS = 1  # EM iterations that refit the spreads
+DISTRACTOR_ROUNDS = 1  # rounds of (pi, shares, concentration) per EM iteration (warm-started)
+#: attractor model: the share of an item's wrong answers that go to its attractive distractor (the rest
+#: uniform over the wrong options, the attractor included); its distribution is fitted on this grid
+SHARE_GRID = np.array([0.0, 0.15, 0.3, 0.45, 0.6, 0.7, 0.8, 0.88, 0.94, 0.98])
 
 
 @dataclass
@@ -52,8 +58,11 @@ class LabelData:
     k: np.ndarray
     is_yn: np.ndarray
     gold: np.ndarray
+    evidence: np.ndarray | None = None  # (Q,) int: 0 none, g >= 1 an evidence group with its own prior rate
 
     def __post_init__(self):
+        if self.evidence is not None:
+            self.evidence = np.asarray(self.evidence, np.int64)
         self.k = np.asarray(self.k, np.int64)
         self.is_yn = np.asarray(self.is_yn, bool)
         self.gold = np.asarray(self.gold, np.int64)
@@ -70,7 +79,8 @@ class LabelData:
                 self.counts[:, t] += (A == t).sum(axis=1)
 
     def subset(self, idx: np.ndarray) -> LabelData:
-        return LabelData([A[idx] for A in self.arms], self.k[idx], self.is_yn[idx], self.gold[idx])
+        return LabelData([A[idx] for A in self.arms], self.k[idx], self.is_yn[idx], self.gold[idx],
+                         None if self.evidence is None else self.evidence[idx])
 
     def cls(self, t: int) -> np.ndarray:
         """Answer class of every item if its truth were ``t``."""
@@ -85,10 +95,17 @@ class LabelParams:
     eps: float = 0.01
     history: list = field(default_factory=list)
     pref: list = field(default_factory=list)  # per arm (M_a, Kmax) option-position preference when wrong
+    pi_attractor: float = 0.5 # share of items whose wrong answers follow the attractor model (else Dirichlet)
+    share_w: np.ndarray | None = None  # attractor model: weights of SHARE_GRID
+    eps_evidence: np.ndarray | None = None  # wrong-gold rate per evidence group 1, 2, ... (LabelData.evidence)
 
     def as_dict(self, models: list[list[str]] | None = None) -> dict:
-        return {"sigma": [float(s) for s in self.sigma], "alpha": float(self.alpha), "eps": float(self.eps),
-                "max_position_preference": [None if p is None else float(p.max()) for p in self.pref]}
+        out = {"sigma": [float(s) for s in self.sigma], "alpha": float(self.alpha), "eps": float(self.eps),
+               "attractor_items_share": float(self.pi_attractor) if self.share_w is not None else 0.0,
+               "max_position_preference": [None if p is None else float(p.max()) for p in self.pref]}
+        if self.share_w is not None:
+            out["attractor_share_mean"] = float(SHARE_GRID @ self.share_w)
+        return out
 
 
 def solve_ability(acc: np.ndarray, sigma) -> np.ndarray:
@@ -221,6 +238,112 @@ def _log_dm(data: LabelData, alpha: float) -> np.ndarray:
     out = gammaln(d * alpha)[:, None] - gammaln(d[:, None] * alpha + W) + g.sum(axis=1)[:, None] - g
     return np.where(valid, out, -np.inf)
 
+def _attractor_terms(counts: np.ndarray, k: np.ndarray, kmax: int) -> np.ndarray:
+    """(q, Kmax, S) log probability of the wrong answers if the truth were t and the item's attractor share
+    were ``SHARE_GRID[s]`` (the attractor, uniform over the wrong options, summed out).
+
+    With ``W`` wrong answers and ``n_a`` of them on option a: ``W log((1-s)/(K-1)) + log mean_{a != t}
+    (1 + s (K-1) / (1-s))^{n_a}``. Two-option items (and at most one wrong answer) carry no information."""
+    s = SHARE_GRID[None, :]
+    km1 = np.maximum(k - 1, 1).astype(np.float64)[:, None]
+    c0 = np.log1p(-s) - np.log(km1)                                   # (q, S)
+    c1 = np.log1p(s * km1 / (1 - s))
+    n = counts.astype(np.float64)
+    valid = np.arange(kmax)[None, :] < k[:, None]
+    X = np.where(valid[:, :, None], n[:, :, None] * c1[:, None, :], -np.inf)  # (q, K, S)
+    tot = n.sum(axis=1)
+    out = np.full((len(k), kmax, len(SHARE_GRID)), -np.inf)
+    for t in range(kmax):
+        Xt = X.copy()
+        Xt[:, t, :] = -np.inf
+        m = Xt.max(axis=1, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0.0)
+        lme = np.log(np.exp(Xt - m).sum(axis=1)) + m[:, 0, :] - np.log(km1)
+        lt = (tot - n[:, t])[:, None] * c0 + lme
+        out[:, t, :] = np.where(valid[:, t, None], lt, -np.inf)
+    return out
+
+
+def _attractor_exp(data: LabelData, sel: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_attractor_terms` of items ``sel`` as (E, m): ``E = exp(terms - m)`` (q, Kmax, S) with ``m``
+    (q, Kmax) the maximum over the grid (0 where the option does not exist, E then 0), so a share
+    distribution ``w`` gives ``log(E @ w) + m``. Cached on ``data`` for a small ``data`` (the fit subsample)."""
+    whole = isinstance(sel, slice) and sel == slice(None)
+    if whole and getattr(data, "_attr_cache", None) is not None:
+        return data._attr_cache
+    T = _attractor_terms(data.counts[sel], data.k[sel], data.kmax)
+    m = T.max(axis=2)
+    m = np.where(np.isfinite(m), m, 0.0)
+    E = np.exp(T - m[:, :, None])
+    if whole and E.size <= 4_000_000:
+        data._attr_cache = (E, m)
+    return E, m
+
+
+def _log_attractor(data: LabelData, share_w: np.ndarray) -> np.ndarray:
+    """(Q, Kmax) log probability of the wrong answers if the truth were t under the attractor model with
+    share weights ``share_w`` (chunked over items)."""
+    Q = len(data.k)
+    if Q * data.kmax * len(SHARE_GRID) <= 4_000_000:
+        E, m = _attractor_exp(data, slice(None))
+        with np.errstate(divide="ignore"):
+            return np.log(E @ share_w) + m
+    out = np.empty((Q, data.kmax))
+    for lo in range(0, Q, CHUNK):
+        E, m = _attractor_exp(data, slice(lo, lo + CHUNK))
+        with np.errstate(divide="ignore"):
+            out[lo:lo + CHUNK] = np.log(E @ share_w) + m
+    return out
+
+
+def _fit_share_weights(data: LabelData, post: np.ndarray, share_w: np.ndarray | None, n_steps: int = 30
+                       ) -> np.ndarray:
+    """EM for the attractor-share distribution on ``SHARE_GRID`` over the items that carry information (mc,
+    K >= 3, at least two answers); ``post`` (Q, Kmax) weighs each (item, truth) (posterior of the truth, times
+    that of the attractor kind in the mixture)."""
+    S = len(SHARE_GRID)
+    w = np.full(S, 1.0 / S) if share_w is None else share_w.copy()
+    sel = _informative(data)
+    if sel.sum() < 5:
+        return w
+    if len(data.k) * data.kmax * S <= 4_000_000:
+        E = _attractor_exp(data, slice(None))[0][sel]
+    else:
+        E = _attractor_exp(data, np.flatnonzero(sel))[0]
+    P = post[sel]
+    tot = max(float(P.sum()), 1e-300)
+    for _ in range(n_steps):
+        z = E * w
+        r = z / np.maximum(z.sum(axis=2, keepdims=True), 1e-300)
+        w = np.maximum(np.einsum("nk,nks->s", P, r) / tot, 1e-8)
+        w = w / w.sum()
+    return w
+
+
+def _log_distractor(data: LabelData, params: LabelParams) -> np.ndarray:
+    """(Q, Kmax) wrong-answer term: the attractor / Dirichlet mixture (:func:`_fit_distractors`)."""
+    dm = _log_dm(data, params.alpha)
+    if params.share_w is None or params.pi_attractor <= 0:
+        return dm
+    return np.logaddexp(np.log(params.pi_attractor) + _log_attractor(data, params.share_w),
+                        np.log1p(-params.pi_attractor) + dm)
+
+
+def marginal_loglik(data: LabelData, ll: np.ndarray, eps: float) -> float:
+    """log P(answers, stated gold) with the truth summed out (``ll``: (Q, Kmax) log P(answers | truth))."""
+    x = ll + _log_prior(data, eps)
+    m = x.max(axis=1, keepdims=True)
+    return float((np.log(np.exp(x - m).sum(axis=1)) + m[:, 0]).sum())
+
+
+def _log_prior(data: LabelData, eps: float) -> np.ndarray:
+    """(Q, Kmax) log P(truth = t | stated gold): 1 - eps on the gold, eps spread over the other options."""
+    Q = len(data.k)
+    valid = np.arange(data.kmax)[None, :] < data.k[:, None]
+    lp = np.where(valid, np.log(eps / np.maximum(data.k - 1, 1))[:, None], -np.inf)
+    lp[np.arange(Q), data.gold] = np.log1p(-eps)
+    return lp
+
 
 def _class_groups(data: LabelData, kk: np.ndarray, is_yn: np.ndarray, cls_mc: np.ndarray):
     """(class, item selector, candidate answers) groups: mc items by option count (every candidate shares
@@ -301,21 +424,26 @@ def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float, pre
 
 def log_likelihood(data: LabelData, params: LabelParams) -> np.ndarray:
     """(Q, Kmax) log-likelihood of all answers given truth t (every arm plus the distractor term)."""
-    ll = _log_dm(data, params.alpha)
+    ll = _log_distractor(data, params)
     for j, (A, a, s) in enumerate(zip(data.arms, params.ability, params.sigma)):
         pref = params.pref[j] if j < len(params.pref) else None
         ll = ll + _arm_loglik(A, data, a, s, pref)
     return ll
 
 
+def item_eps(data: LabelData, params: LabelParams) -> np.ndarray:
+    """(Q,) prior probability that each item's stated gold is wrong: ``eps`` for items without evidence,
+    the evidence group's rate (placeholder gold, gold text duplicated by another option) otherwise."""
+    ev = params.eps_evidence
+    if data.evidence is None or ev is None or not len(ev):
+        return np.full(len(data.k), params.eps)
+    return np.concatenate([[params.eps], ev])[data.evidence]
+
+
 def posterior(data: LabelData, params: LabelParams, ll: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(Q, Kmax) posterior over the truth and the log-likelihood used."""
     ll = log_likelihood(data, params) if ll is None else ll
-    Q = len(data.k)
-    valid = np.arange(data.kmax)[None, :] < data.k[:, None]
-    lp = np.where(valid, np.log(params.eps / np.maximum(data.k - 1, 1))[:, None], -np.inf)
-    lp[np.arange(Q), data.gold] = np.log1p(-params.eps)
-    z = ll + lp
+    z = ll + _log_prior(data, item_eps(data, params))
     z = z - logsumexp(z, axis=1, keepdims=True)
     return np.exp(z), ll
 
@@ -323,44 +451,136 @@ def posterior(data: LabelData, params: LabelParams, ll: np.ndarray | None = None
 def log_odds_wrong(data: LabelData, params: LabelParams, ll: np.ndarray) -> np.ndarray:
     """(Q,) log posterior odds that the stated gold is wrong (no saturation, for ranking)."""
     Q = len(data.k)
-    valid = np.arange(data.kmax)[None, :] < data.k[:, None]
-    lp = np.where(valid, np.log(params.eps / np.maximum(data.k - 1, 1))[:, None], -np.inf)
-    lp[np.arange(Q), data.gold] = np.log1p(-params.eps)
-    z = ll + lp
+    z = ll + _log_prior(data, item_eps(data, params))
     zg = z[np.arange(Q), data.gold]
     z[np.arange(Q), data.gold] = -np.inf
     return logsumexp(z, axis=1) - zg
 
 
+def _ml_sigma(j: int, d: LabelData, acc: np.ndarray, rest: np.ndarray, eps: np.ndarray,
+              bracket: tuple[float, float], sub: np.ndarray, ds: LabelData) -> tuple[float, np.ndarray, np.ndarray]:
+    """Arm ``j``'s difficulty spread maximising the marginal likelihood on the items ``sub`` (abilities
+    moment-matched to ``acc`` at each trial spread; ``rest``: the other terms of the log-likelihood).
+    ``ds`` = ``d.subset(sub)``. Returns (sigma, ability, the arm's log-likelihood on every item of ``d``)."""
+    from scipy.optimize import minimize_scalar
+
+    A, rest, eps = ds.arms[j], rest[sub], eps[sub]
+
+    def nll(s):
+        return -marginal_loglik(ds, rest + _arm_loglik(A, ds, solve_ability(acc, s), s), eps)
+
+    lo, hi = bracket
+    r = minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 0.04})
+    s = float(r.x)
+    for edge in (lo, hi):  # the bounded search never evaluates the ends
+        if abs(s - edge) < 0.1 and nll(edge) < r.fun:
+            s = edge
+    a = solve_ability(acc, s)
+    return s, a, _arm_loglik(d.arms[j], d, a, s)
+
+
+def _informative(d: LabelData) -> np.ndarray:
+    """Items whose wrong answers say something about distractors: mc with K >= 3 and two or more answers."""
+    return (d.k >= 3) & ~d.is_yn & (d.counts.sum(axis=1) >= 2)
+
+
+def _fit_distractors(d: LabelData, post: np.ndarray, arms_ll: np.ndarray, eps: np.ndarray,
+                     params: LabelParams) -> tuple[float, float, np.ndarray]:
+    """The wrong-answer mixture: an item is of the attractor kind with probability ``pi`` (its share
+    distribution on ``SHARE_GRID`` by EM), else of the Dirichlet kind (concentration by marginal
+    likelihood). Nests both (``pi`` 0 or 1). Returns (pi, alpha, share weights)."""
+    from scipy.optimize import minimize_scalar
+
+    inf = _informative(d)
+    pi, alpha = params.pi_attractor, params.alpha
+    w = np.full(len(SHARE_GRID), 1.0 / len(SHARE_GRID)) if params.share_w is None else params.share_w
+    at = _log_attractor(d, w)
+    for _ in range(DISTRACTOR_ROUNDS):
+        dm = _log_dm(d, alpha)
+        if inf.any():  # pi by marginal likelihood with the components fixed (EM crawls: they overlap)
+            def nll_pi(x, at=at, dm=dm):
+                lp = -np.logaddexp(0.0, -x)
+                return -marginal_loglik(d, arms_ll + np.logaddexp(lp + at, lp - x + dm), eps)
+
+            r = minimize_scalar(nll_pi, bounds=(-9.2, 6.9), method="bounded", options={"xatol": 0.05})
+            pi = float(expit(r.x))
+        mix = np.logaddexp(np.log(pi) + at, np.log1p(-pi) + dm)
+        ok = np.isfinite(mix)
+        r_t = np.where(ok, np.exp(np.log(pi) + at - np.where(ok, mix, 0.0)), 0.0)
+        w = _fit_share_weights(d, post * r_t, w)
+        at = _log_attractor(d, w)
+
+        def nll(la, pi=pi, at=at):
+            m = np.logaddexp(np.log(pi) + at, np.log1p(-pi) + _log_dm(d, float(np.exp(la))))
+            return -marginal_loglik(d, arms_ll + m, eps)
+
+        r = minimize_scalar(nll, bounds=(np.log(0.02), np.log(1e4)), method="bounded", options={"xatol": 0.05})
+        alpha = float(np.exp(r.x))
+    return pi, alpha, w
+
+
+def _fit_eps(d: LabelData, post: np.ndarray) -> tuple[float, np.ndarray | None]:
+    """EM update of the wrong-gold rate: the mean posterior over items without evidence, and per evidence
+    group the posterior mean under a uniform Beta(1, 1) prior (few items, no 0 or 1)."""
+    pw = 1.0 - post[np.arange(len(d.k)), d.gold]
+    if d.evidence is None:
+        return float(np.clip(pw.mean(), 1e-4, 0.5)), None
+    base = d.evidence == 0
+    eps = float(np.clip(pw[base].mean() if base.any() else pw.mean(), 1e-4, 0.5))
+    n_g = int(d.evidence.max()) if len(d.evidence) else 0
+    ev = np.array([(pw[d.evidence == g].sum() + 1.0) / ((d.evidence == g).sum() + 2.0) for g in range(1, n_g + 1)])
+    return eps, np.clip(ev, 1e-4, 1 - 1e-4)
+
+
 def fit(data: LabelData, *, n_iter: int = 4, fit_items: int = 20000, seed: int = 0,
         eps0: float = 0.02, position_preferences: bool = False) -> LabelParams:
-    """EM (moment-matching M-steps) on a subsample of at most ``fit_items`` items."""
+    """EM on a subsample of at most ``fit_items`` items: abilities moment-matched to each model's (soft)
+    accuracy per class; each arm's difficulty spread, the Dirichlet concentration and the wrong-gold rate
+    by marginal likelihood; the attractor shares by EM; the wrong-answer model by BIC."""
     rng = np.random.default_rng(seed)
     Q = len(data.k)
     d = data if Q <= fit_items else data.subset(np.sort(rng.choice(Q, fit_items, replace=False)))
-    post = np.zeros((len(d.k), d.kmax))
-    post[np.arange(len(d.k)), d.gold] = 1.0
+    q = len(d.k)
+    post = np.zeros((q, d.kmax))
+    post[np.arange(q), d.gold] = 1.0
     params = LabelParams(ability=[], sigma=[], eps=eps0)
+    if d.evidence is not None and d.evidence.max(initial=0) > 0:
+        params.eps_evidence = np.full(int(d.evidence.max()), 0.5)
+    D = _log_dm(d, _fit_alpha(d, d.gold))  # first pass: Dirichlet only (moment-matched)
+    arm_ll, sig, abil = [], [], []
+    for A in d.arms:  # start: moment-matched spreads against the stated gold
+        corr, tri = _soft_counts(A, d, post)
+        acc = _knowledge_rate((corr + 0.5) / (tri + 1.0), d)
+        s, a = _fit_sigma(A, d, d.gold, acc)
+        sig.append(s)
+        abil.append(a)
+        arm_ll.append(_arm_loglik(A, d, a, s))
+    params.alpha = _fit_alpha(d, d.gold)
+    sub = np.sort(rng.permutation(q)[:HYPER_FIT_ITEMS])  # likelihood searches (spreads, distractors): a subsample
+    ds = d if len(sub) == q else d.subset(sub)
     for it in range(n_iter):
-        truth = post.argmax(axis=1)
-        abil, sig = [], []
+        eps_i = item_eps(d, params)
         for j, A in enumerate(d.arms):
             corr, tri = _soft_counts(A, d, post)
             acc = _knowledge_rate((corr + 0.5) / (tri + 1.0), d)
-            if it <= 1:  # the difficulty spread settles once the suspect golds are down-weighted
-                s, a = _fit_sigma(A, d, truth, acc)
+            if it <= SIGMA_ITERS - 1:  # the spread settles once the suspect golds are down-weighted
+                rest = D + sum(x for i, x in enumerate(arm_ll) if i != j)
+                br = (0.0, SIGMA_MAX) if it == 0 else (max(0.0, sig[j] - 0.3), min(SIGMA_MAX, sig[j] + 0.3))
+                sig[j], abil[j], arm_ll[j] = _ml_sigma(j, d, acc, rest, eps_i, br, sub, ds)
             else:
-                s = params.sigma[j]
-                a = solve_ability(acc, s)
-            abil.append(a)
-            sig.append(s)
-        params = LabelParams(ability=abil, sigma=sig, alpha=_fit_alpha(d, truth),
-                             eps=params.eps, history=params.history,
-                             pref=[_fit_pref(A, d, truth) if position_preferences else None for A in d.arms])
-        post, _ = posterior(d, params)
-        eps = float(np.clip(1.0 - post[np.arange(len(d.k)), d.gold].mean(), 1e-4, 0.5))
-        params.history.append({"iter": it, "sigma": [float(x) for x in sig], "alpha": params.alpha, "eps": eps})
-        params.eps = eps
+                abil[j] = solve_ability(acc, sig[j])
+                arm_ll[j] = _arm_loglik(A, d, abil[j], sig[j])
+        pi, alpha, share_w = _fit_distractors(ds, post[sub], sum(arm_ll)[sub], eps_i[sub], params)
+        params = LabelParams(ability=list(abil), sigma=list(sig), alpha=alpha, eps=params.eps,
+                             history=params.history, pref=[None] * len(d.arms), pi_attractor=pi, share_w=share_w,
+                             eps_evidence=params.eps_evidence)
+        D = _log_distractor(d, params)
+        post, _ = posterior(d, params, sum(arm_ll) + D)
+        params.eps, params.eps_evidence = _fit_eps(d, post)
+        params.history.append({"iter": it, "sigma": [float(x) for x in sig], "alpha": alpha, "eps": params.eps,
+                               "attractor_items_share": pi})
+    if position_preferences:
+        params.pref = [_fit_pref(A, d, post.argmax(axis=1)) for A in d.arms]
     return params
 
 
@@ -411,10 +631,16 @@ def simulate(data: LabelData, params: LabelParams, rng: np.random.Generator, *, 
     if n_err:
         planted[rng.choice(Q, n_err, replace=False)] = True
     gold = np.where(planted, (truth + 1 + (rng.random(Q) * (k - 1)).astype(np.int64)) % k, truth)
-    # distractor probabilities ~ Dirichlet(alpha) over the K-1 wrong options (gamma draws)
-    g = rng.gamma(min(params.alpha, 1e3), size=(Q, data.kmax))
-    g = np.where(np.arange(data.kmax)[None, :] < (k - 1)[:, None], g, 0.0)
+    slots = np.arange(data.kmax)[None, :] < (k - 1)[:, None]   # the K - 1 wrong options, as offsets
+    # Dirichlet kind: distractor probabilities ~ Dirichlet(alpha) over the K-1 wrong options (gamma draws)
+    g = np.where(slots, rng.gamma(min(params.alpha, 1e3), size=(Q, data.kmax)), 0.0)
     q = g / np.maximum(g.sum(axis=1, keepdims=True), 1e-300)
+    if params.share_w is not None:  # attractor kind, with probability pi_attractor
+        sh = rng.choice(SHARE_GRID, size=Q, p=params.share_w / params.share_w.sum())
+        att = (rng.random(Q) * (k - 1)).astype(np.int64)
+        qa = np.where(slots, ((1 - sh) / np.maximum(k - 1, 1))[:, None], 0.0)
+        qa[np.arange(Q), att] += sh
+        q = np.where((rng.random(Q) < params.pi_attractor)[:, None], qa, q)
     cq = np.cumsum(q, axis=1)
     arms = []
     c_true = np.where(data.is_yn, len(data.k_values) + np.minimum(truth, 1), data.cls_mc)
