@@ -260,8 +260,8 @@ def shared_difficulty_null(n: int, m: int, rng: np.random.Generator):
 def null_fpr(n_sims: int, seed: int, alpha: float = 0.05) -> list[dict]:
     """False-positive rate of the headline likelihood-ratio test at ``alpha`` on ``n_sims`` defect-free
     benchmarks per regime: (i) the issue's shared difficulty (540 items x 6 models, mixed 2/4/5 options);
-    (ii) the pool of setting (a) (attractive distractors), without planted errors. Fitted as the detector
-    does (``label_model.fit`` with its defaults). Exact (Clopper-Pearson) 95% interval."""
+    (ii) the pool of setting (a) (attractive distractors), without planted errors. Fitted and tested as the
+    detector does (``label_model.fit_and_test`` with its defaults). Exact (Clopper-Pearson) 95% interval."""
     from scipy.stats import binomtest
 
     from audit_hub import label_model as lm
@@ -274,9 +274,7 @@ def null_fpr(n_sims: int, seed: int, alpha: float = 0.05) -> list[dict]:
         rej = 0
         for s in range(n_sims):
             d = draw(np.random.default_rng([seed, 7, j, s]))
-            par = lm.fit(d, seed=s)
-            _, ll = lm.posterior(d, par)
-            rej += lm.lr_test(d, ll)["p_value"] <= alpha
+            rej += lm.fit_and_test(d, seed=s)[1]["p_value"] <= alpha
         ci = binomtest(int(rej), n_sims).proportion_ci(0.95, method="exact")
         fpr = rej / n_sims
         out.append({"null_regime": name, "n_sims": n_sims, "alpha": alpha, "fpr": round(fpr, 4),
