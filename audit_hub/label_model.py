@@ -304,7 +304,7 @@ def _log_attractor(data: LabelData, share_w: np.ndarray) -> np.ndarray:
     return out
 
 
-def _fit_share_weights(data: LabelData, post: np.ndarray, share_w: np.ndarray | None, n_steps: int = 30
+def _fit_share_weights(data: LabelData, post: np.ndarray, share_w: np.ndarray | None, n_steps: int = 15
                        ) -> np.ndarray:
     """EM for the attractor-share distribution on ``SHARE_GRID`` over the items that carry information (mc,
     K >= 3, at least two answers); ``post`` (Q, Kmax) weighs each (item, truth) (posterior of the truth, times
@@ -479,7 +479,7 @@ def _ml_sigma(j: int, d: LabelData, acc: np.ndarray, rest: np.ndarray, eps: np.n
         return -marginal_loglik(ds, rest + _arm_loglik(A, ds, solve_ability(acc, s), s), eps)
 
     lo, hi = bracket
-    r = minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 0.04})
+    r = minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 0.05})
     s = float(r.x)
     for edge in (lo, hi):  # the bounded search never evaluates the ends
         if abs(s - edge) < 0.1 and nll(edge) < r.fun:
@@ -502,6 +502,13 @@ def _fit_distractors(d: LabelData, post: np.ndarray, arms_ll: np.ndarray, eps: n
 
     inf = _informative(d)
     pi, alpha = params.pi_attractor, params.alpha
+    lo_a, hi_a, lo_p, hi_p = np.log(0.02), np.log(1e4), -9.2, 6.9
+    if params.share_w is None:  # first pass: the whole ranges; later: around the previous values
+        al_br, pi_br = (lo_a, hi_a), (lo_p, hi_p)
+    else:
+        la, lp = np.log(alpha), np.log(pi / (1 - pi))
+        al_br = (max(lo_a, la - 1.5), min(hi_a, la + 1.5))
+        pi_br = (max(lo_p, lp - 2.0), min(hi_p, lp + 2.0))
     w = np.full(len(SHARE_GRID), 1.0 / len(SHARE_GRID)) if params.share_w is None else params.share_w
     at = _log_attractor(d, w)
     for _ in range(DISTRACTOR_ROUNDS):
@@ -511,7 +518,7 @@ def _fit_distractors(d: LabelData, post: np.ndarray, arms_ll: np.ndarray, eps: n
                 lp = -np.logaddexp(0.0, -x)
                 return -marginal_loglik(d, arms_ll + np.logaddexp(lp + at, lp - x + dm), eps)
 
-            r = minimize_scalar(nll_pi, bounds=(-9.2, 6.9), method="bounded", options={"xatol": 0.05})
+            r = minimize_scalar(nll_pi, bounds=pi_br, method="bounded", options={"xatol": 0.15})
             pi = float(expit(r.x))
         mix = np.logaddexp(np.log(pi) + at, np.log1p(-pi) + dm)
         ok = np.isfinite(mix)
@@ -523,7 +530,7 @@ def _fit_distractors(d: LabelData, post: np.ndarray, arms_ll: np.ndarray, eps: n
             m = np.logaddexp(np.log(pi) + at, np.log1p(-pi) + _log_dm(d, float(np.exp(la))))
             return -marginal_loglik(d, arms_ll + m, eps)
 
-        r = minimize_scalar(nll, bounds=(np.log(0.02), np.log(1e4)), method="bounded", options={"xatol": 0.05})
+        r = minimize_scalar(nll, bounds=al_br, method="bounded", options={"xatol": 0.1})
         alpha = float(np.exp(r.x))
     return pi, alpha, w
 
@@ -600,9 +607,14 @@ def fit(data: LabelData, *, n_iter: int = 4, fit_items: int = 20000, seed: int =
         for j, A in enumerate(d.arms):
             corr, tri = _soft_counts(A, d, post)
             acc = _knowledge_rate((corr + 0.5) / (tri + 1.0), d)
-            if it == 0 or it == n_iter - 1:  # first with the stated gold, last at the fitted rate
+            if A.shape[1] < 2:  # one model: its item difficulty is not identified (any sigma fits alike)
+                sig[j], abil[j] = 0.0, solve_ability(acc, 0.0)
+                arm_ll[j] = _arm_loglik(A, d, abil[j], 0.0)
+            elif it == 0 or it == n_iter - 1:  # first with the stated gold, last at the fitted rate
                 rest = D + sum(x for i, x in enumerate(arm_ll) if i != j)
-                br = (0.0, SIGMA_MAX) if it == 0 else (max(0.0, sig[j] - 0.3), min(SIGMA_MAX, sig[j] + 0.3))
+                # first: below the moment estimate against the stated gold (wrong golds inflate it)
+                br = ((max(0.0, sig[j] - 1.2), min(SIGMA_MAX, sig[j] + 0.3)) if it == 0
+                      else (max(0.0, sig[j] - 0.2), min(SIGMA_MAX, sig[j] + 0.2)))
                 sig[j], abil[j], arm_ll[j] = _ml_sigma(j, d, acc, rest, eps_i, br, sub, ds)
             else:
                 abil[j] = solve_ability(acc, sig[j])
