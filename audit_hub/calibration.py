@@ -46,11 +46,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from . import detectors
 from .columns import ARROW_STR
 from .errors import DetectorSkipped
-from .frame import AuditFrame
+from .frame import AuditFrame, category_codes_of
 from .schema import LETTERS
 from .stats import wilson_ci
 
@@ -208,6 +209,12 @@ class NullSimulator:
         self.q_base = qs
         rows = np.argwhere(self.exists.transpose(0, 2, 1))  # (arm, m, item) in run order
         self.ra, self.rm, self.rq = rows[:, 0], rows[:, 1], rows[:, 2]
+        qt = self.atype[self.rq]
+        self.run_kind = np.where(qt == "mc", 0, np.where(qt == "yesno", 1, 2)).astype(np.int8)
+        # what every simulated frame shares with the others (the questions' categories do not change)
+        codes, labels = category_codes_of(q["category"])
+        codes.setflags(write=False)
+        self.shared_cache: dict = {("category_codes", "category"): (codes, labels)}
 
     def describe(self) -> dict:
         return {"n_items": self.n_items, "n_items_benchmark": self.frame.n_questions,
@@ -243,6 +250,13 @@ class NullSimulator:
         """One null frame."""
         return self.draw_many(1, rng)[0]
 
+    def _answer_vocab(self) -> tuple[pa.Array, int]:
+        """The answer texts a simulated run can give (letters, yes/no, "v<j>" for open items) and the
+        offset of the open items' texts in that list."""
+        kmax = max(int(self.k_eff.max()) if len(self.k_eff) else 0, 2)
+        vocab = list(LETTERS) + ["yes", "no"] + [f"v{j}" for j in range(kmax)]
+        return pa.array(vocab, pa.string()), len(LETTERS) + 2
+
     def _frame(self, gold: np.ndarray, hit: np.ndarray, choice: np.ndarray) -> AuditFrame:
         q = self.q_base.copy()
         letters = np.array(list(LETTERS))
@@ -251,24 +265,27 @@ class NullSimulator:
                                np.where(self.is_yn, np.where(gold == 0, "yes", "no"), "v0"))
         q["gold_index"] = np.where(self.is_mc, gold, -1).astype(np.int16)
         q["n_options"] = self.k.astype(np.int16)
-        qt = self.atype[self.rq]
-        ans = np.where(qt == "mc", letters[np.minimum(choice, 25)],
-                       np.where(qt == "yesno", np.where(choice == 0, "yes", "no"),
-                                np.char.add("v", choice.astype(str))))
+        # answer texts by index into one small vocabulary (an Arrow take, no per-row Python strings)
+        vocab, open_at = self._answer_vocab()
+        kind = self.run_kind  # 0 mc, 1 yes/no, 2 other
+        vidx = np.where(kind == 0, np.minimum(choice, 25),
+                        np.where(kind == 1, len(LETTERS) + (choice != 0), open_at + choice)).astype(np.int32)
+        ans = pd.array(pd.arrays.ArrowExtensionArray(vocab.take(pa.array(vidx))), dtype=ARROW_STR)
         h = hit.astype(np.int8)
         runs = pd.DataFrame({
             "q": self.rq.astype(np.int32), "m": self.rm.astype(np.int16), "arm": self.ra.astype(np.int8),
-            "prediction": pd.array(ans, dtype=ARROW_STR), "answer": pd.array(ans, dtype=ARROW_STR),
+            "prediction": ans, "answer": ans.copy(),
             "hit": h, "hit_exact": h.copy(),
         })
         # answer codes in the frame's code space (mc: option index; yes=0/no=1; other: kmax + value)
         kmax = max(int(self.k.max()) if len(self.k) else 0, 2)
-        codes = np.where(np.isin(qt, ("mc", "yesno")), choice, kmax + choice).astype(np.int32)
+        codes = np.where(kind <= 1, choice, kmax + choice).astype(np.int32)
         gcodes = np.where(other, kmax, gold).astype(np.int32)
         cols = ["question_id", "question", "options", "answer", "answer_type", "category", "l2_category",
                 "group_id", "hint", "n_options", "gold_index"]
         return AuditFrame(questions=q[cols], runs=runs, models=self.frame.models,
-                          meta={"simulated_null": True}, cache={"answer_codes": codes, "gold_codes": gcodes})
+                          meta={"simulated_null": True},
+                          cache={"answer_codes": codes, "gold_codes": gcodes, **self.shared_cache})
 
 
 def _resolve(names: dict[str, Callable] | Iterable[str] | None) -> dict[str, Callable]:
@@ -305,12 +322,29 @@ def calibrate(frame: AuditFrame, names: dict[str, Callable] | Iterable[str] | No
     drawn on ("auto": about 30,000 simulated cells, 200 to 2,000 items; None = every item). Returns
     {name: {fpr, fpr_ci, nominal, n_sims, n_runs, kind, out_of_calibration, direction, note, simulator}}.
     """
+    from threadpoolctl import threadpool_limits
+
     runs = _resolve(names)
+    # one BLAS / OpenMP thread: a simulation's matrices are small, and threads spin-waiting on them cost
+    # more CPU than they save (3x on the label model's products on 2 shared cores)
+    with threadpool_limits(limits=1):
+        sim = NullSimulator(frame, field=field, condition_on_gold=condition_on_gold, n_items=n_items, seed=seed,
+                            difficulty=difficulty)
+        pvals, counts, flags, skipped = _simulate(sim, runs, n_sims=n_sims, seed=seed, params=params or {},
+                                                  progress=progress)
+    base = {"n_sims": n_sims, "alpha": alpha, "condition_on_gold": condition_on_gold, "seed": seed,
+            "n_items_simulated": sim.n_items, "simulator": sim.describe()}
+    return {name: base | _rates(pvals[name], counts[name], flags[name], sim.n_items, alpha,
+                                skipped.get(name, "no output")) for name in runs}
+
+
+def _simulate(sim: NullSimulator, runs: dict[str, Callable], *, n_sims: int, seed: int, params: dict[str, dict],
+              progress: Callable[[int, int], None] | None):
+    """Run every detector on ``n_sims`` null frames (drawn 10 at a time) and collect what the rates need:
+    headline p-values, (observed, expected) counts and flagged-item counts per detector, and the reason
+    of any skip."""
     registered = detectors.names()
     overrides = {n: detectors.get(n).calibration_params if n in registered else {} for n in runs}
-    params = params or {}
-    sim = NullSimulator(frame, field=field, condition_on_gold=condition_on_gold, n_items=n_items, seed=seed,
-                        difficulty=difficulty)
     rng = np.random.default_rng(seed)
     batch = 10
     pvals: dict[str, list] = {n: [] for n in runs}
@@ -342,37 +376,37 @@ def calibrate(frame: AuditFrame, names: dict[str, Callable] | Iterable[str] | No
                 flags[name].append(int(res.per_question[col].sum()))
         if progress:
             progress(s + 1, n_sims)
-    out: dict[str, dict] = {}
-    Q = sim.n_items
-    for name in runs:
-        entry: dict[str, Any] = {"n_sims": n_sims, "alpha": alpha, "condition_on_gold": condition_on_gold,
-                                 "seed": seed, "n_items_simulated": sim.n_items, "simulator": sim.describe()}
-        if pvals[name]:
-            pv = np.array(pvals[name])
-            k = int((pv <= alpha).sum())
-            ci, out_cal, direction = _verdict(k, len(pv), alpha, two_sided=True)
-            entry.update(kind="p_value", fpr=k / len(pv), fpr_ci=ci, nominal=alpha, n_runs=len(pv),
-                         out_of_calibration=out_cal, direction=direction,
-                         note=f"share of {len(pv)} null simulations with headline p <= {alpha}")
-        elif counts[name]:
-            obs = sum(c[0] for c in counts[name])
-            exp = sum(c[1] for c in counts[name])
-            n_items = Q * len(counts[name])
-            ci, out_cal, direction = _verdict(obs, n_items, exp / n_items, two_sided=False)
-            entry.update(kind="count", fpr=obs / n_items, fpr_ci=ci, nominal=exp / n_items,
-                         n_runs=len(counts[name]), observed_total=obs, expected_total=exp,
-                         out_of_calibration=out_cal, direction=direction,
-                         note=(f"flagged per item over {len(counts[name])} null simulations vs the count the "
-                               f"detector expects under independence ({obs:.0f} observed, {exp:.1f} expected)"))
-        elif flags[name]:
-            tot = sum(flags[name])
-            n_items = Q * len(flags[name])
-            ci, _, _ = _verdict(tot, n_items, None, two_sided=False)
-            entry.update(kind="flag_rate", fpr=tot / n_items, fpr_ci=ci, nominal=None, n_runs=len(flags[name]),
-                         out_of_calibration=None, direction="",
-                         note=FLAG_RATE_NOTE)
-        else:
-            entry.update(kind="skipped", fpr=None, fpr_ci=None, nominal=None, n_runs=0, out_of_calibration=None,
-                         direction="", note=f"skipped on null simulations: {skipped.get(name, 'no output')}")
-        out[name] = entry
-    return out
+    return pvals, counts, flags, skipped
+
+
+def _rates(pvals: list, counts: list, flags: list, n_items_sim: int, alpha: float, skip_reason: str) -> dict:
+    """One detector's calibration entry from what :func:`_simulate` collected."""
+    Q = n_items_sim
+    entry: dict[str, Any] = {}
+    if pvals:
+        pv = np.array(pvals)
+        k = int((pv <= alpha).sum())
+        ci, out_cal, direction = _verdict(k, len(pv), alpha, two_sided=True)
+        entry.update(kind="p_value", fpr=k / len(pv), fpr_ci=ci, nominal=alpha, n_runs=len(pv),
+                     out_of_calibration=out_cal, direction=direction,
+                     note=f"share of {len(pv)} null simulations with headline p <= {alpha}")
+    elif counts:
+        obs = sum(c[0] for c in counts)
+        exp = sum(c[1] for c in counts)
+        n_items = Q * len(counts)
+        ci, out_cal, direction = _verdict(obs, n_items, exp / n_items, two_sided=False)
+        entry.update(kind="count", fpr=obs / n_items, fpr_ci=ci, nominal=exp / n_items,
+                     n_runs=len(counts), observed_total=obs, expected_total=exp,
+                     out_of_calibration=out_cal, direction=direction,
+                     note=(f"flagged per item over {len(counts)} null simulations vs the count the "
+                           f"detector expects under independence ({obs:.0f} observed, {exp:.1f} expected)"))
+    elif flags:
+        tot = sum(flags)
+        n_items = Q * len(flags)
+        ci, _, _ = _verdict(tot, n_items, None, two_sided=False)
+        entry.update(kind="flag_rate", fpr=tot / n_items, fpr_ci=ci, nominal=None, n_runs=len(flags),
+                     out_of_calibration=None, direction="", note=FLAG_RATE_NOTE)
+    else:
+        entry.update(kind="skipped", fpr=None, fpr_ci=None, nominal=None, n_runs=0, out_of_calibration=None,
+                     direction="", note=f"skipped on null simulations: {skip_reason}")
+    return entry

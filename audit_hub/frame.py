@@ -29,6 +29,13 @@ from .schema import ARMS, MISSING, QUESTION_COLUMNS
 from .validate import validate_questions, validate_runs
 
 
+def category_codes_of(column: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Integer codes and sorted labels of a question column (missing -> "(none)")."""
+    col = column.astype(object).where(column.notna(), "(none)")
+    codes, uniques = pd.factorize(col.astype(str), sort=True)
+    return codes.astype(np.int32), [str(u) for u in uniques]
+
+
 @dataclass
 class AuditFrame:
     """Validated questions + runs. Build it with :meth:`from_tables` (never directly)."""
@@ -131,10 +138,15 @@ class AuditFrame:
         return self.questions["answer_type"].to_numpy(dtype=object)
 
     def category_codes(self, column: str = "category") -> tuple[np.ndarray, list[str]]:
-        """Integer codes (Q,) and their labels for a question column (missing -> "(none)")."""
-        col = self.questions[column].astype(object).where(self.questions[column].notna(), "(none)")
-        codes, uniques = pd.factorize(col.astype(str), sort=True)
-        return codes.astype(np.int32), [str(u) for u in uniques]
+        """Integer codes (Q,) and their labels for a question column (missing -> "(none)"); computed once
+        per column (the codes are read-only)."""
+        key = ("category_codes", column)
+        if key not in self.cache:
+            codes, labels = category_codes_of(self.questions[column])
+            codes.setflags(write=False)
+            self.cache[key] = (codes, labels)
+        codes, labels = self.cache[key]
+        return codes, list(labels)
 
     # ------------------------------------------------------------------ dense matrices
     def _model_index(self, models: Sequence[str] | None) -> np.ndarray:

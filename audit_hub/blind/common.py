@@ -68,6 +68,27 @@ def load_question_table(spec: str, column_map: dict[str, str] | None = None):
     return AuditFrame.from_tables(q, questions_source=spec).questions
 
 
+@dataclass
+class QuestionLists:
+    """The question columns a blind run reads, as plain lists, and each question's rendered prompt."""
+
+    qid: list[str]
+    atype: list[str]
+    options: list[list[str]]
+    gold: list[str]
+    prompts: list[str]
+
+    @classmethod
+    def from_table(cls, questions, builder) -> QuestionLists:
+        """``builder`` renders one prompt (``prompt.PromptBuilder``)."""
+        qid = questions["question_id"].astype(str).tolist()
+        atype = questions["answer_type"].tolist()
+        options = [list(o) for o in questions["options"].tolist()]
+        prompts = [builder.render(questions["question"].iat[i], options[i], atype[i], questions["hint"].iat[i],
+                                  question_id=qid[i]) for i in range(len(questions))]
+        return cls(qid, atype, options, questions["answer"].astype(str).tolist(), prompts)
+
+
 def exact_hit(extracted, gold: str, answer_type: str) -> bool | None:
     from ..answers import score_exact
 

@@ -26,7 +26,7 @@ from .. import __version__
 from ..errors import InputError
 from ..schema import LETTERS
 from . import shards as sh
-from .common import BlindResult, Progress, exact_hit, load_question_table, parse_max_memory
+from .common import BlindResult, Progress, QuestionLists, exact_hit, load_question_table, parse_max_memory
 from .inputs import VISION_HINT, collate
 from .prompt import ChatFormatter, PromptBuilder
 from .scoring import AnswerTokens, ForwardFn, answer_scores, restricted_log_probs
@@ -295,48 +295,12 @@ def _check_text_only(cfg: BlindConfig, builder: PromptBuilder, chat: ChatFormatt
                      "to send the chosen style's text without one")
 
 
-def run_blind(cfg: BlindConfig) -> BlindResult:
-    """Run (or resume) a blind run; every process calls this. See the module docstring.
-
-    Every check of the inputs (options, questions, model files, chat template, image tokens, context
-    length) runs before anything is written to ``cfg.out``.
-    """
-    cfg.validate()
-    sh.check_output_folder(Path(cfg.out), [cfg.questions, cfg.model])  # before anything heavy is imported
-    if cfg.backend == "openai":
-        from .served import run_served
-
-        return run_served(cfg)
-    import torch
-    from accelerate import PartialState
-    from accelerate.utils import gather_object
-    from transformers import AutoConfig
-
-    from .inputs import encode_blank, encode_text, image_token_ids
-
-    use_cpu = cfg.cpu or not torch.cuda.is_available() or os.environ.get("ACCELERATE_USE_CPU", "").lower() in (
-        "1", "true", "yes")
-    state = PartialState(cpu=use_cpu)
-    torch.manual_seed(0)
-    out = Path(cfg.out)
-    questions = load_question_table(cfg.questions, cfg.column_map)
-    if cfg.limit is not None:
-        questions = questions.iloc[: cfg.limit].reset_index(drop=True)
-    model_name = cfg.model_name or default_model_name(cfg.model)
-
-    try:
-        mconfig = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot load the model configuration of {cfg.model!r}: {e}") from None
-    tok, processor = load_tokenizer(cfg, mconfig)
-    builder = PromptBuilder.from_option(cfg.prompt_template, cfg.prompt_style)
-    chat = ChatFormatter(tok, processor, enabled=cfg.chat_template)
-    _check_text_only(cfg, builder, chat)
-    limit = _context_limit(mconfig, cfg.max_length)
-
+def _fingerprint(cfg: BlindConfig, mconfig, model_name: str, builder: PromptBuilder, chat: ChatFormatter,
+                 limit: int | None) -> dict:
+    """What a resumed run must share with the run it resumes (model, prompt, template, decoding)."""
     import hashlib
 
-    fp = {
+    return {
         "model": sh.model_fingerprint(cfg.model, mconfig.to_json_string(), getattr(mconfig, "_commit_hash", None),
                                       cfg.revision),
         "model_name": model_name,
@@ -350,44 +314,44 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
         "image_mode": cfg.image_mode,
         "benchaudit_version": __version__,
     }
-    sh.check_fingerprint(out, fp, cfg.overwrite)
-    rows = sh.question_row_hashes(questions)
-    merged_rows = sh.check_question_rows(out, rows, cfg.overwrite)
-    done = set() if cfg.overwrite else sh.done_ids(out)
 
-    qid = questions["question_id"].astype(str).tolist()
-    atype = questions["answer_type"].tolist()
-    options = questions["options"].tolist()
-    prompts = [builder.render(questions["question"].iat[i], options[i], atype[i], questions["hint"].iat[i],
-                              question_id=qid[i]) for i in range(len(questions))]
-    pending = [i for i in range(len(questions)) if qid[i] not in done]
-    order = sorted(pending, key=lambda i: (-len(prompts[i]), i))
-    mine = _round_robin_split(state, order)
 
-    # Tokenise this process's share and check image tokens and the context limit before loading the model.
+def _encode_share(cfg: BlindConfig, state, mconfig, tok, processor, chat: ChatFormatter, qs: QuestionLists,
+                  mine: list[int]):
+    """Tokenise this process's share; refuse prompts whose text-only form carries image tokens."""
+    from accelerate.utils import gather_object
+
+    from .inputs import encode_blank, encode_text, image_token_ids
+
     if cfg.image_mode == "blank":
-        enc = encode_blank(processor, chat, [prompts[i] for i in mine])
-    else:
-        enc = encode_text(tok, chat, [chat(prompts[i]) for i in mine])
-        img_ids = image_token_ids(mconfig, tok, processor)
-        bad = [(qid[i], sorted(img_ids.intersection(ids))) for i, ids in zip(mine, enc.ids)
-               if img_ids.intersection(ids)]
-        bad = gather_object(bad) if state.num_processes > 1 else bad  # every process raises, none waits
-        if bad:
-            q0, found = sorted(bad)[0]
-            raise InputError(f"the text-only prompt of question {q0!r} (and {len(bad) - 1} more) contains image "
-                             f"token(s) {found}: the chat template or prompt of {cfg.model!r} inserts an image "
-                             "placeholder, so it cannot run text-only; use --image-mode blank, or "
-                             "--no-chat-template / --prompt-template", file=cfg.questions, column="question")
+        return encode_blank(processor, chat, [qs.prompts[i] for i in mine])
+    enc = encode_text(tok, chat, [chat(qs.prompts[i]) for i in mine])
+    img_ids = image_token_ids(mconfig, tok, processor)
+    bad = [(qs.qid[i], sorted(img_ids.intersection(ids))) for i, ids in zip(mine, enc.ids)
+           if img_ids.intersection(ids)]
+    bad = gather_object(bad) if state.num_processes > 1 else bad  # every process raises, none waits
+    if bad:
+        q0, found = sorted(bad)[0]
+        raise InputError(f"the text-only prompt of question {q0!r} (and {len(bad) - 1} more) contains image "
+                         f"token(s) {found}: the chat template or prompt of {cfg.model!r} inserts an image "
+                         "placeholder, so it cannot run text-only; use --image-mode blank, or "
+                         "--no-chat-template / --prompt-template", file=cfg.questions, column="question")
+    return enc
+
+
+def _fit_items(cfg: BlindConfig, state, enc, mine: list[int], qs: QuestionLists, limit: int | None) -> list[dict]:
+    """This process's work items, each fitted to the context limit (left-truncated only when asked)."""
+    from accelerate.utils import gather_object
+
     logprob_kind = {"mc", "yesno"} if cfg.mode == "logprob" else set()
     items, overflow = [], []
     for i, ids, extra in zip(mine, enc.ids, enc.per_token):
-        gen = atype[i] not in logprob_kind
+        gen = qs.atype[i] not in logprob_kind
         need = cfg.max_new_tokens if gen else 0
         truncated = False
         if limit is not None and len(ids) + need > limit:
             if cfg.truncate == "error" or limit - need < 1 or cfg.image_mode == "blank":
-                overflow.append((qid[i], len(ids)))
+                overflow.append((qs.qid[i], len(ids)))
                 continue
             ids = ids[len(ids) - (limit - need):]
             truncated = True
@@ -401,7 +365,13 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
             f"{', '.join(f'{q} ({n} prompt tokens)' for q, n in first)}. Pass --truncate left to keep the last "
             "tokens of such prompts (rows are then marked truncated; not with --image-mode blank), or "
             "--max-length to override the limit", file=cfg.questions, column="question")
+    return items
 
+
+def _prepare_output(cfg: BlindConfig, state, fp: dict, builder: PromptBuilder, chat: ChatFormatter,
+                    rows: dict, merged_rows: dict | None) -> None:
+    """The main process sets up the output folder and its run configuration; every process waits for it."""
+    out = Path(cfg.out)
     state.wait_for_everyone()
     if state.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
@@ -421,107 +391,109 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
             sh.write_run_config(out, {**sh.read_run_config(out), "question_rows": merged_rows})
     state.wait_for_everyone()  # nobody writes a shard before the output folder is set up
 
-    if not state.is_main_process:
-        from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()  # one set of loading bars, not one per process
-    if cfg.model_object is not None:
-        model, is_vlm, in_device = cfg.model_object, False, next(cfg.model_object.parameters()).device
+def _base_row(it: dict, qs: QuestionLists, model_name: str) -> dict:
+    return {"question_id": qs.qid[it["i"]], "model": model_name, "arm": "blind", "n_prompt_tokens": len(it["ids"]),
+            "truncated": it["truncated"], "option_logprobs": None, "gold_prob": None, "letter_mass": None}
+
+
+def _logprob_row(it: dict, r: int, lt, yt, qs: QuestionLists, model_name: str) -> dict:
+    """One scored row: the option (or yes/no) with the highest restricted log-probability."""
+    i = it["i"]
+    if qs.atype[i] == "mc":
+        scores, log_z = lt[0][r].tolist(), float(lt[1][r])
+        k = len(qs.options[i])
+        labels = LETTERS[:k]
     else:
-        model, is_vlm, in_device = load_model(cfg, mconfig, state.device, state)
-    forward = ForwardFn(model, pass_position_ids=not is_vlm)
-    shared = enc.shared
-    kmax = max([len(options[it["i"]]) for it in items if atype[it["i"]] == "mc" and not it["gen"]], default=0)
-    letter_tokens = AnswerTokens.letters(tok, kmax) if kmax else None
-    yn_tokens = AnswerTokens.yes_no(tok) if any(atype[it["i"]] == "yesno" and not it["gen"] for it in items) else None
+        scores, log_z = yt[0][r].tolist(), float(yt[1][r])
+        k = 2
+        labels = ("yes", "no")
+    lp = restricted_log_probs(scores, k)
+    j = max(range(k), key=lambda x: (lp[x], -x))
+    g = labels.index(qs.gold[i]) if qs.gold[i] in labels else None
+    m = max(scores[:k])
+    mass = math.exp(m + math.log(sum(math.exp(s - m) for s in scores[:k])) - log_z)
+    row = _base_row(it, qs, model_name)
+    row.update({
+        "prediction": labels[j] if qs.atype[i] == "mc" else labels[j].capitalize(),
+        "answer": labels[j], "hit_exact": j == g, "option_logprobs": lp,
+        "gold_prob": math.exp(lp[g]) if g is not None else None, "letter_mass": mass,
+        "scoring": "logprob",
+    })
+    return row
 
-    fail_after = os.environ.get(FAIL_HOOK_ENV)
-    writer = sh.ShardWriter(out, state.process_index, fail_after=int(fail_after) if fail_after else None)
-    progress = Progress(cfg.progress and state.is_main_process, len(items),
-                         f"blind {model_name}" + (f" (rank 0 of {state.num_processes})" if state.num_processes > 1 else ""))
-    t0 = time.perf_counter()
-    gold = questions["answer"].astype(str).tolist()
 
-    def base_row(it) -> dict:
-        i = it["i"]
-        return {"question_id": qid[i], "model": model_name, "arm": "blind", "n_prompt_tokens": len(it["ids"]),
-                "truncated": it["truncated"], "option_logprobs": None, "gold_prob": None, "letter_mass": None}
+class _Scorer:
+    """Scores batches of work items with one loaded model and writes their rows to this process's shards."""
 
-    lp_items = sorted((it for it in items if not it["gen"]), key=lambda it: (-len(it["ids"]), it["i"]))
-    gen_items = sorted((it for it in items if it["gen"]), key=lambda it: (-len(it["ids"]), it["i"]))
-    try:
+    def __init__(self, cfg: BlindConfig, model, tok, forward: ForwardFn, in_device, shared, qs: QuestionLists,
+                 model_name: str, items: list[dict]):
+        self.cfg, self.model, self.tok, self.forward, self.in_device, self.shared = (
+            cfg, model, tok, forward, in_device, shared)
+        self.qs, self.model_name, self.writer, self.progress = qs, model_name, None, None
+        kmax = max([len(qs.options[it["i"]]) for it in items if qs.atype[it["i"]] == "mc" and not it["gen"]],
+                   default=0)
+        self.letter_tokens = AnswerTokens.letters(tok, kmax) if kmax else None
+        self.yn_tokens = (AnswerTokens.yes_no(tok)
+                          if any(qs.atype[it["i"]] == "yesno" and not it["gen"] for it in items) else None)
+
+    def _collate(self, batch: list[dict]):
+        return collate([it["ids"] for it in batch], [it["extra"] for it in batch], self.shared,
+                       self.tok.pad_token_id, self.in_device)
+
+    def _emit(self, rows: list[dict]) -> None:
+        self.writer.add(rows)
+        self.writer.flush()
+        self.progress.advance(len(rows))
+
+    def logprob_batch(self, batch: list[dict]) -> None:
+        ids, mask, extras = self._collate(batch)
+        last = self.forward(ids, mask, **extras)
+        lt = answer_scores(last, self.letter_tokens) if self.letter_tokens is not None else None
+        yt = answer_scores(last, self.yn_tokens) if self.yn_tokens is not None else None
+        self._emit([_logprob_row(it, r, lt, yt, self.qs, self.model_name) for r, it in enumerate(batch)])
+
+    def generate_batch(self, batch: list[dict]) -> None:
+        from ..answers import extract_answer
+
+        ids, mask, extras = self._collate(batch)
+        gen_out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=self.cfg.max_new_tokens,
+                                      do_sample=False, num_beams=1, pad_token_id=self.tok.pad_token_id, **extras)
+        texts_out = self.tok.batch_decode(gen_out[:, ids.shape[1]:], skip_special_tokens=True)
+        rows = []
+        for it, text in zip(batch, texts_out):
+            i = it["i"]
+            extracted = extract_answer(text, list(self.qs.options[i]), self.qs.atype[i])
+            row = _base_row(it, self.qs, self.model_name)
+            row.update({"prediction": text, "answer": None if extracted is None else str(extracted),
+                        "hit_exact": exact_hit(extracted, self.qs.gold[i], self.qs.atype[i]), "scoring": "generate"})
+            rows.append(row)
+        self._emit(rows)
+
+    def run(self, items: list[dict], writer, progress) -> None:
+        """Log-probability items first, then generated ones; each kind longest first."""
+        import torch
+
+        self.writer, self.progress = writer, progress
+
+        size = self.cfg.batch_size
+        lp_items = sorted((it for it in items if not it["gen"]), key=lambda it: (-len(it["ids"]), it["i"]))
+        gen_items = sorted((it for it in items if it["gen"]), key=lambda it: (-len(it["ids"]), it["i"]))
         with torch.inference_mode():
-            for b in range(0, len(lp_items), cfg.batch_size):
-                batch = lp_items[b: b + cfg.batch_size]
-                ids, mask, extras = collate([it["ids"] for it in batch], [it["extra"] for it in batch], shared,
-                                            tok.pad_token_id, in_device)
-                last = forward(ids, mask, **extras)
-                rows = []
-                lt = answer_scores(last, letter_tokens) if letter_tokens is not None else None
-                yt = answer_scores(last, yn_tokens) if yn_tokens is not None else None
-                for r, it in enumerate(batch):
-                    i = it["i"]
-                    if atype[i] == "mc":
-                        scores, log_z = lt[0][r].tolist(), float(lt[1][r])
-                        k = len(options[i])
-                        labels = LETTERS[:k]
-                    else:
-                        scores, log_z = yt[0][r].tolist(), float(yt[1][r])
-                        k = 2
-                        labels = ("yes", "no")
-                    lp = restricted_log_probs(scores, k)
-                    j = max(range(k), key=lambda x: (lp[x], -x))
-                    g = labels.index(gold[i]) if gold[i] in labels else None
-                    m = max(scores[:k])
-                    mass = math.exp(m + math.log(sum(math.exp(s - m) for s in scores[:k])) - log_z)
-                    row = base_row(it)
-                    row.update({
-                        "prediction": labels[j] if atype[i] == "mc" else labels[j].capitalize(),
-                        "answer": labels[j], "hit_exact": j == g, "option_logprobs": lp,
-                        "gold_prob": math.exp(lp[g]) if g is not None else None, "letter_mass": mass,
-                        "scoring": "logprob",
-                    })
-                    rows.append(row)
-                writer.add(rows)
-                writer.flush()
-                progress.advance(len(batch))
-            if gen_items:
-                from ..answers import extract_answer
+            for b in range(0, len(lp_items), size):
+                self.logprob_batch(lp_items[b: b + size])
+            for b in range(0, len(gen_items), size):
+                self.generate_batch(gen_items[b: b + size])
 
-                for b in range(0, len(gen_items), cfg.batch_size):
-                    batch = gen_items[b: b + cfg.batch_size]
-                    ids, mask, extras = collate([it["ids"] for it in batch], [it["extra"] for it in batch], shared,
-                                                tok.pad_token_id, in_device)
-                    gen_out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=cfg.max_new_tokens,
-                                             do_sample=False, num_beams=1, pad_token_id=tok.pad_token_id, **extras)
-                    texts_out = tok.batch_decode(gen_out[:, ids.shape[1]:], skip_special_tokens=True)
-                    rows = []
-                    for it, text in zip(batch, texts_out):
-                        i = it["i"]
-                        extracted = extract_answer(text, list(options[i]), atype[i])
-                        row = base_row(it)
-                        row.update({"prediction": text, "answer": None if extracted is None else str(extracted),
-                                    "hit_exact": exact_hit(extracted, gold[i], atype[i]), "scoring": "generate"})
-                        rows.append(row)
-                    writer.add(rows)
-                    writer.flush()
-                    progress.advance(len(batch))
-    finally:
-        progress.close()
-    elapsed = time.perf_counter() - t0
-    n_new_all = gather_object([len(items)]) if state.num_processes > 1 else [len(items)]
-    n_new = int(sum(n_new_all))
-    state.wait_for_everyone()
 
+def _finish(cfg: BlindConfig, state, model, qid: list[str], summary: dict) -> BlindResult:
+    """Merge the shards (main process), write the card, push when asked, print the one-line summary."""
+    out = Path(cfg.out)
     offload = getattr(model, "_benchaudit_offload_dir", None)
     if offload:
         import shutil
 
         shutil.rmtree(offload, ignore_errors=True)
-    summary = {"model": model_name, "n_new": n_new, "n_resumed": len(questions) - len(pending),
-               "image_mode": cfg.image_mode, "prompt_style": None if builder.template is not None else builder.style,
-               "processes": state.num_processes, "elapsed_s": elapsed,
-               "questions_per_s": n_new / elapsed if elapsed > 0 else None}
     result = BlindResult(summary=summary, out=out)
     if state.is_main_process:
         df = sh.merge(out, qid, keep_shards=cfg.keep_shards)
@@ -533,7 +505,7 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
             "mean_gold_prob": round(float(gp.astype(float).mean()), 6) if len(gp) else None,
             "n_truncated": int(df["truncated"].fillna(False).astype(bool).sum()),
         })
-        (out / "README.md").write_text(sh.card_markdown(model_name, summary, cfg.questions), encoding="utf-8")
+        (out / "README.md").write_text(sh.card_markdown(summary["model"], summary, cfg.questions), encoding="utf-8")
         result.table = df
         if cfg.push_to_hub:
             from .hub import push_blind_to_hub
@@ -542,10 +514,88 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
         acc = summary["accuracy_exact"]
         qps = summary["questions_per_s"]
         print(f"blind: {summary['n_questions']} questions in {out / sh.MERGED_REL} "
-              f"({n_new} new, {summary['n_resumed']} already done) on {state.num_processes} process(es), "
-              f"{elapsed:.1f} s, {qps or 0:.1f} q/s; exact-match accuracy "
+              f"({summary['n_new']} new, {summary['n_resumed']} already done) on {state.num_processes} process(es), "
+              f"{summary['elapsed_s']:.1f} s, {qps or 0:.1f} q/s; exact-match accuracy "
               f"{'n/a' if acc is None else f'{acc:.4f}'}"
               + (f"; {summary['n_truncated']} truncated" if summary["n_truncated"] else "")
               + (f"; pushed to {result.url}" if result.url else ""), file=sys.stdout, flush=True)
     state.wait_for_everyone()
     return result
+
+
+def run_blind(cfg: BlindConfig) -> BlindResult:
+    """Run (or resume) a blind run; every process calls this. See the module docstring.
+
+    Every check of the inputs (options, questions, model files, chat template, image tokens, context
+    length) runs before anything is written to ``cfg.out``.
+    """
+    cfg.validate()
+    sh.check_output_folder(Path(cfg.out), [cfg.questions, cfg.model])  # before anything heavy is imported
+    if cfg.backend == "openai":
+        from .served import run_served
+
+        return run_served(cfg)
+    import torch
+    from accelerate import PartialState
+    from accelerate.utils import gather_object
+    from transformers import AutoConfig
+
+    use_cpu = cfg.cpu or not torch.cuda.is_available() or os.environ.get("ACCELERATE_USE_CPU", "").lower() in (
+        "1", "true", "yes")
+    state = PartialState(cpu=use_cpu)
+    torch.manual_seed(0)
+    out = Path(cfg.out)
+    questions = load_question_table(cfg.questions, cfg.column_map)
+    if cfg.limit is not None:
+        questions = questions.iloc[: cfg.limit].reset_index(drop=True)
+    model_name = cfg.model_name or default_model_name(cfg.model)
+    try:
+        mconfig = AutoConfig.from_pretrained(cfg.model, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot load the model configuration of {cfg.model!r}: {e}") from None
+    tok, processor = load_tokenizer(cfg, mconfig)
+    builder = PromptBuilder.from_option(cfg.prompt_template, cfg.prompt_style)
+    chat = ChatFormatter(tok, processor, enabled=cfg.chat_template)
+    _check_text_only(cfg, builder, chat)
+    limit = _context_limit(mconfig, cfg.max_length)
+
+    fp = _fingerprint(cfg, mconfig, model_name, builder, chat, limit)
+    sh.check_fingerprint(out, fp, cfg.overwrite)
+    rows = sh.question_row_hashes(questions)
+    merged_rows = sh.check_question_rows(out, rows, cfg.overwrite)
+    done = set() if cfg.overwrite else sh.done_ids(out)
+    qs = QuestionLists.from_table(questions, builder)
+    pending = [i for i in range(len(questions)) if qs.qid[i] not in done]
+    mine = _round_robin_split(state, sorted(pending, key=lambda i: (-len(qs.prompts[i]), i)))
+    # Tokenise this process's share and check image tokens and the context limit before loading the model.
+    enc = _encode_share(cfg, state, mconfig, tok, processor, chat, qs, mine)
+    items = _fit_items(cfg, state, enc, mine, qs, limit)
+    _prepare_output(cfg, state, fp, builder, chat, rows, merged_rows)
+
+    if not state.is_main_process:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one set of loading bars, not one per process
+    if cfg.model_object is not None:
+        model, is_vlm, in_device = cfg.model_object, False, next(cfg.model_object.parameters()).device
+    else:
+        model, is_vlm, in_device = load_model(cfg, mconfig, state.device, state)
+    scorer = _Scorer(cfg, model, tok, ForwardFn(model, pass_position_ids=not is_vlm), in_device, enc.shared, qs,
+                     model_name, items)
+    fail_after = os.environ.get(FAIL_HOOK_ENV)
+    writer = sh.ShardWriter(out, state.process_index, fail_after=int(fail_after) if fail_after else None)
+    progress = Progress(cfg.progress and state.is_main_process, len(items),
+                        f"blind {model_name}" + (f" (rank 0 of {state.num_processes})" if state.num_processes > 1 else ""))
+    t0 = time.perf_counter()
+    try:
+        scorer.run(items, writer, progress)
+    finally:
+        progress.close()
+    elapsed = time.perf_counter() - t0
+    n_new = int(sum(gather_object([len(items)]) if state.num_processes > 1 else [len(items)]))
+    state.wait_for_everyone()
+    summary = {"model": model_name, "n_new": n_new, "n_resumed": len(questions) - len(pending),
+               "image_mode": cfg.image_mode, "prompt_style": None if builder.template is not None else builder.style,
+               "processes": state.num_processes, "elapsed_s": elapsed,
+               "questions_per_s": n_new / elapsed if elapsed > 0 else None}
+    return _finish(cfg, state, model, qs.qid, summary)

@@ -239,7 +239,7 @@ def run_served(cfg):
         import openai
     except ImportError:
         raise InputError(f"--backend openai needs the openai package: {API_HINT}") from None
-    from .common import BlindResult, Progress, exact_hit, load_question_table
+    from .common import Progress, QuestionLists, exact_hit, load_question_table
 
     out = Path(cfg.out)
     questions = load_question_table(cfg.questions, cfg.column_map)
@@ -255,12 +255,8 @@ def run_served(cfg):
           "benchaudit_version": __version__}
     sh.check_fingerprint(out, fp, cfg.overwrite)
     done = set() if cfg.overwrite else sh.done_ids(out)
-    qid = questions["question_id"].astype(str).tolist()
-    atype = questions["answer_type"].tolist()
-    options = [list(o) for o in questions["options"].tolist()]
-    gold = questions["answer"].astype(str).tolist()
-    prompts = [builder.render(questions["question"].iat[i], options[i], atype[i], questions["hint"].iat[i],
-                              question_id=qid[i]) for i in range(len(questions))]
+    qs = QuestionLists.from_table(questions, builder)
+    qid = qs.qid
     pending = [i for i in range(len(questions)) if qid[i] not in done]
 
     existed = out.exists()
@@ -282,8 +278,8 @@ def run_served(cfg):
     failures: list[tuple[str, str]] = []
     t0 = time.perf_counter()
     try:
-        fatal = asyncio.run(_request_all(cfg, openai, stats, writer, progress, failures, pending, prompts, qid, atype,
-                                         options, gold, model_name, exact_hit))
+        fatal = asyncio.run(_Requester(cfg, openai, stats, writer, progress, failures, qs, model_name,
+                                       exact_hit).run(pending))
     finally:
         writer.flush()
         progress.close()
@@ -312,6 +308,14 @@ def run_served(cfg):
             f"{len(failures)} of {len(pending)} question(s) failed after {cfg.max_retries} retries (first: "
             f"{first_q}: {first_e}); the other {writer.written_rows} rows are saved in {out / 'shards'}; rerun "
             "the same command to request only the missing questions")
+    return _finish_served(cfg, qid, summary, stats, base_url)
+
+
+def _finish_served(cfg, qid: list[str], summary: dict, stats: _Stats, base_url: str):
+    """Merge the shards, write the card, push when asked and print the one-line summary."""
+    from .common import BlindResult
+
+    out, model_name = Path(cfg.out), summary["model"]
     df = sh.merge(out, qid, keep_shards=cfg.keep_shards)
     he = df["hit_exact"].dropna()
     gp = df["gold_prob"].dropna()
@@ -327,120 +331,138 @@ def run_served(cfg):
 
         result.url = push_blind_to_hub(out, cfg.push_to_hub, private=cfg.private)
     acc = summary["accuracy_exact"]
-    print(f"blind: {summary['n_questions']} questions in {out / sh.MERGED_REL} ({writer.written_rows} new, "
+    print(f"blind: {summary['n_questions']} questions in {out / sh.MERGED_REL} ({summary['n_new']} new, "
           f"{summary['n_resumed']} already done) from {base_url} ({', '.join(stats.server_models) or cfg.model}), "
-          f"{stats.requests} requests, {elapsed:.1f} s; scoring {summary['scoring']}; exact-match accuracy "
+          f"{stats.requests} requests, {summary['elapsed_s']:.1f} s; scoring {summary['scoring']}; exact-match accuracy "
           f"{'n/a' if acc is None else f'{acc:.4f}'}" + (f"; pushed to {result.url}" if result.url else ""),
           file=sys.stdout, flush=True)
     return result
 
 
-async def _request_all(cfg, openai, stats, writer, progress, failures, pending, prompts, qid, atype, options, gold,
-                       model_name, exact) -> str | None:
-    from ..answers import extract_answer
+class _Requester:
+    """Sends one chat completion per pending question, with bounded concurrency, retries and adaptation.
 
-    client = openai.AsyncOpenAI(api_key=os.environ[cfg.api_key_env], base_url=cfg.base_url.rstrip("/"),
-                                timeout=cfg.request_timeout, max_retries=0)
-    sem = asyncio.Semaphore(cfg.concurrency)
-    rng = random.Random(0)
-    state: dict[str, Any] = {"logprobs": cfg.mode == "logprob" and cfg.top_logprobs > 0, "temperature": True,
-                             "max_tokens_key": "max_tokens", "fatal": None, "last_flush": time.monotonic()}
-    flush_every = max(8, cfg.concurrency)
-    retryable = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-                 openai.APIConnectionError, openai.APIResponseValidationError, MalformedResponse)
+    Optional parameters a server rejects with a 400 (logprobs, ``temperature=0``, ``max_tokens``) are
+    dropped or renamed once for the whole run. Authentication or model errors stop the run (``fatal``);
+    any other failure is recorded per question, so a rerun requests only those.
+    """
 
-    def request_kwargs(i: int, want_lp: bool) -> dict:
-        kw: dict[str, Any] = {"model": cfg.model, "messages": [{"role": "user", "content": prompts[i]}],
-                              state["max_tokens_key"]: cfg.max_new_tokens}
-        if state["temperature"]:
+    def __init__(self, cfg, openai, stats: _Stats, writer, progress, failures: list, qs, model_name: str, exact):
+        self.cfg, self.openai, self.stats, self.writer, self.progress = cfg, openai, stats, writer, progress
+        self.failures, self.qs, self.model_name, self.exact = failures, qs, model_name, exact
+        self.rng = random.Random(0)
+        self.logprobs = cfg.mode == "logprob" and cfg.top_logprobs > 0
+        self.temperature = True
+        self.max_tokens_key = "max_tokens"
+        self.fatal: str | None = None
+        self.last_flush = time.monotonic()
+        self.flush_every = max(8, cfg.concurrency)
+        self.retryable = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
+                          openai.APIConnectionError, openai.APIResponseValidationError, MalformedResponse)
+        self.client = None
+
+    def _secret(self) -> str | None:
+        return os.environ.get(self.cfg.api_key_env)
+
+    def request_kwargs(self, i: int, want_lp: bool) -> dict:
+        kw: dict[str, Any] = {"model": self.cfg.model, "messages": [{"role": "user", "content": self.qs.prompts[i]}],
+                              self.max_tokens_key: self.cfg.max_new_tokens}
+        if self.temperature:
             kw["temperature"] = 0
         if want_lp:
             kw["logprobs"] = True
-            kw["top_logprobs"] = cfg.top_logprobs
+            kw["top_logprobs"] = self.cfg.top_logprobs
         return kw
 
-    def adapt(exc) -> bool:
+    def adapt(self, exc) -> bool:
         """A 400 naming an optional parameter: stop sending it (once, for the whole run)."""
         msg = str(exc).lower()
-        if state["logprobs"] and "logprob" in msg:
-            state["logprobs"] = False
-            stats.adaptations.append("no logprobs (rejected by the server)")
+        if self.logprobs and "logprob" in msg:
+            self.logprobs = False
+            self.stats.adaptations.append("no logprobs (rejected by the server)")
             return True
-        if state["temperature"] and "temperature" in msg:
-            state["temperature"] = False
-            stats.adaptations.append("default temperature (temperature=0 rejected)")
+        if self.temperature and "temperature" in msg:
+            self.temperature = False
+            self.stats.adaptations.append("default temperature (temperature=0 rejected)")
             return True
-        if state["max_tokens_key"] == "max_tokens" and "max_tokens" in msg:
-            state["max_tokens_key"] = "max_completion_tokens"
-            stats.adaptations.append("max_completion_tokens instead of max_tokens")
+        if self.max_tokens_key == "max_tokens" and "max_tokens" in msg:
+            self.max_tokens_key = "max_completion_tokens"
+            self.stats.adaptations.append("max_completion_tokens instead of max_tokens")
             return True
         return False
 
-    def row_for(i: int, comp, used_lp: bool) -> dict:
+    def row_for(self, i: int, comp, used_lp: bool) -> dict:
+        """The run row of one completion: scored from top logprobs where possible, else parsed from the text."""
+        from ..answers import extract_answer
+
+        qs = self.qs
         choice = comp.choices[0]
-        text = choice.message.content or ""
         usage = getattr(comp, "usage", None)
-        row = {"question_id": qid[i], "model": model_name, "arm": "blind", "truncated": False,
+        row = {"question_id": qs.qid[i], "model": self.model_name, "arm": "blind", "truncated": False,
                "n_prompt_tokens": getattr(usage, "prompt_tokens", None), "option_logprobs": None,
                "gold_prob": None, "letter_mass": None, "options_missing": None}
+        labels = list(LETTERS[: len(qs.options[i])]) if qs.atype[i] == "mc" else ["yes", "no"]
         scored = None
-        if used_lp and atype[i] in ("mc", "yesno"):
+        if used_lp and qs.atype[i] in ("mc", "yesno"):
             content = getattr(getattr(choice, "logprobs", None), "content", None) or []
             if content:
                 top = [(t.token, t.logprob) for t in (content[0].top_logprobs or [])]
                 if not top:
                     top = [(content[0].token, content[0].logprob)]
-                labels = list(LETTERS[: len(options[i])]) if atype[i] == "mc" else ["yes", "no"]
-                scored = score_top_logprobs(top, labels, atype[i] == "yesno")
+                scored = score_top_logprobs(top, labels, qs.atype[i] == "yesno")
         if scored is not None:
             lps, missing, mass = scored
             j = max((x for x in range(len(labels)) if lps[x] is not None), key=lambda x: (lps[x], -x))
-            g = labels.index(gold[i]) if gold[i] in labels else None
-            row.update({"prediction": labels[j] if atype[i] == "mc" else labels[j].capitalize(),
+            g = labels.index(qs.gold[i]) if qs.gold[i] in labels else None
+            row.update({"prediction": labels[j] if qs.atype[i] == "mc" else labels[j].capitalize(),
                         "answer": labels[j], "hit_exact": j == g, "option_logprobs": lps,
                         "gold_prob": math.exp(lps[g]) if g is not None and lps[g] is not None else None,
                         "letter_mass": mass, "options_missing": missing, "scoring": "top_logprobs"})
         else:
-            extracted = extract_answer(text, options[i], atype[i])
-            row.update({"prediction": text, "answer": None if extracted is None else str(extracted),
-                        "hit_exact": exact(extracted, gold[i], atype[i]), "scoring": "generate"})
+            extracted = extract_answer(choice.message.content or "", qs.options[i], qs.atype[i])
+            row.update({"prediction": choice.message.content or "",
+                        "answer": None if extracted is None else str(extracted),
+                        "hit_exact": self.exact(extracted, qs.gold[i], qs.atype[i]), "scoring": "generate"})
         return row
 
-    async def one(i: int) -> None:
-        attempt = 0
-        async with sem:
-            while True:
-                if state["fatal"] is not None:
-                    return
-                want_lp = state["logprobs"] and atype[i] in ("mc", "yesno")
-                stats.requests += 1
-                try:
-                    raw = await client.chat.completions.with_raw_response.create(**request_kwargs(i, want_lp))
-                    comp = _parse_completion(raw)
-                except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as e:
-                    if state["fatal"] is None:
-                        what = ("the API key in $" + cfg.api_key_env if _status(e) in (401, 403)
-                                else f"model {cfg.model!r}")
-                        state["fatal"] = (f"{clean_base_url(cfg.base_url)} rejected {what} ({_describe(e, os.environ.get(cfg.api_key_env))}); "
-                                          "no further requests were sent")
-                    return
-                except openai.BadRequestError as e:
-                    if adapt(e):
-                        continue
-                    failures.append((qid[i], _describe(e, os.environ.get(cfg.api_key_env))))
-                    return
-                except Exception as e:
-                    is_retryable = isinstance(e, retryable) or (
-                        isinstance(e, openai.APIStatusError) and (_status(e) in RETRY_STATUS or (_status(e) or 0) >= 500))
-                    if not is_retryable or attempt >= cfg.max_retries:
-                        failures.append((qid[i], _describe(e, os.environ.get(cfg.api_key_env))))
-                        return
-                    stats.retries += 1
-                    # the slot stays taken while waiting: a server asking to slow down gets fewer requests
-                    await asyncio.sleep(backoff_s(attempt, cfg.retry_base_s, rng, retry_after_s(e)))
-                    attempt += 1
+    def _is_retryable(self, e: BaseException) -> bool:
+        return isinstance(e, self.retryable) or (
+            isinstance(e, self.openai.APIStatusError) and (_status(e) in RETRY_STATUS or (_status(e) or 0) >= 500))
+
+    async def _complete(self, i: int):
+        """The completion of question ``i`` and whether logprobs were asked, or None when it failed or the run stopped."""
+        openai, attempt = self.openai, 0
+        while True:
+            if self.fatal is not None:
+                return None
+            want_lp = self.logprobs and self.qs.atype[i] in ("mc", "yesno")
+            self.stats.requests += 1
+            try:
+                raw = await self.client.chat.completions.with_raw_response.create(**self.request_kwargs(i, want_lp))
+                return _parse_completion(raw), want_lp
+            except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as e:
+                if self.fatal is None:
+                    what = ("the API key in $" + self.cfg.api_key_env if _status(e) in (401, 403)
+                            else f"model {self.cfg.model!r}")
+                    self.fatal = (f"{clean_base_url(self.cfg.base_url)} rejected {what} "
+                                  f"({_describe(e, self._secret())}); no further requests were sent")
+                return None
+            except openai.BadRequestError as e:
+                if self.adapt(e):
                     continue
-                break
+                self.failures.append((self.qs.qid[i], _describe(e, self._secret())))
+                return None
+            except Exception as e:
+                if not self._is_retryable(e) or attempt >= self.cfg.max_retries:
+                    self.failures.append((self.qs.qid[i], _describe(e, self._secret())))
+                    return None
+                self.stats.retries += 1
+                # the slot stays taken while waiting: a server asking to slow down gets fewer requests
+                await asyncio.sleep(backoff_s(attempt, self.cfg.retry_base_s, self.rng, retry_after_s(e)))
+                attempt += 1
+
+    def _record(self, i: int, comp, want_lp: bool) -> None:
+        stats = self.stats
         usage = getattr(comp, "usage", None)
         if usage is not None:
             stats.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
@@ -449,20 +471,32 @@ async def _request_all(cfg, openai, stats, writer, progress, failures, pending, 
         if getattr(comp, "model", None):
             stats.server_models.add(str(comp.model))
         try:
-            row = row_for(i, comp, want_lp)
+            row = self.row_for(i, comp, want_lp)
         except Exception as e:  # an unexpected shape inside a 2xx body: this question fails, the run goes on
-            failures.append((qid[i], f"unreadable response ({type(e).__name__}: {e})"))
+            self.failures.append((self.qs.qid[i], f"unreadable response ({type(e).__name__}: {e})"))
             return
-        writer.add([row])
-        progress.advance(1)
+        self.writer.add([row])
+        self.progress.advance(1)
         now = time.monotonic()
-        if len(writer.rows) >= flush_every or now - state["last_flush"] > 2.0:
-            writer.flush()
-            state["last_flush"] = now
+        if len(self.writer.rows) >= self.flush_every or now - self.last_flush > 2.0:
+            self.writer.flush()
+            self.last_flush = now
 
-    try:
-        tasks = [asyncio.ensure_future(one(i)) for i in pending]
-        await asyncio.gather(*tasks)
-    finally:
-        await client.close()
-    return state["fatal"]
+    async def run(self, pending: list[int]) -> str | None:
+        """Request every pending question; the fatal error's text, or None."""
+        cfg = self.cfg
+        self.client = self.openai.AsyncOpenAI(api_key=os.environ[cfg.api_key_env], base_url=cfg.base_url.rstrip("/"),
+                                              timeout=cfg.request_timeout, max_retries=0)
+        sem = asyncio.Semaphore(cfg.concurrency)
+
+        async def one(i: int) -> None:
+            async with sem:
+                done = await self._complete(i)
+            if done is not None:
+                self._record(i, *done)
+
+        try:
+            await asyncio.gather(*[asyncio.ensure_future(one(i)) for i in pending])
+        finally:
+            await self.client.close()
+        return self.fatal

@@ -165,23 +165,8 @@ def register(app: typer.Typer) -> None:
 
         from ..curate.pipeline import CurateConfig, run_curation
         from ..curate.report import write_curation
-        from ..errors import InputError
-
         console = Console(stderr=True)
-        if questions is None and not runs and not blind:
-            from ..example import example_frame
-
-            with console.status("loading the bundled MATH-Vision example"):
-                frame = example_frame()
-        else:
-            if not runs:
-                raise InputError("give --runs (full-arm runs of at least 3 models); curation ranks models")
-            from ..ingest import build_frame, parse_column_map
-
-            with console.status("reading and validating inputs"):
-                frame = build_frame(questions, list(runs or []), list(blind or []),
-                                    column_map=parse_column_map(column_map or []), revision=revision,
-                                    dataset_hint=dataset, blind_model=blind_model)
+        frame = _load_frame(console, questions, runs, blind, column_map, revision, dataset, blind_model)
         inputs = list(frame.sources)
         cfg = CurateConfig(stages=tuple(s.strip() for s in stages.split(",") if s.strip()),
                            thresholds=_thresholds(threshold), target_size=target_size, max_rank_loss=max_rank_loss,
@@ -192,18 +177,7 @@ def register(app: typer.Typer) -> None:
         dates = load_model_dates(model_dates, model_order)
         if dates is None and isinstance(frame.meta.get("model_dates"), dict):
             dates = frame.meta["model_dates"]
-        excess = None
-        if tst_scores and tst:
-            raise InputError("give either --tst-scores or --tst, not both")
-        if tst_scores:
-            excess = load_tst_scores(tst_scores, frame)
-            inputs.append({"path": str(tst_scores), "kind": "tst_scores"})
-        elif tst:
-            from ..tst.rf import run_tst_rf
-
-            with console.status("TsT-RF (text-only stress test)"):
-                excess = run_tst_rf(frame, seed=seed, null_permutations=0).per_question[
-                    "tst_s_minus_chance"].to_numpy(float)
+        excess = _tst_excess(console, frame, tst_scores, tst, seed, inputs)
         with console.status("curating") as st:
             result = run_curation(frame, cfg, tst_excess=excess, model_dates=dates,
                                   progress=lambda m: st.update(f"curating: {m}"))
@@ -212,6 +186,44 @@ def register(app: typer.Typer) -> None:
                                     figures=figures)
         _print(result.summary)
         typer.echo(f"curated benchmark: {folder}")
+
+
+def _load_frame(console, questions: str | None, runs: list[str] | None, blind: list[str] | None,
+                column_map: list[str] | None, revision: str | None, dataset: str | None, blind_model: str | None):
+    """The audit frame of the inputs, or of the bundled MATH-Vision example when none is given."""
+    from ..errors import InputError
+
+    if questions is None and not runs and not blind:
+        from ..example import example_frame
+
+        with console.status("loading the bundled MATH-Vision example"):
+            return example_frame()
+    if not runs:
+        raise InputError("give --runs (full-arm runs of at least 3 models); curation ranks models")
+    from ..ingest import build_frame, parse_column_map
+
+    with console.status("reading and validating inputs"):
+        return build_frame(questions, list(runs or []), list(blind or []),
+                           column_map=parse_column_map(column_map or []), revision=revision,
+                           dataset_hint=dataset, blind_model=blind_model)
+
+
+def _tst_excess(console, frame, tst_scores: str | None, tst: bool, seed: int, inputs: list):
+    """TsT s(x) - chance per question for the text-ablation stage: read (recorded in ``inputs``), computed, or None."""
+    from ..errors import InputError
+
+    if tst_scores and tst:
+        raise InputError("give either --tst-scores or --tst, not both")
+    if tst_scores:
+        inputs.append({"path": str(tst_scores), "kind": "tst_scores"})
+        return load_tst_scores(tst_scores, frame)
+    if tst:
+        from ..tst.rf import run_tst_rf
+
+        with console.status("TsT-RF (text-only stress test)"):
+            return run_tst_rf(frame, seed=seed, null_permutations=0).per_question[
+                "tst_s_minus_chance"].to_numpy(float)
+    return None
 
 
 def _print(s: dict) -> None:

@@ -431,22 +431,43 @@ def _run_curation(frame, cfg: CurateConfig, *, tst_excess, model_dates, progress
     tick("discrimination", t0)
 
     # ---- IBP (text only: one selection for every split)
-    ibp = None
-    ibp_info: dict[str, Any] = {}
-    want_ibp = "ibp" in cfg.baselines and (cfg.ibp == "on" or (cfg.ibp == "auto" and pool.Q <= cfg.ibp_max_items))
-    if "ibp" in cfg.baselines and not want_ibp:
-        ibp_info = {"skipped": f"pool has {pool.Q:,} items > {cfg.ibp_max_items:,} (--ibp on runs it)"
-                    if cfg.ibp == "auto" else "--ibp off"}
-    elif want_ibp and kept.sum() < pool.Q:
-        t0 = time.perf_counter()
-        step("iterative bias pruning baseline")
-        try:
-            ibp, ibp_info = bl.ibp_mask(frame, int(kept.sum()), cfg.seed)
-        except InputError as e:
-            ibp_info = {"skipped": str(e)}
-        tick("ibp", t0)
+    ibp, ibp_info = _ibp_baseline(frame, pool, cfg, kept, step, tick)
 
-    # ---- held-out splits
+    # ---- held-out splits and bootstrap intervals (the in-pool selection's first)
+    folds, newest, (rho_b, tau_b), heldout, heldout_acc = _heldout_splits(
+        pool, cfg, kept, model_dates, tst_excess, text_cache, ibp, step, tick)
+
+    score = _pooled_score_error(folds, pool, cfg)
+
+    # ---- junk injection
+    junk = []
+    t0 = time.perf_counter()
+    for frac in cfg.junk_fractions:
+        if frac <= 0:
+            continue
+        step(f"junk injection {frac:.0%}")
+        junk.append(_junk(frame, pool, cfg, frac, model_dates))
+    if junk:
+        tick("junk", t0)
+
+    # ---- outputs
+    kept_by, removed = _explain(pool, cur, cfg)
+    summary = _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, vd, heldout, folds, newest,
+                       score, junk, ibp_info, fnd)
+    timings["total"] = round(time.perf_counter() - t_all, 3)
+    summary["timings_s"] = timings
+    scores = pd.DataFrame({"model": pool.models, "accuracy_full": pool.full_acc, "accuracy_curated": acc_cur,
+                           "accuracy_curated_heldout": [heldout_acc.get(m, np.nan) for m in pool.models]})
+    findings = fnd.table.copy()
+    findings.insert(0, "question_id", frame.questions["question_id"].astype(str).to_numpy())
+    return CurationResult(frame=frame, config=cfg, kept=kept, kept_by=kept_by, removed=removed, findings=findings,
+                          summary=summary, model_scores=scores, timings=timings)
+
+
+def _heldout_splits(pool: _Pool, cfg: CurateConfig, kept: np.ndarray, model_dates, tst_excess, text_cache, ibp,
+                    step, tick):
+    """Select with the training models of each split, evaluate on the held-out ones; bootstrap every split at once."""
+    M = len(pool.models)
     t0 = time.perf_counter()
     splits = _splits(pool.models, cfg, model_dates)
     folds, newest = [], None
@@ -473,47 +494,46 @@ def _run_curation(frame, cfg: CurateConfig, *, tst_excess, model_dates, progress
     for f in folds:
         heldout_acc.update(f["curated_accuracy"])
 
-    # ---- score estimation
-    score = None
-    if folds and all("_score" in f for f in folds):
-        keys = tuple(folds[0]["_score"]["abs_err"])
-        errs = {k: np.concatenate([f["_score"]["abs_err"][k] for f in folds]) for k in keys}
-        e = errs["pirt_information"]
-        score = {"n_items": int(min(cfg.score_budget, pool.Q)),
-                 "method": "p-IRT on information anchors (2PL fitted to the training models of each fold)",
-                 "mae_points": float(100 * e.mean()),
-                 "mae_points_ci": _mean_ci(e, (cfg.seed, 19)),
-                 "mae_points_by_estimator": {k: float(100 * v.mean()) for k, v in errs.items()},
-                 "reference": "gp-IRT: tinyBenchmarks-style k-means anchors, lambda validated on half the training "
-                              "models; random: the accuracy on random items",
-                 "max_abs_error_points": float(100 * e.max()),
-                 "lambda_per_fold": [f["_score"]["lambda"] for f in folds],
-                 "irt_converged_per_fold": [bool(f["_score"]["irt_converged"]) for f in folds],
-                 "n_models": int(len(errs["gpirt"])), "target": "each held-out model's accuracy on the whole pool"}
+    return folds, newest, (rho_b, tau_b), heldout, heldout_acc
 
-    # ---- junk injection
-    junk = []
-    t0 = time.perf_counter()
-    for frac in cfg.junk_fractions:
-        if frac <= 0:
-            continue
-        step(f"junk injection {frac:.0%}")
-        junk.append(_junk(frame, pool, cfg, frac, model_dates))
-    if junk:
-        tick("junk", t0)
 
-    # ---- outputs
-    kept_by, removed = _explain(pool, cur, cfg)
-    summary = _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, vd, heldout, folds, newest,
-                       score, junk, ibp_info, fnd)
-    timings["total"] = round(time.perf_counter() - t_all, 3)
-    summary["timings_s"] = timings
-    scores = pd.DataFrame({"model": pool.models, "accuracy_full": pool.full_acc, "accuracy_curated": acc_cur,
-                           "accuracy_curated_heldout": [heldout_acc.get(m, np.nan) for m in pool.models]})
-    findings = fnd.table.copy()
-    findings.insert(0, "question_id", frame.questions["question_id"].astype(str).to_numpy())
-    return CurationResult(frame=frame, config=cfg, kept=kept, kept_by=kept_by, removed=removed, findings=findings,
-                          summary=summary, model_scores=scores, timings=timings)
+def _ibp_baseline(frame, pool: _Pool, cfg: CurateConfig, kept: np.ndarray, step, tick):
+    """Iterative Bias Pruning at the curated size (text only: one selection serves every split)."""
+    ibp = None
+    ibp_info: dict[str, Any] = {}
+    want_ibp = "ibp" in cfg.baselines and (cfg.ibp == "on" or (cfg.ibp == "auto" and pool.Q <= cfg.ibp_max_items))
+    if "ibp" in cfg.baselines and not want_ibp:
+        ibp_info = {"skipped": f"pool has {pool.Q:,} items > {cfg.ibp_max_items:,} (--ibp on runs it)"
+                    if cfg.ibp == "auto" else "--ibp off"}
+    elif want_ibp and kept.sum() < pool.Q:
+        t0 = time.perf_counter()
+        step("iterative bias pruning baseline")
+        try:
+            ibp, ibp_info = bl.ibp_mask(frame, int(kept.sum()), cfg.seed)
+        except InputError as e:
+            ibp_info = {"skipped": str(e)}
+        tick("ibp", t0)
+    return ibp, ibp_info
+
+
+def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> dict | None:
+    """Each held-out model's whole-pool accuracy estimated from a small item budget, pooled over the folds."""
+    if not folds or not all("_score" in f for f in folds):
+        return None
+    keys = tuple(folds[0]["_score"]["abs_err"])
+    errs = {k: np.concatenate([f["_score"]["abs_err"][k] for f in folds]) for k in keys}
+    e = errs["pirt_information"]
+    return {"n_items": int(min(cfg.score_budget, pool.Q)),
+            "method": "p-IRT on information anchors (2PL fitted to the training models of each fold)",
+            "mae_points": float(100 * e.mean()),
+            "mae_points_ci": _mean_ci(e, (cfg.seed, 19)),
+            "mae_points_by_estimator": {k: float(100 * v.mean()) for k, v in errs.items()},
+            "reference": "gp-IRT: tinyBenchmarks-style k-means anchors, lambda validated on half the training "
+                         "models; random: the accuracy on random items",
+            "max_abs_error_points": float(100 * e.max()),
+            "lambda_per_fold": [f["_score"]["lambda"] for f in folds],
+            "irt_converged_per_fold": [bool(f["_score"]["irt_converged"]) for f in folds],
+            "n_models": int(len(errs["gpirt"])), "target": "each held-out model's accuracy on the whole pool"}
 
 
 def _visual(t: pd.DataFrame, th: StageThresholds, before: np.ndarray, after: np.ndarray) -> dict:

@@ -25,6 +25,8 @@ model -> ISO date; ``frame.meta["simulated"]`` holds the parameters and the true
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -41,15 +43,22 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def simulate_pool(n_items: int = 25_000, n_models: int = 30, *, mix: dict[str, float] | None = None,
-                  seed: int = 0, blind: bool = True, as_tables: bool = False):
-    """Simulate an MMGist-shaped pool; returns an AuditFrame (or ``(questions, runs, meta)``)."""
-    rng = np.random.default_rng(seed)
-    mix = dict(DEFAULT_MIX if mix is None else mix)
-    bad = set(mix) - set(KINDS[1:])
-    if bad:
-        raise ValueError(f"unknown planted kinds {sorted(bad)}; known: {KINDS[1:]}")
-    Q, M = int(n_items), int(n_models)
+@dataclass
+class _Items:
+    """The simulated items (planted kind, option count, gold, category, 2PL parameters) and models."""
+
+    kind: np.ndarray
+    K: np.ndarray
+    gold: np.ndarray
+    cat: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    theta: np.ndarray
+    dates: np.ndarray
+    models: list[str]
+
+
+def _draw_items(rng: np.random.Generator, Q: int, M: int, mix: dict[str, float]) -> _Items:
     counts = {k: int(round(mix.get(k, 0.0) * Q)) for k in KINDS[1:]}
     if sum(counts.values()) > Q:
         raise ValueError("planted fractions add up to more than the pool")
@@ -72,16 +81,19 @@ def simulate_pool(n_items: int = 25_000, n_models: int = 30, *, mix: dict[str, f
     dates = np.empty(M, dtype=object)
     base = np.datetime64("2023-01-01")
     dates[order] = [str(base + np.timedelta64(int(25 * r), "D")) for r in range(M)]
-    models = [f"sim-model-{j:02d}" for j in range(M)]
+    return _Items(kind, K, gold, cat, a, b, theta, dates, [f"sim-model-{j:02d}" for j in range(M)])
 
-    # ---- full arm
-    p_full = _sigmoid(a[:, None] * (theta[None, :] - b[:, None]))
-    is_bs, is_sat = kind == 1, kind == 2
-    is_mis, is_brk = kind == 3, kind == 4
+
+def _full_arm(rng: np.random.Generator, it: _Items) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Full-arm choices; the placeholder-gold items, the duplicated-gold items and their duplicate option."""
+    Q, M = len(it.kind), len(it.theta)
+    K, gold, a, theta = it.K, it.gold, it.a, it.theta
+    p_full = _sigmoid(a[:, None] * (theta[None, :] - it.b[:, None]))
+    is_bs, is_sat = it.kind == 1, it.kind == 2
+    is_mis, is_brk = it.kind == 3, it.kind == 4
     p_full[is_bs] = 0.97
     p_full[is_sat] = 1.0
-    u = rng.random((Q, M))
-    right = u < p_full
+    right = rng.random((Q, M)) < p_full
     off = 1 + (rng.random((Q, M)) * (K[:, None] - 1)).astype(np.int64)
     choice = np.where(right, gold[:, None], (gold[:, None] + off) % K[:, None])
     # mislabelled: the true option is gold + 1 (mod K); models find it by an easy-item 2PL
@@ -93,32 +105,32 @@ def simulate_pool(n_items: int = 25_000, n_models: int = 30, *, mix: dict[str, f
     choice[mi] = np.where(finds, true_opt[mi, None], guess)
     # broken options: placeholder gold -> guess; duplicated gold -> pick one of the two equal texts
     bi = np.flatnonzero(is_brk)
-    placeholder = np.zeros(Q, dtype=bool)
-    placeholder[bi[: len(bi) // 2]] = True
-    dup = np.zeros(Q, dtype=bool)
-    dup[bi[len(bi) // 2:]] = True
-    pi_ = np.flatnonzero(placeholder)
+    pi_, di = bi[: len(bi) // 2], bi[len(bi) // 2:]
     choice[pi_] = (rng.random((len(pi_), M)) * K[pi_, None]).astype(np.int64)
-    di = np.flatnonzero(dup)
     dup_opt = (gold + 1) % K
-    knows = rng.random((len(di), M)) < _sigmoid(a[di, None] * (theta[None, :] - b[di, None]))
+    knows = rng.random((len(di), M)) < _sigmoid(a[di, None] * (theta[None, :] - it.b[di, None]))
     coin = rng.random((len(di), M)) < 0.5
     choice[di] = np.where(knows, np.where(coin, gold[di, None], dup_opt[di, None]), choice[di])
-    hit_full = choice == gold[:, None]
+    return choice, pi_, di, dup_opt
 
-    # ---- blind arm: guessing plus a small per-model boost; blind-solvable items answered from the text
-    arms = [("full", choice, hit_full)]
-    if blind:
-        boost = rng.uniform(0.0, 0.08, M)
-        p_blind = np.minimum(1.0 / K[:, None] + boost[None, :], 1.0) * np.ones((Q, M))
-        p_blind[is_bs] = 0.95
-        rb = rng.random((Q, M)) < p_blind
-        offb = 1 + (rng.random((Q, M)) * (K[:, None] - 1)).astype(np.int64)
-        choice_b = np.where(rb, gold[:, None], (gold[:, None] + offb) % K[:, None])
-        choice_b[pi_] = (rng.random((len(pi_), M)) * K[pi_, None]).astype(np.int64)
-        arms.append(("blind", choice_b, choice_b == gold[:, None]))
 
-    # ---- tables
+def _blind_arm(rng: np.random.Generator, it: _Items, pi_: np.ndarray) -> np.ndarray:
+    """Blind-arm choices: guessing plus a small per-model boost; blind-solvable items answered from the text."""
+    Q, M, K, gold = len(it.kind), len(it.theta), it.K, it.gold
+    boost = rng.uniform(0.0, 0.08, M)
+    p_blind = np.minimum(1.0 / K[:, None] + boost[None, :], 1.0) * np.ones((Q, M))
+    p_blind[it.kind == 1] = 0.95
+    rb = rng.random((Q, M)) < p_blind
+    offb = 1 + (rng.random((Q, M)) * (K[:, None] - 1)).astype(np.int64)
+    choice_b = np.where(rb, gold[:, None], (gold[:, None] + offb) % K[:, None])
+    choice_b[pi_] = (rng.random((len(pi_), M)) * K[pi_, None]).astype(np.int64)
+    return choice_b
+
+
+def _pool_tables(it: _Items, arms: list[tuple[str, np.ndarray]], pi_: np.ndarray, di: np.ndarray,
+                 dup_opt: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """The questions and runs tables (and the question IDs)."""
+    Q, M, K, gold = len(it.kind), len(it.theta), it.K, it.gold
     qids = np.char.add("sim-", np.char.zfill(np.arange(Q).astype(str), 6)).astype(object)
     opt_text = [[f"option {i}-{j}" for j in range(K[i])] for i in range(Q)]
     for i in pi_:
@@ -131,32 +143,49 @@ def simulate_pool(n_items: int = 25_000, n_models: int = 30, *, mix: dict[str, f
         "options": opt_text,
         "answer": LETTER_ARRAY[gold],
         "answer_type": "mc",
-        "category": np.array(CATEGORIES, dtype=object)[cat],
+        "category": np.array(CATEGORIES, dtype=object)[it.cat],
     })
     parts = []
-    for arm, ch, hit in arms:
+    for arm, ch in arms:
+        hit = ch == gold[:, None]
         letters = LETTER_ARRAY[ch.T.reshape(-1)]
         parts.append(pd.DataFrame({
             "question_id": np.tile(qids, M),
-            "model": np.repeat(np.array(models, dtype=object), Q),
+            "model": np.repeat(np.array(it.models, dtype=object), Q),
             "arm": arm,
             "prediction": letters,
             "answer": letters,
             "hit": hit.T.reshape(-1).astype(np.int8),
             "hit_exact": hit.T.reshape(-1).astype(np.int8),
         }))
-    runs = pd.concat(parts, ignore_index=True)
+    return questions, pd.concat(parts, ignore_index=True), qids
+
+
+def simulate_pool(n_items: int = 25_000, n_models: int = 30, *, mix: dict[str, float] | None = None,
+                  seed: int = 0, blind: bool = True, as_tables: bool = False):
+    """Simulate an MMGist-shaped pool; returns an AuditFrame (or ``(questions, runs, meta)``)."""
+    rng = np.random.default_rng(seed)
+    mix = dict(DEFAULT_MIX if mix is None else mix)
+    bad = set(mix) - set(KINDS[1:])
+    if bad:
+        raise ValueError(f"unknown planted kinds {sorted(bad)}; known: {KINDS[1:]}")
+    Q, M = int(n_items), int(n_models)
+    it = _draw_items(rng, Q, M, mix)
+    choice, pi_, di, dup_opt = _full_arm(rng, it)
+    arms = [("full", choice)]
+    if blind:
+        arms.append(("blind", _blind_arm(rng, it, pi_)))
+    questions, runs, qids = _pool_tables(it, arms, pi_, di, dup_opt)
     meta = {
-        "planted": {k: [str(qids[i]) for i in np.flatnonzero(kind == j)] for j, k in enumerate(KINDS) if j > 0},
-        "model_dates": dict(zip(models, dates.tolist())),
+        "planted": {k: [str(qids[i]) for i in np.flatnonzero(it.kind == j)] for j, k in enumerate(KINDS) if j > 0},
+        "model_dates": dict(zip(it.models, it.dates.tolist())),
         "simulated": {"seed": seed, "n_items": Q, "n_models": M, "mix": mix,
-                      "theta": dict(zip(models, theta.round(6).tolist()))},
+                      "theta": dict(zip(it.models, it.theta.round(6).tolist()))},
         "benchmark": f"simulated MMGist-shaped pool ({Q:,} items x {M} models)",
     }
     if as_tables:
         return questions, runs, meta
     from ..frame import AuditFrame
 
-    frame = AuditFrame.from_tables(questions, runs, questions_source="<simulated>", runs_source="<simulated>",
-                                   meta=meta)
-    return frame
+    return AuditFrame.from_tables(questions, runs, questions_source="<simulated>", runs_source="<simulated>",
+                                  meta=meta)

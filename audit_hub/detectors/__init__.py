@@ -23,8 +23,10 @@ register(
     signal="full vs blind accuracy",
     finding="no-gain-from-image items",
     audit_params=("n_permutations", "alpha"),
-    # 199 permutations inside a simulation (p resolution 0.005); power is not part of the test
-    calibration_params={"leave_one_out": False, "n_boot": 0, "power": False, "n_permutations": 199},
+    # 199 permutations inside a simulation (p resolution 0.005); power, the per-category and the
+    # unstratified permutation nulls are not part of the headline test
+    calibration_params={"leave_one_out": False, "n_boot": 0, "power": False, "n_permutations": 199,
+                        "secondary_permutations": False},
     actions=(ActionTrigger("drop", "high"),),
     role="image_gain",
     headline_statistic="zero_gain_share",
@@ -56,6 +58,8 @@ register(
     inputs=(("models", "predictions"),),
     judge_dependent=False,
     evidence=("agreement", "n_raters", "n_distinct", "entropy"),
+    # the bootstrap intervals are not part of the per-item flags calibration counts
+    calibration_params={"n_boot": 0},
     label="low inter-model agreement",
     signal="inter-model agreement (Fleiss kappa)",
     finding="unstable / ambiguous items",
@@ -80,6 +84,8 @@ register(
     inputs=(("references", "options"), ("references", "n_options")),
     judge_dependent=False,
     evidence=("gold_letter", "n_options", "position_excess"),
+    # the per-category rows (Monte Carlo p per category) are not part of the headline test
+    calibration_params={"per_category": False},
     label="gold in an over-represented position",
     signal="gold-position histogram",
     finding="position bias",

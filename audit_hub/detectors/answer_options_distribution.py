@@ -192,9 +192,12 @@ def _eligible(frame: AuditFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, di
     return K, gold, is_mc & ~ph["gold_placeholder"] & (K >= 2) & (gold < K), accounting
 
 
-def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 9999, alpha: float = 0.05
-        ) -> DetectorResult:
-    """Gold-position balance, majority-letter baseline and per-model letter preferences."""
+def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 9999, alpha: float = 0.05,
+        per_category: bool = True) -> DetectorResult:
+    """Gold-position balance, majority-letter baseline and per-model letter preferences.
+
+    ``per_category=False`` leaves out the per-category chi-square rows (their Monte Carlo p-values are
+    most of the cost on small benchmarks); the headline test is computed first and does not change."""
     K, gold, mc, accounting = _eligible(frame)
     if not mc.any():
         raise DetectorSkipped("no multiple-choice questions with 2 or more options")
@@ -252,7 +255,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_mc: int = 999
             {"category": "(all)", "arm": None, "statistic": "majority_letter_baseline", "estimate": base_acc,
              "ci_low": float(blo), "ci_high": float(bhi), "null_mean": chance,
              "excess": (base_acc - chance) if base_acc is not None else None, "n_items": int(N)}]
-    cat_rows = _category_rows(frame, mc, K, gold, n_mc=n_mc, rng=rng)
+    cat_rows = _category_rows(frame, mc, K, gold, n_mc=n_mc, rng=rng) if per_category else []
     table = summary_rows(NAME, rows + cat_rows)
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table,
                           params=summary["params"])

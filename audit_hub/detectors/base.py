@@ -62,14 +62,21 @@ class DetectorResult:
 
 def summary_rows(detector: str, rows: list[dict]) -> pd.DataFrame:
     """Build a table with the standard columns from partial dicts (missing keys -> NaN/None)."""
-    df = pd.DataFrame(rows)
-    df["detector"] = detector
+    if not rows:
+        df = pd.DataFrame({"detector": pd.Series([], dtype=object)})
+        df["detector"] = detector
+        for c in SUMMARY_TABLE_COLUMNS[1:]:
+            df[c] = np.zeros(0, np.float64) if c in NUMERIC_COLUMNS else None
+        return df
+    cols: dict[str, object] = {}  # one column at a time from plain lists (same dtype inference as a frame of rows)
     for c in SUMMARY_TABLE_COLUMNS:
-        if c not in df.columns:
-            df[c] = None
-    for c in NUMERIC_COLUMNS:  # plain float64 (detectors may hand over 0-d numpy arrays or None)
-        df[c] = np.array([np.nan if v is None else float(v) for v in df[c].tolist()], dtype=np.float64)
-    return df[list(SUMMARY_TABLE_COLUMNS)]
+        if c == "detector":
+            cols[c] = [detector] * len(rows)
+        elif c in NUMERIC_COLUMNS:  # plain float64 (detectors may hand over 0-d numpy arrays or None)
+            cols[c] = np.array([np.nan if (v := r.get(c)) is None else float(v) for r in rows], dtype=np.float64)
+        else:
+            cols[c] = [r.get(c) for r in rows]
+    return pd.DataFrame(cols)
 
 
 class ResultContractError(ValueError):

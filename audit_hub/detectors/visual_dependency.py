@@ -532,8 +532,12 @@ def _paired_correctness(frame: AuditFrame, field: str):
 
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
         alpha: float = 0.05, stratify=STRATIFY_DEFAULT, n_boot: int = 1000, leave_one_out: bool = True,
-        power: bool = True, design_label: str | None = None) -> DetectorResult:
-    """Zero-gain share vs the item-matched permutation null, per question, per category and per pool."""
+        power: bool = True, design_label: str | None = None, secondary_permutations: bool = True) -> DetectorResult:
+    """Zero-gain share vs the item-matched permutation null, per question, per category and per pool.
+
+    ``secondary_permutations=False`` draws no permutations for the per-category and unstratified nulls
+    (their closed-form means and SDs stay; their p-values are None); the headline test draws first, so
+    its p-value does not change."""
     mf_names, mb_names, pool_level, full, blind, known = _paired_correctness(frame, field)
     n_items = int(known.sum())
     mf, mb = len(mf_names), len(mb_names)
@@ -566,13 +570,14 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     three_way = _three_way(pos, zero, neg, n_items)
     unit_all, unit_cat, n_units = _category_units(frame, cat_all, strata_keys)
     utabs = np.bincount(unit_all[idx] * (R * C) + cell, minlength=n_units * R * C).reshape(n_units, R, C)
-    per = _Null(utabs, pairs, unit_cat, n_cat, B, rng)
-    per_category, rows = _per_category(per, tabs, pairs, cat, f, pos, neg, cat_labels, n_items, B)
+    B2 = B if secondary_permutations else 0
+    per = _Null(utabs, pairs, unit_cat, n_cat, B2, rng)
+    per_category, rows = _per_category(per, tabs, pairs, cat, f, pos, neg, cat_labels, n_items, B2)
     statistics = {  # the stratified null in words, the paper's unstratified figure, power
         "stratify": strata_keys or None,
         "n_strata": int((tabs.reshape(n_strata, -1).sum(axis=1) > 0).sum()),
         "null_hypothesis": null_statement(strata_keys),
-        "unstratified": _unstratified(tabs, pairs, B, rng, n_items, z_count, alpha, p_value, excess)
+        "unstratified": _unstratified(tabs, pairs, B2, rng, n_items, z_count, alpha, p_value, excess)
         if n_strata > 1 else None,
         "power": power_summary(tabs, pairs, alpha) if power else None,
     }
@@ -593,6 +598,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
 
     params = {"field": field, "n_permutations": B, "alpha": alpha, "stratify": strata_keys or None,
               "n_boot": n_boot, "leave_one_out": leave_one_out}
+    if not secondary_permutations:
+        params["secondary_permutations"] = False
     summary = _summary(head=head, B=B, lomo=lomo, fragile=fragile, reason=reason, z_count=z_count,
                        n_excluded=Q - n_items, rank=rank, zscore=zscore, draws=draws, three_way=three_way,
                        cells=cells, per_category=per_category, pool_level=pool_level, mf_names=mf_names,

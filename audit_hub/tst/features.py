@@ -173,17 +173,9 @@ class FullLabels:
         return Labels(opt_gold=og, num_value=nv, train=train.copy())
 
 
-def build_data(questions: pd.DataFrame, group_column: str | None = None) -> tuple[TstData, FullLabels]:
-    """Precompute the label-free features of a frame's questions, and (separately) their answers.
-
-    ``questions`` is ``AuditFrame.questions``. Nothing in the returned :class:`TstData` depends on the
-    ``answer`` column; the answers go into :class:`FullLabels`.
-    """
-    q = questions
-    n = len(q)
-    atype = q["answer_type"].to_numpy(dtype=object)
-    qtext = q["question"].fillna("").astype(str).tolist()
-    opts_in = q["options"].tolist()
+def _question_kinds(atype: np.ndarray, opts_in: list) -> tuple[np.ndarray, list[list[str]], np.ndarray]:
+    """Per question: kind (0 choice, 1 numeric, -1 unscored), its options, and the number of choices."""
+    n = len(atype)
     kind = np.full(n, -1, dtype=np.int8)
     options: list[list[str]] = []
     for i in range(n):
@@ -198,28 +190,41 @@ def build_data(questions: pd.DataFrame, group_column: str | None = None) -> tupl
                 kind[i] = 1
             options.append([])
     n_choices = np.array([len(o) if kind[i] == 0 else 0 for i, o in enumerate(options)], dtype=np.int16)
-    cat_col = q["category"].astype(object).where(q["category"].notna(), "(none)").astype(str)
-    category, cat_uniq = pd.factorize(cat_col, sort=True)
-    templates = [question_template(qtext[i], options[i]) for i in range(n)]
-    template, n_templates = _factorize(templates)
+    return kind, options, n_choices
 
-    # ---- question-level static features (label-free)
-    q_len = np.array([len(t) for t in qtext], dtype=np.float32)
-    q_words = np.array([len(t.split()) for t in qtext], dtype=np.float32)
+
+def _question_static(qtext: list[str]) -> dict[str, np.ndarray]:
+    """Question-level label-free features: length, words, the numbers in the text."""
     q_nums = [[float(x) for x in _NUM_IN_TEXT.findall(t.replace(",", ""))] for t in qtext]
-    q_n_numbers = np.array([len(v) for v in q_nums], dtype=np.float32)
     q_first_num = np.array([v[0] if v else np.nan for v in q_nums], dtype=np.float64)
     q_max_num = np.array([max(v) if v else np.nan for v in q_nums], dtype=np.float64)
-    q_static = {
-        "q_len": q_len, "q_words": q_words, "q_n_numbers": q_n_numbers,
+    return {
+        "q_len": np.array([len(t) for t in qtext], dtype=np.float32),
+        "q_words": np.array([len(t.split()) for t in qtext], dtype=np.float32),
+        "q_n_numbers": np.array([len(v) for v in q_nums], dtype=np.float32),
         "q_first_num": signed_log(q_first_num).astype(np.float32),
         "q_max_num": signed_log(q_max_num).astype(np.float32),
     }
 
-    # ---- option rows
-    opt_q = np.repeat(np.arange(n, dtype=np.int64), n_choices.astype(np.int64))
-    opt_pos = (np.arange(len(opt_q)) - np.repeat(np.cumsum(n_choices) - n_choices, n_choices)).astype(np.int64)
-    opt_start = np.where(n_choices > 0, np.cumsum(n_choices) - n_choices, -1).astype(np.int64)
+
+def _within_rank(v: np.ndarray, opt_q: np.ndarray, opt_start: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rank of v among the question's options with a finite v (0 = smallest; -1 when not finite), and count.
+
+    Vectorised through a lexsort by (question, value)."""
+    finite = np.isfinite(v)
+    vv = np.where(finite, v, np.inf)
+    order = np.lexsort((np.arange(len(v)), vv, opt_q))
+    rank = np.empty(len(v), dtype=np.float64)
+    rank[order] = np.arange(len(v)) - opt_start[opt_q[order]]
+    cnt = np.bincount(opt_q[finite], minlength=n)[opt_q].astype(np.float64)
+    return np.where(finite, rank, -1.0), cnt
+
+
+def _option_static(qtext: list[str], options: list[list[str]], n_choices: np.ndarray, opt_q: np.ndarray,
+                   opt_pos: np.ndarray, opt_start: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, int,
+                                                                        np.ndarray, np.ndarray, np.ndarray]:
+    """Option-row label-free features; also the option text codes, their count, value, and value ranks."""
+    n = len(qtext)
     flat = [o for i in range(n) for o in options[i]] if len(opt_q) else []
     flat_norm = [norm_text(o) for o in flat]
     text_code, n_text = _factorize(flat_norm)
@@ -239,25 +244,11 @@ def build_data(questions: pd.DataFrame, group_column: str | None = None) -> tupl
         for s, qi in zip(flat_norm, opt_q.tolist())
     ], dtype=np.float64) if len(opt_q) else np.zeros(0)
     text_freq = np.bincount(text_code, minlength=n_text)[text_code].astype(np.float64) if len(opt_q) else np.zeros(0)
-
-    # within-question ranks (vectorised through a lexsort by (question, value))
-    def within_rank(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rank of v among the question's options with a finite v (0 = smallest), and count."""
-        finite = np.isfinite(v)
-        vv = np.where(finite, v, np.inf)
-        order = np.lexsort((np.arange(len(v)), vv, opt_q))
-        rank = np.empty(len(v), dtype=np.float64)
-        starts = np.repeat(opt_start[opt_q[order]], 1)
-        rank[order] = np.arange(len(v)) - starts
-        cnt = np.bincount(opt_q[finite], minlength=n)[opt_q].astype(np.float64)
-        rank = np.where(finite, rank, -1.0)
-        return rank, cnt
-
-    v_rank, v_cnt = within_rank(value)
+    v_rank, v_cnt = _within_rank(value, opt_q, opt_start, n)
     v_rank_desc = np.where(v_rank >= 0, v_cnt - 1 - v_rank, -1.0)
-    l_rank, l_cnt = within_rank(length)
+    l_rank, l_cnt = _within_rank(length, opt_q, opt_start, n)
     l_mean = (np.bincount(opt_q, weights=length, minlength=n) / np.maximum(n_choices, 1))[opt_q]
-    # median of the numeric options, for relative value
+    # mean of the numeric options (log scale), for relative value
     v_log = signed_log(value)
     v_sum = np.bincount(opt_q, weights=np.where(np.isfinite(v_log), v_log, 0.0), minlength=n)
     v_mean = np.where(v_cnt > 0, v_sum[opt_q] / np.maximum(v_cnt, 1), np.nan)
@@ -279,20 +270,28 @@ def build_data(questions: pd.DataFrame, group_column: str | None = None) -> tupl
         "overlap": overlap.astype(np.float32),
         "text_freq": np.log1p(text_freq).astype(np.float32),
     }
-    keys = {
+    return opt_static, text_code, n_text, value, v_rank, v_rank_desc
+
+
+def _option_keys(template: np.ndarray, category: np.ndarray, opt_q: np.ndarray, opt_pos: np.ndarray,
+                 text_code: np.ndarray, n_text: int, v_rank: np.ndarray, v_rank_desc: np.ndarray) -> dict:
+    """Categorical keys of option rows (target-encoded by the featurisers on training folds only)."""
+    empty = (np.zeros(0, np.int64), 0)
+    has = len(opt_q) > 0
+    return {
         "text": (text_code, n_text),
-        "tmpl_text": _pair_codes(template[opt_q], text_code) if len(opt_q) else (np.zeros(0, np.int64), 0),
-        "tmpl_pos": _pair_codes(template[opt_q], opt_pos) if len(opt_q) else (np.zeros(0, np.int64), 0),
-        "cat_pos": _pair_codes(category[opt_q].astype(np.int64), opt_pos) if len(opt_q) else (np.zeros(0, np.int64), 0),
-        "tmpl_rank": _pair_codes(template[opt_q], v_rank.astype(np.int64)) if len(opt_q) else (np.zeros(0, np.int64), 0),
-        "tmpl_rank_desc": _pair_codes(template[opt_q], v_rank_desc.astype(np.int64)) if len(opt_q) else (np.zeros(0, np.int64), 0),
+        "tmpl_text": _pair_codes(template[opt_q], text_code) if has else empty,
+        "tmpl_pos": _pair_codes(template[opt_q], opt_pos) if has else empty,
+        "cat_pos": _pair_codes(category[opt_q].astype(np.int64), opt_pos) if has else empty,
+        "tmpl_rank": _pair_codes(template[opt_q], v_rank.astype(np.int64)) if has else empty,
+        "tmpl_rank_desc": _pair_codes(template[opt_q], v_rank_desc.astype(np.int64)) if has else empty,
     }
 
-    num_q = np.flatnonzero(kind == 1).astype(np.int64)
-    num_static = {name: arr[num_q] for name, arr in q_static.items()}
 
-    # answers (kept apart from TstData)
-    gold_pos = np.full(n, -1, dtype=np.int16)
+def _answers(q: pd.DataFrame, atype: np.ndarray, opt_q: np.ndarray, opt_pos: np.ndarray,
+             num_q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The answers, kept apart from TstData: gold position, gold flag of each option row, numeric gold value."""
+    gold_pos = np.full(len(q), -1, dtype=np.int16)
     gi = q["gold_index"].to_numpy()
     ans = q["answer"].astype(str).str.strip().str.lower().to_numpy(dtype=object)
     is_mc = atype == "mc"
@@ -301,6 +300,34 @@ def build_data(questions: pd.DataFrame, group_column: str | None = None) -> tupl
     gold_pos[is_yn] = np.where(ans[is_yn] == "yes", 0, 1)
     opt_gold = (opt_pos == gold_pos[opt_q]).astype(np.int8)
     num_value = np.array([first_number(a) for a in ans[num_q]], dtype=np.float64)
+    return gold_pos, opt_gold, num_value
+
+
+def build_data(questions: pd.DataFrame, group_column: str | None = None) -> tuple[TstData, FullLabels]:
+    """Precompute the label-free features of a frame's questions, and (separately) their answers.
+
+    ``questions`` is ``AuditFrame.questions``. Nothing in the returned :class:`TstData` depends on the
+    ``answer`` column; the answers go into :class:`FullLabels`.
+    """
+    q = questions
+    n = len(q)
+    atype = q["answer_type"].to_numpy(dtype=object)
+    qtext = q["question"].fillna("").astype(str).tolist()
+    kind, options, n_choices = _question_kinds(atype, q["options"].tolist())
+    cat_col = q["category"].astype(object).where(q["category"].notna(), "(none)").astype(str)
+    category, cat_uniq = pd.factorize(cat_col, sort=True)
+    template, n_templates = _factorize([question_template(qtext[i], options[i]) for i in range(n)])
+    q_static = _question_static(qtext)
+
+    opt_q = np.repeat(np.arange(n, dtype=np.int64), n_choices.astype(np.int64))
+    opt_pos = (np.arange(len(opt_q)) - np.repeat(np.cumsum(n_choices) - n_choices, n_choices)).astype(np.int64)
+    opt_start = np.where(n_choices > 0, np.cumsum(n_choices) - n_choices, -1).astype(np.int64)
+    opt_static, text_code, n_text, value, v_rank, v_rank_desc = _option_static(qtext, options, n_choices, opt_q,
+                                                                               opt_pos, opt_start)
+    keys = _option_keys(template, category, opt_q, opt_pos, text_code, n_text, v_rank, v_rank_desc)
+    num_q = np.flatnonzero(kind == 1).astype(np.int64)
+    num_static = {name: arr[num_q] for name, arr in q_static.items()}
+    gold_pos, opt_gold, num_value = _answers(q, atype, opt_q, opt_pos, num_q)
 
     data = TstData(
         question_id=q["question_id"].astype(str).to_numpy(dtype=object), kind=kind, n_choices=n_choices,

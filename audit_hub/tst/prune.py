@@ -131,6 +131,136 @@ def _rank(scores: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------- IBP
+def _group_budgets(groups: Mapping[str, np.ndarray], allocation: str, budget: int | None,
+                   budgets: Mapping[str, int] | None, frac: float | None) -> tuple[dict[str, int], str]:
+    """How many questions to remove from each group, and a phrase saying where that came from."""
+    sizes = {g: len(v) for g, v in groups.items()}
+    if budgets is not None:
+        unknown = sorted(set(budgets) - set(groups))
+        if unknown:
+            raise InputError(f"budgets name unknown groups {unknown}; groups for {allocation}: {sorted(groups)}")
+        gb, source = {g: int(budgets.get(g, 0)) for g in groups}, "explicit"
+    elif frac is not None:
+        if not 0 <= frac <= 1:
+            raise InputError("frac must be in [0, 1]")
+        gb, source = {g: int(round(frac * s)) for g, s in sizes.items()}, f"frac={frac}"
+    elif budget is not None:
+        gb = largest_remainder(int(budget), sizes)
+        source = f"budget={budget} split by largest remainder" if len(groups) > 1 else f"budget={budget}"
+    else:
+        raise InputError("give a budget, per-group budgets or a fraction")
+    if any(b < 0 for b in gb.values()):
+        raise InputError("budgets must be >= 0")
+    return gb, source
+
+
+class _Pruner:
+    """The state of one IBP run: what is kept, what was removed and why, iteration by iteration."""
+
+    def __init__(self, frame, tst_fn: Callable, kw: dict, threshold: float | None, step: int,
+                 cat: np.ndarray, cat_labels: list[str], floor: np.ndarray, progress):
+        q = frame.questions
+        self.frame, self.tst_fn, self.kw, self.threshold, self.step = frame, tst_fn, kw, threshold, step
+        self.cat, self.cat_labels, self.floor, self.progress = cat, cat_labels, floor, progress
+        self.n_q = len(q)
+        self.ids = q["question_id"].astype(str).to_numpy(dtype=object)
+        self.atype = q["answer_type"].to_numpy(dtype=object)
+        self.kept_cat = np.bincount(cat, minlength=len(cat_labels)).astype(np.int64)
+        self.keep = np.ones(self.n_q, dtype=bool)
+        self.removed_rows: list[dict] = []
+        self.trace_rows: list[dict] = []
+        self.first_s = np.full(self.n_q, np.nan)
+        self.first_sc = np.full(self.n_q, np.nan)
+
+    def _pick(self, cand: np.ndarray, remaining: np.ndarray, b: int) -> list[int]:
+        """Up to ``b`` of the best-ranked candidates whose category stays above its floor."""
+        picked = []
+        for j in _rank(cand, self.ids[remaining]):
+            c = self.cat[remaining[j]]
+            if self.kept_cat[c] > self.floor[c]:
+                picked.append(j)
+                self.kept_cat[c] -= 1
+                if len(picked) == b:
+                    break
+        return picked
+
+    def prune_group(self, g: str, members: np.ndarray, n_remove: int) -> str:
+        """Prune one group until its budget is spent; the reason it stopped."""
+        kmin = int(self.kw.get("k", 5))
+        remaining, removed_g, it = members.copy(), 0, 0
+        while removed_g < n_remove:
+            it += 1
+            if len(remaining) < 2 * kmin:
+                return "too_few_questions"
+            mask = np.zeros(self.n_q, dtype=bool)
+            mask[remaining] = True
+            res = self.tst_fn(self.frame.subset_questions(mask), **self.kw)
+            pq = res.per_question
+            sc = pq["tst_s_minus_chance"].to_numpy(dtype=np.float64)
+            rank_sc = rank_scale(sc, pq["tst_format"].to_numpy() if "tst_format" in pq else None)
+            s_raw = pq["tst_s"].to_numpy(dtype=np.float64)
+            if it == 1:
+                self.first_s[remaining] = s_raw
+                self.first_sc[remaining] = sc
+            fin = np.isfinite(sc)
+            max_s = float(np.max(sc[fin])) if fin.any() else float("nan")
+            row = {"group": g, "iteration": it, "n_before": int(len(remaining)), "n_ranked": int(fin.sum()),
+                   "max_score": max_s, "mean_score": float(np.mean(sc[fin])) if fin.any() else float("nan"),
+                   "mean_tst_s": float(np.nanmean(s_raw)) if fin.any() else float("nan"),
+                   "tst_accuracy": res.summary.get("accuracy"), "n_removed": 0}
+            self.trace_rows.append(row)
+            if not fin.any():
+                return "nothing_scored"
+            if self.threshold is not None and max_s < self.threshold:
+                return "threshold"
+            cand = rank_sc if self.threshold is None else np.where(sc >= self.threshold, rank_sc, np.nan)
+            picked = self._pick(cand, remaining, min(self.step, n_remove - removed_g))
+            if not picked:
+                return "floors"
+            for j in picked:
+                qc = remaining[j]
+                self.removed_rows.append({"order": len(self.removed_rows) + 1, "question_id": self.ids[qc],
+                                          "group": g, "iteration": it, "score": float(sc[j]),
+                                          "rank_score": float(rank_sc[j]), "tst_s": float(s_raw[j]),
+                                          "category": self.cat_labels[self.cat[qc]], "answer_type": self.atype[qc]})
+            row["n_removed"] = len(picked)
+            row["removed_ids"] = [self.ids[remaining[j]] for j in picked]
+            self.keep[remaining[picked]] = False
+            remaining = np.delete(remaining, picked)
+            removed_g += len(picked)
+            if self.progress is not None:
+                self.progress(f"{g}: iteration {it}, removed {removed_g}/{n_remove}")
+        return "budget"
+
+    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """The removed questions, the per-iteration trace and the first iteration's scores."""
+        removed = pd.DataFrame(self.removed_rows, columns=["order", "question_id", "group", "iteration", "score",
+                                                           "rank_score", "tst_s", "category", "answer_type"])
+        trace = pd.DataFrame(self.trace_rows)
+        if "removed_ids" in trace.columns:
+            trace["removed_ids"] = [list(v) if isinstance(v, list) else [] for v in trace["removed_ids"]]
+        first = pd.DataFrame({"question_id": self.ids, "tst_s": self.first_s, "tst_s_minus_chance": self.first_sc})
+        return removed, trace, first
+
+
+def _tst_after(frame, keep: np.ndarray, rkeep: np.ndarray, n_random: int, tst_fn: Callable, kw: dict) -> dict:
+    """TsT after pruning versus after random removal at the same rates."""
+    after = {}
+    for name, m in [("pruned", keep)] + [(f"random_{i}", rkeep[i]) for i in range(min(n_random, len(rkeep)))]:
+        try:
+            r = tst_fn(frame.subset_questions(m), **kw)
+            after[name] = {k_: r.summary.get(k_) for k_ in ("accuracy", "mean_p_gold", "chance", "majority_baseline")}
+            after[name]["mean_s_minus_chance"] = float(np.nanmean(r.per_question["tst_s_minus_chance"]))
+        except InputError as e:
+            after[name] = {"error": str(e)}
+    rnd = [v for k_, v in after.items() if k_.startswith("random_") and "error" not in v]
+    if rnd:
+        after["random_mean"] = {k_: float(np.mean([v[k_] for v in rnd if v.get(k_) is not None]))
+                                for k_ in ("accuracy", "mean_p_gold", "mean_s_minus_chance")
+                                if any(v.get(k_) is not None for v in rnd)}
+    return after
+
+
 def iterative_bias_pruning(frame, *, budget: int | None = None, step: int = 50, threshold: float | None = None,
                            floors: int | Mapping[str, int] = 0, allocation: str = "global",
                            budgets: Mapping[str, int] | None = None, frac: float | None = None,
@@ -161,107 +291,14 @@ def iterative_bias_pruning(frame, *, budget: int | None = None, step: int = 50, 
         raise InputError(f"unknown allocation {allocation!r}; use one of {ALLOCATIONS}")
     q = frame.questions
     n_q = len(q)
-    ids = q["question_id"].astype(str).to_numpy(dtype=object)
-    atype = q["answer_type"].to_numpy(dtype=object)
-    scorable = np.isin(atype, ("mc", "yesno", "numeric"))
+    scorable = np.isin(q["answer_type"].to_numpy(dtype=object), ("mc", "yesno", "numeric"))
     groups = _groups(frame, allocation, scorable)
-    sizes = {g: len(v) for g, v in groups.items()}
-    if budgets is not None:
-        unknown = sorted(set(budgets) - set(groups))
-        if unknown:
-            raise InputError(f"budgets name unknown groups {unknown}; groups for {allocation}: {sorted(groups)}")
-        gb = {g: int(budgets.get(g, 0)) for g in groups}
-        source = "explicit"
-    elif frac is not None:
-        if not 0 <= frac <= 1:
-            raise InputError("frac must be in [0, 1]")
-        gb = {g: int(round(frac * s)) for g, s in sizes.items()}
-        source = f"frac={frac}"
-    elif budget is not None:
-        gb = largest_remainder(int(budget), sizes)
-        source = f"budget={budget} split by largest remainder" if len(groups) > 1 else f"budget={budget}"
-    else:
-        raise InputError("give a budget, per-group budgets or a fraction")
-    if any(b < 0 for b in gb.values()):
-        raise InputError("budgets must be >= 0")
+    gb, source = _group_budgets(groups, allocation, budget, budgets, frac)
     cat, cat_labels, floor = _floors(frame, floors)
-    kept_cat = np.bincount(cat, minlength=len(cat_labels)).astype(np.int64)
-    keep = np.ones(n_q, dtype=bool)
-    removed_rows: list[dict] = []
-    trace_rows: list[dict] = []
-    first_s = np.full(n_q, np.nan)
-    first_sc = np.full(n_q, np.nan)
-    stop: dict[str, str] = {}
-    kmin = int(kw.get("k", 5))
-    for g, members in groups.items():
-        remaining = members.copy()
-        removed_g = 0
-        it = 0
-        stop[g] = "budget"
-        while removed_g < gb[g]:
-            it += 1
-            if len(remaining) < 2 * kmin:
-                stop[g] = "too_few_questions"
-                break
-            mask = np.zeros(n_q, dtype=bool)
-            mask[remaining] = True
-            res = tst_fn(frame.subset_questions(mask), **kw)
-            pq = res.per_question
-            sc = pq["tst_s_minus_chance"].to_numpy(dtype=np.float64)
-            rank_sc = rank_scale(sc, pq["tst_format"].to_numpy() if "tst_format" in pq else None)
-            s_raw = pq["tst_s"].to_numpy(dtype=np.float64)
-            if it == 1:
-                first_s[remaining] = s_raw
-                first_sc[remaining] = sc
-            fin = np.isfinite(sc)
-            max_s = float(np.max(sc[fin])) if fin.any() else float("nan")
-            row = {"group": g, "iteration": it, "n_before": int(len(remaining)), "n_ranked": int(fin.sum()),
-                   "max_score": max_s, "mean_score": float(np.mean(sc[fin])) if fin.any() else float("nan"),
-                   "mean_tst_s": float(np.nanmean(s_raw)) if fin.any() else float("nan"),
-                   "tst_accuracy": res.summary.get("accuracy"), "n_removed": 0}
-            if not fin.any():
-                stop[g] = "nothing_scored"
-                trace_rows.append(row)
-                break
-            if threshold is not None and max_s < threshold:
-                stop[g] = "threshold"
-                trace_rows.append(row)
-                break
-            b = min(step, gb[g] - removed_g)
-            picked = []
-            cand = rank_sc if threshold is None else np.where(sc >= threshold, rank_sc, np.nan)
-            for j in _rank(cand, ids[remaining]):
-                qc = remaining[j]
-                c = cat[qc]
-                if kept_cat[c] > floor[c]:
-                    picked.append(j)
-                    kept_cat[c] -= 1
-                    if len(picked) == b:
-                        break
-            if not picked:
-                stop[g] = "floors"
-                trace_rows.append(row)
-                break
-            for j in picked:
-                qc = remaining[j]
-                removed_rows.append({"order": len(removed_rows) + 1, "question_id": ids[qc], "group": g,
-                                     "iteration": it, "score": float(sc[j]), "rank_score": float(rank_sc[j]),
-                                     "tst_s": float(s_raw[j]),
-                                     "category": cat_labels[cat[qc]], "answer_type": atype[qc]})
-            row["n_removed"] = len(picked)
-            row["removed_ids"] = [ids[remaining[j]] for j in picked]
-            trace_rows.append(row)
-            keep[remaining[picked]] = False
-            remaining = np.delete(remaining, picked)
-            removed_g += len(picked)
-            if progress is not None:
-                progress(f"{g}: iteration {it}, removed {removed_g}/{gb[g]}")
-    removed = pd.DataFrame(removed_rows, columns=["order", "question_id", "group", "iteration", "score", "rank_score",
-                                                  "tst_s", "category", "answer_type"])
-    trace = pd.DataFrame(trace_rows)
-    if "removed_ids" in trace.columns:
-        trace["removed_ids"] = [list(v) if isinstance(v, list) else [] for v in trace["removed_ids"]]
-    first = pd.DataFrame({"question_id": ids, "tst_s": first_s, "tst_s_minus_chance": first_sc})
+    pruner = _Pruner(frame, tst_fn, kw, threshold, step, cat, cat_labels, floor, progress)
+    stop = {g: pruner.prune_group(g, members, gb[g]) for g, members in groups.items()}
+    removed, trace, first = pruner.tables()
+    keep, ids = pruner.keep, pruner.ids
 
     # ---- random removal at the same rates (same number per group, same floors)
     n_removed_g = {g: int((removed["group"] == g).sum()) for g in groups}
@@ -285,25 +322,9 @@ def iterative_bias_pruning(frame, *, budget: int | None = None, step: int = 50, 
     rs = 1 - rkeep.mean(axis=1) if len(rkeep) else np.array([])
     result.random = {"n_seeds": int(len(rkeep)), "removed_share": float(1 - keep.mean()),
                      "random_removed_share_mean": float(rs.mean()) if len(rs) else None}
-    # ---- the vision-blind gap, where both arms exist
-    result.gap = gap_table(frame, keep, rkeep, field=field)
-    # ---- TsT after pruning vs after random removal
+    result.gap = gap_table(frame, keep, rkeep, field=field)  # the vision-blind gap, where both arms exist
     if random_tst_seeds > 0 and len(removed):
-        after = {}
-        for name, m in [("pruned", keep)] + [(f"random_{i}", rkeep[i]) for i in range(min(random_tst_seeds, len(rkeep)))]:
-            try:
-                r = tst_fn(frame.subset_questions(m), **kw)
-                after[name] = {k_: r.summary.get(k_) for k_ in ("accuracy", "mean_p_gold", "chance",
-                                                               "majority_baseline")}
-                after[name]["mean_s_minus_chance"] = float(np.nanmean(r.per_question["tst_s_minus_chance"]))
-            except InputError as e:
-                after[name] = {"error": str(e)}
-        rnd = [v for k_, v in after.items() if k_.startswith("random_") and "error" not in v]
-        if rnd:
-            after["random_mean"] = {k_: float(np.mean([v[k_] for v in rnd if v.get(k_) is not None]))
-                                    for k_ in ("accuracy", "mean_p_gold", "mean_s_minus_chance")
-                                    if any(v.get(k_) is not None for v in rnd)}
-        result.tst_after = after
+        result.tst_after = _tst_after(frame, keep, rkeep, random_tst_seeds, tst_fn, kw)
     return result
 
 

@@ -206,6 +206,188 @@ def _make_rf(kind: str, p: RfParams, n_rows: int, seed: int) -> BaggedTrees:
     return BaggedTrees(kind, p.n_estimators, p.min_samples_leaf, p.max_features, ms, seed, p.n_jobs)
 
 
+def _permutation_importances(score, X: np.ndarray, names: list[str], rng, kind: str,
+                             imp: dict[str, list[tuple[str, float]]]) -> None:
+    """Drop in ``score`` when each feature group's columns are shuffled across rows (appended to ``imp``)."""
+    base = score(X)
+    for g in sorted({feature_group(c) for c in names}):
+        idx = [i for i, c in enumerate(names) if feature_group(c) == g]
+        Xp = X.copy()
+        Xp[:, idx] = X[rng.permutation(len(X))][:, idx]
+        imp.setdefault(g, []).append((kind, float(base - score(Xp))))
+
+
+class _CvRf:
+    """The core TsT-RF loop's state: out-of-fold outputs of every repeat, filled fold by fold."""
+
+    def __init__(self, data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, params: RfParams,
+                 seed: int):
+        self.data, self.labels, self.featuriser, self.params, self.seed = data, labels, featuriser, params, seed
+        n_q, R, Nn, reps = data.n_questions, len(data.opt_q), len(data.num_q), assign.shape[0]
+        self.p_opt = np.full((reps, R), np.nan)
+        self.p_cal = np.full((reps, R), np.nan)
+        self.r_raw = np.full((reps, R), np.nan)
+        self.betas = np.full((reps, int(assign.max()) + 1 if assign.size else 0), np.nan)
+        self.num_pred = np.full((reps, Nn), np.nan)
+        self.maj_pos = np.full((reps, n_q), -1, dtype=np.int64)
+        self.num_base = np.full((reps, Nn), np.nan)
+        self.scorable = data.kind >= 0
+        self.units = data.meta_units if hasattr(data, "meta_units") else np.arange(n_q)
+        self.imp: dict[str, list[tuple[str, float]]] = {}
+        self.k_row = np.maximum(data.n_choices[data.opt_q].astype(np.float64), 1.0)
+        self.ncat = len(data.category_labels)
+        self.kmax = int(data.n_choices.max()) if n_q else 0
+        self.feat_names: dict[str, list[str]] = {}
+        self.cats_num = data.category[data.num_q]
+
+    def fit_predict(self, train: np.ndarray, test: np.ndarray, r: int, f: int) -> None:
+        """Fold ``f`` of repeat ``r``: features, the option classifier, the numeric regressor, baselines."""
+        data = self.data
+        train = train & self.scorable
+        test = test & self.scorable
+        fseed = self.seed * 1_000_003 + r * 1009 + f
+        parts = self._cross_fit_features(train, fseed)
+        fitted_all = self.featuriser.fit(data, self.labels.view(data, train))
+        te_o = np.flatnonzero(test[data.opt_q])
+        te_n = np.flatnonzero(test[data.num_q])
+        if len(te_o):
+            self._option_classifier(fitted_all, parts, te_o, r, fseed)
+        if len(te_n):
+            self._numeric_regressor(fitted_all, parts, te_n, r, fseed)
+        self._baselines(train, test, te_n, r)
+
+    def _cross_fit_features(self, train: np.ndarray, fseed: int) -> dict[str, list]:
+        """Training features by cross-fitting (each inner part featurised by a fit on the others)."""
+        data = self.data
+        inner = inner_folds(self.units, train, self.params.n_inner, fseed)
+        parts: dict[str, list] = {"opt_rows": [], "num_rows": [], "Xo": [], "Xn": []}
+        for j in range(self.params.n_inner):
+            fit_mask = train & (inner != j)
+            part = inner == j
+            if not part.any():
+                continue
+            fitted = self.featuriser.fit(data, self.labels.view(data, fit_mask))
+            orows = np.flatnonzero(part[data.opt_q])
+            nrows = np.flatnonzero(part[data.num_q])
+            parts["opt_rows"].append(orows)
+            parts["num_rows"].append(nrows)
+            parts["Xo"].append(fitted.option_features(data, orows))
+            parts["Xn"].append(fitted.numeric_features(data, nrows))
+        return parts
+
+    def _option_classifier(self, fitted_all, parts: dict[str, list], te_o: np.ndarray, r: int, fseed: int) -> None:
+        """Option rows: is this option the gold? Probabilities normalised within each question."""
+        data, labels, params = self.data, self.labels, self.params
+        cols_te = fitted_all.option_features(data, te_o)
+        names = self.feat_names.setdefault("option", list(cols_te))
+        Xte, _ = _matrix(cols_te, names)
+        Xtr = np.concatenate([_matrix(c, names)[0] for c in parts["Xo"]], axis=0)
+        tr_rows = np.concatenate(parts["opt_rows"])
+        sub = _cap_rows(data.opt_q[tr_rows], params.max_train_rows, fseed + 3)
+        Xtr, tr_rows = Xtr[sub], tr_rows[sub]
+        y = labels.opt_gold[tr_rows]
+        if len(np.unique(y)) < 2:
+            raise InputError("TsT-RF: a training fold has no gold (or only gold) options")
+        clf = _make_rf("clf", params, len(tr_rows), fseed)
+        clf.fit(Xtr, y)
+        clf.set_params(n_jobs=1)  # prediction in a fixed order: bit-identical reruns
+        ql, qn = np.unique(data.opt_q[te_o], return_inverse=True)
+        col1 = list(clf.classes_).index(1)
+        pr_te = clf.predict_proba(Xte)[:, col1]
+        self.p_opt[r, te_o] = _normalise(pr_te, qn, len(ql), self.k_row[te_o])
+        self.r_raw[r, te_o] = pr_te
+        if r == 0 and params.importances:
+            # on at most IMPORTANCE_ROWS held-out option rows (whole questions), for speed
+            rng = np.random.default_rng(fseed)
+            sub = np.arange(len(te_o))
+            if len(ql) * 4 > IMPORTANCE_ROWS:
+                keep_q = np.zeros(len(ql), dtype=bool)
+                keep_q[rng.permutation(len(ql))[: max(IMPORTANCE_ROWS // 4, 1)]] = True
+                sub = np.flatnonzero(keep_q[qn])
+            _, qn_s = np.unique(qn[sub], return_inverse=True)
+            gold = labels.opt_gold[te_o[sub]] == 1
+            k_sub = self.k_row[te_o[sub]]
+
+            def score_sub(X):
+                pr = clf.predict_proba(X)[:, col1]
+                return _normalise(pr, qn_s, int(qn_s.max()) + 1, k_sub)[gold].mean()
+
+            _permutation_importances(score_sub, Xte[sub], names, rng, "choice", self.imp)
+
+    def _numeric_regressor(self, fitted_all, parts: dict[str, list], te_n: np.ndarray, r: int, fseed: int) -> None:
+        """Numeric questions: the gold value, regressed on a signed-log scale."""
+        data, labels, params = self.data, self.labels, self.params
+        cols_te = fitted_all.numeric_features(data, te_n)
+        names = self.feat_names.setdefault("numeric", list(cols_te))
+        Xte, _ = _matrix(cols_te, names)
+        tr_rows = np.concatenate(parts["num_rows"])
+        gold_te = labels.num_value[te_n]
+        if len(tr_rows) == 0:
+            self.num_pred[r, te_n] = np.nan
+            return
+        Xtr = np.concatenate([_matrix(c, names)[0] for c in parts["Xn"]], axis=0)
+        sub = _cap_rows(tr_rows, params.max_train_rows, fseed + 5)
+        Xtr, tr_rows = Xtr[sub], tr_rows[sub]
+        reg = _make_rf("reg", params, len(tr_rows), fseed + 1)
+        reg.fit(Xtr, signed_log(labels.num_value[tr_rows]))
+        reg.set_params(n_jobs=1)
+        self.num_pred[r, te_n] = signed_exp(reg.predict(Xte))
+        if r == 0 and params.importances:
+            rng = np.random.default_rng(fseed + 7)
+            _permutation_importances(lambda X: mean_relative_accuracy(signed_exp(reg.predict(X)), gold_te).mean(),
+                                     Xte, names, rng, "numeric", self.imp)
+
+    def _baselines(self, train: np.ndarray, test: np.ndarray, te_n: np.ndarray, r: int) -> None:
+        """Learned on the training folds, every repeat: most frequent gold position per category (choice),
+        per-category median gold value (numeric; global median if unseen)."""
+        data, labels, kmax = self.data, self.labels, self.kmax
+        ch_tr = train & (data.kind == 0)
+        cnt = np.zeros((self.ncat, max(kmax, 1)))
+        np.add.at(cnt, (data.category[ch_tr], labels.gold_pos[ch_tr].astype(np.int64)), 1.0)
+        ch_te = np.flatnonzero(test & (data.kind == 0))
+        if len(ch_te):
+            rows = cnt[data.category[ch_te]].copy()
+            rows[np.arange(max(kmax, 1))[None, :] >= data.n_choices[ch_te][:, None]] = -1.0
+            self.maj_pos[r, ch_te] = rows.argmax(axis=1)
+        if len(te_n):
+            trn = train[data.num_q]
+            vals = labels.num_value[trn]
+            gmed = float(np.median(vals)) if len(vals) else 0.0
+            med = np.full(self.ncat, gmed)
+            for c in np.unique(self.cats_num[te_n]):
+                v = labels.num_value[trn & (self.cats_num == c)]
+                if len(v):
+                    med[c] = float(np.median(v))
+            self.num_base[r, te_n] = med[self.cats_num[te_n]]
+
+    def calibrate(self, assign: np.ndarray, calibrate: str) -> None:
+        """For held-out fold f, a calibration map fitted on the out-of-fold forest probabilities of the
+        questions *outside* f (its training folds) and their answers."""
+        from .calibrate import fit_isotonic, fit_power, isotonic_normalise, power_normalise
+
+        data, labels = self.data, self.labels
+        if not len(data.opt_q):
+            return
+        fold_row = assign[:, data.opt_q]
+        for r in range(assign.shape[0]):
+            for f in range(self.betas.shape[1]):
+                te = np.flatnonzero((fold_row[r] == f) & np.isfinite(self.r_raw[r]))
+                if not len(te):
+                    continue
+                qs, ql_te = np.unique(data.opt_q[te], return_inverse=True)
+                tr = np.flatnonzero((fold_row[r] != f) & np.isfinite(self.r_raw[r]))
+                if calibrate == "isotonic" and len(tr):
+                    iso = fit_isotonic(self.p_opt[r, tr], labels.opt_gold[tr] == 1)
+                    self.p_cal[r, te] = isotonic_normalise(iso, self.p_opt[r, te], ql_te, len(qs))
+                else:
+                    beta = 1.0
+                    if calibrate == "power" and len(tr):
+                        qt, ql_tr = np.unique(data.opt_q[tr], return_inverse=True)
+                        beta = fit_power(self.r_raw[r, tr], ql_tr, len(qt), labels.opt_gold[tr] == 1)
+                    self.betas[r, f] = beta
+                    self.p_cal[r, te] = power_normalise(self.r_raw[r, te], ql_te, len(qs), beta)
+
+
 def _cv_rf(data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, params: RfParams, seed: int,
            progress: Callable[[], None] | None = None, *, calibrate: str = "isotonic") -> dict[str, Any]:
     """Out-of-fold predictions for every repeat (the core TsT-RF loop).
@@ -218,171 +400,11 @@ def _cv_rf(data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, pa
     Repeat ``r``'s forests are seeded from (seed, r, fold) only, so rerunning one repeat on other
     answers (the permutation null) reuses the identical pipeline.
     """
-    from .calibrate import fit_isotonic, fit_power, isotonic_normalise, power_normalise
-
-    n_q = data.n_questions
-    R = len(data.opt_q)
-    Nn = len(data.num_q)
-    reps = assign.shape[0]
-    p_opt = np.full((reps, R), np.nan)
-    p_cal = np.full((reps, R), np.nan)
-    r_raw = np.full((reps, R), np.nan)
-    betas = np.full((reps, int(assign.max()) + 1 if assign.size else 0), np.nan)
-    num_pred = np.full((reps, Nn), np.nan)
-    maj_pos = np.full((reps, n_q), -1, dtype=np.int64)
-    num_base = np.full((reps, Nn), np.nan)
-    scorable = data.kind >= 0
-    units = data.meta_units if hasattr(data, "meta_units") else np.arange(n_q)
-    imp: dict[str, list[tuple[str, float]]] = {}
-    k_row = np.maximum(data.n_choices[data.opt_q].astype(np.float64), 1.0)
-    ncat = len(data.category_labels)
-    kmax = int(data.n_choices.max()) if n_q else 0
-    feat_names: dict[str, list[str]] = {}
-    cats_num = data.category[data.num_q]
-
-    def fit_predict(train: np.ndarray, test: np.ndarray, r: int, f: int):
-        train = train & scorable
-        test = test & scorable
-        fseed = seed * 1_000_003 + r * 1009 + f
-        inner = inner_folds(units, train, params.n_inner, fseed)
-        # --- training features by cross-fitting; held-out features from the whole training set
-        tr_opt_parts, tr_num_parts = [], []
-        Xo_parts, Xn_parts = [], []
-        for j in range(params.n_inner):
-            fit_mask = train & (inner != j)
-            part = inner == j
-            if not part.any():
-                continue
-            fitted = featuriser.fit(data, labels.view(data, fit_mask))
-            orows = np.flatnonzero(part[data.opt_q])
-            nrows = np.flatnonzero(part[data.num_q])
-            tr_opt_parts.append(orows)
-            tr_num_parts.append(nrows)
-            Xo_parts.append(fitted.option_features(data, orows))
-            Xn_parts.append(fitted.numeric_features(data, nrows))
-        fitted_all = featuriser.fit(data, labels.view(data, train))
-        te_o = np.flatnonzero(test[data.opt_q])
-        te_n = np.flatnonzero(test[data.num_q])
-        # --- option-level classifier
-        if len(te_o):
-            cols_te = fitted_all.option_features(data, te_o)
-            names = feat_names.setdefault("option", list(cols_te))
-            Xte, _ = _matrix(cols_te, names)
-            Xtr = np.concatenate([_matrix(c, names)[0] for c in Xo_parts], axis=0)
-            tr_rows = np.concatenate(tr_opt_parts)
-            sub = _cap_rows(data.opt_q[tr_rows], params.max_train_rows, fseed + 3)
-            Xtr, tr_rows = Xtr[sub], tr_rows[sub]
-            y = labels.opt_gold[tr_rows]
-            if len(np.unique(y)) < 2:
-                raise InputError("TsT-RF: a training fold has no gold (or only gold) options")
-            clf = _make_rf("clf", params, len(tr_rows), fseed)
-            clf.fit(Xtr, y)
-            clf.set_params(n_jobs=1)  # prediction in a fixed order: bit-identical reruns
-            ql, qn = np.unique(data.opt_q[te_o], return_inverse=True)
-            col1 = list(clf.classes_).index(1)
-            pr_te = clf.predict_proba(Xte)[:, col1]
-
-            def score_opt(pr):
-                return _normalise(pr, qn, len(ql), k_row[te_o])
-
-            pn = score_opt(pr_te)
-            p_opt[r, te_o] = pn
-            r_raw[r, te_o] = pr_te
-            if r == 0 and params.importances:
-                # on at most IMPORTANCE_ROWS held-out option rows (whole questions), for speed
-                rng = np.random.default_rng(fseed)
-                sub = np.arange(len(te_o))
-                if len(ql) * 4 > IMPORTANCE_ROWS:
-                    keep_q = np.zeros(len(ql), dtype=bool)
-                    keep_q[rng.permutation(len(ql))[: max(IMPORTANCE_ROWS // 4, 1)]] = True
-                    sub = np.flatnonzero(keep_q[qn])
-                _, qn_s = np.unique(qn[sub], return_inverse=True)
-                Xs = Xte[sub]
-                gold = labels.opt_gold[te_o[sub]] == 1
-
-                def score_sub(X):
-                    pr = clf.predict_proba(X)[:, col1]
-                    return _normalise(pr, qn_s, int(qn_s.max()) + 1, k_row[te_o[sub]])
-
-                base = score_sub(Xs)[gold].mean()
-                for g in sorted({feature_group(c) for c in names}):
-                    idx = [i for i, c in enumerate(names) if feature_group(c) == g]
-                    Xp = Xs.copy()
-                    Xp[:, idx] = Xs[rng.permutation(len(Xs))][:, idx]
-                    imp.setdefault(g, []).append(("choice", float(base - score_sub(Xp)[gold].mean())))
-        # --- numeric regressor
-        if len(te_n):
-            cols_te = fitted_all.numeric_features(data, te_n)
-            names = feat_names.setdefault("numeric", list(cols_te))
-            Xte, _ = _matrix(cols_te, names)
-            tr_rows = np.concatenate(tr_num_parts)
-            gold_te = labels.num_value[te_n]
-            if len(tr_rows) == 0:
-                num_pred[r, te_n] = np.nan
-            else:
-                Xtr = np.concatenate([_matrix(c, names)[0] for c in Xn_parts], axis=0)
-                sub = _cap_rows(tr_rows, params.max_train_rows, fseed + 5)
-                Xtr, tr_rows = Xtr[sub], tr_rows[sub]
-                reg = _make_rf("reg", params, len(tr_rows), fseed + 1)
-                reg.fit(Xtr, signed_log(labels.num_value[tr_rows]))
-                reg.set_params(n_jobs=1)
-                pv = signed_exp(reg.predict(Xte))
-                num_pred[r, te_n] = pv
-                if r == 0 and params.importances:
-                    base = mean_relative_accuracy(pv, gold_te).mean()
-                    rng = np.random.default_rng(fseed + 7)
-                    for g in sorted({feature_group(c) for c in names}):
-                        idx = [i for i, c in enumerate(names) if feature_group(c) == g]
-                        Xp = Xte.copy()
-                        Xp[:, idx] = Xte[rng.permutation(len(Xp))][:, idx]
-                        drop = base - mean_relative_accuracy(signed_exp(reg.predict(Xp)), gold_te).mean()
-                        imp.setdefault(g, []).append(("numeric", float(drop)))
-        # --- baselines learned on the training folds, every repeat: most frequent gold position per
-        #     category (choice), per-category median gold value (numeric; global median if unseen).
-        ch_tr = train & (data.kind == 0)
-        cnt = np.zeros((ncat, max(kmax, 1)))
-        np.add.at(cnt, (data.category[ch_tr], labels.gold_pos[ch_tr].astype(np.int64)), 1.0)
-        ch_te = np.flatnonzero(test & (data.kind == 0))
-        if len(ch_te):
-            rows = cnt[data.category[ch_te]].copy()
-            rows[np.arange(max(kmax, 1))[None, :] >= data.n_choices[ch_te][:, None]] = -1.0
-            maj_pos[r, ch_te] = rows.argmax(axis=1)
-        if len(te_n):
-            trn = train[data.num_q]
-            vals = labels.num_value[trn]
-            gmed = float(np.median(vals)) if len(vals) else 0.0
-            med = np.full(ncat, gmed)
-            for c in np.unique(cats_num[te_n]):
-                v = labels.num_value[trn & (cats_num == c)]
-                if len(v):
-                    med[c] = float(np.median(v))
-            num_base[r, te_n] = med[cats_num[te_n]]
-        return None
-
-    run_cv(assign, fit_predict, progress)
-    # --- calibration: for held-out fold f, one power-scaling beta fitted on the out-of-fold forest
-    #     probabilities of the questions *outside* f (its training folds) and their answers
-    if R:
-        fold_row = assign[:, data.opt_q]
-        for r in range(reps):
-            for f in range(betas.shape[1]):
-                te = np.flatnonzero((fold_row[r] == f) & np.isfinite(r_raw[r]))
-                if not len(te):
-                    continue
-                qs, ql_te = np.unique(data.opt_q[te], return_inverse=True)
-                tr = np.flatnonzero((fold_row[r] != f) & np.isfinite(r_raw[r]))
-                if calibrate == "isotonic" and len(tr):
-                    iso = fit_isotonic(p_opt[r, tr], labels.opt_gold[tr] == 1)
-                    p_cal[r, te] = isotonic_normalise(iso, p_opt[r, te], ql_te, len(qs))
-                else:
-                    beta = 1.0
-                    if calibrate == "power" and len(tr):
-                        qt, ql_tr = np.unique(data.opt_q[tr], return_inverse=True)
-                        beta = fit_power(r_raw[r, tr], ql_tr, len(qt), labels.opt_gold[tr] == 1)
-                    betas[r, f] = beta
-                    p_cal[r, te] = power_normalise(r_raw[r, te], ql_te, len(qs), beta)
-    return {"p_opt": p_opt, "p_cal": p_cal, "betas": betas, "calibrate": calibrate, "num_pred": num_pred, "maj_pos": maj_pos,
-            "num_base": num_base, "importances": imp, "feature_names": feat_names}
+    cv = _CvRf(data, labels, assign, featuriser, params, seed)
+    run_cv(assign, cv.fit_predict, progress)
+    cv.calibrate(assign, calibrate)
+    return {"p_opt": cv.p_opt, "p_cal": cv.p_cal, "betas": cv.betas, "calibrate": calibrate, "num_pred": cv.num_pred,
+            "maj_pos": cv.maj_pos, "num_base": cv.num_base, "importances": cv.imp, "feature_names": cv.feat_names}
 
 
 def _choice_segments(data: TstData) -> tuple[np.ndarray, np.ndarray]:
@@ -594,6 +616,151 @@ def default_null_jobs() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
+# What the summary's derived figures mean (recorded with them).
+_DEFINITIONS = {
+    "combination": "n-weighted over the scored questions: choice accuracy and numeric MRA, choice 1/K and "
+                   "numeric baseline MRA, each over the same questions",
+    "numeric_chance_definition": "per question: MRA of the training-fold median gold value of its category "
+                                 "(global training median for an unseen category), out of fold, mean over "
+                                 "repeats (also the numeric majority baseline)",
+    "importance_method": "permutation of each feature group's columns on the held-out rows (repeat 0, "
+                         "one permutation per fold); drop in mean held-out raw P(gold) / numeric MRA",
+}
+
+
+def _fold_headline(data: TstData, per_q: pd.DataFrame) -> dict:
+    h = _headline(data, per_q)
+    return {"accuracy": h["all"]["accuracy"], "mean_p_gold": h["choice"]["mean_s"]}
+
+
+def _by_format(head: dict, null: dict | None, extra: dict) -> dict:
+    """Per answer format (choice, numeric): accuracy, chance, baselines and the null figures."""
+    from .null import null_figures
+
+    none = np.zeros(0)
+    by_format = {}
+    for f in ("choice", "numeric"):
+        b = head[f]
+        if b["n"] == 0:
+            continue
+        nf = null_figures(None if null is None else null["observed"][f], null["null"][f] if null else none)
+        by_format[f] = {
+            "n": b["n"], "accuracy": b["accuracy"], "accuracy_ci": b["accuracy_ci"],
+            "accuracy_measure": "argmax P(gold) is gold (tie-aware)" if f == "choice" else "mean relative accuracy",
+            "chance": b["chance"], "majority_baseline": b["majority_baseline"], **nf,
+            "excess_over_chance": None if b["accuracy"] is None else b["accuracy"] - b["chance"],
+            "mean_s": b["mean_s"], "mean_s_ci": b["mean_s_ci"], "mean_s_raw": b["mean_s_raw"],
+        }
+        if f == "choice" and "calibration" in extra:
+            c = extra["calibration"]
+            by_format[f].update({"mean_p_gold": b["mean_s"], "mean_p_gold_raw": b["mean_s_raw"],
+                                 "ece_before": c["ece_before"], "ece_after": c["ece_after"]})
+    return by_format
+
+
+def _per_category_rows(data: TstData, per_q: pd.DataFrame) -> list[dict]:
+    """The headline figures of each category."""
+    per_cat = []
+    for c, label in enumerate(data.category_labels):
+        h = _headline(data, per_q, data.category == c)
+        per_cat.append({"category": label, "n": h["n"], "n_scored": h["all"]["n"], "n_choice": h["choice"]["n"],
+                        "n_numeric": h["numeric"]["n"], "accuracy": h["all"]["accuracy"],
+                        "chance": h["all"]["chance"], "majority_baseline": h["all"]["majority_baseline"],
+                        "mean_p_gold": h["choice"]["mean_s"], "choice_accuracy": h["choice"]["accuracy"],
+                        "numeric_mra": h["numeric"]["mean_s"], "numeric_baseline_mra": h["numeric"]["chance"],
+                        "mean_s_minus_chance": h["all"]["mean_s_minus_chance"]})
+    return per_cat
+
+
+def _importance_rows(importances: dict[str, list[tuple[str, float]]]) -> list[dict]:
+    """Mean drop per feature group and format, largest first."""
+    imp_rows = []
+    for g, vals in sorted(importances.items()):
+        ch = [v for f_, v in vals if f_ == "choice"]
+        nu = [v for f_, v in vals if f_ == "numeric"]
+        imp_rows.append({"group": g, "drop_mean_p_gold": float(np.mean(ch)) if ch else None,
+                         "drop_numeric_mra": float(np.mean(nu)) if nu else None})
+    imp_rows.sort(key=lambda d: -(d["drop_mean_p_gold"] or 0.0) - (d["drop_numeric_mra"] or 0.0))
+    return imp_rows
+
+
+def _null_settings(null: dict | None, null_permutations: int, n_trees: int, n_rows: int, seed: int,
+                   group_column: str | None) -> dict:
+    """What the label-permutation null assumes and computes (recorded in the summary)."""
+    return {
+        "n_permutations": int(null_permutations),
+        "n_exchangeable_questions": None if null is None else null["n_exchangeable"],
+        "assumes": "within a stratum (category x answer format x number of options) the gold answer is "
+                   "independent of the question and option text; with a group column, the answers of one "
+                   "group's questions in a stratum move together",
+        "strata": "category x format (choice / yes-no / numeric) x number of options",
+        "statistic": f"out-of-fold accuracy (numeric: MRA) per format and n-weighted overall of the test "
+                     f"pipeline: repeat 0's folds and forest seeds, the same features, {n_trees} trees per "
+                     f"forest on at most {n_rows} bootstrap rows; computed "
+                     "identically on the observed answers (test_statistic) and on every permutation",
+        "p_value": "one-sided, (1 + #{null >= observed}) / (N + 1)",
+        "excess": "test_statistic minus the null mean (same pipeline, so no bias under the null); "
+                  "excess_ci = excess +/- 1.96 null sd",
+        "seed_rule": f"permutation b: numpy default_rng([{seed}, 0x7E57, b])",
+        "group_column": group_column,
+    }
+
+
+def _checked_data(frame, calibrate: str, null_permutations: int) -> tuple[pd.DataFrame, TstData, FullLabels]:
+    """The questions, TsT's arrays and labels, after checking the settings and that something is scorable."""
+    from .calibrate import METHODS
+
+    if calibrate not in METHODS:
+        raise InputError(f"calibrate must be one of {METHODS}, got {calibrate!r}")
+    if null_permutations < 0:
+        raise InputError(f"null_permutations must be >= 0, got {null_permutations}")
+    questions = frame.questions if hasattr(frame, "questions") else frame
+    data, labels = build_data(questions)
+    if (data.kind >= 0).sum() == 0:
+        raise InputError("TsT-RF found no multiple-choice, yes/no or numeric question to score")
+    return questions, data, labels
+
+
+def _run_groupings(data: TstData, labels: FullLabels, groups: np.ndarray | None, both_groupings: bool,
+                   featuriser, params: RfParams, *, k: int, repeats: int, seed: int, calibrate: str,
+                   progress) -> tuple[dict[str, tuple], dict[str, np.ndarray]]:
+    """The cross-validated run with grouped folds (when a group column is given) and/or ungrouped ones.
+
+    Folds are stratified by category x format (choice / yes-no / numeric)."""
+    strata = data.category * 3 + np.where(data.kind == 1, 1, np.where(data.kind == 0, 0, 2))
+    runs: dict[str, tuple] = {}
+    plan = [("grouped", groups)] if groups is not None else []
+    if groups is None or both_groupings:
+        plan.append(("ungrouped", None))
+    assigns = {}
+    for name, g in plan:
+        data.meta_units = g if g is not None else np.arange(data.n_questions)  # type: ignore[attr-defined]
+        assign = fold_assignments(strata, g, k=k, repeats=repeats, seed=seed)
+        out = _cv_rf(data, labels, assign, featuriser, params, seed, progress, calibrate=calibrate)
+        per_q, extra = _evaluate(data, labels, out)
+        runs[name] = (per_q, out, extra)
+        assigns[name] = assign
+    return runs, assigns
+
+
+def _forest_params(params: RfParams, n_estimators: int, max_samples: int) -> dict:
+    return {"n_estimators": n_estimators, "min_samples_leaf": params.min_samples_leaf,
+            "max_samples_per_tree": max_samples, "n_inner_crossfit": params.n_inner,
+            "max_train_rows": params.max_train_rows}
+
+
+def _label_null(data: TstData, labels: FullLabels, assign: np.ndarray, featuriser, params: RfParams,
+                groups: np.ndarray | None, seed: int, n_permutations: int, *, n_trees: int, n_rows: int, jobs: int,
+                progress) -> dict:
+    """The label-permutation null of the test pipeline (repeat 0's folds, smaller forests)."""
+    from dataclasses import replace
+
+    data.meta_units = groups if groups is not None else np.arange(data.n_questions)  # type: ignore[attr-defined]
+    test_params = replace(params, n_estimators=n_trees, max_samples=n_rows)
+    return permutation_null(data, labels, assign, featuriser, test_params, seed, groups, n_permutations, jobs=jobs,
+                            progress=progress)
+
+
 def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_column: str | None = None,
                n_estimators: int = DEFAULT_TREES, n_jobs: int = 1, featurisers: Sequence[str] = ("generic",),
                min_samples_leaf: int = 5, max_samples: int = DEFAULT_MAX_SAMPLES, n_inner: int = 5,
@@ -619,33 +786,13 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
     from .null import null_figures
 
     t0 = perf_counter()
-    from .calibrate import METHODS
-
-    if calibrate not in METHODS:
-        raise InputError(f"calibrate must be one of {METHODS}, got {calibrate!r}")
-    if null_permutations < 0:
-        raise InputError(f"null_permutations must be >= 0, got {null_permutations}")
-    questions = frame.questions if hasattr(frame, "questions") else frame
-    data, labels = build_data(questions)
-    if (data.kind >= 0).sum() == 0:
-        raise InputError("TsT-RF found no multiple-choice, yes/no or numeric question to score")
+    questions, data, labels = _checked_data(frame, calibrate, null_permutations)
     featuriser = make_featuriser(list(featurisers))
     params = RfParams(n_estimators=n_estimators, min_samples_leaf=min_samples_leaf, max_samples=max_samples,
                       n_jobs=n_jobs, n_inner=n_inner, importances=importances, max_train_rows=max_train_rows)
-    strata = data.category * 3 + np.where(data.kind == 1, 1, np.where(data.kind == 0, 0, 2))
     groups = group_units(questions, group_column)
-    runs: dict[str, tuple] = {}
-    plan = [("grouped", groups)] if groups is not None else []
-    if groups is None or both_groupings:
-        plan.append(("ungrouped", None))
-    assigns = {}
-    for name, g in plan:
-        data.meta_units = g if g is not None else np.arange(data.n_questions)  # type: ignore[attr-defined]
-        assign = fold_assignments(strata, g, k=k, repeats=repeats, seed=seed)
-        out = _cv_rf(data, labels, assign, featuriser, params, seed, progress, calibrate=calibrate)
-        per_q, extra = _evaluate(data, labels, out)
-        runs[name] = (per_q, out, extra)
-        assigns[name] = assign
+    runs, assigns = _run_groupings(data, labels, groups, both_groupings, featuriser, params,
+                                   k=k, repeats=repeats, seed=seed, calibrate=calibrate, progress=progress)
     main = "grouped" if groups is not None else "ungrouped"
     per_q, out, extra = runs[main]
     t_main = perf_counter() - t0
@@ -653,97 +800,41 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
     # ---- the label-permutation null (on the main grouping)
     null = None
     if null_permutations > 0:
-        from dataclasses import replace
-
-        data.meta_units = groups if groups is not None else np.arange(data.n_questions)  # type: ignore[attr-defined]
-        test_params = replace(params, n_estimators=min(null_trees, n_estimators),
-                              max_samples=min(max_samples, null_max_samples))
-        null = permutation_null(data, labels, assigns[main][:1], featuriser, test_params, seed, groups,
-                                null_permutations, jobs=null_jobs or default_null_jobs(), progress=progress)
+        null = _label_null(data, labels, assigns[main][:1], featuriser, params, groups, seed, null_permutations,
+                           n_trees=min(null_trees, n_estimators), n_rows=min(max_samples, null_max_samples),
+                           jobs=null_jobs or default_null_jobs(), progress=progress)
     none = np.zeros(0)
     head = _headline(data, per_q)
-    by_format = {}
-    for f in ("choice", "numeric"):
-        b = head[f]
-        if b["n"] == 0:
-            continue
-        nf = null_figures(None if null is None else null["observed"][f], null["null"][f] if null else none)
-        by_format[f] = {
-            "n": b["n"], "accuracy": b["accuracy"], "accuracy_ci": b["accuracy_ci"],
-            "accuracy_measure": "argmax P(gold) is gold (tie-aware)" if f == "choice" else "mean relative accuracy",
-            "chance": b["chance"], "majority_baseline": b["majority_baseline"], **nf,
-            "excess_over_chance": None if b["accuracy"] is None else b["accuracy"] - b["chance"],
-            "mean_s": b["mean_s"], "mean_s_ci": b["mean_s_ci"], "mean_s_raw": b["mean_s_raw"],
-        }
-        if f == "choice" and "calibration" in extra:
-            c = extra["calibration"]
-            by_format[f].update({"mean_p_gold": b["mean_s"], "mean_p_gold_raw": b["mean_s_raw"],
-                                 "ece_before": c["ece_before"], "ece_after": c["ece_after"]})
+    by_format = _by_format(head, null, extra)
     a = head["all"]
     nf_all = null_figures(None if null is None else null["observed"]["all"], null["null"]["all"] if null else none)
-    per_cat = []
-    for c, label in enumerate(data.category_labels):
-        h = _headline(data, per_q, data.category == c)
-        per_cat.append({"category": label, "n": h["n"], "n_scored": h["all"]["n"], "n_choice": h["choice"]["n"],
-                        "n_numeric": h["numeric"]["n"], "accuracy": h["all"]["accuracy"],
-                        "chance": h["all"]["chance"], "majority_baseline": h["all"]["majority_baseline"],
-                        "mean_p_gold": h["choice"]["mean_s"], "choice_accuracy": h["choice"]["accuracy"],
-                        "numeric_mra": h["numeric"]["mean_s"], "numeric_baseline_mra": h["numeric"]["chance"],
-                        "mean_s_minus_chance": h["all"]["mean_s_minus_chance"]})
-    imp_rows = []
-    for g, vals in sorted(out["importances"].items()):
-        ch = [v for f_, v in vals if f_ == "choice"]
-        nu = [v for f_, v in vals if f_ == "numeric"]
-        imp_rows.append({"group": g, "drop_mean_p_gold": float(np.mean(ch)) if ch else None,
-                         "drop_numeric_mra": float(np.mean(nu)) if nu else None})
-    imp_rows.sort(key=lambda d: -(d["drop_mean_p_gold"] or 0.0) - (d["drop_numeric_mra"] or 0.0))
+    per_cat = _per_category_rows(data, per_q)
+    imp_rows = _importance_rows(out["importances"])
     summary = {
         "method": "TsT-RF",
         "accuracy": a["accuracy"], "accuracy_ci": a["accuracy_ci"], "chance": a["chance"],
         "majority_baseline": a["majority_baseline"], **nf_all,
         "excess_over_chance": None if a["accuracy"] is None else a["accuracy"] - a["chance"],
-        "combination": "n-weighted over the scored questions: choice accuracy and numeric MRA, choice 1/K and "
-                       "numeric baseline MRA, each over the same questions",
+        "combination": _DEFINITIONS["combination"],
         "mean_p_gold": head["choice"]["mean_s"], "mean_p_gold_ci": head["choice"]["mean_s_ci"],
         "mean_p_gold_raw": head["choice"]["mean_s_raw"],
         "n_questions": int(data.n_questions), "n_scored": a["n"], "n_choice": head["choice"]["n"],
         "n_numeric": head["numeric"]["n"], "n_unscored": int(data.n_questions - a["n"]),
         "by_format": by_format,
-        "null": {
-            "n_permutations": int(null_permutations),
-            "n_exchangeable_questions": None if null is None else null["n_exchangeable"],
-            "assumes": "within a stratum (category x answer format x number of options) the gold answer is "
-                       "independent of the question and option text; with a group column, the answers of one "
-                       "group's questions in a stratum move together",
-            "strata": "category x format (choice / yes-no / numeric) x number of options",
-            "statistic": f"out-of-fold accuracy (numeric: MRA) per format and n-weighted overall of the test "
-                         f"pipeline: repeat 0's folds and forest seeds, the same features, {min(null_trees, n_estimators)} trees per "
-                         f"forest on at most {min(max_samples, null_max_samples)} bootstrap rows; computed "
-                         "identically on the observed answers (test_statistic) and on every permutation",
-            "p_value": "one-sided, (1 + #{null >= observed}) / (N + 1)",
-            "excess": "test_statistic minus the null mean (same pipeline, so no bias under the null); "
-                      "excess_ci = excess +/- 1.96 null sd",
-            "seed_rule": f"permutation b: numpy default_rng([{seed}, 0x7E57, b])",
-            "group_column": group_column,
-        },
-        "numeric_chance_definition": "per question: MRA of the training-fold median gold value of its category "
-                                     "(global training median for an unseen category), out of fold, mean over "
-                                     "repeats (also the numeric majority baseline)",
+        "null": _null_settings(null, null_permutations, min(null_trees, n_estimators),
+                               min(max_samples, null_max_samples), seed, group_column),
+        "numeric_chance_definition": _DEFINITIONS["numeric_chance_definition"],
         "calibration": {k_: v for k_, v in extra.get("calibration", {}).items()},
         "per_category": per_cat,
-        "folds": {name: {"accuracy": _headline(data, runs[name][0])["all"]["accuracy"],
-                         "mean_p_gold": _headline(data, runs[name][0])["choice"]["mean_s"]} for name in runs},
+        "folds": {name: _fold_headline(data, runs[name][0]) for name in runs},
         "per_question_from": main,
         "feature_importances": imp_rows,
-        "importance_method": "permutation of each feature group's columns on the held-out rows (repeat 0, "
-                             "one permutation per fold); drop in mean held-out raw P(gold) / numeric MRA",
+        "importance_method": _DEFINITIONS["importance_method"],
         "feature_names": out["feature_names"],
         "params": {"k": k, "repeats": repeats, "seed": seed, "fold_seeds": [seed + r for r in range(repeats)],
-                   "group_column": group_column, "n_estimators": n_estimators, "min_samples_leaf": min_samples_leaf,
-                   "max_samples_per_tree": max_samples, "n_inner_crossfit": n_inner,
-                   "max_train_rows": max_train_rows, "null_permutations": int(null_permutations),
-                   "null_trees": min(null_trees, n_estimators), "null_max_samples": min(max_samples, null_max_samples),
-                   "calibrate": calibrate,
+                   "group_column": group_column, **_forest_params(params, n_estimators, max_samples),
+                   "null_permutations": int(null_permutations), "null_trees": min(null_trees, n_estimators),
+                   "null_max_samples": min(max_samples, null_max_samples), "calibrate": calibrate,
                    "featurisers": list(featurisers), "forest_seed_rule": "seed*1000003 + repeat*1009 + fold"},
     }
     arrays = {"p_opt": out["p_opt"], "p_cal": out["p_cal"], "opt_q": data.opt_q, "opt_pos": data.opt_pos,

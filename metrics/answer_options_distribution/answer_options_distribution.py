@@ -32,7 +32,7 @@ Args (one row per question, or per (question, model) pair when models are given)
     distribution against the gold's; blind_predictions (per row) adds the blind arm. Passing
     predictions to a configuration without them is a TypeError (evaluate would drop them).
     Optional keywords: models, categories, answer_types, seed (default 0), return_per_question.
-    Detector parameters (n_mc, alpha; None = the detector's default) go to
+    Detector parameters (n_mc, alpha, per_category; None = the detector's default) go to
     `audit_hub.detectors.answer_options_distribution.run`; any other keyword is a TypeError.
     Question-level columns (references, n_options, options, categories) repeat on every row of a
     question; rows of one question must agree.
@@ -71,7 +71,8 @@ class AnswerOptionsDistribution(metric_adapter.DeclaredInputs, evaluate.Metric):
 
     def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
                  hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,
-                 field="hit", seed=0, return_per_question=False, n_mc=None, alpha=None):
+                 field="hit", seed=0, return_per_question=False, n_mc=None, alpha=None,
+                 per_category=None):
         """Every keyword is named here: a misspelled one is a TypeError. Detector parameters left at
         None take the detector's default."""
         return metric_adapter.compute(
@@ -79,4 +80,4 @@ class AnswerOptionsDistribution(metric_adapter.DeclaredInputs, evaluate.Metric):
             blind_predictions=blind_predictions, references=references, hits=hits, blind_hits=blind_hits,
             options=options, n_options=n_options, answer_types=answer_types, categories=categories, field=field,
             seed=seed, return_per_question=return_per_question,
-            params={"n_mc": n_mc, "alpha": alpha})
+            params={"n_mc": n_mc, "alpha": alpha, "per_category": per_category})

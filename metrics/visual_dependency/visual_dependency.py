@@ -39,7 +39,8 @@ Args (one row per (question, model) pair; every list has one entry per row):
     seed (`int`): seed of the permutations and bootstraps, default 0.
     field (`str`): "hit" (judged hits where given, else exact match; default) or "hit_exact".
     return_per_question (`bool`): also return the per-question table as a list of dicts.
-    Detector parameters (n_permutations, alpha, stratify, n_boot, leave_one_out, power, design_label -- e.g.
+    Detector parameters (n_permutations, alpha, stratify, n_boot, leave_one_out, power, secondary_permutations,
+    design_label -- e.g.
     "category:VD" to check the gain against the designer's labels passed as `categories`; None = the
     detector's default) go to
     `audit_hub.detectors.visual_dependency.run`; any other keyword is a TypeError.
@@ -86,7 +87,8 @@ class VisualDependency(metric_adapter.DeclaredInputs, evaluate.Metric):
     def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
                  hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,
                  field="hit", seed=0, return_per_question=False, n_permutations=None, alpha=None,
-                 stratify=None, n_boot=None, leave_one_out=None, power=None, design_label=None):
+                 stratify=None, n_boot=None, leave_one_out=None, power=None, design_label=None,
+                 secondary_permutations=None):
         """Every keyword is named here: a misspelled one is a TypeError. Detector parameters left at
         None take the detector's default."""
         return metric_adapter.compute(
@@ -95,4 +97,5 @@ class VisualDependency(metric_adapter.DeclaredInputs, evaluate.Metric):
             options=options, n_options=n_options, answer_types=answer_types, categories=categories, field=field,
             seed=seed, return_per_question=return_per_question,
             params={"n_permutations": n_permutations, "alpha": alpha, "stratify": stratify, "n_boot": n_boot,
-                    "leave_one_out": leave_one_out, "power": power, "design_label": design_label})
+                    "leave_one_out": leave_one_out, "power": power, "design_label": design_label,
+                    "secondary_permutations": secondary_permutations})
