@@ -15,7 +15,7 @@ The list (:data:`PLACEHOLDER_TEXTS`) is compared after stripping whitespace, cas
 
 A **duplicated gold** (:func:`gold_duplicated`) is the other way an option slot fails to be a distinct
 option: another option of the item has the gold's text (case and surrounding whitespace aside), so a
-model choosing it is right and "wrong" at once. consensus_error uses both as prior evidence that the
+model choosing it is right and "wrong" at once. The label model takes both as prior evidence that the
 stated gold is wrong.
 """
 
