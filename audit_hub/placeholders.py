@@ -12,6 +12,11 @@ A-D), into a missing value. Such a slot is not an option a model could reasonabl
   with each other as "exact duplicates".
 
 The list (:data:`PLACEHOLDER_TEXTS`) is compared after stripping whitespace, case-insensitively.
+
+A **duplicated gold** (:func:`gold_duplicated`) is the other way an option slot fails to be a distinct
+option: another option of the item has the gold's text (case and surrounding whitespace aside), so a
+model choosing it is right and "wrong" at once. The label model takes both as prior evidence that the
+stated gold is wrong.
 """
 
 from __future__ import annotations
@@ -72,4 +77,34 @@ def real_option_count(frame) -> np.ndarray:
     return placeholder_table(frame)["effective_k"]
 
 
-__all__ = ["PLACEHOLDER_TEXTS", "is_placeholder", "placeholder_table", "real_option_count"]
+def gold_duplicated(frame) -> np.ndarray:
+    """(Q,) bool: another option of the item has the gold option's text after case folding and stripping
+    surrounding whitespace (placeholder golds excluded: they are their own case). Vectorised in Arrow,
+    cached in ``frame.cache``."""
+    key = "gold_duplicated"
+    cached = frame.cache.get(key)
+    if cached is not None:
+        return cached
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    Q = frame.n_questions
+    out = np.zeros(Q, dtype=bool)
+    ph = placeholder_table(frame)
+    parent, pos = ph["option_item"], ph["option_pos"]
+    if len(parent):
+        la = pa.array(frame.questions["options"], type=pa.list_(pa.string()))
+        flat = pc.utf8_lower(pc.utf8_trim_whitespace(pc.fill_null(pc.list_flatten(la), "")))
+        code = pc.dictionary_encode(flat).indices.to_numpy().astype(np.int64)
+        gold = frame.gold_index.astype(np.int64)
+        is_gold = pos == gold[parent]
+        gold_code = np.full(Q, -1, np.int64)
+        gold_code[parent[is_gold]] = code[is_gold]
+        dup = ~is_gold & (code == gold_code[parent]) & ~ph["option_is_placeholder"]
+        out[np.unique(parent[dup])] = True
+        out &= ~ph["gold_placeholder"]
+    frame.cache[key] = out
+    return out
+
+
+__all__ = ["PLACEHOLDER_TEXTS", "gold_duplicated", "is_placeholder", "placeholder_table", "real_option_count"]

@@ -29,6 +29,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,15 +45,44 @@ from audit_hub.schema import LETTERS  # noqa: E402
 SMOOTH = 0.1
 
 
-def simulate_strong_pool(n_items: int, rng: np.random.Generator, n_models: int = 8, options=(4,)):
-    """Questions and runs of setting (a), without label errors (option counts drawn from ``options``)."""
-    acc = np.linspace(0.75, 0.90, n_models)
-    k = rng.choice(np.asarray(options), n_items)
-    d = rng.normal(0, 1.0, n_items)
-    p = 1 / (1 + np.exp(-(np.log(acc / (1 - acc))[None, :] - d[:, None])))
+@dataclass(frozen=True)
+class PoolSpec:
+    """A simulated pool: model ``m`` answers item ``i`` correctly with probability
+    ``expit(ability_m - sd * z_i)``, ``z_i ~ N(0, 1)`` shared by every model (item difficulty). A wrong
+    answer goes to the item's attractive distractor (one wrong option, uniform) with probability
+    ``share_i ~ U(share_lo, share_hi)`` shared by every model, else uniformly to a wrong option (the
+    attractor included). ``ability_m = logit(acc_m)`` (``marginal=False``: ``acc`` is the accuracy on an
+    item of average difficulty) or solves ``E_z[expit(ability_m - sd z)] = acc_m`` (``marginal=True``:
+    ``acc`` is the model's accuracy over the benchmark). ``acc`` is evenly spaced over [acc_lo, acc_hi]."""
+
+    n_items: int = 1000
+    n_models: int = 8
+    acc_lo: float = 0.75
+    acc_hi: float = 0.90
+    sd: float = 1.0
+    share_lo: float = 0.3
+    share_hi: float = 0.9
+    options: tuple = (4,)
+    marginal: bool = False
+
+    def ability(self) -> np.ndarray:
+        acc = np.linspace(self.acc_lo, self.acc_hi, self.n_models)
+        if not self.marginal:
+            return np.log(acc / (1 - acc))
+        from audit_hub.label_model import solve_ability
+
+        return solve_ability(acc, self.sd)
+
+
+def simulate_strong_pool(spec: PoolSpec, rng: np.random.Generator):
+    """(questions, runs, answer codes (Q, M)) of a pool drawn from ``spec``, without label errors."""
+    n_items, n_models = spec.n_items, spec.n_models
+    k = rng.choice(np.asarray(spec.options), n_items)
+    d = spec.sd * rng.normal(0, 1.0, n_items)
+    p = 1 / (1 + np.exp(-(spec.ability()[None, :] - d[:, None])))
     gold = rng.integers(0, k, n_items)
     attractor = (gold + 1 + (rng.random(n_items) * (k - 1)).astype(np.int64)) % k
-    share = rng.uniform(0.3, 0.9, n_items)
+    share = rng.uniform(spec.share_lo, spec.share_hi, n_items)
     hit = rng.random((n_items, n_models)) < p
     to_att = rng.random((n_items, n_models)) < share[:, None]
     other = (gold[:, None] + 1 + (rng.random((n_items, n_models)) * (k[:, None] - 1)).astype(np.int64)) % k[:, None]
@@ -66,7 +96,44 @@ def simulate_strong_pool(n_items: int, rng: np.random.Generator, n_models: int =
     runs = pd.DataFrame({"question_id": qids[qq.ravel()], "model": [f"m{j}" for j in mm.ravel()], "arm": "full",
                          "prediction": letters[choice.ravel()], "answer": letters[choice.ravel()],
                          "hit": hit.ravel()})
-    return questions, runs
+    return questions, runs, choice
+
+
+def oracle_log_odds(A: np.ndarray, k: np.ndarray, gold: np.ndarray, spec: PoolSpec, rate: float,
+                    n_d: int = 40, n_s: int = 24) -> np.ndarray:
+    """(Q,) Bayes-oracle log posterior odds that the stated gold is wrong: the posterior under the TRUE
+    generator of ``spec`` (its abilities, the N(0, sd^2) difficulty, the one-attractor mechanism with
+    share ~ U(share_lo, share_hi), a uniform attractor, ``rate`` of golds changed uniformly), with the
+    item's difficulty (Gauss-Hermite, ``n_d`` nodes), attractor (summed) and share (Gauss-Legendre,
+    ``n_s`` nodes) integrated out. No ranking of these answers can beat it in expectation."""
+    from scipy.special import expit, logsumexp
+
+    z, wz = np.polynomial.hermite_e.hermegauss(n_d)
+    lwz = np.log(wz / np.sqrt(2 * np.pi))
+    x, wx = np.polynomial.legendre.leggauss(n_s)
+    s = spec.share_lo + (spec.share_hi - spec.share_lo) * (x + 1) / 2
+    lws = np.log(wx / 2)
+    p = expit(spec.ability()[:, None] - spec.sd * z[None, :])           # (M, n_d)
+    lp, l1p = np.log(p), np.log1p(-p)
+    M = A.shape[1]
+    out = np.zeros(len(k))
+    for kv in np.unique(k):
+        sel = np.flatnonzero(k == kv)
+        As = A[sel]
+        n = np.stack([(As == t).sum(axis=1) for t in range(kv)], axis=1)
+        la1, la0 = np.log(s + (1 - s) / (kv - 1)), np.log((1 - s) / (kv - 1))
+        ll = np.empty((len(sel), kv))
+        for t in range(kv):
+            ld = logsumexp(l1p.sum(axis=0)[None, :] + (As == t).astype(float) @ (lp - l1p) + lwz, axis=1)
+            W = (M - n[:, t])[:, None]
+            la = [logsumexp(n[:, a][:, None] * la1 + (W - n[:, a][:, None]) * la0 + lws, axis=1)
+                  for a in range(kv) if a != t]
+            ll[:, t] = ld + logsumexp(np.stack(la, axis=1), axis=1) - np.log(kv - 1)
+        g = gold[sel]
+        lg = ll[np.arange(len(sel)), g] + np.log1p(-rate)
+        ll[np.arange(len(sel)), g] = -np.inf
+        out[sel] = logsumexp(ll, axis=1) + np.log(rate / (kv - 1)) - lg
+    return out
 
 
 def plant(questions: pd.DataFrame, rate: float, rng: np.random.Generator) -> tuple[pd.DataFrame, np.ndarray]:
@@ -103,7 +170,8 @@ def cleanlab_scores(frame: AuditFrame, items: np.ndarray):
     return np.asarray(flags, bool), 1.0 - q
 
 
-def evaluate(frame: AuditFrame, planted: np.ndarray, seed: int) -> dict:
+def evaluate(frame: AuditFrame, planted: np.ndarray, seed: int, oracle: np.ndarray | None = None) -> dict:
+    """Precision, recall and AP of the tool and cleanlab (and AP of the oracle's log odds, if given)."""
     items = np.flatnonzero(frame.answer_type == "mc")
     y = planted[items]
     t = time.perf_counter()
@@ -122,16 +190,22 @@ def evaluate(frame: AuditFrame, planted: np.ndarray, seed: int) -> dict:
 
     p1, r1 = pr(ours_flag)
     p2, r2 = pr(cl_flag)
-    return {"ours": {"precision": p1, "recall": r1, "ap": average_precision(lo, y), "seconds": t_ours},
-            "cleanlab": {"precision": p2, "recall": r2, "ap": average_precision(cl_score, y), "seconds": t_cl},
-            "n_planted": int(y.sum()), "n_items": len(items),
-            "test_p": res.summary.get("p_value"), "detection": res.summary.get("detection")}
+    out = {"ours": {"precision": p1, "recall": r1, "ap": average_precision(lo, y), "seconds": t_ours},
+           "cleanlab": {"precision": p2, "recall": r2, "ap": average_precision(cl_score, y), "seconds": t_cl},
+           "n_planted": int(y.sum()), "n_items": len(items),
+           "test_p": res.summary.get("p_value"), "detection": res.summary.get("detection")}
+    if oracle is not None:
+        p3, r3 = pr(oracle[items] >= 0)
+        out["oracle"] = {"precision": p3, "recall": r3, "ap": average_precision(oracle[items], y)}
+    return out
 
 
 def summarise(name: str, rows: list[dict]) -> dict:
     out = {"setting": name, "n_plantings": len(rows), "n_items": rows[0]["n_items"],
            "n_planted_each": rows[0]["n_planted"]}
-    for m in ("ours", "cleanlab"):
+    for m in ("ours", "cleanlab", "oracle"):
+        if m not in rows[0]:
+            continue
         for k in ("precision", "recall", "ap"):
             v = np.array([r[m][k] for r in rows], dtype=np.float64)
             out[f"{m}_{k}"] = [round(float(np.nanmean(v)), 3), round(float(np.nanmin(v)), 3), round(float(np.nanmax(v)), 3)]
@@ -139,33 +213,100 @@ def summarise(name: str, rows: list[dict]) -> dict:
     return out
 
 
+SETTINGS = {
+    "a": ("a: simulated strong pool (8 models, 75-90% at average difficulty, difficulty sd 1, attractor share "
+          "U(0.3, 0.9), 4 options)", PoolSpec()),
+    "a'": ("a': as (a), mixed 2-5 option items", PoolSpec(options=(2, 3, 4, 5))),
+    "c": ("c: issue-like harder pool (800 items, 8 models at 75-90% marginal accuracy, difficulty sd 2, "
+          "attractor share U(0.6, 1.0), 4 options)",
+          PoolSpec(n_items=800, sd=2.0, share_lo=0.6, share_hi=1.0, marginal=True)),
+}
+
+
+def run_simulated(key: str, n_plantings: int, rate: float, seed: int, rng: np.random.Generator,
+                  n_items: int | None = None) -> dict:
+    """Plant ``rate`` wrong golds into ``n_plantings`` fresh pools of setting ``key``: tool, cleanlab, oracle."""
+    name, spec = SETTINGS[key]
+    if n_items:
+        spec = PoolSpec(**{**spec.__dict__, "n_items": n_items})
+    rows = []
+    for i in range(n_plantings):
+        q, r, choice = simulate_strong_pool(spec, rng)
+        q2, planted = plant(q, rate, rng)
+        f = AuditFrame.from_tables(q2, r)
+        k = np.array([len(o) for o in q2["options"]])
+        gold = np.array([LETTERS.index(a) for a in q2["answer"]])
+        rows.append(evaluate(f, planted, seed + i, oracle_log_odds(choice, k, gold, spec, rate)))
+    return summarise(name, rows)
+
+
+def shared_difficulty_null(n: int, m: int, rng: np.random.Generator):
+    """Answer codes of a defect-free benchmark (the issue's shared-difficulty regime): ``n`` items with
+    2, 4 or 5 options, ``m`` models at 50-85% on an item of average difficulty, difficulty N(0, 1.5^2)
+    shared by every model, wrong answers uniform; no gold is wrong."""
+    from audit_hub.label_model import LabelData
+
+    k = rng.choice([2, 4, 5], n)
+    acc = np.linspace(0.5, 0.85, m)
+    d = rng.normal(0, 1.5, n)
+    p = 1 / (1 + np.exp(-(np.log(acc / (1 - acc))[None, :] - d[:, None])))
+    gold = (rng.random(n) * k).astype(np.int64)
+    hit = rng.random((n, m)) < p
+    off = 1 + (rng.random((n, m)) * (k[:, None] - 1)).astype(np.int64)
+    A = np.where(hit, gold[:, None], (gold[:, None] + off) % k[:, None])
+    return LabelData([A], k, np.zeros(n, bool), gold)
+
+
+def null_fpr(n_sims: int, seed: int, alpha: float = 0.05) -> list[dict]:
+    """False-positive rate of the headline likelihood-ratio test at ``alpha`` on ``n_sims`` defect-free
+    benchmarks per regime: (i) the issue's shared difficulty (540 items x 6 models, mixed 2/4/5 options);
+    (ii) the pool of setting (a) (attractive distractors), without planted errors. Fitted and tested as the
+    detector does (``label_model.fit_and_test`` with its defaults). Exact (Clopper-Pearson) 95% interval."""
+    from scipy.stats import binomtest
+
+    from audit_hub import label_model as lm
+
+    out = []
+    regimes = {"shared difficulty, 540 items x 6 models, 2/4/5 options": lambda r: shared_difficulty_null(540, 6, r),
+               "pool (a) without label errors": lambda r: _codes_of(SETTINGS["a"][1], r)}
+    for j, (name, draw) in enumerate(regimes.items()):
+        t = time.perf_counter()
+        rej = 0
+        for s in range(n_sims):
+            d = draw(np.random.default_rng([seed, 7, j, s]))
+            rej += lm.fit_and_test(d, seed=s)[1]["p_value"] <= alpha
+        ci = binomtest(int(rej), n_sims).proportion_ci(0.95, method="exact")
+        fpr = rej / n_sims
+        out.append({"null_regime": name, "n_sims": n_sims, "alpha": alpha, "fpr": round(fpr, 4),
+                    "fpr_ci95": [round(ci.low, 4), round(ci.high, 4)],
+                    "within_2pp": bool(abs(fpr - alpha) <= 0.02), "seconds": round(time.perf_counter() - t, 1)})
+    return out
+
+
+def _codes_of(spec: PoolSpec, rng: np.random.Generator):
+    """:class:`LabelData` of one pool of ``spec`` (no label errors)."""
+    from audit_hub.label_model import LabelData
+
+    q, _, choice = simulate_strong_pool(spec, rng)
+    k = np.array([len(o) for o in q["options"]])
+    return LabelData([choice], k, np.zeros(len(k), bool), np.array([LETTERS.index(a) for a in q["answer"]]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--plantings", type=int, default=20)
-    ap.add_argument("--items", type=int, default=1000, help="items of the simulated pool (a)")
+    ap.add_argument("--items", type=int, default=None, help="items of the simulated pools (default: per setting)")
     ap.add_argument("--rate", type=float, default=0.03)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--null-sims", type=int, default=1000, help="defect-free benchmarks per null regime")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
     args = ap.parse_args()
     if args.smoke:
-        args.plantings, args.items = 2, 300
-    rng = np.random.default_rng(args.seed)
-    results = []
-    # (a) simulated strong pool
-    rows = []
-    for i in range(args.plantings):
-        q, r = simulate_strong_pool(args.items, rng)
-        q2, planted = plant(q, args.rate, rng)
-        f = AuditFrame.from_tables(q2, r)
-        rows.append(evaluate(f, planted, args.seed + i))
-    results.append(summarise("a: simulated strong pool (8 models, 75-90%, attractive distractors, 4 options)", rows))
-    # (a') the same pool with mixed 2-5 option items (harder for every method)
-    rows = []
-    for i in range(args.plantings):
-        q, r = simulate_strong_pool(args.items, rng, options=(2, 3, 4, 5))
-        q2, planted = plant(q, args.rate, rng)
-        rows.append(evaluate(AuditFrame.from_tables(q2, r), planted, args.seed + i))
-    results.append(summarise("a': simulated strong pool, mixed 2-5 option items", rows))
+        args.plantings, args.items, args.null_sims = 2, 300, 10
+    # one generator per setting: adding a setting does not change the others' draws
+    results = [run_simulated(key, args.plantings, args.rate, args.seed, np.random.default_rng([args.seed, j]),
+                             args.items) for j, key in enumerate(SETTINGS)]
+    rng = np.random.default_rng([args.seed, 99])
     # (b) bundled MATH-Vision runs
     from audit_hub.example import example_paths
 
@@ -178,15 +319,27 @@ def main() -> None:
         rows.append(evaluate(f, planted, args.seed + i))
     s = summarise("b: bundled MATH-Vision runs (11 image models + GPT-4 text-only)", rows)
     f0 = AuditFrame.from_tables(qv, rv)
-    det = consensus_error.run(f0, seed=args.seed, recall_sims=1 if args.smoke else 4).summary.get("detection")
-    s["tool_estimated_recall_at_3pct"] = det
+    det = consensus_error.run(f0, seed=args.seed, recall_sims=1 if args.smoke else 4).summary
+    s["tool_estimated_recall_at_3pct"] = det.get("detection")
+    s["tool_pool_too_weak"] = det.get("pool_too_weak")
     results.append(s)
     for s in results:
         print(json.dumps(s))
-    a, _, b = results
+    nulls = null_fpr(args.null_sims, args.seed)
+    for s in nulls:
+        print(json.dumps(s))
+    a, c, b = results[0], results[2], results[-1]
     print(f"target (a) AP >= 0.85: {'met' if a['ours_ap'][0] >= 0.85 else 'NOT met'} ({a['ours_ap'][0]:.3f}); "
           f"AP >= cleanlab + 0.15: {'met' if a['ours_ap'][0] >= a['cleanlab_ap'][0] + 0.15 else 'NOT met'} "
-          f"({a['ours_ap'][0]:.3f} vs {a['cleanlab_ap'][0]:.3f})")
+          f"({a['ours_ap'][0]:.3f} vs {a['cleanlab_ap'][0]:.3f}); Bayes oracle on this generator "
+          f"{a['oracle_ap'][0]:.3f}, so cleanlab + 0.15 = {a['cleanlab_ap'][0] + 0.15:.3f} is "
+          f"{'above' if a['cleanlab_ap'][0] + 0.15 > a['oracle_ap'][0] else 'within'} what any ranking can reach")
+    print(f"setting (c): ours {c['ours_ap'][0]:.3f}, cleanlab {c['cleanlab_ap'][0]:.3f}, oracle {c['oracle_ap'][0]:.3f}; "
+          f"AP >= cleanlab + 0.15 {'met' if c['ours_ap'][0] >= c['cleanlab_ap'][0] + 0.15 else 'NOT met'}")
+    for s in nulls:
+        print(f"headline test false-positive rate at alpha 0.05, {s['null_regime']}: {s['fpr']:.3f} "
+              f"(95% CI {s['fpr_ci95'][0]:.3f}-{s['fpr_ci95'][1]:.3f}, {s['n_sims']} simulations); within +-2 pp: "
+              f"{'met' if s['within_2pp'] else 'NOT met'}")
     n_b, w_b = b["n_plantings"], b["plantings_ours_ap_ge_cleanlab"]
     print(f"target (b) AP never below cleanlab: {'met' if w_b == n_b else 'NOT met'} in {w_b} of {n_b} plantings "
           f"(mean {b['ours_ap'][0]:.3f} vs {b['cleanlab_ap'][0]:.3f}; chance = planted share)")

@@ -23,9 +23,11 @@ every answer type; unparseable/missing answers are left out):
 * **headline test** (``p_value``, ``headline_test``): likelihood ratio of "no gold is wrong" under a
   latent-truth model (:mod:`audit_hub.label_model`) that keeps each model's reliability per answer class
   (a yes/no response bias included), item difficulty (a random effect per arm) and attractive
-  distractors (Dirichlet over the wrong options), fitted by EM to the runs (blind arm included when
-  present). Calibrated on simulated benchmarks with shared difficulty (tests).
-* **posterior** ``p_gold_wrong`` per closed item; severity **high** (relabel; **critical** as above)
+  distractors (a mixture of one-attractor items and Dirichlet items), fitted by EM to the runs (blind arm
+  included when present). False-positive rate on defect-free simulations with shared difficulty:
+  ``benchmarks/label_errors.py`` (1,000 simulations per regime) and the tests (200).
+* **posterior** ``p_gold_wrong`` per closed item (a placeholder gold, or a gold whose text another
+  option repeats, enters as prior evidence with its own fitted rate: ``gold_evidence``); severity **high** (relabel; **critical** as above)
   needs ``p_gold_wrong >= 0.5``: evidence beyond what difficulty and attractive distractors explain. A
   unanimous non-gold answer the model explains is **medium** (review). Open (numeric / free) items have
   no option structure to model and keep the unanimity rule.
@@ -55,6 +57,7 @@ from .base import DetectorResult, summary_rows
 
 NAME = "consensus_error"
 MIN_MODEL_ITEMS = 20  # fewer closed items: no latent-truth model (unanimity rule only)
+EVIDENCE_LABELS = ("", "placeholder gold", "gold text repeated")  # prior evidence groups 0, 1, 2
 
 
 def row_answer_stats(codes: np.ndarray, *, chunk: int = 200_000) -> dict[str, np.ndarray]:
@@ -377,7 +380,20 @@ def _label_data(frame: AuditFrame, models: list[str], blind_models: list[str], g
     arms = [frame.answer_codes("full", models=models)[rows]]
     if blind_models:
         arms.append(frame.answer_codes("blind", models=blind_models)[rows])
-    return rows, LabelData(arms, k[rows], atype[rows] == "yesno", gold[rows])
+    return rows, LabelData(arms, k[rows], atype[rows] == "yesno", gold[rows], _gold_evidence(frame)[rows])
+
+
+def _gold_evidence(frame: AuditFrame) -> np.ndarray:
+    """(Q,) prior evidence group of each item's gold (its own wrong-gold rate in the label model):
+    0 none, 1 the gold option is a placeholder text (nan, None, empty: unanswerable as released), 2 another
+    option repeats the gold's text (:mod:`audit_hub.placeholders`)."""
+    from ..placeholders import gold_duplicated, placeholder_table
+
+    ev = np.zeros(frame.n_questions, np.int64)
+    if frame.n_questions:
+        ev[gold_duplicated(frame)] = 2
+        ev[placeholder_table(frame)["gold_placeholder"]] = 1
+    return ev
 
 
 def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True, recall_sims: int = 2,
@@ -395,14 +411,19 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     if len(rows) < MIN_MODEL_ITEMS:
         return out
     out["rows"] = rows
-    params = lm.fit(data, seed=seed, fit_items=fit_items, n_iter=label_iters)
+    params, test = lm.fit_and_test(data, seed=seed, fit_items=fit_items, n_iter=label_iters)
     post, ll = lm.posterior(data, params)
     p_wrong = 1.0 - post[np.arange(len(rows)), data.gold]
     log_odds = lm.log_odds_wrong(data, params, ll)
     alt = post.copy()
     alt[np.arange(len(rows)), data.gold] = -1
-    out.update(p_wrong=p_wrong, log_odds=log_odds, top=alt.argmax(axis=1), test=lm.lr_test(data, ll),
-               params=params.as_dict() | {"blind_arm_used": bool(blind_models), "n_items_fit": int(min(len(rows), fit_items))})
+    ev = {lab.replace(" ", "_"): (float(x) if x is not None else None) for lab, x in
+          zip(EVIDENCE_LABELS[1:], list(params.eps_evidence if params.eps_evidence is not None else []) + [None] * 2)}
+    out.update(p_wrong=p_wrong, log_odds=log_odds, top=alt.argmax(axis=1), test=test,
+               params=params.as_dict() | {"blind_arm_used": bool(blind_models), "n_items_fit": int(min(len(rows), fit_items)),
+                                          "eps_evidence": ev,
+                                          "n_evidence_items": {lab.replace(" ", "_"): int((data.evidence == g).sum())
+                                                               for g, lab in enumerate(EVIDENCE_LABELS) if g}})
     if recall_sims > 0:
         out["detection"] = lm.detection_estimate(data, params, n_reps=recall_sims, seed=seed)
     # the test is only as good as the model's fit: a difficulty spread at the edge of the grid, or a pool
@@ -458,8 +479,8 @@ def _label_summary(ev: dict, unanimous: np.ndarray, p_indep: float) -> dict:
                               "calibrated test; the headline test is the likelihood ratio"),
         "headline_test": (test | {"null_hypothesis": (
             "no gold label is wrong (eps = 0) under a model that keeps each model's reliability per answer "
-            "class, item difficulty (random effect per arm) and attractive distractors (Dirichlet), fitted to "
-            "the runs")}) if test else None,
+            "class, item difficulty (random effect per arm) and attractive distractors (one-attractor / "
+            "Dirichlet mixture), fitted to the runs")}) if test else None,
         "label_model": lab["params"],
         "n_items_modelled": int(ev["modelled"].sum()),
         "n_posterior_gold_wrong": int(ev["suspect"].sum()),
@@ -468,6 +489,37 @@ def _label_summary(ev: dict, unanimous: np.ndarray, p_indep: float) -> dict:
         "pool_too_weak": (det["recall"] is not None and det["recall"] < 0.5) if det else None,
         "n_unanimous_explained": int((unanimous & ev["modelled"] & ~ev["suspect"]).sum()),
     }
+
+
+def _per_question(frame: AuditFrame, ev: dict, *, n_p: np.ndarray, top_n: np.ndarray, n_gold: np.ndarray,
+                  unanimous: np.ndarray, n_blind: np.ndarray, blind_share: np.ndarray) -> pd.DataFrame:
+    """The per-question table: score (posterior on closed items, else the non-gold share), severity and
+    the evidence columns."""
+    cons, sev = ev["cons"], ev["sev"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(n_p > 0, top_n / np.maximum(n_p, 1), 0.0)
+        gold_share = np.where(n_p > 0, n_gold / np.maximum(n_p, 1), np.nan)
+    labels = np.full(frame.n_questions, "", dtype=object)
+    lab_items = np.flatnonzero(cons >= 0)
+    labels[lab_items] = _code_labels(frame, cons, lab_items)
+    return pd.DataFrame({
+        "question_id": frame.question_id_column(),
+        f"{NAME}_score": np.where(ev["modelled"], ev["score_closed"], 1.0 - share),
+        f"is_{NAME}_issue": sev >= 3,
+        f"{NAME}_severity": severity_array(sev),
+        f"{NAME}_n_parseable": n_p,
+        f"{NAME}_consensus_code": cons,
+        f"{NAME}_consensus_answer": labels,
+        f"{NAME}_consensus_share": share,
+        f"{NAME}_gold_share": gold_share,
+        f"{NAME}_unanimous": unanimous,
+        f"{NAME}_n_blind_parseable": n_blind,
+        f"{NAME}_blind_agreement": blind_share,
+        f"{NAME}_duplicates_gold": ev["dup_gold"],
+        f"{NAME}_p_gold_wrong": ev["p_wrong"],
+        f"{NAME}_log_odds_gold_wrong": ev["log_odds"],
+        f"{NAME}_gold_evidence": np.array(EVIDENCE_LABELS, dtype=object)[_gold_evidence(frame)],
+    })
 
 
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: int | None = None,
@@ -501,33 +553,10 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
                          seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters)
     cons, dup_gold, sev = ev["cons"], ev["dup_gold"], ev["sev"]
     flagged = sev >= 3
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(n_p > 0, top_n / np.maximum(n_p, 1), 0.0)
-        gold_share = np.where(n_p > 0, n_gold / np.maximum(n_p, 1), np.nan)
-    labels = np.full(Q, "", dtype=object)
-    lab_items = np.flatnonzero(cons >= 0)
-    labels[lab_items] = _code_labels(frame, cons, lab_items)
-
     e, exp_sel, p_item, expected, obs_closed, p_value, n_open_excl = _expected_unanimous(
         frame, parse, is_gold, n_p, eligible, unanimous, gold)
-
-    per_question = pd.DataFrame({
-        "question_id": frame.question_id_column(),
-        f"{NAME}_score": np.where(ev["modelled"], ev["score_closed"], 1.0 - share),
-        f"is_{NAME}_issue": flagged,
-        f"{NAME}_severity": severity_array(sev),
-        f"{NAME}_n_parseable": n_p,
-        f"{NAME}_consensus_code": cons,
-        f"{NAME}_consensus_answer": labels,
-        f"{NAME}_consensus_share": share,
-        f"{NAME}_gold_share": gold_share,
-        f"{NAME}_unanimous": unanimous,
-        f"{NAME}_n_blind_parseable": n_blind,
-        f"{NAME}_blind_agreement": blind_share,
-        f"{NAME}_duplicates_gold": dup_gold,
-        f"{NAME}_p_gold_wrong": ev["p_wrong"],
-        f"{NAME}_log_odds_gold_wrong": ev["log_odds"],
-    })
+    per_question = _per_question(frame, ev, n_p=n_p, top_n=top_n, n_gold=n_gold, unanimous=unanimous,
+                                 n_blind=n_blind, blind_share=blind_share)
     summary = {
         **_count_summary(unanimous=unanimous, eligible=eligible, majority=majority, plurality=plurality, sev=sev,
                          blind_disagrees=blind_disagrees, dup_gold=dup_gold, exp_sel=exp_sel, expected=expected,
