@@ -125,26 +125,69 @@ def _xml_tag(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _iter_xml(zf: zipfile.ZipFile, name: str, path: str):
-    """Stream the elements of one XML part through defusedxml; malformed or hostile XML -> InputError."""
+def _xml_error(e: BaseException, name: str, path: str) -> InputError | None:
+    """The one-line InputError for an exception raised while parsing the XML part ``name`` (None: other)."""
     from xml.etree.ElementTree import ParseError
+    from xml.parsers.expat import ExpatError
 
     from defusedxml import DefusedXmlException
+
+    if isinstance(e, DefusedXmlException):
+        return InputError(f"the workbook part {name} uses forbidden XML features ({type(e).__name__}); "
+                          "refusing to parse it", file=path)
+    if isinstance(e, (ParseError, ExpatError)):
+        return InputError(f"the workbook part {name} is not well-formed XML ({e})", file=path)
+    if isinstance(e, (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, zlib.error, OSError)):
+        return InputError(f"the workbook is damaged ({name}: {e})", file=path)
+    if isinstance(e, (ValueError, RuntimeError, NotImplementedError)):  # encrypted / unsupported compression
+        return InputError(f"the workbook part {name} cannot be read ({e})", file=path)
+    return None
+
+
+def _iter_xml(zf: zipfile.ZipFile, name: str, path: str):
+    """Stream the elements of one XML part through defusedxml; malformed or hostile XML -> InputError."""
     from defusedxml.ElementTree import iterparse
 
     try:
         with zf.open(name) as fh:
             for _ev, el in iterparse(fh, events=("end",)):
                 yield el
-    except DefusedXmlException as e:
-        raise InputError(f"the workbook part {name} uses forbidden XML features ({type(e).__name__}); "
-                         "refusing to parse it", file=path) from None
-    except ParseError as e:
-        raise InputError(f"the workbook part {name} is not well-formed XML ({e})", file=path) from None
-    except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, zlib.error, OSError) as e:
-        raise InputError(f"the workbook is damaged ({name}: {e})", file=path) from None
-    except (ValueError, RuntimeError, NotImplementedError) as e:  # encrypted / unsupported compression
-        raise InputError(f"the workbook part {name} cannot be read ({e})", file=path) from None
+    except Exception as e:  # noqa: BLE001 (translated, or re-raised as it is)
+        err = _xml_error(e, name, path)
+        if err is None:
+            raise
+        raise err from None
+
+
+def _check_xml(zf: zipfile.ZipFile, name: str, path: str) -> None:
+    """Parse one XML part with expat, building nothing (C speed: no Python call per element), under
+    defusedxml's rules: entity declarations and external references are refused with defusedxml's own
+    exceptions; malformed XML -> InputError. Same verdicts as streaming it through :func:`_iter_xml`."""
+    from xml.parsers import expat
+
+    from defusedxml import EntitiesForbidden, ExternalReferenceForbidden
+
+    def entity_decl(ent, _is_param, value, base, sysid, pubid, notation):
+        raise EntitiesForbidden(ent, value, base, sysid, pubid, notation)
+
+    def unparsed_entity_decl(ent, base, sysid, pubid, notation):
+        raise EntitiesForbidden(ent, None, base, sysid, pubid, notation)
+
+    def external_ref(context, base, sysid, pubid):
+        raise ExternalReferenceForbidden(context, base, sysid, pubid)
+
+    parser = expat.ParserCreate()
+    parser.EntityDeclHandler = entity_decl
+    parser.UnparsedEntityDeclHandler = unparsed_entity_decl
+    parser.ExternalEntityRefHandler = external_ref
+    try:
+        with zf.open(name) as fh:
+            parser.ParseFile(fh)
+    except Exception as e:  # noqa: BLE001 (translated, or re-raised as it is)
+        err = _xml_error(e, name, path)
+        if err is None:
+            raise
+        raise err from None
 
 
 def _first_sheet(zf: zipfile.ZipFile, names: set[str], path: str) -> str | None:
@@ -290,8 +333,7 @@ def check_zip_container(path: str, *, check_header: bool = True) -> None:
             if not info.filename.endswith((".xml", ".rels", ".vml")):
                 continue
             if info.file_size <= XLSX_FULL_PARSE_BYTES:
-                for el in _iter_xml(zf, info.filename, path):
-                    el.clear()
+                _check_xml(zf, info.filename, path)
             else:
                 _scan_for_dtd(zf, info.filename, path)
         sheet = _first_sheet(zf, names, path)

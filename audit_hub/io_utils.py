@@ -289,6 +289,20 @@ def atomic_dir(target: str | os.PathLike, *, overwrite: bool = True, command: st
         raise
 
 
+def staging_dir(target: str | os.PathLike, *, command: str | None = None, inputs=()) -> Path | None:
+    """A temporary folder beside ``target`` for output written before :func:`atomic_dir` opens (named like
+    its temporary folders, so a killed run's leftover is removed by the next run's clean-up); None when
+    ``target``'s parent does not exist yet or cannot be written. The caller moves the files into the
+    :func:`atomic_dir` folder and removes this one."""
+    real = check_output_target(target, command=command, inputs=inputs)
+    if not real.parent.is_dir():
+        return None
+    try:
+        return Path(tempfile.mkdtemp(prefix=_temp_name(real, "tmp") + "-", dir=real.parent))
+    except OSError:
+        return None
+
+
 def _remove_created(created: list[Path]) -> None:
     for d in reversed(created):
         with contextlib.suppress(OSError):

@@ -80,11 +80,12 @@ def _current_secrets() -> list[str]:
     return _cache[1]
 
 
-def scrub(text: Any) -> Any:
-    """``text`` with every credential replaced by ``***`` (non-strings are returned unchanged)."""
+def scrub(text: Any, _secrets: list[str] | None = None) -> Any:
+    """``text`` with every credential replaced by ``***`` (non-strings are returned unchanged).
+    ``_secrets``: the current secret values, when the caller already looked them up."""
     if not isinstance(text, str) or not text:
         return text
-    for v in _current_secrets():
+    for v in _current_secrets() if _secrets is None else _secrets:
         if v in text:
             text = text.replace(v, MASK)
     text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
@@ -95,14 +96,15 @@ def scrub(text: Any) -> Any:
     return text
 
 
-def scrub_obj(obj: Any) -> Any:
-    """Scrub every string (keys included) in a JSON-like structure."""
+def scrub_obj(obj: Any, _secrets: list[str] | None = None) -> Any:
+    """Scrub every string (keys included) in a JSON-like structure (the environment is read once)."""
+    sec = _current_secrets() if _secrets is None else _secrets
     if isinstance(obj, str):
-        return scrub(obj)
+        return scrub(obj, sec)
     if isinstance(obj, dict):
-        return {scrub(k) if isinstance(k, str) else k: scrub_obj(v) for k, v in obj.items()}
+        return {scrub(k, sec) if isinstance(k, str) else k: scrub_obj(v, sec) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [scrub_obj(v) for v in obj]
+        return [scrub_obj(v, sec) for v in obj]
     return obj
 
 

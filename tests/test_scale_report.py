@@ -141,3 +141,38 @@ def test_xlsx_engines_give_the_same_values(tmp_path, engine):
     assert got["index"].tolist() == [0, 1, 2] and type(got["index"][0]) is int
     assert got["score"][1] == 2.5 and pd.isna(got["score"][2])
     pd.testing.assert_frame_equal(got, ref)
+
+
+def test_early_runs_write_gives_the_same_report_and_leaves_nothing_behind(tmp_path):
+    """The runs config written while the detectors run (EarlyRuns) is moved into the report: the same
+    files as writing it at the end; a discarded one (a failed audit) leaves no staging folder."""
+    from audit_hub.audit import AuditConfig, run_audit
+    from audit_hub.report.writer import EarlyRuns, write_report
+
+    frame = small_frame()
+    result = run_audit(frame, AuditConfig(run_calibration=False, n_permutations=19))
+    plain = write_report(result, tmp_path / "plain", command_line=["x"], inputs=[], figures=False)
+    early = EarlyRuns(frame, tmp_path / "early")
+    assert early.dir is not None and early.dir.parent == tmp_path and early.dir.name.startswith(".early.ba-tmp-")
+    try:
+        out = write_report(result, tmp_path / "early", command_line=["x"], inputs=[], figures=False,
+                           early_runs=early)
+    finally:
+        early.discard()
+    a = sorted(p.relative_to(plain).as_posix() for p in plain.rglob("*.parquet"))
+    b = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet"))
+    assert a == b and any(x.startswith("data/runs-") for x in a)
+    for rel in a:
+        assert pq.read_table(plain / rel).equals(pq.read_table(out / rel))
+    assert (plain / "README.md").read_text() == (out / "README.md").read_text()
+    # a failed audit: the early write is discarded, nothing is left beside the output
+    failed = EarlyRuns(frame, tmp_path / "failed")
+    failed.discard()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["early", "plain"]
+    # an EarlyRuns of another frame is not used
+    other = EarlyRuns(small_frame(), tmp_path / "other")
+    try:
+        assert not other.usable_for(frame)
+    finally:
+        other.discard()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["early", "plain"]

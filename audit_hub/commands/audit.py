@@ -53,6 +53,10 @@ def register(app: typer.Typer) -> None:
             False, "--allow-unparsed-options",
             help="Audit items whose gold is an option letter but whose options cannot be read (counted and "
                  "named in the report) instead of stopping."),
+        threads: int = typer.Option(
+            1, "--threads", min=1, max=1024,
+            help="BLAS/OpenMP threads while auditing (1: fastest on a shared machine; the last digits of "
+                 "iteratively fitted figures can differ with the thread count)."),
         verbose: bool = typer.Option(False, "--verbose", "-v",
                                      help="Print the wall time of every stage (also recorded in manifest.json)."),
     ) -> None:
@@ -79,17 +83,35 @@ def register(app: typer.Typer) -> None:
 
             def on_stage(name: str) -> None:
                 done = plan.index(name) if name in plan else None
+                if done is not None:  # a stage re-entered later (the report waits for its runs) keeps the bar
+                    done = max(done, int(prog.tasks[0].completed))
                 prog.update(task, description=f"{name:<28}", completed=done)
 
             clock = StageClock(on_start=on_stage)
-            with recording(clock):
-                result, inputs = _audit(console, questions, runs, blind, column_map, revision, dataset,
-                                        blind_model, seed, n_permutations, calibration_sims, stratify, tst, stage,
-                                        design_label=design_label, allow_unparsed_options=allow_unparsed_options)
-                from ..report import write_report
+            from threadpoolctl import threadpool_limits
 
-                folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
-                                      figures=figures)
+            # BLAS / OpenMP threads (default one): the audit's matrix products are many and modest; spare
+            # threads spin-waiting on them cost more than they save (2-5x on the label model and the kappa
+            # bootstrap on a shared 2-core machine). Arrow's own reader/writer threads are unaffected.
+            from ..report.writer import EarlyRuns, write_report
+
+            early: list[EarlyRuns] = []
+
+            def on_frame(frame) -> None:  # the runs config is written while the detectors run
+                early.append(EarlyRuns(frame, out, inputs=[questions, *(runs or []), *(blind or []),
+                                                           *(r.get("path") for r in frame.sources or [])]))
+
+            try:
+                with recording(clock), threadpool_limits(limits=threads):
+                    result, inputs = _audit(console, questions, runs, blind, column_map, revision, dataset,
+                                            blind_model, seed, n_permutations, calibration_sims, stratify, tst,
+                                            stage, design_label=design_label,
+                                            allow_unparsed_options=allow_unparsed_options, on_frame=on_frame)
+                    folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
+                                          figures=figures, early_runs=early[0] if early else None)
+            finally:
+                for e in early:
+                    e.discard()
             prog.update(task, completed=len(plan))
         result.timings = dict(clock.timings)
         if verbose:
@@ -103,8 +125,10 @@ def register(app: typer.Typer) -> None:
 
 
 def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
-           calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False):
-    """Inputs -> frame -> :func:`audit_hub.audit.run_audit`; returns the result and the input records."""
+           calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False,
+           on_frame=None):
+    """Inputs -> frame -> :func:`audit_hub.audit.run_audit`; returns the result and the input records.
+    ``on_frame(frame)`` is called once the frame is built and checked, before the detectors run."""
     from ..audit import AuditConfig, run_audit
     from ..errors import InputError
 
@@ -147,6 +171,8 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
         params[detectors.by_role("image_gain")]["design_label"] = design_label
     config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
                          run_calibration=calibration_sims > 0, run_tst=tst, params=params)
+    if on_frame is not None:
+        on_frame(frame)
     return run_audit(frame, config), inputs
 
 

@@ -48,8 +48,9 @@ def _arrow_table(df: pd.DataFrame):
     return t.cast(pa.schema(fields))
 
 
-def write_config(folder: Path, name: str, df, shard_bytes: int = SHARD_BYTES) -> list[str]:
+def write_config(folder: Path, name: str, df, shard_bytes: int = SHARD_BYTES, cancel=None) -> list[str]:
     """Write one config as ``data/<name>-NNNNN-of-MMMMM.parquet`` shards; return the relative paths.
+    ``cancel``: a ``threading.Event`` checked before each shard (set: stop, return what was written).
 
     ``df``: a DataFrame, or an Arrow table (written as it is, in row groups, dictionary columns
     stored directly; see :func:`audit_hub.report.runs_arrow.write_arrow_parquet`)."""
@@ -66,6 +67,8 @@ def write_config(folder: Path, name: str, df, shard_bytes: int = SHARD_BYTES) ->
     (folder / "data").mkdir(parents=True, exist_ok=True)
     paths = []
     for s in range(n_shards):
+        if cancel is not None and cancel.is_set():
+            break
         rel = f"data/{name}-{s:05d}-of-{n_shards:05d}.parquet"
         part = table.slice(s * rows, rows) if rows else table
         if native:
@@ -76,9 +79,80 @@ def write_config(folder: Path, name: str, df, shard_bytes: int = SHARD_BYTES) ->
     return paths
 
 
+class _Background:
+    """``fn(*args)`` on a daemon thread; :meth:`result` joins and re-raises its exception."""
+
+    def __init__(self, fn, *args):
+        import threading
+
+        self._out: Any = None
+        self._err: BaseException | None = None
+
+        def work() -> None:
+            try:
+                self._out = fn(*args)
+            except BaseException as e:  # noqa: BLE001 (re-raised in the caller's thread by result())
+                self._err = e
+
+        self._thread = threading.Thread(target=work, name="benchaudit-runs-writer", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._err is not None:
+            raise self._err
+        return self._out
+
+
+class EarlyRuns:
+    """The ``runs`` config written on a second thread while the detectors run (it depends on the frame
+    only; Arrow's writer releases the GIL), into a staging folder beside the output that
+    :func:`write_report` moves into the report. :meth:`discard` (always safe to call) joins the thread
+    and removes what is left."""
+
+    def __init__(self, frame: Any, out_dir: str | os.PathLike, *, inputs=(), shard_bytes: int = SHARD_BYTES):
+        import threading
+
+        from ..io_utils import staging_dir
+        from .runs_arrow import runs_arrow_table
+
+        self.frame = frame
+        self.cancel = threading.Event()
+        self.dir = staging_dir(out_dir, command="audit", inputs=inputs)
+        self.job = None if self.dir is None else _Background(write_config, self.dir, "runs",
+                                                              runs_arrow_table(frame), shard_bytes, self.cancel)
+
+    def usable_for(self, frame: Any) -> bool:
+        return self.job is not None and frame is self.frame
+
+    def move_into(self, folder: Path) -> list[str]:
+        """Wait for the write, move the shards into ``folder``; their relative paths."""
+        paths = self.job.result()
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        for rel in paths:
+            os.replace(self.dir / rel, folder / rel)
+        return paths
+
+    def discard(self) -> None:
+        import shutil
+
+        if self.job is not None:
+            self.cancel.set()  # after a failure: stop at the next shard
+            self.job.join()
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[str], inputs: list[dict],
-                 figures: bool = True, shard_bytes: int = SHARD_BYTES, _hook=None) -> Path:
+                 figures: bool = True, shard_bytes: int = SHARD_BYTES, early_runs: EarlyRuns | None = None,
+                 _hook=None) -> Path:
     """Write the whole report folder atomically and return its path.
+
+    ``early_runs``: the runs config already being written (:class:`EarlyRuns` of ``result.frame``);
+    its shards are moved in instead of writing them again. The caller discards it afterwards.
 
     ``inputs``: one dict per input file (``path``, ``kind``, optional ``sha256``, ``bytes``, ``rows``,
     ``revision``/``resolved_commit`` for Hub inputs); missing hashes are computed here.
@@ -96,24 +170,35 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
     with stage("report"):
         questions = build_questions_table(result)
         summary_df = build_summary_table(result)
-        runs = build_runs_table(result)
+        early = early_runs if early_runs is not None and early_runs.usable_for(result.frame) else None
+        runs = build_runs_table(result) if early is None else None
     with atomic_dir(target, command="audit", inputs=[r.get("path") for r in inputs or []]) as tmp:
-        with stage("report"):
-            files = {
-                "questions": write_config(tmp, "questions", questions, shard_bytes),
-                "summary": write_config(tmp, "summary", summary_df, shard_bytes),
-                "runs": write_config(tmp, "runs", runs, shard_bytes),
-            }
-            del runs
-        local["report"] = time.perf_counter() - t0
-        figs: dict[str, str] = {}
-        if figures:
-            from .figures import make_figures
+        # the runs config (100M rows at 1M x 50: most of the report's time, in Arrow's C++ writer with the
+        # GIL released) is written on a second thread while this one writes the other configs and draws
+        # the figures; the card reads every file's footer, so it waits for the runs first
+        runs_job = _Background(write_config, tmp, "runs", runs, shard_bytes) if early is None else \
+            _Background(early.move_into, tmp)
+        del runs
+        try:
+            with stage("report"):
+                written = {"questions": write_config(tmp, "questions", questions, shard_bytes),
+                           "summary": write_config(tmp, "summary", summary_df, shard_bytes)}
+            local["report"] = time.perf_counter() - t0
+            figs: dict[str, str] = {}
+            if figures:
+                from .figures import make_figures
 
+                t0 = time.perf_counter()
+                with stage("figures"):
+                    figs = make_figures(result, questions, tmp / "figures", summary_df)
+                local["figures"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            with stage("figures"):
-                figs = make_figures(result, questions, tmp / "figures", summary_df)
-            local["figures"] = time.perf_counter() - t0
+            with stage("report"):  # what is left of the runs write after the figures
+                written["runs"] = runs_job.result()
+            local["report"] += time.perf_counter() - t0
+        finally:
+            runs_job.join()
+        files = {name: written[name] for name in CONFIGS}
         t0 = time.perf_counter()
         with stage("card"):
             (tmp / "summary.json").write_text(dump_json(result.summary), encoding="utf-8")
