@@ -277,3 +277,37 @@ def test_placeholder_and_duplicated_gold_enter_the_posterior():
     assert ev["gold_text_repeated"] > 10 * r.summary["label_model"]["eps"]
     assert r.per_question["consensus_error_gold_evidence"].tolist()[:21] == ["placeholder gold"] * 10 + [
         "gold text repeated"] * 10 + [""]
+
+
+def test_attractor_term_is_a_distribution_and_matches_the_hand_formula():
+    """The attractor model's probability of the wrong answers sums to 1 over every sequence of W wrong
+    answers (for each share on the grid), equals the hand-computed mixture over the attractor, and carries
+    no information on two-option items."""
+    from itertools import product
+
+    from audit_hub import label_model as lm
+
+    k = np.array([4])
+    tot = np.zeros(len(lm.SHARE_GRID))
+    for seq in product([1, 2, 3], repeat=3):  # truth 0, three wrong answers
+        c = np.bincount(seq, minlength=4)[None, :]
+        tot += np.exp(lm._attractor_terms(c, k, 4)[0, 0])
+    np.testing.assert_allclose(tot, 1.0, rtol=1e-12)
+    # counts (truth 0): option 1 twice, option 2 once; s = grid value; attractor uniform over 1, 2, 3
+    c = np.array([[0, 2, 1, 0]])
+    for j, s in enumerate(lm.SHARE_GRID):
+        u = (1 - s) / 3
+        want = ((s + u) ** 2 * u + u ** 2 * (s + u) + u ** 3) / 3
+        assert np.exp(lm._attractor_terms(c, k, 4)[0, 0, j]) == pytest.approx(want, rel=1e-12)
+    two = lm._attractor_terms(np.array([[3, 5]]), np.array([2]), 2)
+    np.testing.assert_allclose(two, 0.0, atol=1e-12)
+
+
+def test_difficulty_spread_is_recovered_with_wrong_golds():
+    """Shared difficulty sd 2, attractive distractors, 3% wrong golds: the spread fitted by marginal
+    likelihood (wrong golds in the mixture) is the simulated one."""
+    f = simulate_frame(800, 8, accuracy_full=np.linspace(0.75, 0.9, 8), accuracy_blind=None, difficulty_sd=2.0,
+                       distractor_attraction=0.8, label_errors=24, seed=11)
+    s = ce.run(f, recall_sims=0).summary["label_model"]
+    assert abs(s["sigma"][0] - 2.0) < 0.3, s["sigma"]
+    assert s["attractor_items_share"] > 0.5  # every simulated item has one attractive distractor
