@@ -90,14 +90,63 @@ def run_detectors(frame: AuditFrame, names: tuple[str, ...], *, seed: int = 0,
     return results, skipped, field
 
 
+def _start_calibration(frame: AuditFrame, config: AuditConfig, primary: str, background: bool | None, worker):
+    """The calibration of the configured detectors, started now: in a worker process beside the detectors when
+    a second CPU is free (``background`` None: decide by that), else simulated when its result is asked for."""
+    if not config.run_calibration:
+        return None
+    from .calibration import Calibration, worker_helps
+
+    return Calibration(frame, list(config.detectors), n_sims=config.calibration_sims, seed=config.seed,
+                       field=primary, params={n: config.detector_params(n) for n in config.detectors},
+                       background=worker_helps() if background is None else background, worker=worker)
+
+
+def _finish_calibration(cal, frame: AuditFrame, config: AuditConfig, primary: str,
+                        results: dict[str, DetectorResult]) -> dict:
+    """The calibration entries of the detectors that ran (the same numbers as calibrating those alone: every
+    detector's simulations use the same null frames and seeds whatever else is calibrated)."""
+    from .calibration import calibrate
+
+    if cal is None or not results:
+        if cal is not None:
+            cal.close()
+        return {}
+    try:
+        out = cal.result()
+    except Exception:  # a detector the audit skipped failed in the worker: calibrate the ones that ran, here
+        out = calibrate(frame, list(results), n_sims=config.calibration_sims, seed=config.seed, field=primary,
+                        params={n: config.detector_params(n) for n in results})
+    if cal.worker:
+        from .stages import note_parallel
+
+        note_parallel("calibration worker", cal.worker["seconds"])
+    return {n: v for n, v in out.items() if n in results}
+
+
 def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
-              progress: Callable[[str], None] | None = None) -> AuditResult:
-    """Run the configured detectors (judge-dependent ones on both correctness arms when both exist)."""
+              progress: Callable[[str], None] | None = None, *,
+              background_calibration: bool | None = None, calibration_worker=None) -> AuditResult:
+    """Run the configured detectors (judge-dependent ones on both correctness arms when both exist).
+
+    ``background_calibration``: simulate the calibration nulls in a worker process while the detectors run
+    (None: when a second CPU is available); ``calibration_worker``: a started
+    :class:`~audit_hub.calibration.WorkerPool` to use for that. The numbers are the same either way."""
+    config = config or AuditConfig()
+    primary = primary_field(frame)
+    cal = _start_calibration(frame, config, primary, background_calibration, calibration_worker)
+    try:
+        return _run_audit(frame, config, progress, primary, cal)
+    finally:
+        if cal is not None:
+            cal.close()
+
+
+def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str], None] | None, primary: str,
+               cal) -> AuditResult:
     from .stats import holm
 
-    config = config or AuditConfig()
     step = progress or (lambda _msg: None)
-    primary = primary_field(frame)
     has_exact = bool((frame.runs["hit_exact"].to_numpy() >= 0).any())
     results: dict[str, DetectorResult] = {}
     alt: dict[str, DetectorResult] = {}
@@ -131,15 +180,11 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
             timings["judge dependence"] = time.perf_counter() - t0
 
     calibration: dict = {}
-    if config.run_calibration and results:
+    if cal is not None and results:
         step("calibration")
         t0 = time.perf_counter()
-        from .calibration import calibrate
-
         with stage("calibration"):
-            calibration = calibrate(frame, list(results), n_sims=config.calibration_sims,
-                                    seed=config.seed, field=primary,
-                                    params={n: config.detector_params(n) for n in results})
+            calibration = _finish_calibration(cal, frame, config, primary, results)
         timings["calibration"] = time.perf_counter() - t0
 
     tst = None

@@ -175,7 +175,8 @@ class NullSimulator:
                  n_items: int | str | None = "auto", seed: int = 0, difficulty: bool = True):
         from .strata import effective_option_count
 
-        self.frame = frame
+        self.models = frame.models
+        self.n_benchmark = frame.n_questions
         rng = np.random.default_rng([seed, 7])
         cls_all = accuracy_classes(frame, condition_on_gold)
         n_cls = int(cls_all.max()) + 1 if len(cls_all) else 1
@@ -217,8 +218,8 @@ class NullSimulator:
         self.shared_cache: dict = {("category_codes", "category"): (codes, labels)}
 
     def describe(self) -> dict:
-        return {"n_items": self.n_items, "n_items_benchmark": self.frame.n_questions,
-                "subsample": "stratified by effective option count x yes/no gold" if self.n_items < self.frame.n_questions
+        return {"n_items": self.n_items, "n_items_benchmark": self.n_benchmark,
+                "subsample": "stratified by effective option count x yes/no gold" if self.n_items < self.n_benchmark
                 else "all items", "difficulty_sd": self.difficulty_sd, "condition_on_gold": self.condition_on_gold}
 
     def draw_many(self, n_sims: int, rng: np.random.Generator) -> list[AuditFrame]:
@@ -283,7 +284,7 @@ class NullSimulator:
         gcodes = np.where(other, kmax, gold).astype(np.int32)
         cols = ["question_id", "question", "options", "answer", "answer_type", "category", "l2_category",
                 "group_id", "hint", "n_options", "gold_index"]
-        return AuditFrame(questions=q[cols], runs=runs, models=self.frame.models,
+        return AuditFrame(questions=q[cols], runs=runs, models=self.models,
                           meta={"simulated_null": True},
                           cache={"answer_codes": codes, "gold_codes": gcodes, **self.shared_cache})
 
@@ -322,20 +323,163 @@ def calibrate(frame: AuditFrame, names: dict[str, Callable] | Iterable[str] | No
     drawn on ("auto": about 30,000 simulated cells, 200 to 2,000 items; None = every item). Returns
     {name: {fpr, fpr_ci, nominal, n_sims, n_runs, kind, out_of_calibration, direction, note, simulator}}.
     """
+    return Calibration(frame, names, n_sims=n_sims, seed=seed, field=field, alpha=alpha, params=params,
+                       condition_on_gold=condition_on_gold, n_items=n_items, difficulty=difficulty,
+                       background=False, progress=progress).result()
+
+
+def _in_worker(sim: NullSimulator, names: list[str], n_sims: int, seed: int, params: dict[str, dict]):
+    """The simulations, in a worker process: what :func:`_simulate` returns, its seconds and peak RSS (bytes)."""
+    import resource
+    import time
+
     from threadpoolctl import threadpool_limits
 
-    runs = _resolve(names)
-    # one BLAS / OpenMP thread: a simulation's matrices are small, and threads spin-waiting on them cost
-    # more CPU than they save (3x on the label model's products on 2 shared cores)
+    t0 = time.perf_counter()
     with threadpool_limits(limits=1):
-        sim = NullSimulator(frame, field=field, condition_on_gold=condition_on_gold, n_items=n_items, seed=seed,
-                            difficulty=difficulty)
-        pvals, counts, flags, skipped = _simulate(sim, runs, n_sims=n_sims, seed=seed, params=params or {},
-                                                  progress=progress)
-    base = {"n_sims": n_sims, "alpha": alpha, "condition_on_gold": condition_on_gold, "seed": seed,
-            "n_items_simulated": sim.n_items, "simulator": sim.describe()}
-    return {name: base | _rates(pvals[name], counts[name], flags[name], sim.n_items, alpha,
-                                skipped.get(name, "no output")) for name in runs}
+        out = _simulate(sim, _resolve(names), n_sims=n_sims, seed=seed, params=params, progress=None)
+    return out, time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _warm() -> None:
+    """Import what a simulation needs (run in a fresh worker while the caller reads its inputs)."""
+    for name in detectors.names():
+        detectors.get(name).load()
+    import threadpoolctl  # noqa: F401
+
+
+class WorkerPool:
+    """One spawned worker process for calibration, started early (its interpreter start and imports overlap
+    the caller's reading of the inputs). A context manager: leaving it stops the worker."""
+
+    def __init__(self) -> None:
+        import multiprocessing
+
+        self.pool = multiprocessing.get_context("spawn").Pool(1)
+        self.pool.apply_async(_warm)
+        # set by the caller: blocks until the second CPU is free of the caller's own background work (the
+        # runs table written while the detectors run); the simulations are submitted after it returns
+        self.after: Callable[[], None] | None = None
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def start_worker(enabled: bool = True) -> WorkerPool | None:
+    """A :class:`WorkerPool` when ``enabled`` and a second CPU is free (None otherwise, or where no process
+    can be started)."""
+    if not (enabled and worker_helps()):
+        return None
+    try:
+        return WorkerPool()
+    except OSError:
+        return None
+
+
+def worker_helps() -> bool:
+    """A second CPU is available to this process (a calibration worker then runs beside the detectors)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0)) >= 2
+    except AttributeError:  # not on Linux
+        return (os.cpu_count() or 1) >= 2
+
+
+class Calibration:
+    """One calibration run. With ``background``, the null simulations run in a worker process (spawned:
+    a fresh interpreter, no fork of the caller's threads) from the moment this is built, so that they
+    overlap the caller's own work (the audit's detectors); :meth:`result` waits for them. The numbers
+    are identical either way: the worker gets the same simulator, seeds and parameters. Only registered
+    detectors run in a worker; run functions passed in directly run in this process."""
+
+    def __init__(self, frame: AuditFrame, names: dict[str, Callable] | Iterable[str] | None = None, *,
+                 n_sims: int = 200, seed: int = 0, field: str = "hit", alpha: float = 0.05,
+                 params: dict[str, dict] | None = None, condition_on_gold: bool = True,
+                 n_items: int | str | None = "auto", difficulty: bool = True, background: bool = False,
+                 worker: WorkerPool | None = None, progress: Callable[[int, int], None] | None = None):
+        from threadpoolctl import threadpool_limits
+
+        self.runs = _resolve(names)
+        self.n_sims, self.seed, self.alpha, self.params = n_sims, seed, alpha, params or {}
+        self.condition_on_gold, self.progress = condition_on_gold, progress
+        # one BLAS / OpenMP thread: a simulation's matrices are small, and threads spin-waiting on them cost
+        # more CPU than they save (3x on the label model's products on 2 shared cores)
+        with threadpool_limits(limits=1):
+            self.sim = NullSimulator(frame, field=field, condition_on_gold=condition_on_gold, n_items=n_items,
+                                     seed=seed, difficulty=difficulty)
+        self.worker: dict[str, float] = {}
+        self._pool = self._job = self._submitter = None
+        self._own_pool = worker is None
+        registered = set(detectors.names())
+        if (background or worker is not None) and n_sims > 0 and not isinstance(names, dict) \
+                and set(self.runs) <= registered:
+            try:
+                self._pool = worker.pool if worker is not None else WorkerPool().pool
+            except OSError:  # no process here: simulate in this one on request
+                self._pool = None
+            if self._pool is not None:
+                self._submit_after(worker.after if worker is not None else None)
+
+    def _submit_after(self, after: Callable[[], None] | None) -> None:
+        """Submit the simulations now, or on a helper thread once ``after()`` returns."""
+        import threading
+
+        args = (self.sim, list(self.runs), self.n_sims, self.seed, self.params)
+
+        def submit() -> None:
+            if after is not None:
+                after()
+            try:
+                self._job = self._pool.apply_async(_in_worker, args)
+            except (ValueError, AttributeError):  # the pool was stopped meanwhile
+                self._job = None
+
+        if after is None:
+            submit()
+        else:
+            self._submitter = threading.Thread(target=submit, name="benchaudit-calibration-submit", daemon=True)
+            self._submitter.start()
+
+    def close(self) -> None:
+        """Stop the worker this run started (a pool passed in is its owner's to stop); safe to call twice."""
+        if self._pool is not None and self._own_pool:
+            self._pool.terminate()
+            self._pool.join()
+        self._pool = None
+
+    def result(self) -> dict[str, dict]:
+        """{name: calibration entry}: waits for the worker, or simulates here."""
+        if self._submitter is not None:
+            self._submitter.join()
+            self._submitter = None
+        if self._job is not None:
+            try:
+                (pvals, counts, flags, skipped), seconds, rss = self._job.get()
+            finally:
+                self.close()
+                self._job = None
+            self.worker = {"seconds": seconds, "peak_rss_bytes": float(rss)}
+        else:
+            from threadpoolctl import threadpool_limits
+
+            with threadpool_limits(limits=1):
+                pvals, counts, flags, skipped = _simulate(self.sim, self.runs, n_sims=self.n_sims, seed=self.seed,
+                                                          params=self.params, progress=self.progress)
+        sim = self.sim
+        base = {"n_sims": self.n_sims, "alpha": self.alpha, "condition_on_gold": self.condition_on_gold,
+                "seed": self.seed, "n_items_simulated": sim.n_items, "simulator": sim.describe()}
+        return {name: base | _rates(pvals[name], counts[name], flags[name], sim.n_items, self.alpha,
+                                    skipped.get(name, "no output")) for name in self.runs}
 
 
 def _simulate(sim: NullSimulator, runs: dict[str, Callable], *, n_sims: int, seed: int, params: dict[str, dict],

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 
+PARALLEL = " (parallel)"
+
 
 class StageClock:
     """Accumulates wall seconds per stage name (first-start order) and announces each stage."""
@@ -39,11 +41,14 @@ class StageClock:
             self.current = outer
 
     def lines(self) -> list[str]:
-        """``name  seconds  share`` lines for the console (``--verbose``)."""
-        total = sum(self.timings.values()) or 1.0
+        """``name  seconds  share`` lines for the console (``--verbose``); work done in parallel with the
+        stages (named ``... (parallel)``) is listed after the total, not in it."""
+        serial = {n: s for n, s in self.timings.items() if not n.endswith(PARALLEL)}
+        total = sum(serial.values()) or 1.0
         width = max((len(n) for n in self.timings), default=5)
-        out = [f"{n:<{width}}  {s:8.2f} s  {100 * s / total:5.1f}%" for n, s in self.timings.items()]
-        out.append(f"{'total':<{width}}  {sum(self.timings.values()):8.2f} s")
+        out = [f"{n:<{width}}  {s:8.2f} s  {100 * s / total:5.1f}%" for n, s in serial.items()]
+        out.append(f"{'total':<{width}}  {sum(serial.values()):8.2f} s")
+        out += [f"{n:<{width}}  {s:8.2f} s" for n, s in self.timings.items() if n.endswith(PARALLEL)]
         return out
 
 
@@ -64,6 +69,13 @@ def stage(name: str):
     """Context manager timing one stage into the installed clock (a no-op without one)."""
     clock = _CURRENT.get()
     return clock.stage(name) if clock is not None else nullcontext()
+
+
+def note_parallel(name: str, seconds: float) -> None:
+    """Record ``seconds`` of work done beside the stages (a worker process), as ``"<name> (parallel)"``."""
+    clock = _CURRENT.get()
+    if clock is not None:
+        clock.timings[name + PARALLEL] = clock.timings.get(name + PARALLEL, 0.0) + seconds
 
 
 def current_timings() -> dict[str, float]:

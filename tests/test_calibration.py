@@ -137,3 +137,30 @@ def test_generic_detectors_count_flag_and_skip():
     assert c["kind"] == "count" and c["fpr"] == pytest.approx(2 / 100) and c["nominal"] == pytest.approx(0.5 / 100)
     assert c["out_of_calibration"] is True
     assert cal["skip_det"]["kind"] == "skipped" and "option texts" in cal["skip_det"]["note"]
+
+
+def test_worker_process_gives_the_same_calibration_and_waits_for_its_gate():
+    """Simulations in a spawned worker (beside the detectors) give exactly the inline numbers; a worker with
+    a gate submits them only after the gate returns, and the audit's calibration holds only detectors that ran."""
+    import threading
+
+    from audit_hub.audit import AuditConfig, run_audit
+    from audit_hub.calibration import Calibration, WorkerPool
+
+    f = simulate_frame(300, 5, accuracy_full=[0.4, 0.5, 0.6, 0.7, 0.8], accuracy_blind=0.35, seed=4)
+    names = ["visual_dependency", "consensus_error", "answer_options_distribution"]
+    inline = calibrate(f, names, n_sims=6, seed=3, params=FAST)
+    gate = threading.Event()
+    calls = []
+    with WorkerPool() as worker:
+        worker.after = lambda: (gate.wait(), calls.append("gate passed"))
+        cal = Calibration(f, names, n_sims=6, seed=3, params=FAST, worker=worker)
+        assert cal._job is None and calls == []  # nothing submitted before the gate opens
+        gate.set()
+        out = cal.result()
+    assert calls == ["gate passed"] and cal.worker["seconds"] > 0 and cal.worker["peak_rss_bytes"] > 1e7
+    assert out == inline
+    cfg = AuditConfig(calibration_sims=4, n_permutations=99, detectors=tuple(names))
+    a = run_audit(f, cfg, background_calibration=True)
+    b = run_audit(f, cfg, background_calibration=False)
+    assert a.calibration == b.calibration and set(a.calibration) == set(a.results)

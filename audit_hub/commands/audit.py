@@ -57,6 +57,10 @@ def register(app: typer.Typer) -> None:
             1, "--threads", min=1, max=1024,
             help="BLAS/OpenMP threads while auditing (1: fastest on a shared machine; the last digits of "
                  "iteratively fitted figures can differ with the thread count)."),
+        parallel: bool = typer.Option(
+            True, "--parallel/--no-parallel",
+            help="Simulate the calibration nulls in a worker process while the detectors run, when a second CPU "
+                 "is free (the same numbers either way)."),
         verbose: bool = typer.Option(False, "--verbose", "-v",
                                      help="Print the wall time of every stage (also recorded in manifest.json)."),
     ) -> None:
@@ -100,18 +104,27 @@ def register(app: typer.Typer) -> None:
             def on_frame(frame) -> None:  # the runs config is written while the detectors run
                 early.append(EarlyRuns(frame, out, inputs=[questions, *(runs or []), *(blind or []),
                                                            *(r.get("path") for r in frame.sources or [])]))
+                if worker is not None:  # the calibration worker starts once that write is done
+                    worker.after = early[-1].wait
 
+            from ..calibration import start_worker
+
+            # the calibration worker's interpreter starts and imports while the inputs are read
+            worker = start_worker(parallel and calibration_sims > 0)
             try:
                 with recording(clock), threadpool_limits(limits=threads):
                     result, inputs = _audit(console, questions, runs, blind, column_map, revision, dataset,
                                             blind_model, seed, n_permutations, calibration_sims, stratify, tst,
                                             stage, design_label=design_label,
-                                            allow_unparsed_options=allow_unparsed_options, on_frame=on_frame)
+                                            allow_unparsed_options=allow_unparsed_options, on_frame=on_frame,
+                                            parallel=parallel, worker=worker)
                     folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
                                           figures=figures, early_runs=early[0] if early else None)
             finally:
                 for e in early:
                     e.discard()
+                if worker is not None:
+                    worker.close()
             prog.update(task, completed=len(plan))
         result.timings = dict(clock.timings)
         if verbose:
@@ -126,7 +139,7 @@ def register(app: typer.Typer) -> None:
 
 def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
            calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False,
-           on_frame=None):
+           on_frame=None, parallel=True, worker=None):
     """Inputs -> frame -> :func:`audit_hub.audit.run_audit`; returns the result and the input records.
     ``on_frame(frame)`` is called once the frame is built and checked, before the detectors run."""
     from ..audit import AuditConfig, run_audit
@@ -173,7 +186,8 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
                          run_calibration=calibration_sims > 0, run_tst=tst, params=params)
     if on_frame is not None:
         on_frame(frame)
-    return run_audit(frame, config), inputs
+    return run_audit(frame, config, background_calibration=None if parallel else False,
+                     calibration_worker=worker), inputs
 
 
 def _print_headlines(console, result) -> None:

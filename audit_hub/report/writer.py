@@ -128,6 +128,11 @@ class EarlyRuns:
     def usable_for(self, frame: Any) -> bool:
         return self.job is not None and frame is self.frame
 
+    def wait(self) -> None:
+        """Block until the write has finished (or failed; :meth:`move_into` re-raises)."""
+        if self.job is not None:
+            self.job.join()
+
     def move_into(self, folder: Path) -> list[str]:
         """Wait for the write, move the shards into ``folder``; their relative paths."""
         paths = self.job.result()
