@@ -142,16 +142,13 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
             cal.close()
 
 
-def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str], None] | None, primary: str,
-               cal) -> AuditResult:
-    from .stats import holm
-
-    step = progress or (lambda _msg: None)
+def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callable[[str], None],
+              timings: dict[str, float]):
+    """Every configured detector on the primary field, and judge-dependent ones also on exact match."""
     has_exact = bool((frame.runs["hit_exact"].to_numpy() >= 0).any())
     results: dict[str, DetectorResult] = {}
     alt: dict[str, DetectorResult] = {}
     skipped: dict[str, str] = {}
-    timings: dict[str, float] = {}
     modules = {}
     for name in config.detectors:
         step(name)
@@ -169,40 +166,26 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
                 skipped[name] = str(e)
         timings[name] = time.perf_counter() - t0
 
-    judge = {}
-    for name in results:
-        fn_name = detectors.get(name).judge_dependence
-        if fn_name is not None and name in alt:
-            step("judge dependence")
-            t0 = time.perf_counter()
-            with stage("judge dependence"):
-                judge = getattr(modules[name], fn_name)(frame, results[name], alt[name])
-            timings["judge dependence"] = time.perf_counter() - t0
+    return results, alt, skipped, modules
 
-    calibration: dict = {}
-    if cal is not None and results:
-        step("calibration")
-        t0 = time.perf_counter()
-        with stage("calibration"):
-            calibration = _finish_calibration(cal, frame, config, primary, results)
-        timings["calibration"] = time.perf_counter() - t0
 
-    tst = None
-    if config.run_tst:
-        step("tst")
-        t0 = time.perf_counter()
-        from .tst import run_tst_rf
+def _multiplicity(results: dict[str, DetectorResult]) -> dict:
+    """Holm across the detectors' headline tests."""
+    from .stats import holm
 
-        with stage("tst"):
-            tst = run_tst_rf(frame, seed=config.seed, **config.tst_params)
-        timings["tst"] = time.perf_counter() - t0
-
-    # Holm across the detectors' headline tests
     names = [n for n in results if _headline_p(results[n].summary) is not None]
     adj = holm([_headline_p(results[n].summary) for n in names]) if names else []
     multiplicity = {"method": "holm", "tests": {n: {"p_value": _headline_p(results[n].summary),
                                                     "p_holm": float(a)} for n, a in zip(names, adj)}}
 
+    return multiplicity
+
+
+def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict[str, DetectorResult],
+             alt: dict[str, DetectorResult], skipped: dict[str, str], judge: dict, calibration: dict,
+             multiplicity: dict, tst) -> dict[str, Any]:
+    """The audit's ``summary.json``: the pool, each detector's summary (with its exact-match arm and
+    calibration), skips, multiplicity, judge dependence, accuracies and the configuration."""
     summary: dict[str, Any] = {
         "benchaudit_version": _version(),
         "n_questions": frame.n_questions,
@@ -236,6 +219,45 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
     if tst is not None:
         summary["tst"] = tst.summary
     summary["config"] = {k: v for k, v in asdict(config).items() if k != "params"} | {"params": config.params}
+    return summary
+
+
+def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str], None] | None, primary: str,
+               cal) -> AuditResult:
+    step = progress or (lambda _msg: None)
+    timings: dict[str, float] = {}
+    results, alt, skipped, modules = _run_each(frame, config, primary, step, timings)
+
+    judge = {}
+    for name in results:
+        fn_name = detectors.get(name).judge_dependence
+        if fn_name is not None and name in alt:
+            step("judge dependence")
+            t0 = time.perf_counter()
+            with stage("judge dependence"):
+                judge = getattr(modules[name], fn_name)(frame, results[name], alt[name])
+            timings["judge dependence"] = time.perf_counter() - t0
+
+    calibration: dict = {}
+    if cal is not None and results:
+        step("calibration")
+        t0 = time.perf_counter()
+        with stage("calibration"):
+            calibration = _finish_calibration(cal, frame, config, primary, results)
+        timings["calibration"] = time.perf_counter() - t0
+
+    tst = None
+    if config.run_tst:
+        step("tst")
+        t0 = time.perf_counter()
+        from .tst import run_tst_rf
+
+        with stage("tst"):
+            tst = run_tst_rf(frame, seed=config.seed, **config.tst_params)
+        timings["tst"] = time.perf_counter() - t0
+
+    multiplicity = _multiplicity(results)
+    summary = _summary(frame, config, primary, results, alt, skipped, judge, calibration, multiplicity, tst)
     return AuditResult(frame=frame, config=config, primary_field=primary, results=results, alt_results=alt,
                        skipped=skipped, judge_dependence=judge, calibration=calibration, summary=summary,
                        timings=timings, tst=tst)

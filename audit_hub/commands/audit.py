@@ -65,14 +65,12 @@ def register(app: typer.Typer) -> None:
                                      help="Print the wall time of every stage (also recorded in manifest.json)."),
     ) -> None:
         """Audit a benchmark from saved evaluation runs; with no inputs, audits the bundled MATH-Vision example."""
-        import sys
-
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         from ..audit import AuditConfig
         from ..io_utils import check_output_target
-        from ..stages import StageClock, recording, stage
+        from ..stages import StageClock
 
         console = Console(stderr=True)
         check_output_target(out, command="audit", inputs=[questions, *(runs or []), *(blind or [])])
@@ -92,39 +90,13 @@ def register(app: typer.Typer) -> None:
                 prog.update(task, description=f"{name:<28}", completed=done)
 
             clock = StageClock(on_start=on_stage)
-            from threadpoolctl import threadpool_limits
-
-            # BLAS / OpenMP threads (default one): the audit's matrix products are many and modest; spare
-            # threads spin-waiting on them cost more than they save (2-5x on the label model and the kappa
-            # bootstrap on a shared 2-core machine). Arrow's own reader/writer threads are unaffected.
-            from ..report.writer import EarlyRuns, write_report
-
-            early: list[EarlyRuns] = []
-
-            def on_frame(frame) -> None:  # the runs config is written while the detectors run
-                early.append(EarlyRuns(frame, out, inputs=[questions, *(runs or []), *(blind or []),
-                                                           *(r.get("path") for r in frame.sources or [])]))
-                if worker is not None:  # the calibration worker starts once that write is done
-                    worker.after = early[-1].wait
-
-            from ..calibration import start_worker
-
-            # the calibration worker's interpreter starts and imports while the inputs are read
-            worker = start_worker(parallel and calibration_sims > 0)
-            try:
-                with recording(clock), threadpool_limits(limits=threads):
-                    result, inputs = _audit(console, questions, runs, blind, column_map, revision, dataset,
-                                            blind_model, seed, n_permutations, calibration_sims, stratify, tst,
-                                            stage, design_label=design_label,
-                                            allow_unparsed_options=allow_unparsed_options, on_frame=on_frame,
-                                            parallel=parallel, worker=worker)
-                    folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
-                                          figures=figures, early_runs=early[0] if early else None)
-            finally:
-                for e in early:
-                    e.discard()
-                if worker is not None:
-                    worker.close()
+            result, folder = _audit_and_write(
+                console, clock, out=out, figures=figures, threads=threads, parallel=parallel,
+                audit_kwargs=dict(questions=questions, runs=runs, blind=blind, column_map=column_map,
+                                  revision=revision, dataset=dataset, blind_model=blind_model, seed=seed,
+                                  n_permutations=n_permutations, calibration_sims=calibration_sims,
+                                  stratify=stratify, tst=tst, design_label=design_label,
+                                  allow_unparsed_options=allow_unparsed_options))
             prog.update(task, completed=len(plan))
         result.timings = dict(clock.timings)
         if verbose:
@@ -135,6 +107,46 @@ def register(app: typer.Typer) -> None:
         from ..escape import one_line
 
         typer.echo(f"report: {one_line(folder)}")
+
+
+def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parallel: bool, audit_kwargs: dict):
+    """Read, audit and write the report under the stage clock; returns (result, report folder).
+
+    BLAS / OpenMP threads (default one): the audit's matrix products are many and modest; spare threads
+    spin-waiting on them cost more than they save (2-5x on the label model and the kappa bootstrap on a
+    shared 2-core machine). Arrow's own reader/writer threads are unaffected. The runs config is written
+    on a second thread while the detectors run; the calibration worker's interpreter starts and imports
+    while the inputs are read, and its simulations start once that write is done."""
+    import sys
+
+    from threadpoolctl import threadpool_limits
+
+    from ..calibration import start_worker
+    from ..report.writer import EarlyRuns, write_report
+    from ..stages import recording, stage
+
+    q, runs, blind = audit_kwargs["questions"], audit_kwargs["runs"], audit_kwargs["blind"]
+    early: list[EarlyRuns] = []
+    worker = start_worker(parallel and audit_kwargs["calibration_sims"] > 0)
+
+    def on_frame(frame) -> None:
+        early.append(EarlyRuns(frame, out, inputs=[q, *(runs or []), *(blind or []),
+                                                   *(r.get("path") for r in frame.sources or [])]))
+        if worker is not None:
+            worker.after = early[-1].wait
+
+    try:
+        with recording(clock), threadpool_limits(limits=threads):
+            result, inputs = _audit(console, stage=stage, on_frame=on_frame, parallel=parallel, worker=worker,
+                                    **audit_kwargs)
+            folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
+                                  figures=figures, early_runs=early[0] if early else None)
+    finally:
+        for e in early:
+            e.discard()
+        if worker is not None:
+            worker.close()
+    return result, folder
 
 
 def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,

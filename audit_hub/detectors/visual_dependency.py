@@ -530,6 +530,26 @@ def _paired_correctness(frame: AuditFrame, field: str):
     return mf_names, mb_names, pool_level, full, blind, known
 
 
+def _statistics(tabs: np.ndarray, pairs, strata_keys, B2: int, rng: np.random.Generator, n_items: int,
+                z_count: int, alpha: float, p_value, excess, power: bool) -> dict:
+    """The stratified null in words, the paper's unstratified figure (when there are strata), power."""
+    n_strata = tabs.shape[0]
+    return {
+        "stratify": strata_keys or None,
+        "n_strata": int((tabs.reshape(n_strata, -1).sum(axis=1) > 0).sum()),
+        "null_hypothesis": null_statement(strata_keys),
+        "unstratified": _unstratified(tabs, pairs, B2, rng, n_items, z_count, alpha, p_value, excess)
+        if n_strata > 1 else None,
+        "power": power_summary(tabs, pairs, alpha) if power else None,
+    }
+
+
+def _excluded(Q: int, field: str, full: np.ndarray, known: np.ndarray) -> dict:
+    return item_accounting(Q, [
+        (f"{field} unknown for some model in the full arm", ~(full >= 0).all(axis=1)),
+        (f"{field} unknown for some model in the blind arm", ~known)])["excluded"]
+
+
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations: int = 999,
         alpha: float = 0.05, stratify=STRATIFY_DEFAULT, n_boot: int = 1000, leave_one_out: bool = True,
         power: bool = True, design_label: str | None = None, secondary_permutations: bool = True) -> DetectorResult:
@@ -573,14 +593,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     B2 = B if secondary_permutations else 0
     per = _Null(utabs, pairs, unit_cat, n_cat, B2, rng)
     per_category, rows = _per_category(per, tabs, pairs, cat, f, pos, neg, cat_labels, n_items, B2)
-    statistics = {  # the stratified null in words, the paper's unstratified figure, power
-        "stratify": strata_keys or None,
-        "n_strata": int((tabs.reshape(n_strata, -1).sum(axis=1) > 0).sum()),
-        "null_hypothesis": null_statement(strata_keys),
-        "unstratified": _unstratified(tabs, pairs, B2, rng, n_items, z_count, alpha, p_value, excess)
-        if n_strata > 1 else None,
-        "power": power_summary(tabs, pairs, alpha) if power else None,
-    }
+    statistics = _statistics(tabs, pairs, strata_keys, B2, rng, n_items, z_count, alpha, p_value, excess, power)
     all_rows = _overall_rows(head["zero_gain_share"], *head["share_ci"], head["null_mean"], excess, p_value,
                              n_items, three_way)
     table = summary_rows(NAME, all_rows + rows)
@@ -605,9 +618,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
                        cells=cells, per_category=per_category, pool_level=pool_level, mf_names=mf_names,
                        mb_names=mb_names, field=field, params=params, seed=seed)
     summary.update(statistics)
-    summary["excluded"] = item_accounting(Q, [
-        (f"{field} unknown for some model in the full arm", ~(full >= 0).all(axis=1)),
-        (f"{field} unknown for some model in the blind arm", ~known)])["excluded"]
+    summary["excluded"] = _excluded(Q, field, full, known)
     summary["design_label"] = _design_label_check(frame, design_label, idx, f / mf - b / mb, cell, pairs, R, C, B,
                                                   n_boot, rng) if design_label else None
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table, params=params)
