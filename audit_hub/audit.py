@@ -6,6 +6,7 @@ result into the output folder; the CLI only wires the two together.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -126,46 +127,83 @@ def _finish_calibration(cal, frame: AuditFrame, config: AuditConfig, primary: st
 
 def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
               progress: Callable[[str], None] | None = None, *,
-              background_calibration: bool | None = None, calibration_worker=None) -> AuditResult:
+              background_calibration: bool | None = None, calibration_worker=None, threads: int = 1) -> AuditResult:
     """Run the configured detectors (judge-dependent ones on both correctness arms when both exist).
 
     ``background_calibration``: simulate the calibration nulls in a worker process while the detectors run
     (None: when a second CPU is available); ``calibration_worker``: a started
-    :class:`~audit_hub.calibration.WorkerPool` to use for that. The numbers are the same either way."""
+    :class:`~audit_hub.calibration.WorkerPool` to use for that; ``threads``: run the detectors on that many
+    threads. The numbers are the same either way."""
     config = config or AuditConfig()
     primary = primary_field(frame)
     cal = _start_calibration(frame, config, primary, background_calibration, calibration_worker)
     try:
-        return _run_audit(frame, config, progress, primary, cal)
+        return _run_audit(frame, config, progress, primary, cal, threads)
     finally:
         if cal is not None:
             cal.close()
 
 
 def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callable[[str], None],
-              timings: dict[str, float]):
-    """Every configured detector on the primary field, and judge-dependent ones also on exact match."""
+              timings: dict[str, float], threads: int = 1, busy: Callable[[], None] | None = None):
+    """Every configured detector on the primary field, and judge-dependent ones also on exact match.
+
+    ``threads`` > 1 runs these detector calls on up to that many threads (:mod:`audit_hub.scheduler`:
+    the detectors are pure functions of the frame, which fills its shared caches once under a lock;
+    side by side only within the peak memory of running them in turn; one thread fewer while ``busy()``,
+    the calibration worker, holds a CPU). The results are the same as one after another."""
     has_exact = bool((frame.runs["hit_exact"].to_numpy() >= 0).any())
+    modules = {name: detectors.get(name).load() for name in config.detectors}
+    calls = [(name, primary) for name in config.detectors]
+    calls += [(name, "hit_exact") for name in config.detectors
+              if detectors.get(name).judge_dependent and primary == "hit" and has_exact]
+    lock = threading.Lock()
+
+    def call(c: tuple[str, str]):
+        name, fld = c
+        t0 = time.perf_counter()
+        try:
+            return modules[name].run(frame, field=fld, seed=config.seed, **config.detector_params(name))
+        except DetectorSkipped as e:
+            return e
+        finally:
+            with lock:
+                timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+
+    if threads > 1 and len(calls) > 1:
+        from .scheduler import run_calls
+        from .stages import note_parallel
+
+        cells = frame.n_questions * (len(frame.models_in("full")) + len(frame.models_in("blind")))
+        estimates = [detectors.get(n).peak_bytes_per_cell * cells for n, _ in calls]
+        step("detectors")
+        with stage("detectors"):
+            out = run_calls(calls, call, estimates, threads=threads, busy=busy, name="benchaudit-detector")
+        for name in config.detectors:
+            note_parallel(name, timings[name])
+    else:
+        out = {}
+        for c in calls:
+            if c[1] != primary and isinstance(out[(c[0], primary)], DetectorSkipped):
+                continue
+            if c[1] == primary:
+                step(c[0])
+            with stage(c[0]):
+                out[c] = call(c)
     results: dict[str, DetectorResult] = {}
     alt: dict[str, DetectorResult] = {}
     skipped: dict[str, str] = {}
-    modules = {}
     for name in config.detectors:
-        step(name)
-        spec = detectors.get(name)
-        mod = spec.load()
-        modules[name] = mod
-        params = config.detector_params(name)
-        t0 = time.perf_counter()
-        with stage(name):
-            try:
-                results[name] = mod.run(frame, field=primary, seed=config.seed, **params)
-                if spec.judge_dependent and primary == "hit" and has_exact:
-                    alt[name] = mod.run(frame, field="hit_exact", seed=config.seed, **params)
-            except DetectorSkipped as e:
-                skipped[name] = str(e)
-        timings[name] = time.perf_counter() - t0
-
+        first = out[(name, primary)]
+        if isinstance(first, DetectorSkipped):
+            skipped[name] = str(first)
+            continue
+        results[name] = first
+        second = out.get((name, "hit_exact"))
+        if isinstance(second, DetectorSkipped):
+            skipped[name] = str(second)
+        elif second is not None:
+            alt[name] = second
     return results, alt, skipped, modules
 
 
@@ -223,10 +261,11 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
 
 
 def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str], None] | None, primary: str,
-               cal) -> AuditResult:
+               cal, threads: int = 1) -> AuditResult:
     step = progress or (lambda _msg: None)
     timings: dict[str, float] = {}
-    results, alt, skipped, modules = _run_each(frame, config, primary, step, timings)
+    busy = cal.wait_worker if cal is not None and cal.in_worker else None
+    results, alt, skipped, modules = _run_each(frame, config, primary, step, timings, threads, busy)
 
     judge = {}
     for name in results:

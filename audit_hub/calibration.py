@@ -224,6 +224,11 @@ class NullSimulator:
 
     def draw_many(self, n_sims: int, rng: np.random.Generator) -> list[AuditFrame]:
         """``n_sims`` null frames, drawn together (one vectorised draw per array)."""
+        gold, hit, choice = self.draw_arrays(n_sims, rng)
+        return [self._frame(gold[s], hit[s], choice[s]) for s in range(len(gold))]
+
+    def draw_arrays(self, n_sims: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What :meth:`draw_many` builds its frames from: (gold (S, n), hit (S, runs), choice (S, runs))."""
         n, S = self.n_items, int(n_sims)
         gold = (rng.random((S, n)) * self.k_eff).astype(np.int64)
         gold = np.where(self.is_yn, self.gold_yn, gold)
@@ -245,7 +250,7 @@ class NullSimulator:
         kq = self.k_eff[self.rq]
         off = 1 + (rng.random((S, len(self.rq))) * (kq - 1)).astype(np.int64)
         choice = np.where(hit, gq, (gq + off) % kq)
-        return [self._frame(gold[s], hit[s], choice[s]) for s in range(S)]
+        return gold, hit, choice
 
     def draw(self, rng: np.random.Generator) -> AuditFrame:
         """One null frame."""
@@ -329,7 +334,8 @@ def calibrate(frame: AuditFrame, names: dict[str, Callable] | Iterable[str] | No
 
 
 def _in_worker(sim: NullSimulator, names: list[str], n_sims: int, seed: int, params: dict[str, dict]):
-    """The simulations, in a worker process: what :func:`_simulate` returns, its seconds and peak RSS (bytes)."""
+    """The simulations this worker claims (see :class:`SimClaims`), in a worker process: what
+    :func:`_simulate` returns for them, its seconds and peak RSS (bytes)."""
     import resource
     import time
 
@@ -337,8 +343,47 @@ def _in_worker(sim: NullSimulator, names: list[str], n_sims: int, seed: int, par
 
     t0 = time.perf_counter()
     with threadpool_limits(limits=1):
-        out = _simulate(sim, _resolve(names), n_sims=n_sims, seed=seed, params=params, progress=None)
+        out = _simulate(sim, _resolve(names), n_sims=n_sims, seed=seed, params=params, progress=None,
+                        claims=SimClaims(_WORKER_COUNTER, n_sims))
     return out, time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class SimClaims:
+    """Simulation indices handed out once each, in increasing order, to whichever process asks first: the
+    calibration worker and, once its detectors are done, the audit's own process (a counter in shared
+    memory). Every simulation's null frame and seed depend on its index only, so the results do not
+    depend on who ran which."""
+
+    def __init__(self, counter, n_sims: int) -> None:
+        self.counter, self.n_sims = counter, int(n_sims)
+
+    def next(self) -> int | None:
+        if self.counter is None:  # one process: a plain count
+            self.counter = _LocalCounter()
+        with self.counter.get_lock():
+            s = int(self.counter.value)
+            if s >= self.n_sims:
+                return None
+            self.counter.value = s + 1
+        return s
+
+
+class _LocalCounter:
+    def __init__(self) -> None:
+        import threading
+
+        self.value, self._lock = 0, threading.Lock()
+
+    def get_lock(self):
+        return self._lock
+
+
+_WORKER_COUNTER = None  # the calibration worker's view of WorkerPool.counter (set by _init_worker)
+
+
+def _init_worker(counter) -> None:
+    global _WORKER_COUNTER
+    _WORKER_COUNTER = counter
 
 
 def _warm() -> None:
@@ -346,6 +391,10 @@ def _warm() -> None:
     for name in detectors.names():
         detectors.get(name).load()
     import threadpoolctl  # noqa: F401
+
+    from .report import figures
+
+    figures.pyplot_agg()  # the report's figures are drawn here too, once the simulations are done
 
 
 class WorkerPool:
@@ -355,7 +404,9 @@ class WorkerPool:
     def __init__(self) -> None:
         import multiprocessing
 
-        self.pool = multiprocessing.get_context("spawn").Pool(1)
+        ctx = multiprocessing.get_context("spawn")
+        self.counter = ctx.Value("q", 0)  # the next simulation index to run (SimClaims)
+        self.pool = ctx.Pool(1, initializer=_init_worker, initargs=(self.counter,))
         self.pool.apply_async(_warm)
         # set by the caller: blocks until the second CPU is free of the caller's own background work (the
         # runs table written while the detectors run); the simulations are submitted after it returns
@@ -387,12 +438,9 @@ def start_worker(enabled: bool = True) -> WorkerPool | None:
 
 def worker_helps() -> bool:
     """A second CPU is available to this process (a calibration worker then runs beside the detectors)."""
-    import os
+    from .limits import available_cpus
 
-    try:
-        return len(os.sched_getaffinity(0)) >= 2
-    except AttributeError:  # not on Linux
-        return (os.cpu_count() or 1) >= 2
+    return available_cpus() >= 2
 
 
 class Calibration:
@@ -418,16 +466,19 @@ class Calibration:
             self.sim = NullSimulator(frame, field=field, condition_on_gold=condition_on_gold, n_items=n_items,
                                      seed=seed, difficulty=difficulty)
         self.worker: dict[str, float] = {}
-        self._pool = self._job = self._submitter = None
+        self._pool = self._job = self._submitter = self._counter = None
         self._own_pool = worker is None
         registered = set(detectors.names())
         if (background or worker is not None) and n_sims > 0 and not isinstance(names, dict) \
                 and set(self.runs) <= registered:
             try:
-                self._pool = worker.pool if worker is not None else WorkerPool().pool
+                wp = worker if worker is not None else WorkerPool()
             except OSError:  # no process here: simulate in this one on request
-                self._pool = None
-            if self._pool is not None:
+                wp = None
+            if wp is not None:
+                self._pool, self._counter = wp.pool, wp.counter
+                with self._counter.get_lock():
+                    self._counter.value = 0
                 self._submit_after(worker.after if worker is not None else None)
 
     def _submit_after(self, after: Callable[[], None] | None) -> None:
@@ -450,6 +501,19 @@ class Calibration:
             self._submitter = threading.Thread(target=submit, name="benchaudit-calibration-submit", daemon=True)
             self._submitter.start()
 
+    @property
+    def in_worker(self) -> bool:
+        """The simulations run (or will run) in a worker process beside the caller."""
+        return self._pool is not None
+
+    def wait_worker(self) -> None:
+        """Block until the worker has run every simulation it will claim (at once without a worker)."""
+        if self._submitter is not None:
+            self._submitter.join()
+        job = self._job
+        if job is not None:
+            job.wait()
+
     def close(self) -> None:
         """Stop the worker this run started (a pool passed in is its owner's to stop); safe to call twice."""
         if self._pool is not None and self._own_pool:
@@ -458,23 +522,32 @@ class Calibration:
         self._pool = None
 
     def result(self) -> dict[str, dict]:
-        """{name: calibration entry}: waits for the worker, or simulates here."""
+        """{name: calibration entry}. With a worker, this process runs the simulations it has not yet claimed
+        (sharing the rest of the work) and then collects the worker's; without one, it runs them all."""
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1):
+            mine = _simulate(self.sim, self.runs, n_sims=self.n_sims, seed=self.seed, params=self.params,
+                             progress=self.progress if self._pool is None else None,
+                             claims=SimClaims(self._counter, self.n_sims))
         if self._submitter is not None:
             self._submitter.join()
             self._submitter = None
+        theirs: dict[int, dict] = {}
         if self._job is not None:
             try:
-                (pvals, counts, flags, skipped), seconds, rss = self._job.get()
+                theirs, seconds, rss = self._job.get()
             finally:
                 self.close()
                 self._job = None
-            self.worker = {"seconds": seconds, "peak_rss_bytes": float(rss)}
-        else:
-            from threadpoolctl import threadpool_limits
-
+            self.worker = {"seconds": seconds, "peak_rss_bytes": float(rss), "n_sims": len(theirs)}
+        per_sim = {**theirs, **mine}
+        missing = set(range(self.n_sims)) - set(per_sim)
+        if missing:  # claimed by a worker that was stopped before it returned them
             with threadpool_limits(limits=1):
-                pvals, counts, flags, skipped = _simulate(self.sim, self.runs, n_sims=self.n_sims, seed=self.seed,
-                                                          params=self.params, progress=self.progress)
+                per_sim |= _simulate(self.sim, self.runs, n_sims=self.n_sims, seed=self.seed, params=self.params,
+                                     progress=None, claims=_ListClaims(missing))
+        pvals, counts, flags, skipped = _collect(per_sim, list(self.runs))
         sim = self.sim
         base = {"n_sims": self.n_sims, "alpha": self.alpha, "condition_on_gold": self.condition_on_gold,
                 "seed": self.seed, "n_items_simulated": sim.n_items, "simulator": sim.describe()}
@@ -482,44 +555,89 @@ class Calibration:
                                     skipped.get(name, "no output")) for name in self.runs}
 
 
+class _FrameSource:
+    """Null frame number ``s`` of a calibration run: the frames are drawn ``batch`` at a time from one
+    generator seeded with ``seed``; asking for a later frame draws (without building) the batches before it,
+    so frame ``s`` is the same whichever frames this process skipped. Indices must not decrease."""
+
+    def __init__(self, sim: NullSimulator, seed: int, n_sims: int, batch: int = 10) -> None:
+        self.sim, self.n_sims, self.batch = sim, n_sims, batch
+        self.rng = np.random.default_rng(seed)
+        self.drawn = 0          # batches drawn so far
+        self.arrays = None      # the last one's arrays
+
+    def frame(self, s: int) -> AuditFrame:
+        b = s // self.batch
+        while self.drawn <= b:
+            self.arrays = self.sim.draw_arrays(min(self.batch, self.n_sims - self.drawn * self.batch), self.rng)
+            self.drawn += 1
+        gold, hit, choice = self.arrays
+        i = s - b * self.batch
+        return self.sim._frame(gold[i], hit[i], choice[i])  # noqa: SLF001 (the simulator's own frame builder)
+
+
+class _ListClaims:
+    """Claims from a fixed increasing list (the simulations left to run here)."""
+
+    def __init__(self, items) -> None:
+        self.items = iter(sorted(items))
+
+    def next(self) -> int | None:
+        return next(self.items, None)
+
+
 def _simulate(sim: NullSimulator, runs: dict[str, Callable], *, n_sims: int, seed: int, params: dict[str, dict],
-              progress: Callable[[int, int], None] | None):
-    """Run every detector on ``n_sims`` null frames (drawn 10 at a time) and collect what the rates need:
-    headline p-values, (observed, expected) counts and flagged-item counts per detector, and the reason
-    of any skip."""
+              progress: Callable[[int, int], None] | None, claims=None) -> dict[int, dict]:
+    """Run every detector on the null frames of the simulations this process claims (all ``n_sims`` by
+    default) and keep what the rates need: {simulation: {detector: (headline p-value, (observed,
+    expected) counts, flagged items, skip reason)}}; :func:`_collect` orders them into the rates' inputs."""
     registered = detectors.names()
     overrides = {n: detectors.get(n).calibration_params if n in registered else {} for n in runs}
-    rng = np.random.default_rng(seed)
-    batch = 10
-    pvals: dict[str, list] = {n: [] for n in runs}
-    counts: dict[str, list] = {n: [] for n in runs}
-    flags: dict[str, list] = {n: [] for n in runs}
-    skipped: dict[str, str] = {}
-    frames: list[AuditFrame] = []
-    for s in range(n_sims):
-        if not frames:
-            frames = sim.draw_many(min(batch, n_sims - s), rng)[::-1]
-        f = frames.pop()
+    claims = claims if claims is not None else SimClaims(None, n_sims)
+    source = _FrameSource(sim, seed, n_sims)
+    out: dict[int, dict] = {}
+    while (s := claims.next()) is not None:
+        f = source.frame(s)
+        row: dict[str, tuple] = {}
         for name, fn in runs.items():
             kw = dict(params.get(name, {})) | dict(overrides[name])
             try:
                 res = fn(f, field="hit", seed=seed + s, **kw)
             except DetectorSkipped as e:
-                skipped[name] = str(e)
+                row[name] = (None, None, None, str(e))
                 continue
             sm = res.summary
             p = sm.get("p_value")
-            if p is not None and not (isinstance(p, float) and np.isnan(p)):
-                pvals[name].append(float(p))
-            for ok, ek in COUNT_KEYS:
-                if sm.get(ok) is not None and sm.get(ek) is not None:
-                    counts[name].append((float(sm[ok]), float(sm[ek])))
-                    break
+            p = float(p) if p is not None and not (isinstance(p, float) and np.isnan(p)) else None
+            count = next(((float(sm[ok]), float(sm[ek])) for ok, ek in COUNT_KEYS
+                          if sm.get(ok) is not None and sm.get(ek) is not None), None)
             col = f"is_{res.name}_issue"
-            if col in res.per_question.columns:
-                flags[name].append(int(res.per_question[col].sum()))
+            flag = int(res.per_question[col].sum()) if col in res.per_question.columns else None
+            row[name] = (p, count, flag, None)
+        out[s] = row
         if progress:
-            progress(s + 1, n_sims)
+            progress(len(out), n_sims)
+    return out
+
+
+def _collect(per_sim: dict[int, dict], names) -> tuple[dict, dict, dict, dict]:
+    """(p-values, counts, flagged counts, skip reasons) per detector, in simulation order."""
+    pvals: dict[str, list] = {n: [] for n in names}
+    counts: dict[str, list] = {n: [] for n in names}
+    flags: dict[str, list] = {n: [] for n in names}
+    skipped: dict[str, str] = {}
+    for s in sorted(per_sim):
+        for name in names:
+            p, count, flag, skip = per_sim[s][name]
+            if skip is not None:
+                skipped[name] = skip
+                continue
+            if p is not None:
+                pvals[name].append(p)
+            if count is not None:
+                counts[name].append(count)
+            if flag is not None:
+                flags[name].append(flag)
     return pvals, counts, flags, skipped
 
 

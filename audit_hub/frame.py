@@ -19,7 +19,8 @@ Integer codes keep 50 models x 1,000,000 questions well inside a few GB. Detecto
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +28,10 @@ import pandas as pd
 
 from .schema import ARMS, MISSING, QUESTION_COLUMNS
 from .validate import validate_questions, validate_runs
+
+#: serialises filling :attr:`AuditFrame.cache` when detectors run on several threads (re-entrant: one
+#: cached value may be computed from another); reads of a filled entry take no lock
+_CACHE_LOCK = threading.RLock()
 
 
 def category_codes_of(column: pd.Series) -> tuple[np.ndarray, list[str]]:
@@ -48,6 +53,18 @@ class AuditFrame:
     #: arrays derived from the tables (dense matrices, answer codes), computed once; never copied
     #: to derived frames and never written anywhere
     cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def cached(self, key, compute: Callable[[], object]):
+        """``cache[key]``, computed once by ``compute()`` if absent (thread-safe: detectors sharing a frame
+        on several threads compute each derived array once and never see a half-filled entry)."""
+        value = self.cache.get(key)
+        if value is None:
+            with _CACHE_LOCK:
+                value = self.cache.get(key)
+                if value is None:
+                    value = compute()
+                    self.cache[key] = value
+        return value
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -106,16 +123,21 @@ class AuditFrame:
         """Model names with at least one row in ``arm``, in model-code order."""
         key = ("models_in", arm)
         if key not in self.cache:
-            a, m = self.runs["arm"].to_numpy(), self.runs["m"].to_numpy()
-            M = len(self.models)
-            counts = np.zeros(len(ARMS) * M, np.int64)
-            step = 1 << 22
-            for lo in range(0, len(a), step):  # both arms in one chunked pass
-                counts += np.bincount(a[lo:lo + step].astype(np.int32) * M + m[lo:lo + step],
-                                      minlength=len(ARMS) * M)
-            for i, name in enumerate(ARMS):
-                self.cache[("models_in", name)] = [self.models[j] for j in np.flatnonzero(counts[i * M:(i + 1) * M])]
+            with _CACHE_LOCK:
+                if key not in self.cache:
+                    self._fill_models_in()
         return list(self.cache[key])
+
+    def _fill_models_in(self) -> None:
+        a, m = self.runs["arm"].to_numpy(), self.runs["m"].to_numpy()
+        M = len(self.models)
+        counts = np.zeros(len(ARMS) * M, np.int64)
+        step = 1 << 22
+        for lo in range(0, len(a), step):  # both arms in one chunked pass
+            counts += np.bincount(a[lo:lo + step].astype(np.int32) * M + m[lo:lo + step],
+                                  minlength=len(ARMS) * M)
+        for i, name in enumerate(ARMS):
+            self.cache[("models_in", name)] = [self.models[j] for j in np.flatnonzero(counts[i * M:(i + 1) * M])]
 
     def paired_models(self) -> list[str]:
         """Models present in both arms (the zero-gain audit pairs by model name)."""
@@ -140,12 +162,12 @@ class AuditFrame:
     def category_codes(self, column: str = "category") -> tuple[np.ndarray, list[str]]:
         """Integer codes (Q,) and their labels for a question column (missing -> "(none)"); computed once
         per column (the codes are read-only)."""
-        key = ("category_codes", column)
-        if key not in self.cache:
+        def compute():
             codes, labels = category_codes_of(self.questions[column])
             codes.setflags(write=False)
-            self.cache[key] = (codes, labels)
-        codes, labels = self.cache[key]
+            return codes, labels
+
+        codes, labels = self.cached(("category_codes", column), compute)
         return codes, list(labels)
 
     # ------------------------------------------------------------------ dense matrices
@@ -158,36 +180,37 @@ class AuditFrame:
             raise KeyError(f"models not in the frame: {missing}")
         return np.array([lookup[m] for m in models], dtype=np.int64)
 
+    def _fill_dense(self, arm: str, values: np.ndarray, dtype) -> np.ndarray:
+        code = self.arm_code(arm)
+        a = self.runs["arm"].to_numpy()
+        qc_all, mc_all = self.runs["q"].to_numpy(), self.runs["m"].to_numpy()
+        M, Q = len(self.models), self.n_questions
+        # filled transposed, (M, Q): runs usually come model by model, so the scatter walks memory
+        # in order; one blocked transpose then gives the C-ordered (Q, M) matrix
+        out_t = np.full((M, Q), MISSING, dtype=dtype)
+        flat = out_t.reshape(-1)
+        step = 1 << 22
+        for lo in range(0, len(a), step):
+            sel = a[lo:lo + step] == code
+            if sel.all():
+                qc, mc, vals = qc_all[lo:lo + step], mc_all[lo:lo + step], values[lo:lo + step]
+            elif sel.any():
+                qc, mc, vals = qc_all[lo:lo + step][sel], mc_all[lo:lo + step][sel], values[lo:lo + step][sel]
+            else:
+                continue
+            flat[mc.astype(np.int64) * Q + qc] = vals
+        out_full = np.ascontiguousarray(out_t.T)
+        out_full.setflags(write=False)
+        return out_full
+
     def _dense(self, arm: str, values: np.ndarray, dtype, models: Sequence[str] | None,
                cache_key: str | None = None) -> np.ndarray:
         """Dense (Q, M) matrix of one run column; cached per (column, arm). Callers get a copy-free
         read-only view for all models, or a fresh array for a model subset."""
-        key = ("dense", cache_key, arm)
-        out_full = self.cache.get(key) if cache_key else None
-        if out_full is None:
-            code = self.arm_code(arm)
-            a = self.runs["arm"].to_numpy()
-            qc_all, mc_all = self.runs["q"].to_numpy(), self.runs["m"].to_numpy()
-            M, Q = len(self.models), self.n_questions
-            # filled transposed, (M, Q): runs usually come model by model, so the scatter walks memory
-            # in order; one blocked transpose then gives the C-ordered (Q, M) matrix
-            out_t = np.full((M, Q), MISSING, dtype=dtype)
-            flat = out_t.reshape(-1)
-            step = 1 << 22
-            for lo in range(0, len(a), step):
-                sel = a[lo:lo + step] == code
-                if sel.all():
-                    qc, mc, vals = qc_all[lo:lo + step], mc_all[lo:lo + step], values[lo:lo + step]
-                elif sel.any():
-                    qc, mc, vals = qc_all[lo:lo + step][sel], mc_all[lo:lo + step][sel], values[lo:lo + step][sel]
-                else:
-                    continue
-                flat[mc.astype(np.int64) * Q + qc] = vals
-            out_full = np.ascontiguousarray(out_t.T)
-            del out_t, flat
-            out_full.setflags(write=False)
-            if cache_key:
-                self.cache[key] = out_full
+        if cache_key:
+            out_full = self.cached(("dense", cache_key, arm), lambda: self._fill_dense(arm, values, dtype))
+        else:
+            out_full = self._fill_dense(arm, values, dtype)
         if models is None:
             return out_full
         idx = self._model_index(models)
@@ -225,6 +248,13 @@ class AuditFrame:
 
         Parsed answers arrive with their codes (:mod:`audit_hub.answers.codes`); a frame derived from a
         parsed frame renumbers the parent's codes; answers given as text are encoded once, here."""
+        cached = self.cache.get("answer_codes")
+        if cached is not None:
+            return cached
+        with _CACHE_LOCK:
+            return self._fill_answer_codes()
+
+    def _fill_answer_codes(self) -> np.ndarray:
         cached = self.cache.get("answer_codes")
         if cached is not None:
             return cached

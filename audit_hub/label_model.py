@@ -639,7 +639,7 @@ def lr_test(data: LabelData, ll: np.ndarray, ll_null: np.ndarray | None = None) 
     """Likelihood-ratio test of eps = 0 (no wrong gold). ``ll``: the log-likelihood under the free fit;
     ``ll_null``: under the fit with eps = 0 (nuisance parameters re-estimated under the null; without
     it they are those of the free fit). Null law: the boundary chi-bar-square."""
-    from scipy.stats import chi2
+    from .stats import chi2_sf
 
     Q = len(data.k)
     valid = np.arange(data.kmax)[None, :] < data.k[:, None]
@@ -670,7 +670,7 @@ def lr_test(data: LabelData, ll: np.ndarray, ll_null: np.ndarray | None = None) 
     if ll_null is not None:  # profile: free maximum against the null fit's (never below it)
         g = max(g + float(lg.sum() - ll_null[np.arange(Q), data.gold].sum()), 0.0)
     stat = 2 * g
-    p = 1.0 if stat <= 0 else float(0.5 * chi2.sf(stat, 1))
+    p = 1.0 if stat <= 0 else float(0.5 * chi2_sf(stat, 1))
     return {"statistic": stat, "p_value": p, "eps_hat": e_hat, "n_items_test": int(Q),
             "null": "chi-bar-square (0.5 chi2_0 + 0.5 chi2_1)" + (
                 ", nuisance parameters refitted under the null" if ll_null is not None else "")}

@@ -34,6 +34,19 @@ RANGES: dict[str, tuple[int | float | None, int | float | None]] = {
 }
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def detector_threads(parallel: bool) -> int:
+    """Threads the audit runs its detectors on: up to 4 of the available CPUs with ``--parallel``, else 1."""
+    return max(1, min(4, available_cpus())) if parallel else 1
+
+
 def opt(name: str) -> dict:
     """``min``/``max`` keyword arguments for ``typer.Option`` of the option ``name``."""
     lo, hi = RANGES[name]

@@ -41,10 +41,10 @@ def placeholder_table(frame) -> dict[str, np.ndarray]:
     """Per question: ``n_placeholders`` (int), ``gold_placeholder`` (bool), ``effective_k`` (int).
 
     Cached in ``frame.cache`` (the options do not change)."""
-    key = "placeholder_table"
-    cached = frame.cache.get(key)
-    if cached is not None:
-        return cached
+    return frame.cached("placeholder_table", lambda: _placeholder_table(frame))
+
+
+def _placeholder_table(frame) -> dict[str, np.ndarray]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -67,7 +67,6 @@ def placeholder_table(frame) -> dict[str, np.ndarray]:
         gold_ph[parent[hit]] = True
     out = {"n_placeholders": n_ph, "gold_placeholder": gold_ph, "effective_k": np.maximum(K - n_ph, 0),
            "option_is_placeholder": ph, "option_item": parent, "option_pos": pos}
-    frame.cache[key] = out
     return out
 
 
@@ -81,10 +80,10 @@ def gold_duplicated(frame) -> np.ndarray:
     """(Q,) bool: another option of the item has the gold option's text after case folding and stripping
     surrounding whitespace (placeholder golds excluded: they are their own case). Vectorised in Arrow,
     cached in ``frame.cache``."""
-    key = "gold_duplicated"
-    cached = frame.cache.get(key)
-    if cached is not None:
-        return cached
+    return frame.cached("gold_duplicated", lambda: _gold_duplicated(frame))
+
+
+def _gold_duplicated(frame) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -103,7 +102,6 @@ def gold_duplicated(frame) -> np.ndarray:
         dup = ~is_gold & (code == gold_code[parent]) & ~ph["option_is_placeholder"]
         out[np.unique(parent[dup])] = True
         out &= ~ph["gold_placeholder"]
-    frame.cache[key] = out
     return out
 
 

@@ -9,16 +9,70 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from scipy import stats as _st
+from scipy import special as _sp
 
 Z95 = 1.959963984540054
+
+# Distribution functions the audit needs, as the scipy.special ufuncs that scipy.stats evaluates for them
+# (the same values bit for bit, checked in tests/test_stats.py), with scipy.stats' handling of arguments
+# outside the support. Importing scipy.stats costs ~0.7 s per process (its many distribution classes); the
+# CLI and its calibration worker never import it.
+try:  # what scipy.stats.binom.sf evaluates (boost); a private name, so fall back to cephes (1e-14 relative)
+    from scipy.special._ufuncs import _binom_sf
+except ImportError:  # pragma: no cover - a future scipy
+    _binom_sf = None
+
+
+def norm_ppf(q):
+    """``scipy.stats.norm.ppf``."""
+    return _sp.ndtri(q)
+
+
+def norm_isf(q):
+    """``scipy.stats.norm.isf``."""
+    return -_sp.ndtri(q)
+
+
+def norm_cdf(x):
+    """``scipy.stats.norm.cdf``."""
+    return _sp.ndtr(x)
+
+
+def beta_ppf(q, a, b):
+    """``scipy.stats.beta.ppf`` for ``a, b > 0``."""
+    return _sp.betaincinv(a, b, q)
+
+
+def chi2_sf(x, df):
+    """``scipy.stats.chi2.sf`` for ``df > 0``."""
+    return _sp.chdtrc(df, x)
+
+
+def t_cdf(x, df):
+    """``scipy.stats.t.cdf`` for ``df > 0``."""
+    return _sp.stdtr(df, x)
+
+
+def poisson_sf(k, mu):
+    """``scipy.stats.poisson.sf``: P(X > k) (1 below the support)."""
+    k = np.floor(np.asarray(k, dtype=np.float64))
+    return np.where(k < 0, 1.0, _sp.pdtrc(np.maximum(k, 0), mu))
+
+
+def binom_sf(k, n, p):
+    """``scipy.stats.binom.sf``: P(X > k) (1 below the support, 0 at or above ``n``)."""
+    k = np.floor(np.asarray(k, dtype=np.float64))
+    n = np.asarray(n)
+    kk = np.clip(k, 0, n)
+    inner = _binom_sf(kk, n, p) if _binom_sf is not None else _sp.bdtrc(kk, n, p)
+    return np.where(k < 0, 1.0, np.where(k >= n, 0.0, inner))
 
 
 @functools.lru_cache(maxsize=64)
 def _z(alpha: float) -> float:
-    """Two-sided normal quantile; cached because scipy's ``ppf`` costs ~0.1 ms per call and detectors
+    """Two-sided normal quantile; cached because detectors
     call :func:`wilson_ci` hundreds of times (per category, per left-out model)."""
-    return _st.norm.ppf(1 - alpha / 2)
+    return float(norm_ppf(1 - alpha / 2))
 
 
 def wilson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
@@ -44,8 +98,8 @@ def clopper_pearson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarra
     k = np.asarray(k, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        lo = np.where(k > 0, _st.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
-        hi = np.where(k < n, _st.beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+        lo = np.where(k > 0, beta_ppf(alpha / 2, k, n - k + 1), 0.0)
+        hi = np.where(k < n, beta_ppf(1 - alpha / 2, k + 1, n - k), 1.0)
     lo = np.where(n > 0, lo, np.nan)
     hi = np.where(n > 0, hi, np.nan)
     return lo, hi
@@ -101,8 +155,8 @@ def jeffreys_interval(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray
     n = np.asarray(n, dtype=np.float64)
     a, b = k + 0.5, n - k + 0.5
     mean = a / (a + b)
-    lo = np.where(k > 0, _st.beta.ppf(alpha / 2, a, b), 0.0)
-    hi = np.where(k < n, _st.beta.ppf(1 - alpha / 2, a, b), 1.0)
+    lo = np.where(k > 0, beta_ppf(alpha / 2, a, b), 0.0)
+    hi = np.where(k < n, beta_ppf(1 - alpha / 2, a, b), 1.0)
     return mean, lo, hi
 
 
@@ -125,7 +179,7 @@ def cochrans_q(x) -> tuple[float, int, float]:
     if denom <= 0:
         return 0.0, k - 1, 1.0
     q = (k - 1) * (k * (col * col).sum() - t * t) / denom
-    return float(q), k - 1, float(_st.chi2.sf(q, k - 1))
+    return float(q), k - 1, float(chi2_sf(q, k - 1))
 
 
 def fleiss_kappa(counts) -> float:

@@ -119,10 +119,18 @@ def test_cli_records_stage_timings_and_prints_them(tmp_path):
     timings = json.loads((out / "manifest.json").read_text())["timings_s"]
     from audit_hub import detectors
 
-    expected = {"read", "validate", "report", "figures", "card", *detectors.names()}
+    expected = {"read", "validate", "report", "figures", "card"}
     assert expected <= set(timings), set(timings) ^ expected
+    # each detector: its own stage, or (detectors on threads, with a second CPU) its time beside the
+    # "detectors" stage
+    from audit_hub.limits import detector_threads
+
+    threaded = detector_threads(True) > 1
+    for name in detectors.names():
+        assert (name + " (parallel)" if threaded else name) in timings
+    assert ("detectors" in timings) == threaded
     assert "calibration" not in timings  # --calibration-sims 0 skips it
-    for name in expected:
+    for name in expected | set(detectors.names()):
         assert name in p.stderr
 
 

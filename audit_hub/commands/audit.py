@@ -59,8 +59,8 @@ def register(app: typer.Typer) -> None:
                  "iteratively fitted figures can differ with the thread count)."),
         parallel: bool = typer.Option(
             True, "--parallel/--no-parallel",
-            help="Simulate the calibration nulls in a worker process while the detectors run, when a second CPU "
-                 "is free (the same numbers either way)."),
+            help="Use the free CPUs: run the detectors on up to 4 threads and simulate the calibration nulls in a "
+                 "worker process beside them, when a second CPU is free (the same numbers either way)."),
         verbose: bool = typer.Option(False, "--verbose", "-v",
                                      help="Print the wall time of every stage (also recorded in manifest.json)."),
     ) -> None:
@@ -75,7 +75,10 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=True)
         check_output_target(out, command="audit", inputs=[questions, *(runs or []), *(blind or [])])
 
-        detector_names = list(AuditConfig().detectors)
+        from ..limits import detector_threads
+
+        n_threads = detector_threads(parallel)
+        detector_names = list(AuditConfig().detectors) if n_threads == 1 else ["detectors"]
         plan = (["read", "validate"] + detector_names + ["judge dependence"]
                 + (["calibration"] if calibration_sims > 0 else []) + (["tst"] if tst else [])
                 + ["report"] + (["figures"] if figures else []) + ["card"])
@@ -91,7 +94,7 @@ def register(app: typer.Typer) -> None:
 
             clock = StageClock(on_start=on_stage)
             result, folder = _audit_and_write(
-                console, clock, out=out, figures=figures, threads=threads, parallel=parallel,
+                console, clock, out=out, figures=figures, threads=threads, parallel=parallel, n_threads=n_threads,
                 audit_kwargs=dict(questions=questions, runs=runs, blind=blind, column_map=column_map,
                                   revision=revision, dataset=dataset, blind_model=blind_model, seed=seed,
                                   n_permutations=n_permutations, calibration_sims=calibration_sims,
@@ -109,14 +112,17 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"report: {one_line(folder)}")
 
 
-def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parallel: bool, audit_kwargs: dict):
+def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parallel: bool, audit_kwargs: dict,
+                     n_threads: int = 1):
     """Read, audit and write the report under the stage clock; returns (result, report folder).
 
     BLAS / OpenMP threads (default one): the audit's matrix products are many and modest; spare threads
     spin-waiting on them cost more than they save (2-5x on the label model and the kappa bootstrap on a
     shared 2-core machine). Arrow's own reader/writer threads are unaffected. The runs config is written
     on a second thread while the detectors run; the calibration worker's interpreter starts and imports
-    while the inputs are read, and its simulations start once that write is done."""
+    while the inputs are read, and its simulations start once that write is done; this process runs the
+    simulations the worker has not claimed once its detectors are done, and the worker draws the figures
+    while this process writes the tables and the card."""
     import sys
 
     from threadpoolctl import threadpool_limits
@@ -127,7 +133,7 @@ def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parall
 
     q, runs, blind = audit_kwargs["questions"], audit_kwargs["runs"], audit_kwargs["blind"]
     early: list[EarlyRuns] = []
-    worker = start_worker(parallel and audit_kwargs["calibration_sims"] > 0)
+    worker = start_worker(parallel and (audit_kwargs["calibration_sims"] > 0 or figures))
 
     def on_frame(frame) -> None:
         early.append(EarlyRuns(frame, out, inputs=[q, *(runs or []), *(blind or []),
@@ -138,9 +144,10 @@ def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parall
     try:
         with recording(clock), threadpool_limits(limits=threads):
             result, inputs = _audit(console, stage=stage, on_frame=on_frame, parallel=parallel, worker=worker,
+                                    detector_threads=n_threads,
                                     **audit_kwargs)
             folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
-                                  figures=figures, early_runs=early[0] if early else None)
+                                  figures=figures, early_runs=early[0] if early else None, worker=worker)
     finally:
         for e in early:
             e.discard()
@@ -151,7 +158,7 @@ def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parall
 
 def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
            calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False,
-           on_frame=None, parallel=True, worker=None):
+           on_frame=None, parallel=True, worker=None, detector_threads=1):
     """Inputs -> frame -> :func:`audit_hub.audit.run_audit`; returns the result and the input records.
     ``on_frame(frame)`` is called once the frame is built and checked, before the detectors run."""
     from ..audit import AuditConfig, run_audit
@@ -199,7 +206,7 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
     if on_frame is not None:
         on_frame(frame)
     return run_audit(frame, config, background_calibration=None if parallel else False,
-                     calibration_worker=worker), inputs
+                     calibration_worker=worker, threads=detector_threads), inputs
 
 
 def _print_headlines(console, result) -> None:

@@ -31,6 +31,7 @@ register(
     role="image_gain",
     headline_statistic="zero_gain_share",
     judge_dependence="judge_dependence",
+    peak_bytes_per_cell=3.6,
 )
 register(
     name="consensus_error",
@@ -50,6 +51,7 @@ register(
              ActionTrigger("relabel", "high")),
     role="label_conflict",
     headline_statistic="unanimous",
+    peak_bytes_per_cell=11.4,
 )
 register(
     name="fleiss_kappa_agreement",
@@ -63,6 +65,7 @@ register(
     label="low inter-model agreement",
     signal="inter-model agreement (Fleiss kappa)",
     finding="unstable / ambiguous items",
+    peak_bytes_per_cell=2.6,
 )
 register(
     name="correctness_agreement",
@@ -76,6 +79,7 @@ register(
     signal="correctness profile across models",
     finding="difficulty / discrimination",
     role="correctness_profile",
+    peak_bytes_per_cell=5.5,
 )
 register(
     name="answer_options_distribution",
@@ -89,6 +93,7 @@ register(
     label="gold in an over-represented position",
     signal="gold-position histogram",
     finding="position bias",
+    peak_bytes_per_cell=1.8,
 )
 register(
     name="distractor_similarity",
@@ -105,6 +110,7 @@ register(
     actions=(ActionTrigger("rewrite distractor", "medium", "distractor_similarity_rewrite_options"),
              ActionTrigger("relabel", "critical", "distractor_similarity_placeholder_gold")),
     role="option_similarity",
+    peak_bytes_per_cell=7.1,
 )
 
 #: The card's text for each suggested action (the triggers are the ``actions`` registered above).

@@ -47,7 +47,7 @@ def stratified_chi2(k_of_item: np.ndarray, pos: np.ndarray, *, n_mc: int = 9999,
 
     Returns chi2, dof, p_value, method ("asymptotic" or "monte_carlo"), n, and per-stratum counts.
     """
-    from scipy import stats as st
+    from ..stats import chi2_sf
 
     rng = np.random.default_rng(0) if rng is None else rng
     strata = {}
@@ -71,7 +71,7 @@ def stratified_chi2(k_of_item: np.ndarray, pos: np.ndarray, *, n_mc: int = 9999,
     if dof == 0:
         return {"chi2": None, "dof": 0, "p_value": None, "method": None, "n": n_tot, "strata": strata}
     if not small:
-        p = float(st.chi2.sf(chi2, dof))
+        p = float(chi2_sf(chi2, dof))
         method = "asymptotic"
     else:
         null = np.zeros(n_mc)
@@ -89,7 +89,7 @@ def _majority_baseline(res: dict, mc: np.ndarray, K: np.ndarray, gold: np.ndarra
     """Per stratum of option count: the majority-letter baseline hits, each item's gold-position excess
     over 1/K, the items whose gold sits in an over-represented position (binomial, Holm; only when the
     overall test rejects) and the stratum summaries."""
-    from scipy import stats as st
+    from ..stats import binom_sf
 
     Q = len(K)
     base_hits = 0
@@ -101,7 +101,7 @@ def _majority_baseline(res: dict, mc: np.ndarray, K: np.ndarray, gold: np.ndarra
         n = s["n"]
         base_hits += int(cnt.max())
         share = cnt / n
-        bp = st.binom.sf(cnt - 1, n, 1.0 / Kv)
+        bp = binom_sf(cnt - 1, n, 1.0 / Kv)
         bp_adj = holm(bp)
         sel = mc & (K == Kv)
         excess[sel] = np.maximum(0.0, share[gold[sel]] - 1.0 / Kv)
@@ -116,7 +116,7 @@ def _majority_baseline(res: dict, mc: np.ndarray, K: np.ndarray, gold: np.ndarra
 def _letter_preferences(frame: AuditFrame, mc: np.ndarray, gold: np.ndarray, kmax: int) -> dict:
     """Per model and arm: predicted letters vs gold letters on the same items (counts, total variation,
     chi-square against the gold distribution, favourite letter)."""
-    from scipy import stats as st
+    from ..stats import chi2_sf
 
     Q = frame.n_questions
     per_model: dict = {}
@@ -152,7 +152,7 @@ def _letter_preferences(frame: AuditFrame, mc: np.ndarray, gold: np.ndarray, kma
                 "n": n, "predicted": {LETTERS[i]: int(pred[j][i]) for i in range(kmax)},
                 "gold": {LETTERS[i]: int(gcnt[j][i]) for i in range(kmax)},
                 "total_variation": tv, "chi2": c2, "dof": df_,
-                "p_value": float(st.chi2.sf(c2, df_)) if df_ > 0 else None,
+                "p_value": float(chi2_sf(c2, df_)) if df_ > 0 else None,
                 "favourite_letter": LETTERS[int(np.argmax(pred[j]))],
             }
     return per_model

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats as _st
 
 from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import fmt_num, num_labels
 from ..frame import AuditFrame
 from ..severity import severity_array
-from ..stats import cochrans_q, jeffreys_interval, wilson_ci
+from ..stats import cochrans_q, jeffreys_interval, t_cdf, wilson_ci
 from .base import DetectorResult, summary_rows
 
 NAME = "correctness_agreement"
@@ -110,7 +109,7 @@ def _item_rest_test(right: np.ndarray, known: np.ndarray, tot: np.ndarray, cnt: 
         dfree = np.maximum(n - 2, 1)
         with np.errstate(invalid="ignore", divide="ignore"):
             t = r * np.sqrt(dfree / np.maximum(1 - r * r, 1e-12))
-        p_neg = np.where(tested, _st.t.cdf(t, dfree), np.nan)
+        p_neg = np.where(tested, t_cdf(t, dfree), np.nan)
     negative = tested & (item_rest < 0) & (p_neg < alpha)
     return item_rest, p_neg, tested, negative
 

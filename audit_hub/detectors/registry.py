@@ -58,6 +58,10 @@ class DetectorSpec:
     headline_statistic: the summary-table statistic the card and figures plot per category.
     judge_dependence: name of a module function ``(frame, result_hit, result_exact) -> dict`` that
         compares the two correctness fields, or None.
+    peak_bytes_per_cell: the extra memory one run needs at its peak, in bytes per (question, model, arm)
+        cell of the frame (numpy's traced allocations at 1M questions x 50 models x 2 arms); the audit
+        runs detectors side by side only while these estimates stay within the largest
+        (:mod:`audit_hub.scheduler`).
     """
 
     name: str
@@ -75,6 +79,7 @@ class DetectorSpec:
     role: str | None = None
     headline_statistic: str | None = None
     judge_dependence: str | None = None
+    peak_bytes_per_cell: float = 8.0
 
     @property
     def module(self) -> str:

@@ -450,12 +450,12 @@ def power_summary(tabs: np.ndarray, pairs, alpha: float, target: float = 0.8) ->
     cell, the null moments are recomputed from the shifted margins (closed form), and the power is
     ``Phi(z_shift - z_alpha)``. Cost is independent of the number of items; checked against direct
     simulation in the tests."""
-    from scipy.stats import norm
+    from ..stats import norm_cdf, norm_isf
 
-    za = float(norm.isf(alpha))
+    za = float(norm_isf(alpha))
 
     def pw(s: float) -> float:
-        return float(norm.cdf(_power_z(tabs, pairs, s) - za))
+        return float(norm_cdf(_power_z(tabs, pairs, s) - za))
 
     lo, hi = 0.0, 0.5
     if pw(hi) < target:

@@ -8,11 +8,16 @@
 * ``judge.png``: per-category shares under the judge and under exact matching, and which models
   account for the disagreement (Figure 4).
 
-Every function returns the relative path it wrote, or None when the inputs do not support it.
+Two steps: :func:`figure_inputs` takes from the audit result the few small arrays and tables the figures
+draw (per-question correct counts, the null draws, per-category rows, judge counts: picklable, megabytes
+at 1M questions), with None for a figure the inputs do not support; :func:`render_figures` draws them.
+The report writer can so hand the drawing to the calibration worker process while it writes the tables
+and the card (the card needs only the names, :func:`planned`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -73,13 +78,34 @@ def _table(summary_df: pd.DataFrame, role: str, primary: bool = True) -> pd.Data
     return out[out["category"] != "(all)"].drop_duplicates("category")
 
 
-def fig_full_vs_blind(result: Any, out: Path, seed: int = 0) -> str | None:
-    frame = result.frame
-    if not frame.models_in("blind") or not frame.models_in("full"):
+@dataclasses.dataclass
+class FigureInputs:
+    """What the figures draw, taken from one audit result (see :func:`figure_inputs`)."""
+
+    seed: int = 0
+    alpha: float = 0.05
+    field: str = "hit"
+    #: per question (k_full, n_full, k_blind, n_blind): correct and known answers in each arm; None
+    #: without both arms
+    counts: tuple | None = None
+    #: the image-gain detector's summary entries fig_null reads, and its permutation draws
+    null: dict | None = None
+    null_draws: np.ndarray | None = None
+    #: per-category headline rows of the image-gain and label-conflict detectors
+    categories: tuple | None = None
+    #: judged vs exact per category (merged rows), judge/exact disagreement counts, model names
+    judge: dict | None = None
+    names: dict = dataclasses.field(default_factory=dict)
+
+
+def fig_full_vs_blind(fi: FigureInputs, out: Path) -> str | None:
+    if fi.counts is None:
         return None
-    field = result.primary_field
-    kf, nf, x = _accuracy(frame, "full", field)
-    kb, nb, y = _accuracy(frame, "blind", field)
+    field, seed = fi.field, fi.seed
+    kf, nf, kb, nb = fi.counts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x = np.where(nf > 0, kf / np.maximum(nf, 1), np.nan)
+        y = np.where(nb > 0, kb / np.maximum(nb, 1), np.nan)
     ok = ~np.isnan(x) & ~np.isnan(y)
     if not ok.any():
         return None
@@ -143,15 +169,17 @@ def _null_draws(result: Any) -> np.ndarray | None:
     return None
 
 
-def fig_null(result: Any, out: Path) -> str | None:
-    res = result.results.get(detectors.by_role("image_gain"))
-    vd = res.summary if res is not None else None
-    if not vd:
+_NULL_KEYS = ("zero_gain_share", "null_mean", "null_sd", "p_value", "excess", "n_items")
+
+
+def fig_null(fi: FigureInputs, out: Path) -> str | None:
+    vd = fi.null
+    if not vd or fi.counts is None:
         return None
     obs, mu, sd = vd.get("zero_gain_share"), vd.get("null_mean"), vd.get("null_sd")
     if obs is None or mu is None:
         return None
-    draws = _null_draws(result)
+    draws = fi.null_draws
     plt = _plt()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11.5, 4.2), gridspec_kw={"width_ratios": [1.25, 1]})
     if draws is not None:
@@ -184,10 +212,10 @@ def fig_null(result: Any, out: Path) -> str | None:
     pad = max(0.5, 0.08 * (hi - lo))
     ax.set_xlim(lo - pad, hi + pad)
     # (b) what the zero-gain items are: by how many models solve them
-    frame = result.frame
-    field = result.primary_field
-    kf, nf, x = _accuracy(frame, "full", field)
-    kb, nb, y = _accuracy(frame, "blind", field)
+    kf, nf, kb, nb = fi.counts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x = np.where(nf > 0, kf / np.maximum(nf, 1), np.nan)
+        y = np.where(nb > 0, kb / np.maximum(nb, 1), np.nan)
     ok = ~np.isnan(x) & ~np.isnan(y)
     zero = ok & (kf * nb == kb * nf)
     lvl = np.round(x[zero], 2)
@@ -208,9 +236,10 @@ def fig_null(result: Any, out: Path) -> str | None:
     return "figures/null_distribution.png"
 
 
-def fig_categories(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
-    vd = _table(summary_df, "image_gain")
-    ce = _table(summary_df, "label_conflict")
+def fig_categories(fi: FigureInputs, out: Path) -> str | None:
+    if fi.categories is None:
+        return None
+    vd, ce = fi.categories
     if not len(vd) and not len(ce):
         return None
     cats = list(vd.sort_values("excess", ascending=True)["category"]) if len(vd) else []
@@ -220,7 +249,7 @@ def fig_categories(result: Any, summary_df: pd.DataFrame, out: Path) -> str | No
     h = max(3.0, 0.32 * len(cats) + 1.4)
     fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels) + 1.5, h), sharey=True, squeeze=False)
     pos = {c: i for i, c in enumerate(cats)}
-    alpha = getattr(result.config, "alpha", 0.05)
+    alpha = fi.alpha
     for ax, (kind, t) in zip(axes[0], panels):
         t = t.set_index("category")
         yy = np.array([pos[c] for c in t.index])
@@ -258,17 +287,10 @@ def fig_categories(result: Any, summary_df: pd.DataFrame, out: Path) -> str | No
     return "figures/categories.png"
 
 
-def fig_judge(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
-    frame = result.frame
-    r = frame.runs
-    h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
-    both = (h >= 0) & (e >= 0)
-    if not both.any():
+def fig_judge(fi: FigureInputs, out: Path) -> str | None:
+    if fi.judge is None:
         return None
-    a = _table(summary_df, "image_gain", True)
-    b = _table(summary_df, "image_gain", False)
-    m2 = a[["category", "estimate"]].merge(b[["category", "estimate"]], on="category", suffixes=("_j", "_e")) \
-        if len(a) and len(b) else pd.DataFrame()
+    m2, c, models = fi.judge["m2"], fi.judge["counts"], fi.judge["models"]
     plt = _plt()
     ncol = 2 if len(m2) else 1
     fig, axes = plt.subplots(1, ncol, figsize=(6.0 * ncol, 4.6), squeeze=False)
@@ -291,12 +313,10 @@ def fig_judge(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
         ax.set_aspect("equal")
         ax.set_title(f"(a) Zero-gain share per category, judged vs exact\nlargest shift {np.nanmax(d):.1f} pp (circled: 4 largest)")
     bx = axes[-1]
-    from .tables import judge_disagreement_counts
-
-    c = judge_disagreement_counts(frame)
     n_both, n_dis = c["n_both"], c["n_dis"]
     keys = np.flatnonzero(n_both)
-    labels = [f"{frame.models[k % frame.n_models][:28]}{' (blind)' if k >= frame.n_models else ''}" for k in keys]
+    nm = len(models)
+    labels = [f"{models[k % nm][:28]}{' (blind)' if k >= nm else ''}" for k in keys]
     share = 100 * n_dis[keys] / n_both[keys]
     order = np.argsort(share)
     bx.barh(np.arange(len(keys)), share[order], color=ORANGE)
@@ -311,18 +331,80 @@ def fig_judge(result: Any, summary_df: pd.DataFrame, out: Path) -> str | None:
     return "figures/judge.png"
 
 
-def make_figures(result: Any, questions: pd.DataFrame, out: Path, summary_df: pd.DataFrame | None = None) -> dict[str, str]:
-    """Render every figure the inputs support into ``out``; return {name: relative path}."""
-    from .tables import build_summary_table
+FIGURES = {"full_vs_blind": fig_full_vs_blind, "null_distribution": fig_null, "categories": fig_categories,
+           "judge": fig_judge}
 
+
+def figure_inputs(result: Any, summary_df: pd.DataFrame | None = None) -> FigureInputs:
+    """The data every figure the result supports draws (None for the ones it does not)."""
+    from .tables import build_summary_table, judge_disagreement_counts
+
+    sdf = summary_df if summary_df is not None else build_summary_table(result)
+    frame = result.frame
+    fi = FigureInputs(seed=int(getattr(result.config, "seed", 0) or 0),
+                      alpha=float(getattr(result.config, "alpha", 0.05)), field=result.primary_field)
+    if frame.models_in("blind") and frame.models_in("full"):
+        kf, nf, _ = _accuracy(frame, "full", fi.field)
+        kb, nb, _ = _accuracy(frame, "blind", fi.field)
+        small = np.int32 if frame.n_models < 2**31 else np.int64
+        fi.counts = tuple(a.astype(small) for a in (kf, nf, kb, nb))
+    res = result.results.get(detectors.by_role("image_gain"))
+    if res is not None and res.summary:
+        fi.null = {k: res.summary.get(k) for k in _NULL_KEYS}
+        fi.null_draws = _null_draws(result)
+    fi.categories = (_table(sdf, "image_gain"), _table(sdf, "label_conflict"))
+    c = judge_disagreement_counts(frame)
+    if int(np.asarray(c["n_both"]).sum()) > 0:
+        a = _table(sdf, "image_gain", True)
+        b = _table(sdf, "image_gain", False)
+        m2 = a[["category", "estimate"]].merge(b[["category", "estimate"]], on="category", suffixes=("_j", "_e")) \
+            if len(a) and len(b) else pd.DataFrame()
+        fi.judge = {"m2": m2, "counts": {"n_both": c["n_both"], "n_dis": c["n_dis"]}, "models": tuple(frame.models)}
+    fi.names = {name: f"figures/{_FILES[name]}" for name in FIGURES if _supported(name, fi)}
+    return fi
+
+
+_FILES = {"full_vs_blind": "full_vs_blind.png", "null_distribution": "null_distribution.png",
+          "categories": "categories.png", "judge": "judge.png"}
+
+
+def _supported(name: str, fi: FigureInputs) -> bool:
+    """Whether :func:`render_figures` draws figure ``name`` from ``fi`` (each figure's own None cases)."""
+    if name == "full_vs_blind":
+        if fi.counts is None:
+            return False
+        kf, nf, kb, nb = fi.counts
+        return bool(((nf > 0) & (nb > 0)).any())
+    if name == "null_distribution":
+        return bool(fi.null) and fi.counts is not None and fi.null.get("zero_gain_share") is not None \
+            and fi.null.get("null_mean") is not None
+    if name == "categories":
+        return fi.categories is not None and bool(len(fi.categories[0]) or len(fi.categories[1]))
+    return fi.judge is not None
+
+
+def planned(fi: FigureInputs) -> dict[str, str]:
+    """{name: relative path} of the figures :func:`render_figures` will write from ``fi``."""
+    return dict(fi.names)
+
+
+def render_figures(fi: FigureInputs, out: Path) -> dict[str, str]:
+    """Draw every figure of ``fi`` into ``out``; return {name: relative path} (= :func:`planned`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    sdf = summary_df if summary_df is not None else build_summary_table(result)
-    seed = int(getattr(result.config, "seed", 0) or 0)
-    figs = {
-        "full_vs_blind": fig_full_vs_blind(result, out, seed=seed),
-        "null_distribution": fig_null(result, out),
-        "categories": fig_categories(result, sdf, out),
-        "judge": fig_judge(result, sdf, out),
-    }
+    figs = {name: FIGURES[name](fi, out) for name in fi.names}
     return {k: v for k, v in figs.items() if v}
+
+
+def render_figures_timed(fi: FigureInputs, out: Path) -> tuple[dict[str, str], float]:
+    """:func:`render_figures` and its wall seconds (run in the calibration worker process)."""
+    import time
+
+    t0 = time.perf_counter()
+    figs = render_figures(fi, out)
+    return figs, time.perf_counter() - t0
+
+
+def make_figures(result: Any, questions: pd.DataFrame, out: Path, summary_df: pd.DataFrame | None = None) -> dict[str, str]:
+    """Render every figure the inputs support into ``out``; return {name: relative path}."""
+    return render_figures(figure_inputs(result, summary_df), out)

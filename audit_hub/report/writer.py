@@ -151,13 +151,39 @@ class EarlyRuns:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def _submit_figures(worker, fi, out: Path):
+    """The figures drawn in ``worker``'s process (an async result), or None to draw them here."""
+    if worker is None or getattr(worker, "pool", None) is None:
+        return None
+    from .figures import render_figures_timed
+
+    try:
+        return worker.pool.apply_async(render_figures_timed, (fi, out))
+    except (ValueError, AttributeError):  # the pool was stopped
+        return None
+
+
+def _wait_figures(job, planned: dict[str, str]) -> None:
+    """Wait for the worker's figures; they must be the ones the card names."""
+    from ..stages import note_parallel
+
+    drawn, seconds = job.get()
+    note_parallel("figures worker", seconds)
+    if drawn != planned:
+        raise RuntimeError(f"figures drawn {sorted(drawn)} differ from those planned {sorted(planned)}")
+
+
 def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[str], inputs: list[dict],
                  figures: bool = True, shard_bytes: int = SHARD_BYTES, early_runs: EarlyRuns | None = None,
-                 _hook=None) -> Path:
+                 worker=None, _hook=None) -> Path:
     """Write the whole report folder atomically and return its path.
 
     ``early_runs``: the runs config already being written (:class:`EarlyRuns` of ``result.frame``);
     its shards are moved in instead of writing them again. The caller discards it afterwards.
+
+    ``worker``: a started :class:`~audit_hub.calibration.WorkerPool` whose process is free (the calibration
+    is done): the figures are drawn there while this process writes the tables and the card (the same
+    files; the card needs only their names).
 
     ``inputs``: one dict per input file (``path``, ``kind``, optional ``sha256``, ``bytes``, ``rows``,
     ``revision``/``resolved_commit`` for Hub inputs); missing hashes are computed here.
@@ -190,12 +216,15 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
                            "summary": write_config(tmp, "summary", summary_df, shard_bytes)}
             local["report"] = time.perf_counter() - t0
             figs: dict[str, str] = {}
+            fig_job = None
             if figures:
-                from .figures import make_figures
+                from . import figures as fig_mod
 
                 t0 = time.perf_counter()
                 with stage("figures"):
-                    figs = make_figures(result, questions, tmp / "figures", summary_df)
+                    fi = fig_mod.figure_inputs(result, summary_df)
+                    fig_job = _submit_figures(worker, fi, tmp / "figures")
+                    figs = fig_mod.planned(fi) if fig_job is not None else fig_mod.render_figures(fi, tmp / "figures")
                 local["figures"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             with stage("report"):  # what is left of the runs write after the figures
@@ -213,6 +242,11 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
             card = render_card(result, questions, summary_df, files=files, figures=figs, folder=tmp)
             (tmp / "README.md").write_text(card, encoding="utf-8")
         local["card"] = time.perf_counter() - t0
+        if fig_job is not None:
+            t0 = time.perf_counter()
+            with stage("figures"):
+                _wait_figures(fig_job, figs)
+            local["figures"] += time.perf_counter() - t0
         timings = current_timings() or {**dict(getattr(result, "timings", {}) or {}), **local}
         manifest = build_manifest(result, command_line=command_line, inputs=inputs, folder=tmp,
                                   started_at=started, finished_at=time.time(), timings=timings)
