@@ -150,7 +150,7 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
 
     ``threads`` > 1 runs these detector calls on up to that many threads (:mod:`audit_hub.scheduler`:
     the detectors are pure functions of the frame, which fills its shared caches once under a lock;
-    side by side only within the peak memory of running them in turn; one thread fewer while ``busy()``,
+    the longest first by the registry's ``ns_per_cell``; side by side within a memory budget of about two of the heaviest at once; one thread fewer while ``busy()``,
     the calibration worker, holds a CPU). The results are the same as one after another."""
     has_exact = bool((frame.runs["hit_exact"].to_numpy() >= 0).any())
     modules = {name: detectors.get(name).load() for name in config.detectors}
@@ -175,6 +175,7 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
         from .stages import note_parallel
 
         cells = frame.n_questions * (len(frame.models_in("full")) + len(frame.models_in("blind")))
+        calls.sort(key=lambda c: -detectors.get(c[0]).ns_per_cell)  # the longest first (stable)
         estimates = [detectors.get(n).peak_bytes_per_cell * cells for n, _ in calls]
         step("detectors")
         with stage("detectors"):

@@ -57,6 +57,18 @@ DISTRACTOR_ROUNDS = 1  # rounds of (pi, shares, concentration) per EM iteration 
 SHARE_GRID = np.array([0.0, 0.15, 0.3, 0.45, 0.6, 0.7, 0.8, 0.88, 0.94, 0.98])
 
 
+def clean_codes(A: np.ndarray, k: np.ndarray, rows: np.ndarray | None = None, chunk: int = CHUNK) -> np.ndarray:
+    """(n, M) int16 answer codes of the items ``rows`` of ``A`` (all when None; ``k`` is per row of the
+    result), codes outside ``[0, k)`` set to -1. Chunked over rows: no full-size int32 copy or mask."""
+    n = len(A) if rows is None else len(rows)
+    out = np.empty((n, A.shape[1]), np.int16)
+    for lo in range(0, n, chunk):
+        a = A[lo:lo + chunk] if rows is None else A[rows[lo:lo + chunk]]
+        kk = k[lo:lo + chunk, None]
+        out[lo:lo + chunk] = np.where((a >= 0) & (a < kk), a, -1)
+    return out
+
+
 @dataclass
 class LabelData:
     """Arrays the model needs. arms: list of (Q, M_a) int answer codes (-1 unparsed); k: (Q,) option
@@ -80,7 +92,7 @@ class LabelData:
         self.cls_mc = np.searchsorted(ks, self.k)  # class of mc items
         self.n_cls = len(ks) + 2                    # + yes-truth, no-truth
         # codes outside the item's options count as unparsed
-        self.arms = [np.where((A >= 0) & (A < self.k[:, None]), A, -1).astype(np.int16) for A in self.arms]
+        self.arms = [clean_codes(A, self.k) for A in self.arms]
         self.counts = np.zeros((len(self.k), self.kmax), np.int32)
         for A in self.arms:
             for t in range(self.kmax):

@@ -38,8 +38,12 @@ def _recorder(estimates, hold=0.15):
 def test_scheduler_keeps_order_and_the_memory_rule():
     est = [10.0, 4.0, 5.0, 3.0, 6.0]
     assert exclusive(est) == [True, False, False, False, False]  # 10 + 3 > 10; 4 + 3 <= 10
+    assert exclusive(est, 20.0) == [False] * 5
     fn, seen = _recorder(est)
-    out = run_calls(list(range(5)), fn, est, threads=2)
+    run_calls(list(range(5)), fn, est, threads=3)  # default budget: twice the largest
+    assert all(sum(est[i] for i in s) <= 20.0 for s in seen) and max(len(s) for s in seen) >= 2
+    fn, seen = _recorder(est)
+    out = run_calls(list(range(5)), fn, est, threads=2, budget=10.0)
     assert out == {i: i * i for i in range(5)} and list(out) == [0, 1, 2, 3, 4]
     for s in seen:
         assert sum(est[i] for i in s) <= max(est) or len(s) == 1
@@ -55,7 +59,7 @@ def test_scheduler_gives_a_busy_cpu_back_only_when_free():
     fn, seen = _recorder(est, hold=0.1)
     t = threading.Timer(0.25, gate.set)
     t.start()
-    run_calls(list(range(6)), fn, est, threads=2, busy=gate.wait)
+    run_calls(list(range(6)), fn, est, threads=2, busy=gate.wait, budget=2.0)
     t.join()
     assert max(len(s) for s in seen[:2]) == 1  # one thread while the worker holds the other CPU
     assert max(len(s) for s in seen) == 2      # two once it is free
@@ -211,3 +215,17 @@ def test_parallel_cli_audit_equals_serial(tmp_path):
     timings = json.loads((pa_ / "manifest.json").read_text())["timings_s"]
     assert "detectors" in timings or "visual_dependency" in timings
     assert np.isfinite(sum(timings.values()))
+
+
+def test_label_codes_are_cleaned_in_chunks_without_full_copies():
+    """clean_codes (the label model's int16 answer codes) equals the one-shot expression it replaced."""
+    from audit_hub.label_model import clean_codes
+
+    rng = np.random.default_rng(1)
+    A = rng.integers(-1, 7, size=(1000, 9)).astype(np.int32)
+    k = rng.integers(2, 6, size=1000)
+    rows = np.sort(rng.choice(1000, 400, replace=False))
+    want = np.where((A[rows] >= 0) & (A[rows] < k[rows, None]), A[rows], -1).astype(np.int16)
+    got = clean_codes(A, k[rows], rows, chunk=37)
+    assert got.dtype == np.int16 and np.array_equal(got, want)
+    assert np.array_equal(clean_codes(A, k, chunk=64), np.where((A >= 0) & (A < k[:, None]), A, -1))

@@ -32,6 +32,7 @@ register(
     headline_statistic="zero_gain_share",
     judge_dependence="judge_dependence",
     peak_bytes_per_cell=3.6,
+    ns_per_cell=51,
 )
 register(
     name="consensus_error",
@@ -52,6 +53,7 @@ register(
     role="label_conflict",
     headline_statistic="unanimous",
     peak_bytes_per_cell=11.4,
+    ns_per_cell=141,
 )
 register(
     name="fleiss_kappa_agreement",
@@ -66,6 +68,7 @@ register(
     signal="inter-model agreement (Fleiss kappa)",
     finding="unstable / ambiguous items",
     peak_bytes_per_cell=2.6,
+    ns_per_cell=13,
 )
 register(
     name="correctness_agreement",
@@ -80,6 +83,7 @@ register(
     finding="difficulty / discrimination",
     role="correctness_profile",
     peak_bytes_per_cell=5.5,
+    ns_per_cell=19,
 )
 register(
     name="answer_options_distribution",
@@ -94,6 +98,7 @@ register(
     signal="gold-position histogram",
     finding="position bias",
     peak_bytes_per_cell=1.8,
+    ns_per_cell=14,
 )
 register(
     name="distractor_similarity",
@@ -111,6 +116,7 @@ register(
              ActionTrigger("relabel", "critical", "distractor_similarity_placeholder_gold")),
     role="option_similarity",
     peak_bytes_per_cell=7.1,
+    ns_per_cell=30,
 )
 
 #: The card's text for each suggested action (the triggers are the ``actions`` registered above).

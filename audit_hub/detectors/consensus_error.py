@@ -370,14 +370,15 @@ def _count_summary(*, unanimous: np.ndarray, eligible: np.ndarray, majority: np.
 
 def _label_data(frame: AuditFrame, models: list[str], blind_models: list[str], gold: np.ndarray):
     """The closed items (mc, yes/no with a gold among their options) as :class:`LabelData`."""
-    from ..label_model import LabelData
+    from ..label_model import LabelData, clean_codes
 
     atype = frame.answer_type
     k = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
     rows = np.flatnonzero(((atype == "mc") | (atype == "yesno")) & (k >= 2) & (gold >= 0) & (gold < k))
-    arms = [frame.answer_codes("full", models=models)[rows]]
+    # int16 codes of the closed rows, taken chunk by chunk (no (rows, M) int32 copy per arm)
+    arms = [clean_codes(frame.answer_codes("full", models=models), k[rows], rows)]
     if blind_models:
-        arms.append(frame.answer_codes("blind", models=blind_models)[rows])
+        arms.append(clean_codes(frame.answer_codes("blind", models=blind_models), k[rows], rows))
     return rows, LabelData(arms, k[rows], atype[rows] == "yesno", gold[rows], _gold_evidence(frame)[rows])
 
 

@@ -60,8 +60,10 @@ class DetectorSpec:
         compares the two correctness fields, or None.
     peak_bytes_per_cell: the extra memory one run needs at its peak, in bytes per (question, model, arm)
         cell of the frame (numpy's traced allocations at 1M questions x 50 models x 2 arms); the audit
-        runs detectors side by side only while these estimates stay within the largest
+        runs detectors side by side only while these estimates add up to at most twice the largest
         (:mod:`audit_hub.scheduler`).
+    ns_per_cell: the wall time of one run per cell (nanoseconds, one thread, 1M x 50 x 2); the audit
+        starts the longest runs first when detectors share threads.
     """
 
     name: str
@@ -80,6 +82,7 @@ class DetectorSpec:
     headline_statistic: str | None = None
     judge_dependence: str | None = None
     peak_bytes_per_cell: float = 8.0
+    ns_per_cell: float = 50.0
 
     @property
     def module(self) -> str:
