@@ -98,17 +98,13 @@ class FigureInputs:
     names: dict = dataclasses.field(default_factory=dict)
 
 
-def fig_full_vs_blind(fi: FigureInputs, out: Path) -> str | None:
-    if fi.counts is None:
-        return None
+def fig_full_vs_blind(fi: FigureInputs, path: Path) -> None:
     field, seed = fi.field, fi.seed
     kf, nf, kb, nb = fi.counts
     with np.errstate(invalid="ignore", divide="ignore"):
         x = np.where(nf > 0, kf / np.maximum(nf, 1), np.nan)
         y = np.where(nb > 0, kb / np.maximum(nb, 1), np.nan)
     ok = ~np.isnan(x) & ~np.isnan(y)
-    if not ok.any():
-        return None
     zero = ok & (kf * nb == kb * nf)
     mf = max(int(nf.max()), 1)
     mb = max(int(nb.max()), 1)
@@ -153,8 +149,7 @@ def fig_full_vs_blind(fi: FigureInputs, out: Path) -> str | None:
     if len(idx) < ok.sum():
         ax.text(1.0, -0.11, f"random sample of {len(idx):,} of {int(ok.sum()):,} questions", transform=ax.transAxes,
                 ha="right", fontsize=7, color=GREY)
-    _save(fig, out / "full_vs_blind.png")
-    return "figures/full_vs_blind.png"
+    _save(fig, path)
 
 
 def _null_draws(result: Any) -> np.ndarray | None:
@@ -172,13 +167,9 @@ def _null_draws(result: Any) -> np.ndarray | None:
 _NULL_KEYS = ("zero_gain_share", "null_mean", "null_sd", "p_value", "excess", "n_items")
 
 
-def fig_null(fi: FigureInputs, out: Path) -> str | None:
+def fig_null(fi: FigureInputs, path: Path) -> None:
     vd = fi.null
-    if not vd or fi.counts is None:
-        return None
     obs, mu, sd = vd.get("zero_gain_share"), vd.get("null_mean"), vd.get("null_sd")
-    if obs is None or mu is None:
-        return None
     draws = fi.null_draws
     plt = _plt()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11.5, 4.2), gridspec_kw={"width_ratios": [1.25, 1]})
@@ -232,16 +223,11 @@ def fig_null(fi: FigureInputs, out: Path) -> str | None:
     for i, c in enumerate(cnt):
         bx.text(i, c, f"{c:,}", ha="center", va="bottom", fontsize=7)
     fig.tight_layout()
-    _save(fig, out / "null_distribution.png")
-    return "figures/null_distribution.png"
+    _save(fig, path)
 
 
-def fig_categories(fi: FigureInputs, out: Path) -> str | None:
-    if fi.categories is None:
-        return None
+def fig_categories(fi: FigureInputs, path: Path) -> None:
     vd, ce = fi.categories
-    if not len(vd) and not len(ce):
-        return None
     cats = list(vd.sort_values("excess", ascending=True)["category"]) if len(vd) else []
     cats += [c for c in ce["category"] if c not in cats]
     panels = [p for p in (("vd", vd), ("ce", ce)) if len(p[1])]
@@ -283,13 +269,10 @@ def fig_categories(fi: FigureInputs, out: Path) -> str | None:
             ax.xaxis.get_major_locator().set_params(integer=True)
     axes[0][0].set_yticks(np.arange(len(cats)), [str(c)[:40] for c in cats])
     fig.tight_layout()
-    _save(fig, out / "categories.png")
-    return "figures/categories.png"
+    _save(fig, path)
 
 
-def fig_judge(fi: FigureInputs, out: Path) -> str | None:
-    if fi.judge is None:
-        return None
+def fig_judge(fi: FigureInputs, path: Path) -> None:
     m2, c, models = fi.judge["m2"], fi.judge["counts"], fi.judge["models"]
     plt = _plt()
     ncol = 2 if len(m2) else 1
@@ -327,10 +310,11 @@ def fig_judge(fi: FigureInputs, out: Path) -> str | None:
     bx.set_title("(b) Where the judge and exact matching disagree\n(labels: number of items)")
     bx.set_xlim(0, max(1.0, float(share.max()) * 1.25))
     fig.tight_layout()
-    _save(fig, out / "judge.png")
-    return "figures/judge.png"
+    _save(fig, path)
 
 
+#: name -> drawing function; each figure is written to ``figures/<name>.png``. A function is called only
+#: when :func:`_supported` says the inputs support its figure (the one place those conditions live).
 FIGURES = {"full_vs_blind": fig_full_vs_blind, "null_distribution": fig_null, "categories": fig_categories,
            "judge": fig_judge}
 
@@ -360,16 +344,12 @@ def figure_inputs(result: Any, summary_df: pd.DataFrame | None = None) -> Figure
         m2 = a[["category", "estimate"]].merge(b[["category", "estimate"]], on="category", suffixes=("_j", "_e")) \
             if len(a) and len(b) else pd.DataFrame()
         fi.judge = {"m2": m2, "counts": {"n_both": c["n_both"], "n_dis": c["n_dis"]}, "models": tuple(frame.models)}
-    fi.names = {name: f"figures/{_FILES[name]}" for name in FIGURES if _supported(name, fi)}
+    fi.names = {name: f"figures/{name}.png" for name in FIGURES if _supported(name, fi)}
     return fi
 
 
-_FILES = {"full_vs_blind": "full_vs_blind.png", "null_distribution": "null_distribution.png",
-          "categories": "categories.png", "judge": "judge.png"}
-
-
 def _supported(name: str, fi: FigureInputs) -> bool:
-    """Whether :func:`render_figures` draws figure ``name`` from ``fi`` (each figure's own None cases)."""
+    """Whether the inputs ``fi`` support figure ``name`` (data for it, and something to draw)."""
     if name == "full_vs_blind":
         if fi.counts is None:
             return False
@@ -392,8 +372,9 @@ def render_figures(fi: FigureInputs, out: Path) -> dict[str, str]:
     """Draw every figure of ``fi`` into ``out``; return {name: relative path} (= :func:`planned`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    figs = {name: FIGURES[name](fi, out) for name in fi.names}
-    return {k: v for k, v in figs.items() if v}
+    for name, rel in fi.names.items():
+        FIGURES[name](fi, out / Path(rel).name)
+    return dict(fi.names)
 
 
 def render_figures_timed(fi: FigureInputs, out: Path) -> tuple[dict[str, str], float]:
