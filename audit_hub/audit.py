@@ -132,7 +132,7 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
 
     ``background_calibration``: simulate the calibration nulls in a worker process while the detectors run
     (None: when a second CPU is available); ``calibration_worker``: a started
-    :class:`~audit_hub.calibration.WorkerPool` to use for that; ``threads``: run the detectors on that many
+    :class:`~audit_hub.worker.WorkerPool` to use for that; ``threads``: run the detectors on that many
     threads. The numbers are the same either way."""
     config = config or AuditConfig()
     primary = primary_field(frame)

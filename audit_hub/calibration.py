@@ -341,10 +341,12 @@ def _in_worker(sim: NullSimulator, names: list[str], n_sims: int, seed: int, par
 
     from threadpoolctl import threadpool_limits
 
+    from . import worker as worker_state
+
     t0 = time.perf_counter()
     with threadpool_limits(limits=1):
         out = _simulate(sim, _resolve(names), n_sims=n_sims, seed=seed, params=params, progress=None,
-                        claims=SimClaims(_WORKER_COUNTER, n_sims))
+                        claims=SimClaims(worker_state.SIM_COUNTER, n_sims))
     return out, time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -378,69 +380,9 @@ class _LocalCounter:
         return self._lock
 
 
-_WORKER_COUNTER = None  # the calibration worker's view of WorkerPool.counter (set by _init_worker)
-
-
-def _init_worker(counter) -> None:
-    global _WORKER_COUNTER
-    _WORKER_COUNTER = counter
-
-
-def _warm() -> None:
-    """Import what a simulation needs (run in a fresh worker while the caller reads its inputs)."""
-    for name in detectors.names():
-        detectors.get(name).load()
-    import threadpoolctl  # noqa: F401
-
-    from .report import figures
-
-    figures.pyplot_agg()  # the report's figures are drawn here too, once the simulations are done
-
-
-class WorkerPool:
-    """One spawned worker process for calibration, started early (its interpreter start and imports overlap
-    the caller's reading of the inputs). A context manager: leaving it stops the worker."""
-
-    def __init__(self) -> None:
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("spawn")
-        self.counter = ctx.Value("q", 0)  # the next simulation index to run (SimClaims)
-        self.pool = ctx.Pool(1, initializer=_init_worker, initargs=(self.counter,))
-        self.pool.apply_async(_warm)
-        # set by the caller: blocks until the second CPU is free of the caller's own background work (the
-        # runs table written while the detectors run); the simulations are submitted after it returns
-        self.after: Callable[[], None] | None = None
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
-            self.pool = None
-
-    def __enter__(self) -> WorkerPool:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def start_worker(enabled: bool = True) -> WorkerPool | None:
-    """A :class:`WorkerPool` when ``enabled`` and a second CPU is free (None otherwise, or where no process
-    can be started)."""
-    if not (enabled and worker_helps()):
-        return None
-    try:
-        return WorkerPool()
-    except OSError:
-        return None
-
-
-def worker_helps() -> bool:
-    """A second CPU is available to this process (a calibration worker then runs beside the detectors)."""
-    from .limits import available_cpus
-
-    return available_cpus() >= 2
+# the worker process (its start, counters and warm-up imports) is :mod:`audit_hub.worker`'s; these names
+# stay importable from here
+from .worker import WorkerPool, start_worker, worker_helps  # noqa: E402,F401
 
 
 class Calibration:

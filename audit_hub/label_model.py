@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit, gammaln, logsumexp
 
+from .stats import minimize_bounded
+
 NODES, _W = np.polynomial.hermite_e.hermegauss(15)
 LOGW = np.log(_W / np.sqrt(2 * np.pi))
 SIGMA_MAX = 4.0
@@ -483,18 +485,15 @@ def _ml_sigma(j: int, d: LabelData, acc: np.ndarray, rest: np.ndarray, eps: np.n
     """Arm ``j``'s difficulty spread maximising the marginal likelihood on the items ``sub`` (abilities
     moment-matched to ``acc`` at each trial spread; ``rest``: the other terms of the log-likelihood).
     ``ds`` = ``d.subset(sub)``. Returns (sigma, ability, the arm's log-likelihood on every item of ``d``)."""
-    from scipy.optimize import minimize_scalar
-
     A, rest, eps = ds.arms[j], rest[sub], eps[sub]
 
     def nll(s):
         return -marginal_loglik(ds, rest + _arm_loglik(A, ds, solve_ability(acc, s), s), eps)
 
     lo, hi = bracket
-    r = minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 0.05})
-    s = float(r.x)
+    s, best, _ = minimize_bounded(nll, lo, hi, xatol=0.05)
     for edge in (lo, hi):  # the bounded search never evaluates the ends
-        if abs(s - edge) < 0.1 and nll(edge) < r.fun:
+        if abs(s - edge) < 0.1 and nll(edge) < best:
             s = edge
     a = solve_ability(acc, s)
     return s, a, _arm_loglik(d.arms[j], d, a, s)
@@ -510,8 +509,6 @@ def _fit_distractors(d: LabelData, post: np.ndarray, arms_ll: np.ndarray, eps: n
     """The wrong-answer mixture: an item is of the attractor kind with probability ``pi`` (its share
     distribution on ``SHARE_GRID`` by EM), else of the Dirichlet kind (concentration by marginal
     likelihood). Nests both (``pi`` 0 or 1). Returns (pi, alpha, share weights)."""
-    from scipy.optimize import minimize_scalar
-
     inf = _informative(d)
     pi, alpha = params.pi_attractor, params.alpha
     lo_a, hi_a, lo_p, hi_p = np.log(0.02), np.log(1e4), -9.2, 6.9
@@ -530,8 +527,7 @@ def _fit_distractors(d: LabelData, post: np.ndarray, arms_ll: np.ndarray, eps: n
                 lp = -np.logaddexp(0.0, -x)
                 return -marginal_loglik(d, arms_ll + np.logaddexp(lp + at, lp - x + dm), eps)
 
-            r = minimize_scalar(nll_pi, bounds=pi_br, method="bounded", options={"xatol": 0.15})
-            pi = float(expit(r.x))
+            pi = float(expit(minimize_bounded(nll_pi, *pi_br, xatol=0.15)[0]))
         mix = np.logaddexp(np.log(pi) + at, np.log1p(-pi) + dm)
         ok = np.isfinite(mix)
         r_t = np.where(ok, np.exp(np.log(pi) + at - np.where(ok, mix, 0.0)), 0.0)
@@ -542,8 +538,7 @@ def _fit_distractors(d: LabelData, post: np.ndarray, arms_ll: np.ndarray, eps: n
             m = np.logaddexp(np.log(pi) + at, np.log1p(-pi) + _log_dm(d, float(np.exp(la))))
             return -marginal_loglik(d, arms_ll + m, eps)
 
-        r = minimize_scalar(nll, bounds=al_br, method="bounded", options={"xatol": 0.1})
-        alpha = float(np.exp(r.x))
+        alpha = float(np.exp(minimize_bounded(nll, *al_br, xatol=0.1)[0]))
     return pi, alpha, w
 
 

@@ -68,6 +68,94 @@ def binom_sf(k, n, p):
     return np.where(k < 0, 1.0, np.where(k >= n, 0.0, inner))
 
 
+# Bounded scalar minimisation: Brent's method (Forsythe, Malcolm and Moler's ``fmin``: golden-section steps
+# with parabolic interpolation), as ``scipy.optimize.minimize_scalar(method="bounded")`` runs it: the same
+# trial points and result bit for bit (tests/test_stats.py), without importing scipy.optimize (~0.35 s in
+# each process, most of it modules the audit never uses).
+_SQRT_EPS = float(np.sqrt(2.2e-16))
+_GOLDEN = 0.5 * (3.0 - float(np.sqrt(5.0)))
+
+
+def _sign(v: float) -> float:
+    return v if v != v else (1.0 if v > 0 else -1.0 if v < 0 else 0.0)
+
+
+def _nan_max(u: float, v: float) -> float:
+    """``numpy.maximum`` of two floats (NaN wins)."""
+    if u != u or v != v:
+        return u if u != u else v
+    return u if u >= v else v
+
+
+def minimize_bounded(fun, lo: float, hi: float, xatol: float = 1e-5, maxiter: int = 500) -> tuple[float, float, int]:
+    """The minimum of ``fun`` on ``[lo, hi]`` (the ends are never evaluated): ``(x, fun(x), evaluations)``,
+    the ``x``, ``fun`` and ``nfev`` of ``scipy.optimize.minimize_scalar(fun, bounds=(lo, hi),
+    method="bounded", options={"xatol": xatol, "maxiter": maxiter})``."""
+    lo, hi = float(lo), float(hi)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise ValueError(f"bounds must be finite, got ({lo}, {hi})")
+    if lo > hi:
+        raise ValueError(f"the lower bound {lo} exceeds the upper bound {hi}")
+    a, b = lo, hi
+    v = w = x = a + _GOLDEN * (b - a)  # x: best so far; w: second best; v: the previous w
+    fx = fv = fw = fun(x)
+    n = 1
+    d = e = 0.0  # the last step and the one before it
+    fu = float("inf")
+    m = 0.5 * (a + b)
+    tol1 = _SQRT_EPS * abs(x) + xatol / 3.0
+    tol2 = 2.0 * tol1
+    while abs(x - m) > tol2 - 0.5 * (b - a):
+        golden = True
+        if abs(e) > tol1:  # try a parabola through x, w, v
+            golden = False
+            r = (x - w) * (fx - fv)
+            q = (x - v) * (fx - fw)
+            p = (x - v) * q - (x - w) * r
+            q = 2.0 * (q - r)
+            if q > 0.0:
+                p = -p
+            q = abs(q)
+            r, e = e, d
+            if abs(p) < abs(0.5 * q * r) and p > q * (a - x) and p < q * (b - x):
+                d = (p + 0.0) / q
+                u = x + d
+                if (u - a) < tol2 or (b - u) < tol2:  # too near an end: a minimal step towards the middle
+                    d = tol1 * (_sign(m - x) + float(m - x == 0))
+            else:
+                golden = True
+        if golden:
+            e = (a - x) if x >= m else (b - x)
+            d = _GOLDEN * e
+        u = x + (_sign(d) + float(d == 0)) * _nan_max(abs(d), tol1)
+        fu = fun(u)
+        n += 1
+        if fu <= fx:
+            if u >= x:
+                a = x
+            else:
+                b = x
+            v, fv = w, fw
+            w, fw = x, fx
+            x, fx = u, fu
+        else:
+            if u < x:
+                a = u
+            else:
+                b = u
+            if fu <= fw or w == x:
+                v, fv = w, fw
+                w, fw = u, fu
+            elif fu <= fv or v == x or v == w:
+                v, fv = u, fu
+        m = 0.5 * (a + b)
+        tol1 = _SQRT_EPS * abs(x) + xatol / 3.0
+        tol2 = 2.0 * tol1
+        if n >= maxiter:
+            break
+    return x, fx, n
+
+
 @functools.lru_cache(maxsize=64)
 def _z(alpha: float) -> float:
     """Two-sided normal quantile; cached because detectors

@@ -12,8 +12,9 @@ child process:
 * ``benchaudit audit --runs FOLDER --dataset DATASET --out DIR`` with its defaults, as a subprocess
   (wall, CPU, peak RSS via ``getrusage(RUSAGE_CHILDREN)``).
 
-It prints the audit / openpyxl ratio (target: under 0.6) for wall time and for CPU time; on a shared
-machine the CPU ratio is the steadier one, so the load is printed too.
+It prints the audit / openpyxl wall-time ratio (the target: under 0.6) and, for information, the CPU-time
+ratio (the audit reads, audits and simulates on two processes, so its CPU time exceeds its wall time);
+the machine's load is printed too.
 
     python benchmarks/xlsx_read.py                      # 50 sheets x 1,500 rows
     python benchmarks/xlsx_read.py --extra "--calibration-sims 0"
@@ -133,9 +134,9 @@ def main() -> None:
               f"CPU {m['cpu_s']:.2f} s, peak RSS {m['peak_rss_gb']:.2f} GB; load avg {m['load_before'][0]:.1f} -> "
               f"{m['load_after'][0]:.1f} (1 min)")
         print(f"[{label}] stages (s): " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
-        print(f"[{label}] audit / openpyxl read-only: wall {ratio:.2f}x, CPU {cpu_ratio:.2f}x "
-              f"(target < {TARGET_RATIO}): {'PASS' if ratio < TARGET_RATIO else 'FAIL'} (wall), "
-              f"{'PASS' if cpu_ratio < TARGET_RATIO else 'FAIL'} (CPU)")
+        print(f"[{label}] audit / openpyxl read-only: wall {ratio:.2f}x (target < {TARGET_RATIO}): "
+              f"{'PASS' if ratio < TARGET_RATIO else 'FAIL'}; CPU {cpu_ratio:.2f}x (for information: the audit "
+              "runs on two processes, openpyxl on one)")
 
 
 if __name__ == "__main__":

@@ -120,6 +120,49 @@ def test_audit_imports_no_scipy_stats():
     code = ("import sys, audit_hub.audit, audit_hub.calibration, audit_hub.label_model\n"
             "from audit_hub import detectors\n"
             "[detectors.get(n).load() for n in detectors.names()]\n"
-            "print('scipy.stats' in sys.modules)")
+            "print('scipy.stats' in sys.modules, 'scipy.optimize' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+    assert out.split() == ["False", "False"]
+
+
+def test_bounded_minimisation_equals_scipy_minimize_scalar_bit_for_bit():
+    """Trial points, minimum and evaluation count of scipy's bounded Brent method, on smooth, flat, kinked,
+    monotone and NaN-returning functions and the tolerances the label model uses."""
+    import warnings
+
+    from scipy.optimize import minimize_scalar
+
+    rng = np.random.default_rng(7)
+    shapes = [lambda x, c: c[0] * (x - c[1]) ** 2 + c[2] * np.sin(3 * x),
+              lambda x, c: float(np.round(c[0] * x * x + c[1] * x, 1)),  # plateaus
+              lambda x, c: abs(x - c[0]),
+              lambda x, c: c[0] * x,  # the minimum at an end
+              lambda x, c: float("nan") if x > c[0] else x * x,
+              lambda x, c: np.cos(5 * x) + 0.01 * x]
+    for case in range(1200):
+        c = rng.normal(size=3)
+        shape = shapes[case % len(shapes)]
+        seen_ours: list[float] = []
+        seen_scipy: list[float] = []
+
+        def f(x, seen, c=c, shape=shape):
+            seen.append(float(x))
+            return float(shape(x, c))
+
+        lo = float(rng.normal() * 3)
+        hi = lo + float(abs(rng.normal() * 4))
+        xatol = [0.05, 0.1, 0.15, float(10 ** rng.uniform(-6, 0))][case % 4]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = minimize_scalar(lambda x, s=seen_scipy: f(x, s), bounds=(lo, hi), method="bounded",
+                                options={"xatol": xatol})
+            x, fx, n = stats.minimize_bounded(lambda x, s=seen_ours: f(x, s), lo, hi, xatol=xatol)
+        assert seen_ours == seen_scipy or np.array_equal(seen_ours, seen_scipy, equal_nan=True)
+        assert np.float64(x).tobytes() == np.float64(r.x).tobytes() and n == r.nfev
+        assert np.float64(fx).tobytes() == np.float64(r.fun).tobytes() or (np.isnan(fx) and np.isnan(r.fun))
+    x, fx, _ = stats.minimize_bounded(lambda x: (x - 1.0) ** 2, 0.0, 3.0, xatol=1e-8)
+    assert x == pytest.approx(1.0, abs=1e-7) and fx == pytest.approx(0.0, abs=1e-14)
+    with pytest.raises(ValueError):
+        stats.minimize_bounded(lambda x: x, 2.0, 1.0)
+    with pytest.raises(ValueError):
+        stats.minimize_bounded(lambda x: x, 0.0, float("inf"))

@@ -68,39 +68,46 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from ..audit import AuditConfig
         from ..io_utils import check_output_target
-        from ..stages import StageClock
 
         console = Console(stderr=True)
         check_output_target(out, command="audit", inputs=[questions, *(runs or []), *(blind or [])])
+        from ..worker import start_worker
 
-        from ..limits import detector_threads
+        # the worker process starts first: its interpreter start and imports overlap this one's
+        worker = start_worker(parallel and (calibration_sims > 0 or figures))
+        try:
+            from ..audit import AuditConfig
+            from ..limits import detector_threads
+            from ..stages import StageClock
 
-        n_threads = detector_threads(parallel)
-        detector_names = list(AuditConfig().detectors) if n_threads == 1 else ["detectors"]
-        plan = (["read", "validate"] + detector_names + ["judge dependence"]
-                + (["calibration"] if calibration_sims > 0 else []) + (["tst"] if tst else [])
-                + ["report"] + (["figures"] if figures else []) + ["card"])
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), console=console, transient=True) as prog:
-            task = prog.add_task("starting", total=len(plan))
+            n_threads = detector_threads(parallel)
+            detector_names = list(AuditConfig().detectors) if n_threads == 1 else ["detectors"]
+            plan = (["read", "validate"] + detector_names + ["judge dependence"]
+                    + (["calibration"] if calibration_sims > 0 else []) + (["tst"] if tst else [])
+                    + ["report"] + (["figures"] if figures else []) + ["card"])
+            with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                          TimeElapsedColumn(), console=console, transient=True) as prog:
+                task = prog.add_task("starting", total=len(plan))
 
-            def on_stage(name: str) -> None:
-                done = plan.index(name) if name in plan else None
-                if done is not None:  # a stage re-entered later (the report waits for its runs) keeps the bar
-                    done = max(done, int(prog.tasks[0].completed))
-                prog.update(task, description=f"{name:<28}", completed=done)
+                def on_stage(name: str) -> None:
+                    done = plan.index(name) if name in plan else None
+                    if done is not None:  # a stage re-entered later (the report waits for its runs) keeps the bar
+                        done = max(done, int(prog.tasks[0].completed))
+                    prog.update(task, description=f"{name:<28}", completed=done)
 
-            clock = StageClock(on_start=on_stage)
-            result, folder = _audit_and_write(
-                console, clock, out=out, figures=figures, threads=threads, parallel=parallel, n_threads=n_threads,
-                audit_kwargs=dict(questions=questions, runs=runs, blind=blind, column_map=column_map,
-                                  revision=revision, dataset=dataset, blind_model=blind_model, seed=seed,
-                                  n_permutations=n_permutations, calibration_sims=calibration_sims,
-                                  stratify=stratify, tst=tst, design_label=design_label,
-                                  allow_unparsed_options=allow_unparsed_options))
-            prog.update(task, completed=len(plan))
+                clock = StageClock(on_start=on_stage)
+                result, folder = _audit_and_write(
+                    console, clock, out=out, figures=figures, threads=threads, parallel=parallel, n_threads=n_threads,
+                    audit_kwargs=dict(questions=questions, runs=runs, blind=blind, column_map=column_map,
+                                      revision=revision, dataset=dataset, blind_model=blind_model, seed=seed,
+                                      n_permutations=n_permutations, calibration_sims=calibration_sims,
+                                      stratify=stratify, tst=tst, design_label=design_label,
+                                      allow_unparsed_options=allow_unparsed_options), worker=worker)
+                prog.update(task, completed=len(plan))
+        finally:
+            if worker is not None:
+                worker.close()
         result.timings = dict(clock.timings)
         if verbose:
             console.print("stage timings (wall):")
@@ -113,7 +120,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parallel: bool, audit_kwargs: dict,
-                     n_threads: int = 1):
+                     n_threads: int = 1, worker=None):
     """Read, audit and write the report under the stage clock; returns (result, report folder).
 
     BLAS / OpenMP threads (default one): the audit's matrix products are many and modest; spare threads
@@ -127,15 +134,15 @@ def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parall
 
     from threadpoolctl import threadpool_limits
 
-    from ..calibration import start_worker
     from ..report.writer import EarlyRuns, write_report
     from ..stages import recording, stage
 
     q, runs, blind = audit_kwargs["questions"], audit_kwargs["runs"], audit_kwargs["blind"]
     early: list[EarlyRuns] = []
-    worker = start_worker(parallel and (audit_kwargs["calibration_sims"] > 0 or figures))
 
     def on_frame(frame) -> None:
+        if worker is not None:
+            worker.warm()
         early.append(EarlyRuns(frame, out, inputs=[q, *(runs or []), *(blind or []),
                                                    *(r.get("path") for r in frame.sources or [])]))
         if worker is not None:
@@ -177,7 +184,7 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
         cmap = parse_column_map(column_map or [])
         frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
                             revision=revision, dataset_hint=dataset, blind_model=blind_model,
-                            allow_unparsed_options=allow_unparsed_options)
+                            allow_unparsed_options=allow_unparsed_options, pool=worker)
     inputs = frame.sources
     pool = frame.meta.get("pool") or {}
     if pool.get("note"):

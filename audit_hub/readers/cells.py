@@ -101,6 +101,48 @@ def to_str_series(s: pd.Series, *, strip: bool = False) -> pd.Series:
     return pd.Series(table[codes], index=s.index, dtype=object)
 
 
+def _same_objects(u: np.ndarray, v: np.ndarray) -> bool:
+    types = list(map(type, u))
+    if types != list(map(type, v)):
+        return False
+    try:
+        eq = np.asarray(u == v, dtype=bool)
+    except Exception:  # noqa: BLE001 - values that do not compare: not the same
+        return False
+    if eq.shape != u.shape:
+        return False
+    for i in np.flatnonzero(~eq):  # only NaN may differ from itself
+        x, y = u[i], v[i]
+        if not (isinstance(x, float) and x != x and y != y):
+            return False
+    fl = np.fromiter((t is float or t is np.float64 for t in types), dtype=bool, count=len(types))
+    if fl.any():  # 0.0 == -0.0, but they print differently
+        return bool(np.array_equal(np.signbit(u[fl].astype(np.float64)), np.signbit(v[fl].astype(np.float64))))
+    return True
+
+
+def same_cells(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Two parsed tables hold the same cells: the same column names in the same order, dtypes and attrs and,
+    cell by cell, equal values of the same type (``1``, ``1.0`` and ``True`` differ; ``0.0`` and ``-0.0``
+    differ; NaN equals NaN). A reader that sees the same cells twice may reuse what it made of them."""
+    if a.shape != b.shape or list(a.columns) != list(b.columns) or a.attrs != b.attrs:
+        return False
+    for i in range(a.shape[1]):
+        x, y = a.iloc[:, i], b.iloc[:, i]
+        if x.dtype != y.dtype:
+            return False
+        u, v = x.to_numpy(), y.to_numpy()
+        if u.dtype == object:
+            if not _same_objects(u, v):
+                return False
+        elif u.dtype.kind in "fc":
+            if u.tobytes() != v.tobytes():
+                return False
+        elif not np.array_equal(u, v):
+            return False
+    return True
+
+
 def stem_of(path: str) -> str:
     base = os.path.basename(path)
     for ext in sorted(TABLE_EXTENSIONS + PICKLE_EXTENSIONS, key=len, reverse=True):

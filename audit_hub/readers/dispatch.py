@@ -187,12 +187,18 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
 
 
 def read_all(specs: Sequence[str], *, arm: str, questions: pd.DataFrame | None, column_map, dataset_hint,
-              model, metric, with_questions: bool = True) -> tuple[list[ReadResult], list[dict]]:
+              model, metric, with_questions: bool = True, pool=None) -> tuple[list[ReadResult], list[dict]]:
+    """Every run file of ``specs`` read, in order, and the files skipped (with why). ``pool``: a started
+    :class:`~audit_hub.worker.WorkerPool` whose process reads some of the files too
+    (:mod:`audit_hub.readers.parallel`); the results are the same."""
+    from .parallel import read_files
+
     results: list[ReadResult] = []
     skipped: list[dict] = []
-    for path, explicit in _expand(specs):
-        r = _read_run_file(path, explicit, arm=arm, questions=questions, column_map=column_map,
-                           dataset_hint=dataset_hint, model=model, metric=metric, with_questions=with_questions)
+    files = _expand(specs)
+    kwargs = dict(arm=arm, questions=questions, column_map=column_map, dataset_hint=dataset_hint, model=model,
+                  metric=metric, with_questions=with_questions)
+    for (path, _), r in zip(files, read_files(files, _read_run_file, kwargs, pool)):
         if isinstance(r, str):
             skipped.append({"path": os.path.abspath(path), "reason": r})
         else:

@@ -37,6 +37,7 @@ from .cells import (
     bool_to_int8,
     constant_categorical,
     pick_id_column,
+    same_cells,
     stem_of,
     to_str_series,
 )
@@ -235,9 +236,29 @@ def read_sheet(df: pd.DataFrame, path: str, *, arm: str = "full", dataset_hint: 
                                                 if c in df.columns])
         if idcol != "question_id" and "question_id" in qdf.columns:
             qdf = qdf.drop(columns=["question_id"])
-        questions = normalise_questions(qdf, path)
+        questions = _sheet_questions(qdf, path)
     return ReadResult(path=path, kind=kind, runs=runs, questions=questions, judges=judges, rows=n,
                       info={"model": name.model, "dataset": name.dataset, "judge": name.judge})
+
+
+# The question table of the last sheet read (its cells, and what normalise_questions made of them): a
+# VLMEvalKit folder holds one sheet per model, each repeating the same question columns.
+_LAST_QUESTIONS: tuple[pd.DataFrame, pd.DataFrame] | None = None
+_REUSE_MAX_ROWS = 200_000
+
+
+def _sheet_questions(qdf: pd.DataFrame, path: str) -> pd.DataFrame:
+    """``normalise_questions(qdf, path)``; when ``qdf`` holds the same cells as the previous sheet's
+    (:func:`~audit_hub.readers.cells.same_cells`), that result with this file as ``source_file``."""
+    global _LAST_QUESTIONS
+    last = _LAST_QUESTIONS
+    if last is not None and same_cells(qdf, last[0]):
+        out = last[1].copy()
+        out["source_file"] = path
+        return out
+    out = normalise_questions(qdf, path)
+    _LAST_QUESTIONS = (qdf, out.copy()) if len(qdf) <= _REUSE_MAX_ROWS else None
+    return out
 
 
 def _is_yes_no_gold(df: pd.DataFrame) -> bool:

@@ -60,9 +60,9 @@ def dataset_info_for(folder: Path, files: dict[str, list[str]]) -> list[dict]:
     return infos
 
 
-def card_data(result: Any, files: dict[str, list[str]], folder: Path) -> Any:
-    from huggingface_hub import DatasetCardData
-
+def card_header(result: Any, files: dict[str, list[str]]) -> dict:
+    """The card's YAML fields that come from the audit (the ``DatasetCardData`` keyword arguments but
+    ``dataset_info``, which is read back from the written files by :func:`finish_card`)."""
     meta = result.frame.meta
     ds = meta.get("dataset") or {}
     lic = str(ds.get("license") or "other").lower()
@@ -72,10 +72,8 @@ def card_data(result: Any, files: dict[str, list[str]], folder: Path) -> Any:
     bench = plain_text(meta.get("benchmark") or ds.get("name") or "benchmark", 100)
     configs = [{"config_name": name, "data_files": [{"split": "train", "path": f"data/{name}-*.parquet"}],
                 **({"default": True} if name == "questions" else {})} for name in files]
-    return DatasetCardData(
-        license=lic, pretty_name=f"benchaudit report: {bench}", tags=list(TAGS), size_categories=[size],
-        configs=configs, dataset_info=dataset_info_for(folder, files),
-    )
+    return dict(license=lic, pretty_name=f"benchaudit report: {bench}", tags=list(TAGS), size_categories=[size],
+                configs=configs)
 
 
 # ---------------------------------------------------------------------------------------------- body
@@ -425,13 +423,23 @@ def _tst_section(tst_summary: Any) -> str:
 
 
 def render_card(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame, *, files: dict[str, list[str]],
-                figures: dict[str, str], folder: Path) -> str:
-    """Render README.md: DatasetCardData YAML + the Jinja body. Validates that the YAML parses back."""
-    from huggingface_hub import DatasetCard
+                figures: dict[str, str], folder: Path, worker=None) -> str:
+    """Render README.md: DatasetCardData YAML + the Jinja body. Validates that the YAML parses back.
 
-    data = card_data(result, files, Path(folder))
-    ctx = build_context(result, questions, summary_df, files=files, figures=figures)
-    card = DatasetCard.from_template(data, template_path=str(template_path()), **ctx)
+    ``worker``: a started :class:`~audit_hub.worker.WorkerPool` whose process is free; the template is
+    rendered there (it has imported ``datasets`` and ``huggingface_hub`` while this process audited), from
+    the strings and tables computed here. The same text either way."""
+    args = (card_header(result, files), build_context(result, questions, summary_df, files=files, figures=figures),
+            files, str(folder), str(template_path()))
+    return worker.call(finish_card, *args) if worker is not None else finish_card(*args)
+
+
+def finish_card(header: dict, ctx: dict, files: dict[str, list[str]], folder: str, template: str) -> str:
+    """The card's text from :func:`card_header`, :func:`build_context` and the written Parquet files."""
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    data = DatasetCardData(**header, dataset_info=dataset_info_for(Path(folder), files))
+    card = DatasetCard.from_template(data, template_path=template, **ctx)
     text = str(card)
     text = re.sub(r"\n{3,}", "\n\n", text)
     if not text.endswith("\n"):

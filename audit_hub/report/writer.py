@@ -173,6 +173,24 @@ def _wait_figures(job, planned: dict[str, str]) -> None:
         raise RuntimeError(f"figures drawn {sorted(drawn)} differ from those planned {sorted(planned)}")
 
 
+# How long the card waits for the worker to finish the figures before rendering here instead: about what
+# importing datasets and huggingface_hub's card module costs this process (the worker has them imported).
+# Small figures (a few thousand questions) are done by then; large ones take seconds, and the card is
+# rendered here meanwhile, as before.
+CARD_WAIT_S = 0.3
+
+
+def _card_worker(worker, fig_job):
+    """``worker`` when it is free (or frees up within :data:`CARD_WAIT_S`) to render the card, else None."""
+    if worker is None or getattr(worker, "pool", None) is None:
+        return None
+    if fig_job is not None:
+        fig_job.wait(CARD_WAIT_S)
+        if not fig_job.ready():
+            return None
+    return worker
+
+
 def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[str], inputs: list[dict],
                  figures: bool = True, shard_bytes: int = SHARD_BYTES, early_runs: EarlyRuns | None = None,
                  worker=None, _hook=None) -> Path:
@@ -181,7 +199,7 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
     ``early_runs``: the runs config already being written (:class:`EarlyRuns` of ``result.frame``);
     its shards are moved in instead of writing them again. The caller discards it afterwards.
 
-    ``worker``: a started :class:`~audit_hub.calibration.WorkerPool` whose process is free (the calibration
+    ``worker``: a started :class:`~audit_hub.worker.WorkerPool` whose process is free (the calibration
     is done): the figures are drawn there while this process writes the tables and the card (the same
     files; the card needs only their names).
 
@@ -239,7 +257,8 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
             copies = result.frame.meta.get("_circular_copies")
             if copies is not None and len(copies):  # CircularEval: the per-copy rows behind each question's verdict
                 copies.to_parquet(tmp / "circular_copies.parquet", index=False)
-            card = render_card(result, questions, summary_df, files=files, figures=figs, folder=tmp)
+            card = render_card(result, questions, summary_df, files=files, figures=figs, folder=tmp,
+                               worker=_card_worker(worker, fig_job))
             (tmp / "README.md").write_text(card, encoding="utf-8")
         local["card"] = time.perf_counter() - t0
         if fig_job is not None:

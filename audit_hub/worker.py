@@ -1,0 +1,156 @@
+"""The audit's worker process: one spawned interpreter beside the audit's own, started first thing.
+
+Its jobs, in order: import the readers (:func:`_warm_readers`) and read some of the input files
+(:mod:`audit_hub.readers.parallel`); import what the simulations and figures need (:func:`_warm`);
+run the calibration simulations it claims (:mod:`audit_hub.calibration`); draw the figures
+(:mod:`audit_hub.report.writer`). Work is shared through two counters in shared memory, inherited at
+the start (:data:`SIM_COUNTER` for the simulations, ``readers.parallel.WORKER_CLAIMS`` for the files), so that which
+process did what never changes a result.
+
+This module imports nothing heavy: the CLI starts the worker before it loads numpy or pandas, so the
+worker's own start overlaps them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+SIM_COUNTER = None  # in the worker: WorkerPool.counter (set by _init_worker)
+
+
+def _init_worker(counter, read_claims=None) -> None:
+    global SIM_COUNTER
+    SIM_COUNTER = counter
+    from .readers import parallel
+
+    parallel.WORKER_CLAIMS = read_claims  # WorkerPool.read_claims, for the reading rounds
+
+
+def _warm_readers() -> None:
+    """Import the readers (the worker's first job: it may read input files beside the caller)."""
+    from .readers import dispatch, vlmevalkit, xlsx  # noqa: F401
+
+    if xlsx.xlsx_engine() == "calamine":
+        import pandas.io.excel._calamine  # noqa: F401
+        import python_calamine  # noqa: F401
+
+
+def _warm() -> None:
+    """Import what a simulation and the figures need."""
+    from . import detectors
+
+    for name in detectors.names():
+        detectors.get(name).load()
+    import threadpoolctl  # noqa: F401
+
+    from .report import figures
+
+    figures.pyplot_agg()  # the report's figures are drawn here too, once the simulations are done
+    import datasets  # noqa: F401  (and the card rendered: report.card.finish_card)
+    import huggingface_hub.repocard  # noqa: F401
+
+
+class WorkerPool:
+    """One spawned worker process (its interpreter start and imports overlap the caller's). A context
+    manager: leaving it stops the worker."""
+
+    def __init__(self) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self.counter = ctx.Value("q", 0)  # the next simulation index to run (calibration.SimClaims)
+        # [round, next file index]: the input files read beside the caller (readers.parallel)
+        self.read_claims = ctx.Array("q", 2)
+        self.pool = ctx.Pool(1, initializer=_init_worker, initargs=(self.counter, self.read_claims))
+        self.pool.apply_async(_warm_readers)
+        self._pids = {p.pid for p in getattr(self.pool, "_pool", [])}
+        self._warmed = False
+        # set by the caller: blocks until the second CPU is free of the caller's own background work (the
+        # runs table written while the detectors run); the simulations are submitted after it returns
+        self.after: Callable[[], None] | None = None
+
+    def alive(self) -> bool:
+        """The worker process the pool started still runs (a replacement the pool starts after it dies has
+        lost the job it was running). True when that cannot be told."""
+        if self.pool is None:
+            return False
+        procs = getattr(self.pool, "_pool", None)
+        if procs is None or not self._pids:
+            return True
+        return all(p.pid in self._pids and p.is_alive() for p in procs)
+
+    def wait(self, job) -> bool:
+        """Wait for an async result of the worker; False if the worker died first (the result is lost)."""
+        while not job.ready():
+            job.wait(0.05)
+            if not job.ready() and not self.alive():
+                return False
+        return True
+
+    def call(self, fn: Callable, *args) -> Any:
+        """``fn(*args)`` run in the worker and waited for; run here when the worker is gone or dies meanwhile.
+        An exception ``fn`` raises there is raised here."""
+        job = None
+        if self.pool is not None and self.alive():
+            try:
+                job = self.pool.apply_async(fn, args)
+            except (ValueError, AttributeError):  # the pool was stopped meanwhile
+                job = None
+        if job is not None and self.wait(job):
+            return job.get()
+        return fn(*args)
+
+    def warm(self) -> None:
+        """Queue the imports a simulation and the figures need (once; after any reading job)."""
+        if not self._warmed and self.pool is not None:
+            self._warmed = True
+            self.pool.apply_async(_warm)
+
+    def start_round(self, fn: Callable, *args) -> tuple[int, Any] | None:
+        """Open a new reading round (:attr:`read_claims` set to ``[round, 0]``) and submit
+        ``fn(round, *args)`` to the worker, with the warm-up imports queued behind it. Returns (round, async
+        result), or None when the pool is stopped."""
+        if self.pool is None:
+            return None
+        arr = self.read_claims
+        with arr.get_lock():
+            arr[0] = int(arr[0]) + 1
+            arr[1] = 0
+            round_id = int(arr[0])
+        try:
+            job = self.pool.apply_async(fn, (round_id, *args))
+        except (ValueError, AttributeError):  # the pool was stopped meanwhile
+            return None
+        self.warm()
+        return round_id, job
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def start_worker(enabled: bool = True) -> WorkerPool | None:
+    """A :class:`WorkerPool` when ``enabled`` and a second CPU is free (None otherwise, or where no process
+    can be started)."""
+    if not (enabled and worker_helps()):
+        return None
+    try:
+        return WorkerPool()
+    except OSError:
+        return None
+
+
+def worker_helps() -> bool:
+    """A second CPU is available to this process (a worker then runs beside the audit)."""
+    from .limits import available_cpus
+
+    return available_cpus() >= 2
