@@ -71,6 +71,14 @@ def _portable(e: BaseException) -> BaseException:
     return RuntimeError(f"{type(e).__name__}: {e}")
 
 
+def _attempt(read: Callable, path: str, explicit: bool, kwargs: dict) -> tuple[str, Any]:
+    """``("ok", read(path, explicit, **kwargs))``, or ``("error", exception)`` when it raises one."""
+    try:
+        return "ok", read(path, explicit, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the caller reports it in file order
+        return "error", e
+
+
 def worker_reads(round_id: int, files: Sequence[tuple[str, bool]], read: Callable, kwargs: dict
                  ) -> tuple[dict, float, int]:
     """In the worker: ``read(path, explicit, **kwargs)`` the files of ``round_id`` it claims. Returns ({index:
@@ -83,10 +91,9 @@ def worker_reads(round_id: int, files: Sequence[tuple[str, bool]], read: Callabl
     claims = ReadClaims(arr, round_id, len(files))
     while (k := claims.next()) is not None:
         path, explicit = files[k]
-        try:
-            out[k] = ("ok", read(path, explicit, **kwargs))
-        except Exception as e:  # noqa: BLE001 - returned to the audit process, which raises it in file order
-            out[k] = ("error", _portable(e))
+        tag, value = out[k] = _attempt(read, path, explicit, kwargs)
+        if tag == "error":  # returned to the audit process, which raises it in file order
+            out[k] = (tag, _portable(value))
             break
     return out, time.perf_counter() - t0, os.getpid()
 
@@ -148,10 +155,8 @@ def read_files(files: Sequence[tuple[str, bool]], read: Callable[[str, bool], An
     try:
         while (k := handle.claims.next()) is not None:
             i = shared[k]
-            try:
-                out[i] = ("ok", read(*files[i], **kwargs))
-            except Exception as e:  # noqa: BLE001 - raised below, in file order
-                out[i] = ("error", e)
+            out[i] = _attempt(read, *files[i], kwargs)
+            if out[i][0] == "error":  # raised below, in file order
                 first_error = i
                 break
     finally:
@@ -163,20 +168,15 @@ def read_files(files: Sequence[tuple[str, bool]], read: Callable[[str, bool], An
             out[shared[k]] = v
         for i in theirs_idx:  # the worker died or returned early: read them here
             if i not in out and (first_error is None or i < first_error):
-                try:
-                    out[i] = ("ok", read(*files[i], **kwargs))
-                except Exception as e:  # noqa: BLE001
-                    out[i] = ("error", e)
+                out[i] = _attempt(read, *files[i], kwargs)
     errors = [i for i, (tag, _) in out.items() if tag == "error"]
     stop = min(errors) if errors else len(files)
     shared_set = set(shared)
     for i, (p, e) in enumerate(files[:stop]):  # the files not shared, before the first error
         if i in shared_set:
             continue
-        try:
-            out[i] = ("ok", read(p, e, **kwargs))
-        except Exception as exc:  # noqa: BLE001
-            out[i] = ("error", exc)
+        out[i] = _attempt(read, p, e, kwargs)
+        if out[i][0] == "error":
             stop = i
             break
     for i in range(len(files)):
