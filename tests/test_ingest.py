@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audit_hub import ingest
 from audit_hub.errors import InputError
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
+from audit_hub.readers import ingest
 from audit_hub.schema import LETTERS
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")
@@ -179,7 +179,7 @@ def test_runs_from_a_hub_dataset_id_record_the_resolved_commit(tmp_path, monkeyp
     import huggingface_hub
     import pandas as pd
 
-    from audit_hub import ingest
+    from audit_hub.readers import ingest
 
     sha = "0123456789abcdef0123456789abcdef01234567"
     snap = tmp_path / "snapshots" / sha

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_hub import ingest
 from audit_hub.errors import InputError
+from audit_hub.readers import ingest
 from audit_hub.readers.cells import options_are_bare_letters, split_embedded_options
 from audit_hub.readers.vlmevalkit import parse_sheet_name
 

@@ -49,7 +49,7 @@ def _save(fig, path: Path) -> None:
     plt.close(fig)
 
 
-# the same style and writer for figures made elsewhere (TsT reliability, audit_hub.tst.release)
+# the same style and writer for figures made elsewhere (TsT reliability, audit_hub.tst.output)
 pyplot_agg = _plt
 save_png = _save
 

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import BenchauditError, InputError
+from ..errors import BenchauditError, InputError
 
 REPORT_REQUIRED = ("README.md", "manifest.json", "summary.json")
 # Remote paths the report owns: deleted when absent from the folder being pushed.
@@ -70,7 +70,7 @@ def _api(token: str | None):
 
 
 def _scrub(msg: str, token: str | None) -> str:
-    from .scrub import scrub
+    from ..scrub import scrub
 
     if token:
         msg = msg.replace(token, "***")
@@ -142,7 +142,7 @@ def report_files(folder: str | os.PathLike) -> dict[str, Path]:
     import json
     import stat
 
-    from .io_utils import sha256_file
+    from .folders import sha256_file
 
     root = Path(os.path.realpath(folder))
     mpath = root / "manifest.json"
@@ -274,7 +274,7 @@ def metric_folders(metrics_dir: str | os.PathLike) -> dict[str, Path]:
 
 def default_metrics_dir() -> Path:
     """The repository's ``metrics/`` when present, else the packaged copy ``audit_hub/metric_modules``."""
-    from .metrics_install import source_dir
+    from ..metrics.install import source_dir
 
     return source_dir()
 

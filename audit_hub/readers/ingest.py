@@ -1,4 +1,4 @@
-"""The single entry point from files on disk to one validated :class:`~audit_hub.frame.AuditFrame`.
+"""The single entry point from files on disk to one validated :class:`~audit_hub.frame.core.AuditFrame`.
 
 * :func:`load_questions` -- a questions file (CSV/TSV/JSONL/JSON/Parquet/XLSX, a VLMEvalKit dataset
   TSV, MATH-V ``test.jsonl``, a saved frame folder, a local Hub-layout folder) or a Hub id
@@ -26,13 +26,13 @@ from typing import Any
 
 import pandas as pd
 
-from . import detectors
-from .errors import InputError
-from .io_utils import sha256_file
-from .readers.cells import stem_of
-from .readers.dispatch import materialise_hub_specs, read_all, read_questions
-from .readers.mathv import restore_non_mc_answers
-from .readers.merge import (
+from .. import detectors
+from ..errors import InputError
+from ..hub.folders import sha256_file
+from .cells import stem_of
+from .dispatch import materialise_hub_specs, read_all, read_questions
+from .mathv import restore_non_mc_answers
+from .merge import (
     concat_runs,
     public_runs,
     questions_from_results,
@@ -165,10 +165,10 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
     ``questions_spec=None`` derives the questions from the run files. ``compute_exact=False`` skips
     the exact-match extraction (``hit_exact`` stays unknown unless the runs carry it). The dataset name used to split
     VLMEvalKit file names defaults to the questions file stem (``MMBench_DEV_EN.tsv``). ``pool``: a started
-    :class:`~audit_hub.worker.WorkerPool` that reads some of the run files beside this process.
+    :class:`~audit_hub.engine.worker.WorkerPool` that reads some of the run files beside this process.
     """
-    from .frame import AuditFrame
-    from .stages import stage
+    from ..clock import stage
+    from ..frame.core import AuditFrame
 
     runs = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs or [])
     blind = [blind] if isinstance(blind, (str, os.PathLike)) else list(blind or [])

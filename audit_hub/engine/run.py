@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from . import detectors
-from .detectors.base import DetectorResult
-from .errors import DetectorSkipped
-from .frame import AuditFrame
-from .stages import stage
+from .. import detectors
+from ..clock import stage
+from ..detectors.base import DetectorResult
+from ..errors import DetectorSkipped
+from ..frame.core import AuditFrame
 
 DETECTORS: tuple[str, ...] = detectors.names()
 
@@ -119,7 +119,7 @@ def _finish_calibration(cal, frame: AuditFrame, config: AuditConfig, primary: st
         out = calibrate(frame, list(results), n_sims=config.calibration_sims, seed=config.seed, field=primary,
                         params={n: config.detector_params(n) for n in results})
     if cal.worker:
-        from .stages import note_parallel
+        from ..clock import note_parallel
 
         note_parallel("calibration worker", cal.worker["seconds"])
     return {n: v for n, v in out.items() if n in results}
@@ -132,7 +132,7 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
 
     ``background_calibration``: simulate the calibration nulls in a worker process while the detectors run
     (None: when a second CPU is available); ``calibration_worker``: a started
-    :class:`~audit_hub.worker.WorkerPool` to use for that; ``threads``: run the detectors on that many
+    :class:`~audit_hub.engine.worker.WorkerPool` to use for that; ``threads``: run the detectors on that many
     threads. The numbers are the same either way."""
     config = config or AuditConfig()
     primary = primary_field(frame)
@@ -148,7 +148,7 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
               timings: dict[str, float], threads: int = 1, busy: Callable[[], None] | None = None):
     """Every configured detector on the primary field, and judge-dependent ones also on exact match.
 
-    ``threads`` > 1 runs these detector calls on up to that many threads (:mod:`audit_hub.scheduler`:
+    ``threads`` > 1 runs these detector calls on up to that many threads (:mod:`audit_hub.engine.scheduler`:
     the detectors are pure functions of the frame, which fills its shared caches once under a lock;
     the longest first by the registry's ``ns_per_cell``; side by side within a memory budget of about two of the heaviest at once; one thread fewer while ``busy()``,
     the calibration worker, holds a CPU). The results are the same as one after another."""
@@ -171,8 +171,8 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
                 timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
     if threads > 1 and len(calls) > 1:
+        from ..clock import note_parallel
         from .scheduler import run_calls
-        from .stages import note_parallel
 
         cells = frame.n_questions * (len(frame.models_in("full")) + len(frame.models_in("blind")))
         calls.sort(key=lambda c: -detectors.get(c[0]).ns_per_cell)  # the longest first (stable)
@@ -210,7 +210,7 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
 
 def _multiplicity(results: dict[str, DetectorResult]) -> dict:
     """Holm across the detectors' headline tests."""
-    from .stats import holm
+    from ..stats.core import holm
 
     names = [n for n in results if _headline_p(results[n].summary) is not None]
     adj = holm([_headline_p(results[n].summary) for n in names]) if names else []
@@ -290,7 +290,7 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
     if config.run_tst:
         step("tst")
         t0 = time.perf_counter()
-        from .tst import run_tst_rf
+        from ..tst import run_tst_rf
 
         with stage("tst"):
             tst = run_tst_rf(frame, seed=config.seed, **config.tst_params)
@@ -304,12 +304,12 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
 
 
 def _pool(frame: AuditFrame) -> dict:
-    from .ingest import pool_summary
+    from ..readers.ingest import pool_summary
 
     return pool_summary(frame.models_in("full"), frame.models_in("blind"))
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
