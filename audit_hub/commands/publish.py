@@ -47,10 +47,11 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from ..hub.publish import push_metrics
+        from ..metrics.install import source_dir
 
         console = Console(stderr=True)
         with console.status("publishing metric Spaces") as status:
-            res = push_metrics(namespace, metrics_dir=metrics_dir, names=list(name or []) or None, private=private,
+            res = push_metrics(namespace, metrics_dir=metrics_dir or source_dir(), names=list(name or []) or None, private=private,
                                on_progress=lambda n: status.update(f"publishing {namespace}/{n}"))
         for r in res:
             state = "unchanged" if r["no_op"] else "new commit"

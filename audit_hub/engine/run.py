@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -229,7 +229,7 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
         "benchaudit_version": _version(),
         "n_questions": frame.n_questions,
         "models": {"full": frame.models_in("full"), "blind": frame.models_in("blind")},
-        "pool": frame.meta.get("pool") or _pool(frame),
+        "pool": frame.meta.get("pool") or pool_summary(frame.models_in("full"), frame.models_in("blind")),
         "judges": frame.meta.get("judges", {}),
         "primary_field": primary,
         "seed": config.seed,
@@ -303,10 +303,23 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
                        timings=timings, tst=tst)
 
 
-def _pool(frame: AuditFrame) -> dict:
-    from ..readers.ingest import pool_summary
-
-    return pool_summary(frame.models_in("full"), frame.models_in("blind"))
+def pool_summary(full_models: Sequence[str], blind_models: Sequence[str]) -> dict:
+    """Which models pair by name across arms; a note when the blind pool is a different set."""
+    full, blind = list(full_models), list(blind_models)
+    paired = [m for m in full if m in set(blind)]
+    # the zero-gain audit pairs models by name; only with no model in both arms does it fall back to
+    # comparing the two pools' mean accuracies (pool level)
+    pool_level = bool(blind) and bool(full) and not paired
+    note = None
+    if pool_level:
+        note = (f"no model appears in both arms (full: {len(full)}, blind: {len(blind)}); full-vs-blind "
+                "comparisons are made at pool level (pool means), not per model")
+    elif blind and set(blind) != set(full):
+        unpaired = [m for m in full + blind if m not in set(paired)]
+        note = (f"the blind pool ({len(blind)} model(s)) differs from the full pool ({len(full)} model(s)); "
+                f"{detectors.by_role('image_gain')} pairs the {len(paired)} model(s) present in both arms and leaves out "
+                f"{unpaired[:5]}" + (" ..." if len(unpaired) > 5 else ""))
+    return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level, "note": note}
 
 
 def _version() -> str:

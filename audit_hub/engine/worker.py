@@ -44,9 +44,9 @@ def _warm() -> None:
         detectors.get(name).load()
     import threadpoolctl  # noqa: F401
 
-    from ..report import figures
+    from ..hub.figures import pyplot_agg
 
-    figures.pyplot_agg()  # the report's figures are drawn here too, once the simulations are done
+    pyplot_agg()  # the report's figures are drawn here too, once the simulations are done
     import datasets  # noqa: F401  (and the card rendered: report.card.finish_card)
     import huggingface_hub.repocard  # noqa: F401
 

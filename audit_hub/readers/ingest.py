@@ -10,7 +10,7 @@
 * :func:`questions_from_runs` -- the questions carried inside run files (VLMEvalKit sheets,
   lmms-eval ``doc`` fields, generic runs with a ``gold`` column).
 * :func:`build_frame` -- all of the above, validated, with provenance in ``frame.sources`` and the
-  model pools in ``frame.meta['pool']``.
+  the dataset name (model pairing across arms: ``engine.run.pool_summary``).
 
 Pairing of full and blind runs is by model name. When the blind pool is a different set of models
 (MATH-V: the text-only run is GPT-4, the image runs are other models), ``meta['pool']['pool_level']``
@@ -26,7 +26,6 @@ from typing import Any
 
 import pandas as pd
 
-from .. import detectors
 from ..errors import InputError
 from ..hub.folders import sha256_file
 from .cells import stem_of
@@ -136,25 +135,6 @@ def questions_from_runs(specs: Sequence[str] | str, *, column_map: dict[str, str
 
 
 # ---------------------------------------------------------------------------------------- the frame
-def pool_summary(full_models: Sequence[str], blind_models: Sequence[str]) -> dict:
-    """Which models pair by name across arms; a note when the blind pool is a different set."""
-    full, blind = list(full_models), list(blind_models)
-    paired = [m for m in full if m in set(blind)]
-    # the zero-gain audit pairs models by name; only with no model in both arms does it fall back to
-    # comparing the two pools' mean accuracies (pool level)
-    pool_level = bool(blind) and bool(full) and not paired
-    note = None
-    if pool_level:
-        note = (f"no model appears in both arms (full: {len(full)}, blind: {len(blind)}); full-vs-blind "
-                "comparisons are made at pool level (pool means), not per model")
-    elif blind and set(blind) != set(full):
-        unpaired = [m for m in full + blind if m not in set(paired)]
-        note = (f"the blind pool ({len(blind)} model(s)) differs from the full pool ({len(full)} model(s)); "
-                f"{detectors.by_role('image_gain')} pairs the {len(paired)} model(s) present in both arms and leaves out "
-                f"{unpaired[:5]}" + (" ..." if len(unpaired) > 5 else ""))
-    return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level, "note": note}
-
-
 def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence[str] = (), *,
                 column_map: dict[str, str] | None = None, revision: str | None = None,
                 dataset_hint: str | None = None, model: str | None = None, blind_model: str | None = None,
@@ -220,7 +200,6 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
         if unparsed:
             frame.meta["unparsed_options"] = unparsed
     frame.meta["benchmark"] = frame.meta["dataset"]["name"]
-    frame.meta["pool"] = pool_summary(frame.models_in("full"), frame.models_in("blind"))
     return frame
 
 

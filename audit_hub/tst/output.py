@@ -168,7 +168,7 @@ def _reliability_table(cal: dict) -> str:
 
 def fig_reliability(cal: dict, out: Path) -> str | None:
     """``figures/tst_reliability.png``: accuracy against confidence per bin, raw and calibrated."""
-    from ..report.figures import pyplot_agg, save_png
+    from ..hub.figures import pyplot_agg, save_png
 
     if not cal or not cal.get("reliability_before"):
         return None
