@@ -64,6 +64,8 @@ def manifest_command(folder: Path) -> str | None:
         return None
     if isinstance(data.get("output_of"), str):
         return data["output_of"]
+    if isinstance(data.get("command"), str):
+        return data["command"]
     cl = data.get("command_line") if isinstance(data.get("command_line"), list) else data.get("command")
     if isinstance(cl, list) and len(cl) > 1 and isinstance(cl[1], str):
         return cl[1]
@@ -200,19 +202,26 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def _finalise(tmp: Path, command: str | None) -> None:
-    """Before the swap: no links or special files, credentials scrubbed from text files (the manifest's
-    hashes kept true), the manifest stamped with ``output_of``, and no secret in any byte of any file."""
+    """Before the swap: no links or special files, credentials scrubbed from text files (the manifests'
+    hashes kept true), every manifest stamped with ``output_of``, and no secret in any byte of any file.
+
+    A folder may hold reports with manifests of their own (an index of reports): each manifest is
+    updated, deepest first, so that a parent's record of a child's manifest stays true."""
     from ..errors import OutputError
     from ..scrub import find_secret, find_secret_in_file, scrub, secret_values
 
     secrets = bool(secret_values())
     changed: set[str] = set()
+    manifests: list[str] = []
     for p in sorted(tmp.rglob("*")):
         rel = p.relative_to(tmp).as_posix()
         if p.is_symlink() or not (p.is_dir() or p.is_file()):
             p.unlink()
             raise OutputError(f"internal: the output {rel} is not a regular file; nothing written")
-        if p.is_dir() or rel == MANIFEST:
+        if p.is_dir():
+            continue
+        if p.name == MANIFEST:
+            manifests.append(rel)
             continue
         if p.suffix in (".md", ".json", ".txt", ".yaml", ".yml", ".csv", ".tsv", ".jsonl"):
             text = p.read_text(encoding="utf-8", errors="surrogateescape")
@@ -225,23 +234,25 @@ def _finalise(tmp: Path, command: str | None) -> None:
             if var:
                 raise OutputError(f"refusing to write {rel}: it would contain the value of ${var} (an input "
                                   "carries the credential); nothing written")
-    m = tmp / MANIFEST
-    if m.is_file():
+    for rel in sorted(manifests, key=lambda r: (-r.count("/"), r)):
+        m = tmp / rel
+        base = rel[: -len(MANIFEST)]  # "" or "sub/"
         try:
             data = json.loads(m.read_text(encoding="utf-8"))
         except ValueError:
             data = None
         if isinstance(data, dict):
-            if changed and isinstance(data.get("outputs"), list):
+            if isinstance(data.get("outputs"), list):
                 for rec in data["outputs"]:
-                    if isinstance(rec, dict) and rec.get("path") in changed:
-                        f = tmp / rec["path"]
+                    if isinstance(rec, dict) and isinstance(rec.get("path"), str) and base + rec["path"] in changed:
+                        f = tmp / (base + rec["path"])
                         rec["sha256"], rec["bytes"] = sha256_file(f), f.stat().st_size
             if command is not None:
                 data["output_of"] = command
             m.write_text(dump_json(data), encoding="utf-8")
+            changed.add(rel)
         if secrets and find_secret(m.read_bytes()):
-            raise OutputError("refusing to write manifest.json: it would contain a credential; nothing written")
+            raise OutputError(f"refusing to write {rel}: it would contain a credential; nothing written")
 
 
 @contextlib.contextmanager
@@ -278,7 +289,11 @@ def atomic_dir(target: str | os.PathLike, *, overwrite: bool = True, command: st
     try:
         yield tmp
         _finalise(tmp, command)
-        _commit(tmp, real)
+        _commit(tmp, real, lambda p: _replaceable(p, command, recognise),
+                lambda: OutputError(f"{what} {shown} appeared or changed while benchaudit"
+                                    f"{' ' + command if command else ''} ran and is not a previous output of it; "
+                                    "it was left as it is and nothing was written (choose a new folder and "
+                                    "rerun)"))
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
         _remove_created(created)
@@ -309,8 +324,52 @@ def _remove_created(created: list[Path]) -> None:
             d.rmdir()
 
 
-def _commit(tmp: Path, real: Path) -> None:
-    """Swap ``tmp`` into ``real`` with signals held off, then delete the old output."""
+def _replaceable(p: Path, command: str | None, recognise) -> bool:
+    """At the swap: ``p`` (what is at the target now) may be replaced: an empty folder or a previous
+    output of ``command`` -- the rule :func:`check_output_target` applied at the start."""
+    try:
+        if p.is_symlink() or not p.is_dir():
+            return False
+        if not os.listdir(p):
+            return True
+    except OSError:
+        return False
+    return bool(recognise(p)) if recognise is not None else (command is not None and manifest_command(p) == command)
+
+
+def _rename_noreplace(a: Path, b: Path) -> bool | None:
+    """Rename ``a`` to ``b`` only if nothing is at ``b`` (renameat2 RENAME_NOREPLACE, atomic): True when
+    done, False when something is there, None where the system lacks it."""
+    import ctypes
+    import errno as _errno
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_noreplace = -100, 1
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_noreplace) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == _errno.EEXIST:
+        return False
+    if err in (_errno.ENOSYS, _errno.EINVAL, getattr(_errno, "ENOTSUP", 95), _errno.EOPNOTSUPP):
+        return None
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _commit(tmp: Path, real: Path, replaceable=None, refused=None) -> None:
+    """Swap ``tmp`` into ``real`` with signals held off, then delete the old output.
+
+    The check of what is at ``real`` holds at the moment of the swap: when nothing is there, the rename
+    fails if something appeared meanwhile (RENAME_NOREPLACE); otherwise what was there is swapped out
+    atomically into ``tmp``'s place and checked there with ``replaceable``; when it is not replaceable
+    (a folder the user made at ``--out`` during the run) it is swapped straight back, untouched, and
+    ``refused()`` is raised."""
     import signal
 
     sigs = {signal.SIGINT, signal.SIGTERM}
@@ -320,19 +379,34 @@ def _commit(tmp: Path, real: Path) -> None:
         old_mask = None
     retired: Path | None = None
     try:
-        if not os.path.lexists(real):
-            os.rename(tmp, real)
-        elif _exchange(tmp, real):
-            retired = tmp  # tmp now holds the old output
-        else:
-            retired = real.parent / _temp_name(real, "old")
-            os.rename(real, retired)
+        done = _rename_noreplace(tmp, real) if not os.path.lexists(real) else False
+        if done is None:  # no RENAME_NOREPLACE: a plain rename fails on a non-empty folder or a file
             try:
                 os.rename(tmp, real)
+                done = True
             except OSError:
-                os.rename(retired, real)
-                retired = None
-                raise
+                if not os.path.lexists(real):
+                    raise
+                done = False
+        if not done:
+            if _exchange(tmp, real):
+                if replaceable is not None and not replaceable(tmp):  # tmp holds what was at real
+                    if not _exchange(tmp, real):
+                        raise OSError("cannot swap back")  # pragma: no cover (it just worked)
+                    raise refused() if refused is not None else FileExistsError(str(real))
+                retired = tmp
+            else:
+                retired = real.parent / _temp_name(real, "old")
+                os.rename(real, retired)
+                if replaceable is not None and not replaceable(retired):
+                    os.rename(retired, real)
+                    raise refused() if refused is not None else FileExistsError(str(real))
+                try:
+                    os.rename(tmp, real)
+                except OSError:
+                    os.rename(retired, real)
+                    retired = None
+                    raise
     finally:
         if old_mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)

@@ -8,7 +8,6 @@ strings and small tables; the template only lays them out.
 
 from __future__ import annotations
 
-import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,10 @@ import numpy as np
 import pandas as pd
 
 from .. import detectors
-from ..escape import plain_text, safe_link
+from ..escape import safe_link
 from ..fmt import ci, fmt_num, fmt_p, isnum, md_escape, md_table, pct, pp
+from ..hub.card import configs as hub_configs
+from ..hub.card import dataset_info, render, yaml_text
 from ..severity import DESCRIPTIONS, LEVELS
 from .tables import ACTION_RULES, ACTIONS, judge_disagreement_counts
 
@@ -39,27 +40,6 @@ def template_path() -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- YAML
-def dataset_info_for(folder: Path, files: dict[str, list[str]]) -> list[dict]:
-    """``dataset_info`` YAML entries (features, splits, sizes) read back from the written Parquet files."""
-    import pyarrow.parquet as pq
-    from datasets import DatasetInfo, Features, SplitDict, SplitInfo
-
-    infos = []
-    for name, paths in files.items():
-        schema = pq.read_schema(folder / paths[0])
-        n_rows = sum(pq.ParquetFile(folder / p).metadata.num_rows for p in paths)
-        n_bytes = sum((folder / p).stat().st_size for p in paths)
-        mem = sum(pq.ParquetFile(folder / p).metadata.row_group(i).total_byte_size
-                  for p in paths for i in range(pq.ParquetFile(folder / p).metadata.num_row_groups))
-        splits = SplitDict()
-        splits.add(SplitInfo(name="train", num_bytes=int(mem), num_examples=int(n_rows)))
-        info = DatasetInfo(features=Features.from_arrow_schema(schema), splits=splits,
-                           download_size=int(n_bytes), dataset_size=int(mem))
-        d = info._to_yaml_dict()
-        infos.append({"config_name": name, **d})
-    return infos
-
-
 def card_header(result: Any, files: dict[str, list[str]]) -> dict:
     """The card's YAML fields that come from the audit (the ``DatasetCardData`` keyword arguments but
     ``dataset_info``, which is read back from the written files by :func:`finish_card`)."""
@@ -69,11 +49,9 @@ def card_header(result: Any, files: dict[str, list[str]]) -> dict:
     n = result.frame.n_questions
     size = ("n<1K" if n < 1_000 else "1K<n<10K" if n < 10_000 else "10K<n<100K" if n < 100_000
             else "100K<n<1M" if n < 1_000_000 else "1M<n<10M")
-    bench = plain_text(meta.get("benchmark") or ds.get("name") or "benchmark", 100)
-    configs = [{"config_name": name, "data_files": [{"split": "train", "path": f"data/{name}-*.parquet"}],
-                **({"default": True} if name == "questions" else {})} for name in files]
+    bench = yaml_text(meta.get("benchmark") or ds.get("name") or "benchmark", 100)
     return dict(license=lic, pretty_name=f"benchaudit report: {bench}", tags=list(TAGS), size_categories=[size],
-                configs=configs)
+                configs=hub_configs(files, default="questions"))
 
 
 # ---------------------------------------------------------------------------------------------- body
@@ -436,13 +414,4 @@ def render_card(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame, 
 
 def finish_card(header: dict, ctx: dict, files: dict[str, list[str]], folder: str, template: str) -> str:
     """The card's text from :func:`card_header`, :func:`build_context` and the written Parquet files."""
-    from huggingface_hub import DatasetCard, DatasetCardData
-
-    data = DatasetCardData(**header, dataset_info=dataset_info_for(Path(folder), files))
-    card = DatasetCard.from_template(data, template_path=template, **ctx)
-    text = str(card)
-    text = re.sub(r"\n{3,}", "\n\n", text)
-    if not text.endswith("\n"):
-        text += "\n"
-    DatasetCard(text)  # parses the YAML header; raises on a malformed card
-    return text
+    return render(header, info=dataset_info(Path(folder), files), template=template, **ctx)

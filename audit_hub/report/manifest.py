@@ -1,72 +1,13 @@
-"""``manifest.json``: everything needed to reproduce the report and to check it was not altered.
+"""The audit's fields of ``manifest.json`` (the schema, common fields and file hashes: :mod:`audit_hub.hub.manifest`).
 
-sha256 of every input (computed here when the reader did not record it) and of every output file,
-the dataset revision (and the resolved commit of Hub inputs), package versions (read from
-installed metadata, nothing is imported), seeds, thresholds and parameters, the command line, and
-UTC timestamps.
+The dataset revision (and the resolved commit of Hub inputs), the number of questions, the models of
+each arm, the primary correctness field, seeds, the configuration, each detector's thresholds and
+parameters, and the detectors that were skipped.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import os
-import platform
-import sys
-from importlib import metadata
-from pathlib import Path
 from typing import Any
-
-PACKAGES = ("benchaudit", "numpy", "pandas", "pyarrow", "scipy", "statsmodels", "datasets", "huggingface_hub",
-            "evaluate", "matplotlib", "rapidfuzz", "scikit-learn", "jinja2", "typer", "torch", "transformers")
-MANIFEST_VERSION = 1
-
-
-def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
-    """Installed versions (None when absent), without importing the packages."""
-    out: dict[str, str | None] = {}
-    for n in names:
-        try:
-            out[n] = metadata.version(n)
-        except metadata.PackageNotFoundError:
-            out[n] = None
-    return out
-
-
-def _iso(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, tz=_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def describe_inputs(inputs: list[dict]) -> list[dict]:
-    """Copy the input records and fill ``sha256``/``bytes`` for local files that lack them."""
-    from ..hub.folders import sha256_file
-
-    out = []
-    for rec in inputs or []:
-        r = dict(rec)
-        p = r.get("path")
-        if p and not r.get("sha256"):
-            path = Path(str(p))
-            if path.is_file():
-                r["sha256"] = sha256_file(path)
-                r.setdefault("bytes", path.stat().st_size)
-            else:
-                r.setdefault("sha256", None)
-        out.append(r)
-    return out
-
-
-def output_files(folder: Path, exclude: tuple[str, ...] = ("manifest.json",)) -> list[dict]:
-    """sha256 and size of every file in the report folder (sorted, POSIX paths)."""
-    from ..hub.folders import sha256_file
-
-    files = []
-    for p in sorted(Path(folder).rglob("*")):
-        if p.is_file():
-            rel = p.relative_to(folder).as_posix()
-            if rel in exclude:
-                continue
-            files.append({"path": rel, "bytes": p.stat().st_size, "sha256": sha256_file(p)})
-    return files
 
 
 def _config_dict(config: Any) -> dict:
@@ -77,12 +18,11 @@ def _config_dict(config: Any) -> dict:
     return dict(config or {})
 
 
-def build_manifest(result: Any, *, command_line: list[str], inputs: list[dict], folder: Path,
-                   started_at: float, finished_at: float, timings: dict[str, float] | None = None) -> dict:
-    """The manifest dict (JSON-serialisable through :func:`audit_hub.hub.folders.dump_json`).
+def manifest_fields(result: Any, inputs: list[dict]) -> dict:
+    """The audit's own manifest fields, in the manifest's order (``dataset`` and ``hub_inputs`` precede
+    the ``inputs`` list; the rest follow it)."""
+    from ..hub.manifest import describe_inputs
 
-    ``timings``: wall seconds per stage (:mod:`audit_hub.clock`; read, validate, each detector,
-    calibration, report, figures, card); defaults to the detector timings of ``result``."""
     frame = result.frame
     meta = frame.meta
     ds = dict(meta.get("dataset") or {})
@@ -92,17 +32,8 @@ def build_manifest(result: Any, *, command_line: list[str], inputs: list[dict], 
     cfg = _config_dict(result.config)
     thresholds = {name: dict(res.params) for name, res in result.results.items() if getattr(res, "params", None)}
     return {
-        "manifest_version": MANIFEST_VERSION,
-        "tool": "benchaudit",
-        "benchaudit_version": package_versions(("benchaudit",))["benchaudit"],
-        "command_line": list(command_line),
-        "started_at": _iso(started_at),
-        "finished_at": _iso(finished_at),
-        "timings_s": {k: round(float(v), 4) for k, v in
-                      (timings if timings is not None else getattr(result, "timings", {}) or {}).items()},
         "dataset": {**ds, "revision": ds.get("revision") or ds.get("commit") or ds.get("resolved_commit")},
         "hub_inputs": hub_inputs,
-        "inputs": ins,
         "n_questions": frame.n_questions,
         "models": {"full": frame.models_in("full"), "blind": frame.models_in("blind")},
         "primary_field": result.primary_field,
@@ -110,12 +41,4 @@ def build_manifest(result: Any, *, command_line: list[str], inputs: list[dict], 
         "config": cfg,
         "thresholds": thresholds,
         "skipped": dict(result.skipped or {}),
-        "environment": {
-            "python": sys.version.split()[0],
-            "platform": platform.platform(),
-            "packages": package_versions(),
-            "env": {k: os.environ[k] for k in ("HF_ENDPOINT", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
-                    if k in os.environ},
-        },
-        "outputs": output_files(folder),
     }
