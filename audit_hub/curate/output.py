@@ -13,21 +13,24 @@ Layout (``datasets.load_dataset(folder, config)`` loads every config):
 * ``README.md`` (card from ``cards/curate_card.md.j2``), ``summary.json`` (``curation.*``),
   ``manifest.json`` (inputs with sha256, command line, versions, seeds, outputs with sha256).
 
-Written inside :func:`audit_hub.hub.folders.atomic_dir`: a failed run leaves no partial folder.
+Written by the output layer (:func:`audit_hub.hub.output.output_folder`: the one shard writer, YAML header
+builder and manifest schema): a failed run leaves no partial folder.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import time
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..hub.folders import atomic_dir, dump_json, write_hub_folder
+from .. import __version__
+from ..hub.card import configs as hub_configs
+from ..hub.card import yaml_text
+from ..hub.figures import save_png
+from ..hub.output import output_folder
 
 TEMPLATE_NAME = "curate_card.md.j2"
 BLUE, ORANGE, GREY = "#3b6ea8", "#e07b24", "#9a9a9a"
@@ -60,11 +63,6 @@ def _figures(result, folder: Path) -> dict[str, str]:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    def _save(fig, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=150, bbox_inches="tight", facecolor="white", metadata={"Software": None})
-        plt.close(fig)
-
     s = result.summary
     ms = result.model_scores
     out = {}
@@ -83,7 +81,7 @@ def _figures(result, folder: Path) -> dict[str, str]:
     ax.set_ylabel("accuracy on the curated set (%)")
     ax.set_title(f"Ranking preservation: {s['n_before']:,} -> {s['n_after']:,} items")
     ax.legend(fontsize=8, loc="lower right", frameon=False)
-    _save(fig, folder / "ranking_preservation.png")
+    save_png(fig, folder / "ranking_preservation.png")
     out["ranking_preservation"] = "figures/ranking_preservation.png"
 
     fig, axes = plt.subplots(1, 3, figsize=(9.6, 3.4))
@@ -99,14 +97,15 @@ def _figures(result, folder: Path) -> dict[str, str]:
             ax.text(1, vals[1], f"{100 * ch:+.0f}%", ha="center", va="bottom", fontsize=9)
     fig.suptitle("Discrimination before and after curation", fontsize=10)
     fig.tight_layout()
-    _save(fig, folder / "discrimination.png")
+    save_png(fig, folder / "discrimination.png")
     out["discrimination"] = "figures/discrimination.png"
     return out
 
 
 # ---------------------------------------------------------------------------------------------- card
 def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) -> dict:
-    from ..report.card import ci, fmt_num, md_escape, md_table, pct
+    from ..escape import md_inline
+    from ..fmt import ci, fmt_num, md_table, pct
 
     s = result.summary
     stages = s["stage_order"]
@@ -157,61 +156,37 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
              r3(j["heldout_spearman_rho"]) + ci3(j["heldout_spearman_rho_ci"])] for j in s.get("junk") or []]
     junk_table = md_table(["junk injected", "junk items", "survived curation", "held-out rho vs clean pool"], junk)
     se = s.get("score_estimation") or {}
-    thresholds = md_table(["threshold", "value"], [[md_escape(k), md_escape(v)] for k, v in s["thresholds"].items()])
+    thresholds = md_table(["threshold", "value"], [[md_inline(k), md_inline(v)] for k, v in s["thresholds"].items()])
     bench = result.frame.meta.get("benchmark") or (result.frame.meta.get("dataset") or {}).get("name") or "the input benchmark"
     return {
-        "bench": md_escape(bench), "n_before": fmt_num(s["n_before"]), "n_after": fmt_num(s["n_after"]),
+        "bench": md_inline(bench), "n_before": fmt_num(s["n_before"]), "n_after": fmt_num(s["n_after"]),
         "reduction": pct(s["reduction"]), "pipeline": pipeline, "overlaps": overlaps, "ranking": ranking_table,
-        "versus_random": md_escape(s.get("versus_random") or "", 400), "discrimination": disc, "visual": vis,
+        "versus_random": md_inline(s.get("versus_random") or "", 400), "discrimination": disc, "visual": vis,
         "junk": junk_table, "score": se,
         "score_ci": (f"[{se['mae_points_ci'][0]:.2f}, {se['mae_points_ci'][1]:.2f}]" if se.get("mae_points_ci") else "n/a"),
-        "score_by": ", ".join(f"{md_escape(k)} {v:.2f}" for k, v in (se.get("mae_points_by_estimator") or {}).items()), "score_mae": fmt_num(se.get("mae_points")) if se.get("mae_points") is not None else None,
+        "score_by": ", ".join(f"{md_inline(k)} {v:.2f}" for k, v in (se.get("mae_points_by_estimator") or {}).items()), "score_mae": fmt_num(se.get("mae_points")) if se.get("mae_points") is not None else None,
         "thresholds": thresholds, "statement": s["statement"], "figures": figures, "files": files,
-        "selection": s["selection"], "method": md_escape(s["selection"].get("method") or "none"),
-        "models": ", ".join(md_escape(m, 60) for m in s["models"]), "n_models": len(s["models"]),
-        "ci": ci, "seed": s["seeds"]["seed"], "version": _version(),
-        "leader": ", ".join(md_escape(m, 60) for m in s.get("heldout_leader_changes_on_drop") or []) or "none",
+        "selection": s["selection"], "method": md_inline(s["selection"].get("method") or "none"),
+        "models": ", ".join(md_inline(m, 60) for m in s["models"]), "n_models": len(s["models"]),
+        "ci": ci, "seed": s["seeds"]["seed"], "version": __version__,
+        "leader": ", ".join(md_inline(m, 60) for m in s.get("heldout_leader_changes_on_drop") or []) or "none",
     }
 
 
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
+_SPLITS = {"test": "test"}
+_NAMES = {"test": "default"}
 
 
-def render_card(result, files: dict[str, list[str]], figures: dict[str, str], folder: Path) -> str:
-    from huggingface_hub import DatasetCard, DatasetCardData
-
-    from ..report.card import dataset_info_for
-
-    configs = [{"config_name": "default" if name == "test" else name,
-                "data_files": [{"split": "test" if name == "test" else "train", "path": f"data/{name}-*.parquet"}],
-                **({"default": True} if name == "test" else {})} for name in files]
-    info = dataset_info_for(folder, files)
-    for d in info:
-        if d["config_name"] == "test":
-            d["config_name"] = "default"
-            for sp in d.get("splits", []):
-                sp["name"] = "test"
+def card_header(result, files: dict[str, list[str]]) -> dict:
     lic = str((result.frame.meta.get("dataset") or {}).get("license") or "other").lower()
-    data = DatasetCardData(license=lic, tags=["benchaudit", "curated-benchmark", "evaluation", "vision-language-models"],
-                           configs=configs, dataset_info=info,
-                           pretty_name=f"benchaudit curated: {result.frame.meta.get('benchmark') or 'benchmark'}")
-    ctx = _card_context(result, files, figures)
-    card = DatasetCard.from_template(data, template_path=str(_template()), **ctx)
-    text = re.sub(r"\n{3,}", "\n\n", str(card))
-    if not text.endswith("\n"):
-        text += "\n"
-    DatasetCard(text)
-    return text
+    bench = yaml_text(result.frame.meta.get("benchmark") or "benchmark")
+    return {"license": lic, "tags": ["benchaudit", "curated-benchmark", "evaluation", "vision-language-models"],
+            "configs": hub_configs(files, default="test", splits=_SPLITS, names=_NAMES),
+            "pretty_name": f"benchaudit curated: {bench}"}
 
 
 def write_curation(result, out: str | os.PathLike, *, command_line: list[str], inputs: list[dict],
                    figures: bool = True) -> Path:
-    from ..report.manifest import describe_inputs, output_files, package_versions
-
-    started = time.time()
     removed = result.removed.copy()
     for c in removed.columns:
         removed[c] = removed[c].astype("string")
@@ -221,20 +196,15 @@ def write_curation(result, out: str | os.PathLike, *, command_line: list[str], i
             findings[c] = findings[c].astype("string")
     configs = {"test": curated_table(result), "removed": removed, "findings": findings,
                "models": result.model_scores}
-    with atomic_dir(out, command="curate", inputs=[r.get("path") for r in inputs or [] if isinstance(r, dict)]) as tmp:
-        tmp = Path(tmp)
-        files = write_hub_folder(tmp, configs)
-        figs = _figures(result, tmp / "figures") if figures else {}
-        summary = {"curation": result.summary}
-        (tmp / "summary.json").write_text(dump_json(summary), encoding="utf-8")
-        (tmp / "README.md").write_text(render_card(result, files, figs, tmp), encoding="utf-8")
-        manifest = {
-            "tool": "benchaudit", "command": "curate", "benchaudit_version": _version(),
-            "command_line": list(command_line), "inputs": describe_inputs(inputs),
-            "config": result.config.as_dict(), "seeds": result.summary["seeds"],
-            "timings_s": result.timings, "packages": package_versions(),
-            "started_at": started, "n_before": result.summary["n_before"], "n_after": result.summary["n_after"],
-            "outputs": output_files(tmp),
-        }
-        (tmp / "manifest.json").write_text(dump_json(manifest), encoding="utf-8")
+    with output_folder(out, command="curate",
+                       inputs=[r.get("path") for r in inputs or [] if isinstance(r, dict)]) as f:
+        for name, df in configs.items():
+            f.config(name, df)
+        figs = _figures(result, f.folder("figures")) if figures else {}
+        f.json("summary.json", {"curation": result.summary})
+        f.card(card_header(result, f.files), template=str(_template()), splits=_SPLITS, names=_NAMES,
+               **_card_context(result, f.files, figs))
+        f.manifest(command_line=command_line, inputs=inputs, timings=result.timings,
+                   fields={"config": result.config.as_dict(), "seeds": result.summary["seeds"],
+                           "n_before": result.summary["n_before"], "n_after": result.summary["n_after"]})
     return Path(out).resolve()

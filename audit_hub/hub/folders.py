@@ -1,4 +1,6 @@
-"""Small I/O helpers shared by every writer: atomic output folders, hashing, Hub-layout folders."""
+"""Output folders: the safety checks of ``--out``, atomic writing and swapping, hashing and JSON.
+
+The content of an output folder goes through :mod:`audit_hub.hub.output`; this module owns the folder itself."""
 
 from __future__ import annotations
 
@@ -471,34 +473,3 @@ def dump_json(obj: Any) -> str:
     from ..scrub import scrub_obj
 
     return json.dumps(scrub_obj(to_jsonable(obj)), indent=2, sort_keys=False, allow_nan=False) + "\n"
-
-
-def write_hub_folder(folder: str | os.PathLike, configs: dict, card_markdown: str | None = None,
-                     summary: dict | None = None, manifest: dict | None = None,
-                     max_rows_per_shard: int = 2_000_000) -> dict[str, list[str]]:
-    """Write DataFrames in the layout ``datasets.push_to_hub`` produces.
-
-    ``configs`` maps a config name to a DataFrame; each is written to
-    ``data/<config>-NNNNN-of-MMMMM.parquet`` (sharded above ``max_rows_per_shard`` rows).
-    Returns the relative file paths per config (for the card's ``configs:`` YAML).
-    """
-    folder = Path(folder)
-    (folder / "data").mkdir(parents=True, exist_ok=True)
-    written: dict[str, list[str]] = {}
-    for name, df in configs.items():
-        n = len(df)
-        n_shards = max(1, math.ceil(n / max_rows_per_shard))
-        paths = []
-        for s in range(n_shards):
-            part = df.iloc[s * max_rows_per_shard:(s + 1) * max_rows_per_shard]
-            rel = f"data/{name}-{s:05d}-of-{n_shards:05d}.parquet"
-            part.to_parquet(folder / rel, index=False)
-            paths.append(rel)
-        written[name] = paths
-    if card_markdown is not None:
-        (folder / "README.md").write_text(card_markdown, encoding="utf-8")
-    if summary is not None:
-        (folder / "summary.json").write_text(dump_json(summary), encoding="utf-8")
-    if manifest is not None:
-        (folder / "manifest.json").write_text(dump_json(manifest), encoding="utf-8")
-    return written

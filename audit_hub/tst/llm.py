@@ -282,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from ..errors import BenchauditError
     from ..frame.core import AuditFrame
-    from ..hub.folders import atomic_dir, to_jsonable, write_hub_folder
+    from ..hub.card import configs as hub_configs
+    from ..hub.output import output_folder
     from ..readers.ingest import load_questions
 
     try:
@@ -297,17 +298,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if acc.is_main_process:
-        from .output import yaml_configs
+        from ..escape import md_inline
+        from ..fmt import pct, pp
 
-        card = yaml_configs([("questions", "train", "data/questions-*.parquet")]) + (
-            "\n# TsT-LLM\n\n"
-            f"- model: {cfg.model}\n- zero-shot mean P(gold): {100 * res.summary['zero_shot_mean_p_gold']:.1f}%\n"
-            f"- TsT mean P(gold): {100 * res.summary['tst_mean_p_gold']:.1f}%\n"
-            f"- ΔTsT: {100 * res.summary['delta_tst']:+.1f} points\n")
-        with atomic_dir(a.out, command="tst-llm", inputs=[a.questions, a.model]) as tmp:
-            write_hub_folder(tmp, {"questions": res.per_question}, card, to_jsonable({"tst_llm": res.summary}),
-                             {"tool": "benchaudit", "command": ["python", "-m", "audit_hub.tst.llm", *sys.argv[1:]],
-                              "inputs": frame.sources})
+        body = ("# TsT-LLM\n\n"
+                f"- model: {md_inline(cfg.model, 200)}\n- zero-shot mean P(gold): {pct(res.summary['zero_shot_mean_p_gold'])}\n"
+                f"- TsT mean P(gold): {pct(res.summary['tst_mean_p_gold'])}\n"
+                f"- ΔTsT: {pp(res.summary['delta_tst'])}\n")
+        with output_folder(a.out, command="tst-llm", inputs=[a.questions, a.model]) as f:
+            f.config("questions", res.per_question)
+            f.json("summary.json", {"tst_llm": res.summary})
+            f.card({"configs": hub_configs(f.files, default="questions"), "tags": ["benchaudit", "test-set-stress-test"]},
+                   body=body)
+            f.manifest(command_line=["python", "-m", "audit_hub.tst.llm", *sys.argv[1:]], inputs=frame.sources,
+                       fields={"params": {"model": cfg.model, "k": cfg.k, "seed": cfg.seed}})
         print(f"TsT-LLM zero-shot {100 * res.summary['zero_shot_mean_p_gold']:.1f}% -> TsT "
               f"{100 * res.summary['tst_mean_p_gold']:.1f}% (ΔTsT {100 * res.summary['delta_tst']:+.1f}) -> {a.out}")
     return 0

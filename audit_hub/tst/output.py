@@ -1,16 +1,15 @@
-"""Writers for ``benchaudit tst`` and ``benchaudit prune``: Hub-layout report folders and the pruned set.
+"""The content of ``benchaudit tst`` and ``benchaudit prune`` outputs, written by the output layer.
 
-Both write the same layout as ``benchaudit audit`` (``README.md`` card whose YAML ``configs`` point at
-``data/<config>-*.parquet``, ``summary.json``, ``manifest.json``) through
-:func:`audit_hub.hub.folders.write_hub_folder` inside :func:`audit_hub.hub.folders.atomic_dir`, so a failed
-run never leaves a partial folder. ``prune`` also writes ``pruned_benchmark/``: the kept questions as
-a Hub dataset folder (publishable with ``benchaudit push``) whose card says how it was made.
+Both have the layout of every output (``README.md`` card whose YAML ``configs`` point at
+``data/<config>-*.parquet``, ``summary.json``, ``manifest.json`` of the one schema), written through
+:func:`audit_hub.hub.output.output_folder`, so a failed run never leaves a partial folder. ``prune`` also
+writes ``pruned_benchmark/``: the kept questions as a Hub dataset folder with a manifest of its own
+(publishable with ``benchaudit push``) whose card says how it was made.
 """
 
 from __future__ import annotations
 
 import os
-import platform
 from pathlib import Path
 from typing import Any
 
@@ -19,55 +18,22 @@ import pandas as pd
 
 from .. import __version__
 from ..escape import md_inline
-from ..hub.folders import atomic_dir, to_jsonable, write_hub_folder
+from ..fmt import ci, fmt_p, md_table, pct, pp
+from ..hub.card import configs as hub_configs
+from ..hub.folders import to_jsonable
+from ..hub.output import OutputFolder, output_folder
+
+TAGS = ["benchaudit", "test-set-stress-test"]
 
 
-def yaml_configs(configs: list[tuple[str, str, str]], extra: str = "") -> str:
-    """YAML front matter: ``configs`` = [(config_name, split, path glob)]; the first is the default."""
-    lines = ["---", "configs:"]
-    for i, (name, split, path) in enumerate(configs):
-        lines += [f"- config_name: {name}", "  data_files:", f"  - split: {split}", f"    path: {path}"]
-        if i == 0:
-            lines.append("  default: true")
-    lines += ["tags:", "- benchaudit", "- test-set-stress-test"]
-    if extra:
-        lines.append(extra.rstrip("\n"))
-    lines.append("---")
-    return "\n".join(lines) + "\n"
-
-
-def _pct(x: Any) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{100 * float(x):.1f}"
-
-
-def _ci(pair: Any) -> str:
-    if not pair or pair[0] is None:
-        return ""
-    return f" [{_pct(pair[0])}, {_pct(pair[1])}]"
-
-
-def _md_table(header: list[str], rows: list[list[Any]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for r in rows:
-        out.append("| " + " | ".join(md_inline(x, 200) for x in r) + " |")  # cells hold input-derived names
-    return "\n".join(out)
-
-
-def _versions() -> dict:
-    import sklearn
-
-    return {"benchaudit": __version__, "python": platform.python_version(), "numpy": np.__version__,
-            "pandas": pd.__version__, "scikit-learn": sklearn.__version__}
+def _with_ci(x: Any, pair: Any) -> str:
+    """A share with its interval when there is one: ``45.0% [40.0, 50.0]%``."""
+    return pct(x) + (f" {ci(pair)}" if pair and pair[0] is not None else "")
 
 
 def source_paths(frame) -> list[str]:
     """Local paths of the frame's inputs (the output folder may never be or contain one)."""
     return [str(s["path"]) for s in getattr(frame, "sources", []) or [] if isinstance(s, dict) and s.get("path")]
-
-
-def manifest(frame, command_line: list[str] | None, params: dict) -> dict:
-    return {"tool": "benchaudit", "command": list(command_line or []), "inputs": list(getattr(frame, "sources", [])),
-            "versions": _versions(), "params": params}
 
 
 # ---------------------------------------------------------------------------------------- TsT
@@ -82,18 +48,11 @@ def tst_questions_table(frame, result) -> pd.DataFrame:
     return pd.concat([base, pq.drop(columns=["question_id"])], axis=1)
 
 
-def _fmt_pts(x: Any) -> str:
-    return "n/a" if x is None else f"{100 * float(x):+.1f} pts"
-
-
 def _null_text(b: dict) -> str:
-    from ..fmt import fmt_p
-
     if b.get("p_value") is None:
         return "null not run"
-    lo, hi = (f"{100 * float(x):+.1f}" for x in b["excess_ci"])
-    return (f"null test {_pct(b['test_statistic'])}% vs {_pct(b['null_mean'])}% ± {_pct(b['null_sd'])} | excess "
-            f"{_fmt_pts(b['excess'])} [{lo}, {hi}] | p = {fmt_p(b['p_value'])}")
+    return (f"null test {pct(b['test_statistic'])} vs {pct(b['null_mean'])} ± {pct(b['null_sd'])} | excess "
+            f"{pp(b['excess'])} {ci(b['excess_ci'], 'pp')} | p = {fmt_p(b['p_value'])}")
 
 
 def summary_lines(summary: dict) -> list[str]:
@@ -105,16 +64,16 @@ def summary_lines(summary: dict) -> list[str]:
            f"K{', groups kept' if p['group_column'] else ''})"]
     for f, b in summary["by_format"].items():
         what = "accuracy" if f == "choice" else "MRA"
-        line = (f"  {f:<7} n={b['n']:<6} {what} {_pct(b['accuracy'])}%{_ci(b['accuracy_ci'])} | {_null_text(b)} | "
-                f"chance {_pct(b['chance'])}% | majority {_pct(b['majority_baseline'])}%")
+        line = (f"  {f:<7} n={b['n']:<6} {what} {_with_ci(b['accuracy'], b['accuracy_ci'])} | {_null_text(b)} | "
+                f"chance {pct(b['chance'])} | majority {pct(b['majority_baseline'])}")
         if f == "choice" and b.get("ece_before") is not None:
-            line += (f" | P(gold) {_pct(b['mean_p_gold'])}% (raw {_pct(b['mean_p_gold_raw'])}%), "
-                     f"ECE {_pct(b['ece_before'])}% -> {_pct(b['ece_after'])}%")
+            line += (f" | P(gold) {pct(b['mean_p_gold'])} (raw {pct(b['mean_p_gold_raw'])}), "
+                     f"ECE {pct(b['ece_before'])} -> {pct(b['ece_after'])}")
         out.append(line)
     if len(summary["by_format"]) > 1:
-        out.append(f"  {'all':<7} n={summary['n_scored']:<6} score {_pct(summary['accuracy'])}%"
-                   f"{_ci(summary['accuracy_ci'])} | {_null_text(summary)} | chance {_pct(summary['chance'])}% | "
-                   f"majority {_pct(summary['majority_baseline'])}%  (n-weighted over the same questions)")
+        out.append(f"  {'all':<7} n={summary['n_scored']:<6} score "
+                   f"{_with_ci(summary['accuracy'], summary['accuracy_ci'])} | {_null_text(summary)} | chance {pct(summary['chance'])} | "
+                   f"majority {pct(summary['majority_baseline'])}  (n-weighted over the same questions)")
     if nn:
         out.append(f"  (accuracy/MRA: full run, {p['repeats']} repeats x {p['n_estimators']} trees; null test: the same "
                    f"pipeline on repeat 0's folds with {p['null_trees']}-tree forests, on the observed answers vs "
@@ -123,19 +82,17 @@ def summary_lines(summary: dict) -> list[str]:
 
 
 def _format_table(summary: dict) -> str:
-    from ..fmt import fmt_p
-
     rows = []
     items = list(summary["by_format"].items())
     if len(items) > 1:
         items.append(("all (n-weighted)", {**summary, "n": summary["n_scored"]}))
     for f, b in items:
-        rows.append([f, b["n"], f"{_pct(b['accuracy'])}{_ci(b['accuracy_ci'])}", _pct(b.get("test_statistic")),
-                     "n/a" if b.get("null_mean") is None else f"{_pct(b['null_mean'])} ± {_pct(b['null_sd'])}",
-                     _fmt_pts(b.get("excess")), fmt_p(b.get("p_value")), _pct(b["chance"]),
-                     _pct(b["majority_baseline"])])
-    return _md_table(["format", "n", "accuracy / MRA %", "test statistic %", "null mean ± sd %", "excess",
-                      "p", "chance %", "majority %"], rows)
+        rows.append([f, b["n"], _with_ci(b['accuracy'], b['accuracy_ci']), pct(b.get("test_statistic")),
+                     "n/a" if b.get("null_mean") is None else f"{pct(b['null_mean'])} ± {pct(b['null_sd'])}",
+                     pp(b.get("excess")), fmt_p(b.get("p_value")), pct(b["chance"]),
+                     pct(b["majority_baseline"])])
+    return md_table(["format", "n", "accuracy / MRA", "test statistic", "null mean ± sd", "excess",
+                     "p", "chance", "majority"], rows)
 
 
 def tst_card_section(summary: dict | None) -> str:
@@ -151,7 +108,7 @@ def tst_card_section(summary: dict | None) -> str:
              "what they alone give); p one-sided. The `all` row is n-weighted over the same questions."]
     if cal.get("ece_before") is not None:
         lines.append(f"Per-question s(x) (`tst_s`) is calibrated out of fold ({cal['method']}): expected "
-                     f"calibration error {_pct(cal['ece_before'])}% raw -> {_pct(cal['ece_after'])}%.")
+                     f"calibration error {pct(cal['ece_before'])} raw -> {pct(cal['ece_after'])}.")
     return "\n".join(lines)
 
 
@@ -160,10 +117,10 @@ def _reliability_table(cal: dict) -> str:
     for b0, b1 in zip(cal["reliability_before"], cal["reliability_after"]):
         if b0["n"] == 0 and b1["n"] == 0:
             continue
-        rows.append([f"{b0['lo']:.1f}-{b0['hi']:.1f}", b0["n"], _pct(b0["confidence"]), _pct(b0["accuracy"]),
-                     b1["n"], _pct(b1["confidence"]), _pct(b1["accuracy"])])
-    return _md_table(["confidence bin", "n raw", "raw conf %", "raw acc %", "n calibrated", "calibrated conf %",
-                      "calibrated acc %"], rows)
+        rows.append([f"{b0['lo']:.1f}-{b0['hi']:.1f}", b0["n"], pct(b0["confidence"]), pct(b0["accuracy"]),
+                     b1["n"], pct(b1["confidence"]), pct(b1["accuracy"])])
+    return md_table(["confidence bin", "n raw", "raw conf", "raw acc", "n calibrated", "calibrated conf",
+                     "calibrated acc"], rows)
 
 
 def fig_reliability(cal: dict, out: Path) -> str | None:
@@ -175,8 +132,8 @@ def fig_reliability(cal: dict, out: Path) -> str | None:
     plt = pyplot_agg()
     fig, ax = plt.subplots(figsize=(4.2, 4.0))
     ax.plot([0, 1], [0, 1], color="#9a9a9a", lw=1, ls="--", label="perfect calibration")
-    for key, color, label in (("reliability_before", "#e07b24", f"raw (ECE {_pct(cal['ece_before'])}%)"),
-                              ("reliability_after", "#3b6ea8", f"calibrated (ECE {_pct(cal['ece_after'])}%)")):
+    for key, color, label in (("reliability_before", "#e07b24", f"raw (ECE {pct(cal['ece_before'])})"),
+                              ("reliability_after", "#3b6ea8", f"calibrated (ECE {pct(cal['ece_after'])})")):
         bins = [b for b in cal[key] if b["n"] > 0]
         ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], marker="o", color=color, label=label)
     ax.set_xlim(0, 1), ax.set_ylim(0, 1)
@@ -190,22 +147,17 @@ def fig_reliability(cal: dict, out: Path) -> str | None:
 
 
 def tst_card(summary: dict, llm: dict | None = None, figures: dict | None = None) -> str:
-    from ..fmt import md_escape
-
     figures = figures or {}
     p = summary["params"]
     nul = summary["null"]
-    rows = [[md_escape(c["category"], 60), c["n_scored"], _pct(c["accuracy"]), _pct(c["mean_p_gold"]),
-             _pct(c["chance"]), _pct(c["majority_baseline"])] for c in summary["per_category"]]
-    imp = [[md_escape(d["group"], 60), "" if d["drop_mean_p_gold"] is None else f"{d['drop_mean_p_gold']:.4f}",
+    rows = [[md_inline(c["category"], 60), c["n_scored"], pct(c["accuracy"]), pct(c["mean_p_gold"]),
+             pct(c["chance"]), pct(c["majority_baseline"])] for c in summary["per_category"]]
+    imp = [[md_inline(d["group"], 60), "" if d["drop_mean_p_gold"] is None else f"{d['drop_mean_p_gold']:.4f}",
             "" if d["drop_numeric_mra"] is None else f"{d['drop_numeric_mra']:.4f}"]
            for d in summary["feature_importances"]]
     folds = summary.get("folds", {})
-    fold_rows = [[name, _pct(h["accuracy"]), _pct(h["mean_p_gold"])] for name, h in folds.items()]
+    fold_rows = [[name, pct(h["accuracy"]), pct(h["mean_p_gold"])] for name, h in folds.items()]
     text = [
-        yaml_configs([("questions", "train", "data/questions-*.parquet"),
-                       ("per_category", "train", "data/per_category-*.parquet"),
-                       ("feature_importances", "train", "data/feature_importances-*.parquet")]),
         "# Test-set Stress-Test (TsT-RF)\n",
         "A random forest that sees only the question text and the answer options was trained on "
         f"k-1 of k = {p['k']} folds of this test set and scored the held-out fold, {p['repeats']} times with "
@@ -227,32 +179,32 @@ def tst_card(summary: dict, llm: dict | None = None, figures: dict | None = None
         "The `all` row combines the formats n-weighted over the same questions.",
         f"- questions scored: {summary['n_scored']} of {summary['n_questions']} "
         f"({summary['n_choice']} choice, {summary['n_numeric']} numeric; free-form not scored)",
-        f"- group column: {md_escape(p['group_column'], 60) if p['group_column'] else '(none: every question its own group)'}\n",
+        f"- group column: {md_inline(p['group_column'], 60) if p['group_column'] else '(none: every question its own group)'}\n",
     ]
     cal = summary.get("calibration") or {}
     if cal.get("reliability_before"):
         text += ["## Calibrated s(x)\n",
                  f"s(x) for a choice question is its out-of-fold P(gold), calibrated ({cal['method']}); the map "
-                 f"used {cal['fitted_on']}. Mean P(gold): raw {_pct(cal['mean_p_gold_raw'])}%, calibrated "
-                 f"{_pct(cal['mean_p_gold_calibrated'])}%. Expected calibration error ({cal['ece_definition']}): "
-                 f"**{_pct(cal['ece_before'])}% raw -> {_pct(cal['ece_after'])}% calibrated**.\n"]
+                 f"used {cal['fitted_on']}. Mean P(gold): raw {pct(cal['mean_p_gold_raw'])}, calibrated "
+                 f"{pct(cal['mean_p_gold_calibrated'])}. Expected calibration error ({cal['ece_definition']}): "
+                 f"**{pct(cal['ece_before'])} raw -> {pct(cal['ece_after'])} calibrated**.\n"]
         if figures.get("reliability"):
             text += [f"![Reliability of TsT-RF P(gold)]({figures['reliability']})\n"]
         text += [_reliability_table(cal), ""]
     if len(fold_rows) > 1:
-        text += ["## Grouped vs ungrouped folds\n", _md_table(["folds", "accuracy %", "mean P(gold) %"], fold_rows),
+        text += ["## Grouped vs ungrouped folds\n", md_table(["folds", "accuracy", "mean P(gold)"], fold_rows),
                  ""]
-    text += ["## Per category\n", _md_table(["category", "n scored", "TsT acc / MRA %", "mean P(gold) %", "chance %",
-                                             "majority %"], rows), ""]
+    text += ["## Per category\n", md_table(["category", "n scored", "TsT acc / MRA", "mean P(gold)", "chance",
+                                            "majority"], rows), ""]
     text += ["## Feature-group permutation importances\n",
              "Drop in held-out mean raw P(gold) (choice) or MRA (numeric) when a feature group's columns "
              "are permuted (repeat 0). Not Gini importances.\n",
-             _md_table(["group", "drop P(gold)", "drop MRA"], imp), ""]
+             md_table(["group", "drop P(gold)", "drop MRA"], imp), ""]
     if llm:
-        text += ["## TsT-LLM\n", f"- model: {md_escape(llm.get('model'), 80)}",
-                 f"- zero-shot mean P(gold): {_pct(llm.get('zero_shot_mean_p_gold'))}%",
-                 f"- TsT (LoRA, k-fold) mean P(gold): {_pct(llm.get('tst_mean_p_gold'))}%",
-                 f"- ΔTsT: {_pct(llm.get('delta_tst'))} points\n"]
+        text += ["## TsT-LLM\n", f"- model: {md_inline(llm.get('model'), 80)}",
+                 f"- zero-shot mean P(gold): {pct(llm.get('zero_shot_mean_p_gold'))}",
+                 f"- TsT (LoRA, k-fold) mean P(gold): {pct(llm.get('tst_mean_p_gold'))}",
+                 f"- ΔTsT: {pp(llm.get('delta_tst'))}\n"]
     text += ["## Columns of `questions`\n",
              "- `tst_s`: s(x), calibrated out-of-fold P(gold) (numeric: MRA), mean over repeats; `tst_s_raw`: "
              "before calibration",
@@ -279,13 +231,18 @@ def write_tst_report(frame, result, out: str | os.PathLike, *, command_line: lis
         lpq = llm.per_question.set_index("question_id")
         for c in lpq.columns:
             q[c] = lpq[c].reindex(q["question_id"]).to_numpy()
-    with atomic_dir(out, command="tst", inputs=source_paths(frame)) as tmp:
+    with output_folder(out, command="tst", inputs=source_paths(frame)) as f:
         figures = {}
-        rel = fig_reliability(result.summary.get("calibration") or {}, Path(tmp))
+        rel = fig_reliability(result.summary.get("calibration") or {}, f.root)
         if rel:
             figures["reliability"] = rel
-        write_hub_folder(tmp, configs, tst_card(result.summary, llm_summary, figures), to_jsonable(summary),
-                         manifest(frame, command_line, result.summary["params"]))
+        for name, df in configs.items():
+            f.config(name, df)
+        f.json("summary.json", summary)
+        f.card({"configs": hub_configs(f.files, default="questions"), "tags": TAGS},
+               body=tst_card(result.summary, llm_summary, figures))
+        f.manifest(command_line=command_line, inputs=list(getattr(frame, "sources", []) or []),
+                   fields={"params": result.summary["params"]})
     return Path(out)
 
 
@@ -295,46 +252,43 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
     gap_rows = []
     if res.gap is not None:
         for r in res.gap.to_dict(orient="records"):
-            gap_rows.append([r["model"], _pct(r["vision_original"]), _pct(r["blind_original"]),
-                             _pct(r["gap_original"]), _pct(r["vision_pruned"]), _pct(r["blind_pruned"]),
-                             _pct(r["gap_pruned"]),
-                             f"{_pct(r['gap_random_mean'])} ± {_pct(r['gap_random_sd'])}",
-                             f"{_pct(r['gap_random_min'])} to {_pct(r['gap_random_max'])}"])
+            gap_rows.append([md_inline(r["model"], 60), pct(r["vision_original"]), pct(r["blind_original"]),
+                             pp(r["gap_original"]), pct(r["vision_pruned"]), pct(r["blind_pruned"]),
+                             pp(r["gap_pruned"]),
+                             f"{pp(r['gap_random_mean'])} ± {pp(r['gap_random_sd'])}",
+                             f"{pp(r['gap_random_min'])} to {pp(r['gap_random_max'])}"])
     trace = res.trace
     cats = res.removed.groupby("category").size() if len(res.removed) else pd.Series(dtype=int)
     all_cats = frame.questions["category"].astype(str).value_counts().sort_index()
-    cat_rows = [[c, int(n), int(cats.get(c, 0)), _pct(cats.get(c, 0) / n), int(n - cats.get(c, 0))]
+    cat_rows = [[md_inline(c, 60), int(n), int(cats.get(c, 0)), pct(cats.get(c, 0) / n), int(n - cats.get(c, 0))]
                 for c, n in all_cats.items()]
     text = [
-        yaml_configs([("questions", "train", "data/questions-*.parquet"),
-                       ("removed", "train", "data/removed-*.parquet"),
-                       ("kept", "train", "data/kept-*.parquet"),
-                       ("trace", "train", "data/trace-*.parquet"),
-                       ("gap", "train", "data/gap-*.parquet")]),
         "# Iterative Bias Pruning (IBP): an audit selection\n",
         "IBP repeatedly ran TsT-RF on the remaining questions and removed those a text-only random forest "
         "scored highest above chance. The removed questions are an *audit selection* to inspect: another "
         "diagnostic, allocation or seed would select a different set. This is not \"the\" debiased "
         "benchmark.\n",
-        f"- allocation: {s['allocation']}; budgets: {s['budgets']} ({s['budget_source']})",
-        f"- step: {s['step']} per iteration; threshold: {s['threshold']}; floors per category: {s['floors']}",
-        f"- ranking: {s['score']}; ties: {s['tie_break']}",
-        f"- TsT settings: {s['tst']}",
+        f"- allocation: {md_inline(s['allocation'], 60)}; budgets: {md_inline(s['budgets'], 400)} "
+        f"({md_inline(s['budget_source'], 200)})",
+        f"- step: {s['step']} per iteration; threshold: {s['threshold']}; floors per category: "
+        f"{md_inline(s['floors'], 400)}",
+        f"- ranking: {md_inline(s['score'], 200)}; ties: {md_inline(s['tie_break'], 200)}",
+        f"- TsT settings: {md_inline(s['tst'], 400)}",
         f"- removed {s['n_removed']} of {s['n_questions']} questions in {len(trace)} TsT runs; "
-        f"stop reasons: {res.stop_reasons}",
+        f"stop reasons: {md_inline(res.stop_reasons, 400)}",
         f"- random-removal baseline: {s['random_seeds']} seeds ({s['random_seed_rule']}), same number per "
         "group, same floors\n",
     ]
     if gap_rows:
         text += ["## Vision-blind gap (accuracy %, full minus blind)\n",
-                 _md_table(["model", "vision", "blind", "gap", "vision pruned", "blind pruned", "gap pruned",
+                 md_table(["model", "vision", "blind", "gap", "vision pruned", "blind pruned", "gap pruned",
                             "gap random (mean ± sd)", "gap random range"], gap_rows), ""]
     if res.tst_after:
-        rows = [[k, _pct(v.get("accuracy")), _pct(v.get("mean_p_gold")), _pct(v.get("mean_s_minus_chance"))]
+        rows = [[k, pct(v.get("accuracy")), pct(v.get("mean_p_gold")), pp(v.get("mean_s_minus_chance"))]
                 for k, v in res.tst_after.items() if "error" not in v]
         text += ["## TsT-RF after pruning vs random removal\n",
-                 _md_table(["set", "TsT acc %", "mean P(gold) %", "mean s-chance (pts)"], rows), ""]
-    text += ["## Removal by category\n", _md_table(["category", "original", "removed", "removed %", "kept"],
+                 md_table(["set", "TsT acc", "mean P(gold)", "mean s - chance"], rows), ""]
+    text += ["## Removal by category\n", md_table(["category", "original", "removed", "removed %", "kept"],
                                                     cat_rows), ""]
     text += ["`pruned_benchmark/` holds the kept questions as a Hugging Face dataset folder.\n",
              f"Made with benchaudit {__version__}; every setting and seed is in `summary.json`.\n"]
@@ -344,7 +298,6 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
 def pruned_card(res, frame, source: str) -> str:
     s = res.settings
     return "\n".join([
-        yaml_configs([("default", "test", "data/test-*.parquet")]),
         "# Pruned benchmark (benchaudit IBP audit selection)\n",
         f"The questions of {md_inline(source, 200)} that Iterative Bias Pruning kept: {s['n_kept']} of {s['n_questions']} "
         f"({s['n_removed']} removed). IBP repeatedly ran TsT-RF (a random forest on the question text and "
@@ -386,9 +339,20 @@ def write_prune_report(frame, res, out: str | os.PathLike, *, command_line: list
                "gap": res.gap if res.gap is not None else pd.DataFrame({"model": pd.Series([], dtype=str)})}
     summary = {"prune": as_dict(res)}
     kept_q = frame.questions_table()[res.keep_mask].reset_index(drop=True)
-    with atomic_dir(out, command="prune", inputs=source_paths(frame)) as tmp:
-        write_hub_folder(tmp, configs, prune_card(res, frame, None), to_jsonable(summary),
-                         manifest(frame, command_line, res.settings))
-        write_hub_folder(Path(tmp) / "pruned_benchmark", {"test": kept_q}, pruned_card(res, frame, source),
-                         to_jsonable({"prune": as_dict(res)}), manifest(frame, command_line, res.settings))
+    with output_folder(out, command="prune", inputs=source_paths(frame)) as f:
+        # the pruned set first: the report's manifest then lists its files too
+        pb = OutputFolder(f.folder("pruned_benchmark"), "prune")
+        pb.config("test", kept_q)
+        pb.json("summary.json", summary)
+        pb.card({"configs": hub_configs(pb.files, default="test", splits={"test": "test"},
+                                        names={"test": "default"}), "tags": [*TAGS, "pruned-benchmark"]},
+                body=pruned_card(res, frame, source), splits={"test": "test"}, names={"test": "default"})
+        pb.manifest(command_line=command_line, inputs=list(getattr(frame, "sources", []) or []),
+                    fields={"kind": "pruned_benchmark", "params": res.settings}, started_at=f.started_at)
+        for name, df in configs.items():
+            f.config(name, df)
+        f.json("summary.json", summary)
+        f.card({"configs": hub_configs(f.files, default="questions"), "tags": TAGS}, body=prune_card(res, frame, None))
+        f.manifest(command_line=command_line, inputs=list(getattr(frame, "sources", []) or []),
+                   fields={"params": res.settings})
     return Path(out)
