@@ -473,3 +473,11 @@ def dump_json(obj: Any) -> str:
     from ..scrub import scrub_obj
 
     return json.dumps(scrub_obj(to_jsonable(obj)), indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+def card_config_names(folder: str | os.PathLike) -> list[str]:
+    """The ``configs`` a folder's dataset card declares (``README.md`` YAML header), in card order."""
+    from huggingface_hub import DatasetCard
+
+    card = DatasetCard.load(Path(folder) / "README.md")
+    return [str(c["config_name"]) for c in card.data.to_dict().get("configs") or [] if c.get("config_name")]
