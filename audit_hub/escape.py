@@ -1,5 +1,7 @@
 """Escaping of input-derived strings for where they land: Markdown/HTML card text, table cells, YAML,
-the console, and one-line error messages.
+the console, and one-line error messages. The one owner of escaping: every card (audit, blind, tst, prune,
+curate, the work_dir index) uses :func:`md_inline` for text and table cells, :func:`md_code` for code
+spans and :func:`plain_text` (through :func:`audit_hub.hub.card.yaml_text`) for YAML header values.
 
 Model names, judge names, benchmark names, categories, question IDs and texts come from third-party
 files. None of them may become HTML, a link, an image, a table break, a YAML key, rich markup or a
@@ -41,9 +43,20 @@ def md_inline(s: Any, limit: int | None = 120) -> str:
     return "".join(_HTML.get(ch, ch) for ch in t)
 
 
-def md_cell(s: Any, limit: int | None = 120) -> str:
-    """Alias of :func:`md_inline` for table cells (pipes and newlines are handled there)."""
-    return md_inline(s, limit)
+def md_code(s: Any, limit: int | None = 120, *, cell: bool = False) -> str:
+    """Input-derived text shown as a Markdown code span (an ID, a file name, a model name): literal text.
+
+    Inside a code span nothing is markup (no HTML, links or emphasis) and backslashes do not escape, so
+    the span is fenced with one backtick more than the longest run of backticks in the text (padded with
+    a space where the text starts or ends with one): no backtick in the text can close it. ``cell``: the
+    span sits in a table cell, where a pipe ends the cell even inside a code span, so it is escaped."""
+    t = plain_text(s, limit)
+    if cell:
+        t = t.replace("|", "\\|")
+    longest = max((len(m) for m in re.findall(r"`+", t)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if t.startswith("`") or t.endswith("`") or not t.strip() else ""
+    return f"{fence}{pad}{t}{pad}{fence}"
 
 
 def safe_link(url: Any) -> str | None:
@@ -103,4 +116,4 @@ def one_line(msg: Any, limit: int = 2000) -> str:
     return t
 
 
-__all__ = ["plain_text", "md_inline", "md_cell", "safe_link", "console_text", "show_id", "one_line"]
+__all__ = ["plain_text", "md_inline", "md_code", "safe_link", "console_text", "show_id", "one_line"]

@@ -1,7 +1,7 @@
 """Text formatting for every place a number or an input-derived string lands in the report.
 
-Scalars for the card (``pct``, ``pp``, ``fmt_p``, ``fmt_num``, ``ci``), table-safe Markdown
-(``md_escape``, ``md_table``) and the vectorised labels of the per-question evidence phrases
+Scalars for the card (``pct``, ``pp``, ``fmt_p``, ``fmt_num``, ``ci``), Markdown tables (``md_table``;
+input-derived cells are escaped by the caller with :func:`audit_hub.escape.md_inline`) and the vectorised labels of the per-question evidence phrases
 (``num_labels``, ``str_labels``). Used by the report and by the detectors' report phrases.
 """
 
@@ -60,14 +60,6 @@ def ci(pair: Any, kind: str = "pct") -> str:
     if kind == "pp":
         return f"[{100 * lo:+.1f}, {100 * hi:+.1f}] pp"
     return f"[{lo:.3g}, {hi:.3g}]"
-
-
-def md_escape(s: Any, limit: int = 120) -> str:
-    """Input-derived text for a card body or a table cell: one line, no HTML, links, images, emphasis
-    or table breaks, credentials scrubbed, truncated (see :func:`audit_hub.escape.md_inline`)."""
-    from .escape import md_inline
-
-    return md_inline(s, limit)
 
 
 def md_table(header: list[str], rows: list[list[Any]], align: list[str] | None = None) -> str:

@@ -374,7 +374,7 @@ def _prepare_output(cfg: BlindConfig, state, fp: dict, builder: PromptBuilder, c
     out = Path(cfg.out)
     state.wait_for_everyone()
     if state.is_main_process:
-        out.mkdir(parents=True, exist_ok=True)
+        sh.open_output(out, [cfg.questions, cfg.model])
         if cfg.overwrite:
             sh.reset_output(out)
         if cfg.overwrite or sh.read_run_config(out) is None:
@@ -505,7 +505,7 @@ def _finish(cfg: BlindConfig, state, model, qid: list[str], summary: dict) -> Bl
             "mean_gold_prob": round(float(gp.astype(float).mean()), 6) if len(gp) else None,
             "n_truncated": int(df["truncated"].fillna(False).astype(bool).sum()),
         })
-        (out / "README.md").write_text(sh.card_markdown(summary["model"], summary, cfg.questions), encoding="utf-8")
+        sh.finish_output(out, summary, cfg.questions, inputs=[cfg.questions], command_line=["benchaudit", "blind"])
         result.table = df
         if cfg.push_to_hub:
             from .hub import push_blind_to_hub

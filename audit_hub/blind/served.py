@@ -260,7 +260,7 @@ def run_served(cfg):
     pending = [i for i in range(len(questions)) if qid[i] not in done]
 
     existed = out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    sh.open_output(out, [cfg.questions])
     if cfg.overwrite:
         sh.reset_output(out)
     old_rc = sh.read_run_config(out)
@@ -292,10 +292,9 @@ def run_served(cfg):
         if writer.written_rows == 0 and not sh.done_ids(out):  # nothing at all came back: leave no trace
             sh.reset_output(out)
             if not existed:
-                try:
-                    out.rmdir()
-                except OSError:
-                    pass
+                from ..hub.output import remove_empty_folder
+
+                remove_empty_folder(out)
         raise ServerRejected(fatal)
     summary = {"model": model_name, "n_new": writer.written_rows, "n_resumed": len(questions) - len(pending),
                "processes": 1, "elapsed_s": elapsed, "backend": "openai", "image_mode": "none",
@@ -315,7 +314,7 @@ def _finish_served(cfg, qid: list[str], summary: dict, stats: _Stats, base_url: 
     """Merge the shards, write the card, push when asked and print the one-line summary."""
     from .common import BlindResult
 
-    out, model_name = Path(cfg.out), summary["model"]
+    out = Path(cfg.out)
     df = sh.merge(out, qid, keep_shards=cfg.keep_shards)
     he = df["hit_exact"].dropna()
     gp = df["gold_prob"].dropna()
@@ -324,7 +323,7 @@ def _finish_served(cfg, qid: list[str], summary: dict, stats: _Stats, base_url: 
                     "mean_gold_prob": round(float(gp.astype(float).mean()), 6) if len(gp) else None,
                     "n_truncated": 0,
                     "scoring": {k: int(v) for k, v in df["scoring"].value_counts().items()}})
-    (out / "README.md").write_text(sh.card_markdown(model_name, summary, cfg.questions), encoding="utf-8")
+    sh.finish_output(out, summary, cfg.questions, inputs=[cfg.questions], command_line=["benchaudit", "blind"])
     result = BlindResult(summary=summary, table=df, out=out)
     if cfg.push_to_hub:
         from .hub import push_blind_to_hub

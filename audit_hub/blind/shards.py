@@ -183,22 +183,25 @@ def _short(v: Any) -> str:
     return s if len(s) <= 80 else s[:77] + "..."
 
 
+def open_output(out: Path, inputs: list) -> None:
+    """Check ``out`` again just before the first write (a folder made there since the start is refused, not
+    written into) and create it."""
+    from ..hub.output import open_in_place
+
+    open_in_place(out, command="blind", inputs=inputs, recognise=is_blind_output)
+
+
 def reset_output(out: Path) -> None:
     """Remove our own files from ``out`` (``--overwrite``); foreign files are left alone."""
-    import shutil
+    from ..hub.output import remove_in_place
 
-    shutil.rmtree(out / "shards", ignore_errors=True)
-    for rel in (MERGED_REL, CONFIG_NAME, "README.md"):
-        try:
-            (out / rel).unlink()
-        except FileNotFoundError:
-            pass
+    remove_in_place(out, files=(MERGED_REL, CONFIG_NAME, "README.md", "manifest.json"), folders=("shards",))
 
 
 def write_run_config(out: Path, payload: dict) -> None:
-    from ..hub.folders import atomic_write_bytes, dump_json
+    from ..hub.output import write_json_atomic
 
-    atomic_write_bytes(out / CONFIG_NAME, dump_json(payload).encode("utf-8"))
+    write_json_atomic(out / CONFIG_NAME, payload)
 
 
 # ---------------------------------------------------------------------------------------- shards
@@ -232,7 +235,6 @@ class ShardWriter:
 
     def __init__(self, out: Path, rank: int, fail_after: int | None = None):
         self.dir = out / "shards"
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.rank = rank
         self.seq = next_seq(out, rank)
         self.rows: list[dict] = []
@@ -247,13 +249,11 @@ class ShardWriter:
         if not self.rows:
             return None
         import pyarrow as pa
-        import pyarrow.parquet as pq
+
+        from ..hub.shards import write_parquet_atomic
 
         table = pa.Table.from_pylist(self.rows, schema=arrow_schema())
-        final = self.dir / f"rank{self.rank}-{self.seq:05d}.parquet"
-        tmp = self.dir / f".tmp-{final.name}.{os.getpid()}"
-        pq.write_table(table, tmp)
-        os.replace(tmp, final)
+        final = write_parquet_atomic(table, self.dir / f"rank{self.rank}-{self.seq:05d}.parquet")
         self.seq += 1
         self.written_rows += len(self.rows)
         self.written_shards += 1
@@ -291,17 +291,14 @@ def merge(out: Path, question_order: list[str], keep_shards: bool = False):
     big = len(rank)
     keep = sorted(first, key=lambda q: (rank.get(q, big), q))
     table = table.take(pa.array([first[q] for q in keep], type=pa.int64()))
-    merged_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = merged_path.parent / f".tmp-{merged_path.name}.{os.getpid()}"
-    pq.write_table(table, tmp)
-    os.replace(tmp, merged_path)
+    from ..hub.output import remove_empty_folder, remove_file
+    from ..hub.shards import write_parquet_atomic
+
+    write_parquet_atomic(table, merged_path)
     if not keep_shards:
         for p in shards:
-            p.unlink()
-        try:
-            (out / "shards").rmdir()
-        except OSError:
-            pass
+            remove_file(p)
+        remove_empty_folder(out / "shards")
     return table.to_pandas()
 
 
@@ -316,26 +313,38 @@ def _image_sentence(summary: dict) -> str:
         " Served model through an OpenAI-compatible API (no image was sent)." if served else "")
 
 
-def card_markdown(model_name: str, summary: dict, questions_spec: str) -> str:
-    """A small dataset card for the merged blind predictions."""
+def card_body(model_name: str, summary: dict, questions_spec: str) -> str:
+    """The Markdown body of the blind output's card (input-derived names escaped for where they land)."""
+    from ..escape import md_code
+
     acc = summary.get("accuracy_exact")
     acc_s = "n/a" if acc is None else f"{acc:.4f}"
     return (
-        "---\n"
-        "configs:\n"
-        "- config_name: default\n"
-        "  data_files:\n"
-        "  - split: train\n"
-        "    path: data/blind-*.parquet\n"
-        "tags:\n- benchaudit\n- blind-baseline\n"
-        "---\n\n"
-        f"# Blind (text-only) predictions of `{model_name}`\n\n"
-        f"Questions: `{questions_spec}`. " + _image_sentence(summary) + " Hints and options were kept.\n"
+        f"# Blind (text-only) predictions of {md_code(model_name, 200)}\n\n"
+        f"Questions: {md_code(questions_spec, 300)}. " + _image_sentence(summary) + " Hints and options were kept.\n"
         "Produced by `benchaudit blind`; rows follow the benchaudit runs schema (`question_id`, `model`, "
         "`arm` = `blind`, `prediction`, `answer`, `hit_exact`) plus `option_logprobs` (normalised log "
         "probabilities over the option letters) and `gold_prob`.\n\n"
         f"- questions scored: {summary.get('n_questions')}\n"
         f"- exact-match accuracy: {acc_s}\n"
         f"- mean probability of the gold answer: {summary.get('mean_gold_prob')}\n\n"
-        "The settings and model fingerprint are in `run_config.json`.\n"
+        "The settings and model fingerprint are in `run_config.json`; every file's sha256 in `manifest.json`.\n"
     )
+
+
+def finish_output(out: Path, summary: dict, questions_spec: str, *, inputs: list, command_line: list[str] | None,
+                  started_at: float | None = None) -> None:
+    """Write the card and the manifest of a complete blind output (through the output layer), so that the
+    folder is pushable with ``benchaudit push`` like every other output."""
+    from ..hub.card import configs as hub_configs
+    from ..hub.output import finish_in_place
+
+    model = summary.get("model") or "model"
+    files = {"blind": [MERGED_REL]}
+    header = {"configs": hub_configs(files, default="blind", names={"blind": "default"}),
+              "tags": ["benchaudit", "blind-baseline"]}
+    keep = ("model", "n_questions", "n_new", "n_resumed", "accuracy_exact", "mean_gold_prob", "n_truncated",
+            "image_mode", "prompt_style", "backend", "processes", "n_failed", "scoring")
+    finish_in_place(out, command="blind", files=files, header=header, body=card_body(model, summary, questions_spec),
+                    command_line=command_line, inputs=inputs, started_at=started_at, names={"blind": "default"},
+                    fields={"params": {k: summary.get(k) for k in keep if k in summary}})

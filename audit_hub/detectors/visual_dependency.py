@@ -50,7 +50,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DetectorSkipped
-from ..fmt import fmt_p, fmt_p_fine, md_escape, num_labels, pct, pp
+from ..escape import md_inline
+from ..fmt import fmt_p, fmt_p_fine, num_labels, pct, pp
 from ..frame.core import AuditFrame
 from ..severity import severity_array
 from ..stats.core import benjamini_hochberg, permutation_p_value, table_bootstrap, wilson_ci
@@ -743,20 +744,20 @@ def card_line(s: dict) -> str:
     if not d:
         return ""
     if d.get("skipped"):
-        return f"**Designer intent** ({md_escape(d.get('column'), 60)}): not checked: {md_escape(d['skipped'], 200)}."
+        return f"**Designer intent** ({md_inline(d.get('column'), 60)}): not checked: {md_inline(d['skipped'], 200)}."
     auc = d.get("auc") or {}
     ci_txt = ", ".join(f"{x:.2f}" for x in auc.get("ci") or [])
-    per = "; ".join(f"{md_escape(k, 40)}: excess {pp(v.get('excess'))} over {v.get('n_items')} items"
+    per = "; ".join(f"{md_inline(k, 40)}: excess {pp(v.get('excess'))} over {v.get('n_items')} items"
                     for k, v in (d.get("per_value") or {}).items())
     ratio = (d.get("excess_ratio") or {}).get("value")
-    txt = (f"**Designer intent** ({md_escape(d.get('column'), 60)} = {md_escape(d.get('positive'), 40)} vs the rest): "
+    txt = (f"**Designer intent** ({md_inline(d.get('column'), 60)} = {md_inline(d.get('positive'), 40)} vs the rest): "
            "does the per-item gain "
            f"from the image recover the designer's labels? AUC {auc.get('auc', float('nan')):.2f} "
            f"(95% CI {ci_txt or 'n/a'}; chance 0.50, Mann-Whitney p = {fmt_p(auc.get('p_value'))}); "
            f"zero-gain excess per label value: {per}")
     if ratio is not None:
-        txt += (f"; the excess on {md_escape(d['excess_ratio']['numerator'], 40)} items is {ratio:.1f}x that on "
-                f"{md_escape(d['excess_ratio']['denominator'], 40)} items")
+        txt += (f"; the excess on {md_inline(d['excess_ratio']['numerator'], 40)} items is {ratio:.1f}x that on "
+                f"{md_inline(d['excess_ratio']['denominator'], 40)} items")
     return txt + ". An AUC near 0.5 means the detector does not recover what the designer labelled."
 
 

@@ -263,3 +263,64 @@ def write_report_set(out: str | os.PathLike, reports: dict[str, Callable[[Output
                      fields={"kind": "index", **(fields or {}),
                              "reports": [{"name": n, "path": f"{n}/", "command": command} for n in subs]})
     return Path(out).resolve()
+
+
+# ---------------------------------------------------------------------------------------- resumable folders
+# A blind run writes its folder in place (it is resumed there after a kill): the folder is checked again and
+# created just before the first write, every file appears whole (a temporary sibling renamed into place),
+# and the card and the manifest are written last, when the run is complete.
+def open_in_place(out: str | os.PathLike, *, command: str, inputs=(), recognise=None, what: str = "--out") -> Path:
+    """Check ``out`` again (the rule of :func:`audit_hub.hub.folders.check_output_target`, now, not only at
+    the start: a folder made there meanwhile is refused, not written into) and create it; its path."""
+    from .folders import check_output_target
+
+    real = check_output_target(out, command=command, inputs=inputs, recognise=recognise, what=what)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    return real
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """``obj`` as JSON (credentials scrubbed) written whole or not at all."""
+    from .folders import atomic_write_bytes, dump_json
+
+    atomic_write_bytes(path, dump_json(obj).encode("utf-8"))
+    return Path(path)
+
+
+def remove_in_place(out: str | os.PathLike, files: tuple[str, ...] = (), folders: tuple[str, ...] = ()) -> None:
+    """Remove the named files and folders of ``out`` written by this tool (``--overwrite``); nothing else."""
+    import shutil
+
+    out = Path(out)
+    for rel in folders:
+        shutil.rmtree(out / rel, ignore_errors=True)
+    for rel in files:
+        with contextlib.suppress(FileNotFoundError):
+            (out / rel).unlink()
+
+
+def remove_file(path: str | os.PathLike) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        Path(path).unlink()
+
+
+def remove_empty_folder(path: str | os.PathLike) -> None:
+    with contextlib.suppress(OSError):
+        Path(path).rmdir()
+
+
+def finish_in_place(out: str | os.PathLike, *, command: str, files: dict[str, list[str]], header: dict, body: str,
+                    command_line: list[str] | None, inputs=(), fields: dict | None = None,
+                    started_at: float | None = None, names: dict[str, str] | None = None) -> dict:
+    """The last step of an in-place output: ``README.md`` (the one YAML header builder, ``dataset_info``
+    read from ``files``) and ``manifest.json`` (the one schema; ``outputs`` lists every file now in ``out``),
+    each written whole. Returns the manifest."""
+    from .folders import atomic_write_bytes, dump_json
+
+    out = Path(out)
+    info = _card.dataset_info(out, files, names=names) if files else None
+    atomic_write_bytes(out / "README.md", _card.render(header, info=info, body=body).encode("utf-8"))
+    m = _manifest.build(command, folder=out, command_line=command_line, inputs=list(inputs or ()),
+                        started_at=started_at, finished_at=time.time(), fields={**(fields or {}), "output_of": command})
+    atomic_write_bytes(out / _manifest.MANIFEST, dump_json(m).encode("utf-8"))
+    return m

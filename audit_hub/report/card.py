@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from .. import detectors
-from ..escape import safe_link
-from ..fmt import ci, fmt_num, fmt_p, isnum, md_escape, md_table, pct, pp
+from ..escape import md_code, md_inline, safe_link
+from ..fmt import ci, fmt_num, fmt_p, isnum, md_table, pct, pp
 from ..hub.card import configs as hub_configs
 from ..hub.card import dataset_info, render, yaml_text
 from ..severity import DESCRIPTIONS, LEVELS
@@ -78,7 +78,7 @@ def _headline(result: Any) -> dict:
         for r in lomo:
             if not isinstance(r, dict):
                 continue
-            rows.append([f"without {md_escape(r.get('dropped_model', r.get('model', '?')), 60)}",
+            rows.append([f"without {md_inline(r.get('dropped_model', r.get('model', '?')), 60)}",
                          fmt_num(r.get("n_items")), pct(r.get("zero_gain_share")), ci(r.get("share_ci")),
                          pct(r.get("null_mean")), pp(r.get("excess")), ci(r.get("excess_ci"), "pp"),
                          fmt_p(r.get("p_value"))])
@@ -93,7 +93,7 @@ def _headline(result: Any) -> dict:
         if frag is None and isinstance(vd.get("leave_one_model_out"), dict):
             frag = vd["leave_one_model_out"].get("fragile")
         if frag is not None:
-            reason = md_escape(vd.get("fragile_reason") or "", 300)
+            reason = md_inline(vd.get("fragile_reason") or "", 300)
             out["fragile"] = ("**Fragile**: the conclusion changes when one model is left out" + (f" ({reason})" if reason else "")
                               + ".") if frag else "The conclusion is stable when any one model is left out."
         decomp = vd.get("diagonal_decomposition") or vd.get("excess_by_cell")
@@ -152,7 +152,7 @@ def _per_category(result: Any, summary_df: pd.DataFrame) -> str:
             else:
                 ce_txt = fmt_num(est)
         rows.append((float(v["excess"]) if v is not None and isnum(v["excess"]) else -np.inf, [
-            md_escape(c, 50), fmt_num(n_items),
+            md_inline(c, 50), fmt_num(n_items),
             pct(v["estimate"]) if v is not None else "n/a", pct(v["null_mean"]) if v is not None else "n/a",
             pp(v["excess"]) if v is not None else "n/a", fmt_p(v["p_adjusted"]) if v is not None else "n/a",
             ce_txt]))
@@ -176,7 +176,7 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
     rows = []
     for k in np.flatnonzero(n_all):
         a, mm = divmod(int(k), frame.n_models)
-        rows.append([md_escape(frame.models[mm], 50), ("full", "blind")[a], fmt_num(n_both[k]), fmt_num(n_dis[k]),
+        rows.append([md_inline(frame.models[mm], 50), ("full", "blind")[a], fmt_num(n_both[k]), fmt_num(n_dis[k]),
                      pct(n_dis[k] / n_both[k]) if n_both[k] else "n/a", pct(unparsed[k] / n_all[k])])
     out["per_model"] = md_table(["Model", "Arm", "Items scored both ways", "Judge != exact match", "Share",
                                  "Unparseable answers"], rows)
@@ -184,7 +184,7 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
     if total_dis:
         top = int(np.argmax(n_dis))
         out["top"] = (f"{total_dis:,} (model, item) scores differ between the judge and exact matching; "
-                      f"{md_escape(frame.models[top % frame.n_models], 50)} ({('full', 'blind')[top // frame.n_models]} arm) "
+                      f"{md_inline(frame.models[top % frame.n_models], 50)} ({('full', 'blind')[top // frame.n_models]} arm) "
                       f"accounts for {100 * n_dis[top] / total_dis:.0f}% of them.")
     a = _role_rows(summary_df, "image_gain", True)
     b = _role_rows(summary_df, "image_gain", False)
@@ -194,7 +194,7 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
         if len(m2):
             diff = (m2["estimate_judge"] - m2["estimate_exact"]).abs()
             out["max_shift"] = (f"Zero-gain shares move by at most {100 * float(diff.max()):.1f} pp between the judged "
-                                f"and the exact-match correctness (largest in {md_escape(m2['category'].iloc[int(diff.values.argmax())], 50)}).")
+                                f"and the exact-match correctness (largest in {md_inline(m2['category'].iloc[int(diff.values.argmax())], 50)}).")
     jd = result.judge_dependence or {}
     ov = jd.get("overall") if isinstance(jd, dict) else None
     if isinstance(ov, dict) and isnum(ov.get("hit")) and isnum(ov.get("hit_exact")):
@@ -222,7 +222,7 @@ def _calibration(result: Any) -> str:
         status = ("**out of calibration**" if ooc else "within calibration" if ooc is not None
                   else "descriptive (no nominal rate)")
         rows.append([name, pct(c.get("fpr")), ci(c.get("fpr_ci")) if c.get("fpr_ci") else "", pct(c.get("nominal")),
-                     fmt_num(c.get("n_sims")), status, md_escape(c.get("note", ""), 160)])
+                     fmt_num(c.get("n_sims")), status, md_inline(c.get("note", ""), 160)])
     from .stat_notes import calibration_lead
 
     lead = calibration_lead(cal)
@@ -243,9 +243,9 @@ def _severe(questions: pd.DataFrame, n: int = N_SEVERE_SHOWN) -> str:
     rows = []
     for i in sel[order][:n]:
         row = q.iloc[i]
-        rows.append([f"`{md_escape(row['question_id'], 40)}`", md_escape(row.get("category", ""), 30), row["severity"],
-                     row["suggested_action"], md_escape(row.get("question", ""), 90),
-                     md_escape(row.get("answer", ""), 20), md_escape(row["rationale"], 220)])
+        rows.append([md_code(row['question_id'], 40, cell=True), md_inline(row.get("category", ""), 30), row["severity"],
+                     row["suggested_action"], md_inline(row.get("question", ""), 90),
+                     md_inline(row.get("answer", ""), 20), md_inline(row["rationale"], 220)])
     return md_table(["Question", "Category", "Severity", "Action", "Question text", "Gold", "Evidence"], rows,
                     ["l"] * 7)
 
@@ -258,7 +258,7 @@ def _detector_table(result: Any) -> str:
             status = "ran"
             n_flag = int(result.results[name].per_question.get(f"is_{name}_issue", pd.Series([], dtype=bool)).sum())
         else:
-            status = "skipped: " + md_escape(result.skipped.get(name, "not run"), 100)
+            status = "skipped: " + md_inline(result.skipped.get(name, "not run"), 100)
             n_flag = None
         rows.append([f"`{name}`", signal, flags, "yes" if judge_dep else "no", status, fmt_num(n_flag),
                      _items_used(result, name)])
@@ -277,7 +277,7 @@ def _items_used(result: Any, name: str) -> str:
     total = result.frame.n_questions
     txt = f"{fmt_num(n)} of {total:,}"
     if exc:
-        txt += "; excluded: " + ", ".join(f"{md_escape(k, 80)} ({fmt_num(v)})" for k, v in exc.items())
+        txt += "; excluded: " + ", ".join(f"{md_inline(k, 80)} ({fmt_num(v)})" for k, v in exc.items())
     return txt
 
 
@@ -294,7 +294,7 @@ def _limitations(result: Any) -> list[str]:
     pool = s.get("pool") or {}
     if pool.get("pool_level"):
         lims.append("Full and blind arms come from different models, so visual dependence is compared at pool "
-                    "level, not per model: a stronger or weaker blind model shifts every item. " + md_escape(pool.get("note") or "", 600))
+                    "level, not per model: a stronger or weaker blind model shifts every item. " + md_inline(pool.get("note") or "", 600))
     if s.get("primary_field") == "hit_exact":
         lims.append("No judged correctness was supplied; all judge-dependent results use exact matching of the "
                     "extracted answer, which under-credits free-form answers a parser cannot read.")
@@ -304,12 +304,12 @@ def _limitations(result: Any) -> list[str]:
         lims.append("Out of calibration on simulated null benchmarks with this benchmark's option counts and model "
                     "accuracies: " + ", ".join(bad) + ". Treat their p-values and flag counts with caution.")
     for name, reason in (result.skipped or {}).items():
-        lims.append(f"`{name}` was skipped: {md_escape(reason, 300)}.")
+        lims.append(f"`{name}` was skipped: {md_inline(reason, 300)}.")
     for note in result.frame.meta.get("notes", []) or []:
         lims.append(str(note))
     unparsed = result.frame.meta.get("unparsed_options") or {}
     if unparsed.get("n"):
-        ids = ", ".join(md_escape(x, 40) for x in unparsed.get("question_ids", [])[:10])
+        ids = ", ".join(md_inline(x, 40) for x in unparsed.get("question_ids", [])[:10])
         lims.append(f"{unparsed['n']:,} question(s) have a letter gold but options that could not be read "
                     f"(audited as non-multiple-choice, --allow-unparsed-options): {ids}"
                     + (" ..." if unparsed["n"] > 10 else "") + ".")
@@ -330,20 +330,20 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
     ds = meta.get("dataset") or {}
     full, blind = frame.models_in("full"), frame.models_in("blind")
     judges = meta.get("judges") or s.get("judges") or {}
-    judge_names = sorted({md_escape(v, 60) for v in judges.values()}) if isinstance(judges, dict) else []
+    judge_names = sorted({md_inline(v, 60) for v in judges.values()}) if isinstance(judges, dict) else []
     sev_counts = questions["severity"].value_counts()
     act_counts = questions["suggested_action"].value_counts()
     cats = questions["category"].nunique(dropna=True) if "category" in questions else 0
     rev = ds.get("revision") or ds.get("commit") or ds.get("resolved_commit")
-    rev = md_escape(rev, 80) if rev else rev
-    bench = md_escape(meta.get("benchmark") or ds.get("name") or "the benchmark", 100)
+    rev = md_code(rev, 80, cell=True) if rev else rev
+    bench = md_inline(meta.get("benchmark") or ds.get("name") or "the benchmark", 100)
     # Every input-derived string is escaped here, once, for the Markdown body (links only to the Hub).
-    ds = {"split": md_escape(ds["split"], 60) if ds.get("split") else None,
-          "repo": md_escape(ds.get("repo") or ds.get("url") or "", 120) or None,
+    ds = {"split": md_code(ds["split"], 60, cell=True) if ds.get("split") else None,
+          "repo": md_inline(ds.get("repo") or ds.get("url") or "", 120) or None,
           "url": safe_link(ds.get("url")),
-          "license": md_escape(ds["license"], 60) if ds.get("license") else None}
-    full = [md_escape(m, 60) for m in full]
-    blind = [md_escape(m, 60) for m in blind]
+          "license": md_inline(ds["license"], 60) if ds.get("license") else None}
+    full = [md_inline(m, 60) for m in full]
+    blind = [md_inline(m, 60) for m in blind]
     headline = _headline(result)
     lede = []
     for spec in detectors.specs():
@@ -361,7 +361,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "n_categories": cats,
         "full_models": full,
         "blind_models": blind,
-        "pool_note": md_escape((s.get("pool") or {}).get("note", ""), 600),
+        "pool_note": md_inline((s.get("pool") or {}).get("note", ""), 600),
         "judges": judge_names,
         "primary_field": "judged (`hit`)" if result.primary_field == "hit" else "exact match (`hit_exact`)",
         "seed": (result.config.seed if hasattr(result.config, "seed") else s.get("seed")),
@@ -387,7 +387,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "files": files,
         "detector_labels": {spec.name: spec.label for spec in detectors.specs()},
         "question_columns": [c for c in questions.columns],
-        "skipped": {k: md_escape(v, 300) for k, v in (result.skipped or {}).items()},
+        "skipped": {k: md_inline(v, 300) for k, v in (result.skipped or {}).items()},
     }
 
 
