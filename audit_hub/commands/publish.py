@@ -14,7 +14,7 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("push")
     def push(
-        folder: Path = typer.Argument(..., help="Report folder written by `benchaudit audit --out DIR`."),
+        folder: Path = typer.Argument(..., help="Output folder written by a benchaudit command (audit, work_dir audit, tst, prune, curate, blind) with --out DIR."),
         repo_id: str = typer.Option(..., "--repo-id", help="Target dataset repo ORG/NAME (created if missing)."),
         private: bool = typer.Option(False, "--private", help="Create the repo private (ignored if it exists)."),
         revision: str | None = typer.Option(None, "--revision",
@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
         create_pr: bool = typer.Option(False, "--create-pr", help="Open a pull request instead of committing."),
         message: str | None = typer.Option(None, "--message", "-m", help="Commit message."),
     ) -> None:
-        """Push a report folder to the Hub as a dataset, in one atomic commit (token: HF_TOKEN or the login cache)."""
+        """Push an output folder (audit, tst, prune, curate, blind, work_dir index) to the Hub as a dataset, in one atomic commit (token: HF_TOKEN or the login cache)."""
         from ..hub.publish import push_report
 
         res = push_report(folder, repo_id, private=private, revision=revision, create_pr=create_pr,

@@ -25,9 +25,23 @@ from pathlib import Path
 
 from ..errors import BenchauditError, InputError
 
-REPORT_REQUIRED = ("README.md", "manifest.json", "summary.json")
-# Remote paths the report owns: deleted when absent from the folder being pushed.
-REPORT_MANAGED = ("data/*", "figures/*", "README.md", "summary.json", "manifest.json")
+# The files each kind of output must hold besides those its manifest lists (``manifest.json`` names the
+# command that wrote the folder; an index of reports and the pruned set carry a ``kind``).
+REQUIRED_FILES = {
+    "audit": ("README.md", "manifest.json", "summary.json"),
+    "audit/index": ("README.md", "manifest.json", "index.json"),
+    "tst": ("README.md", "manifest.json", "summary.json"),
+    "tst-llm": ("README.md", "manifest.json", "summary.json"),
+    "prune": ("README.md", "manifest.json", "summary.json", "pruned_benchmark/manifest.json"),
+    "prune/pruned_benchmark": ("README.md", "manifest.json", "summary.json"),
+    "curate": ("README.md", "manifest.json", "summary.json"),
+    "blind": ("README.md", "manifest.json", "run_config.json", "data/blind-00000-of-00001.parquet"),
+}
+REPORT_REQUIRED = REQUIRED_FILES["audit"]
+# Remote paths an output owns: deleted when absent from the folder being pushed (fnmatch: '*' spans '/').
+REPORT_MANAGED = ("data/*", "figures/*", "README.md", "summary.json", "manifest.json", "index.json", "run_config.json",
+                  "circular_copies.parquet", "pruned_benchmark/*", "*/data/*", "*/figures/*", "*/README.md",
+                  "*/summary.json", "*/manifest.json", "*/circular_copies.parquet")
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _SKIP_FILES = ("__pycache__", ".ipynb_checkpoints", ".DS_Store")
 
@@ -111,14 +125,55 @@ def _local_files(folder: Path) -> dict[str, Path]:
     return out
 
 
+def read_manifest(folder: str | os.PathLike) -> dict:
+    """``folder/manifest.json`` as a dict: a regular file, at most 64 MiB, written by benchaudit; one line otherwise."""
+    import json
+    import stat
+
+    mpath = Path(os.path.realpath(folder)) / "manifest.json"
+    try:
+        st = os.lstat(mpath)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > (64 << 20):
+            raise InputError("manifest.json is not a regular file (or is too large); refusing to push",
+                             file=str(folder))
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{folder} is not a benchaudit output folder: missing manifest.json (only a folder "
+                         "written by a benchaudit command can be pushed)") from None
+    except (OSError, ValueError, RecursionError) as e:
+        raise InputError(f"cannot read manifest.json ({type(e).__name__}); refusing to push", file=str(folder)) from None
+    if not isinstance(manifest, dict) or manifest.get("tool") != "benchaudit":
+        raise InputError("manifest.json was not written by benchaudit; refusing to push", file=str(folder))
+    return manifest
+
+
+def output_kind(manifest: dict) -> tuple[str, str]:
+    """(command, kind key of :data:`REQUIRED_FILES`) of a manifest; version 1 audit manifests have no
+    ``command`` (their ``output_of``/command line names it)."""
+    cmd = manifest.get("output_of") if isinstance(manifest.get("output_of"), str) else manifest.get("command")
+    if not isinstance(cmd, str):
+        cl = manifest.get("command_line") if isinstance(manifest.get("command_line"), list) else manifest.get("command")
+        cmd = cl[1] if isinstance(cl, list) and len(cl) > 1 and isinstance(cl[1], str) else None
+    kind = manifest.get("kind")
+    key = f"{cmd}/{kind}" if isinstance(kind, str) else str(cmd)
+    if key not in REQUIRED_FILES:
+        from ..escape import show_id
+
+        raise InputError(f"manifest.json names no output benchaudit can push (command {show_id(cmd)}"
+                         + (f", kind {show_id(kind)}" if kind is not None else "") + "); refusing to push")
+    return str(cmd), key
+
+
 def check_report_folder(folder: str | os.PathLike) -> Path:
-    """A report folder: README.md with valid card YAML whose configs match data/ shards, manifest, summary."""
+    """An output folder of any benchaudit command: the files its kind requires (manifest, card, summary or
+    index or run configuration), and README.md with valid card YAML whose configs match its shards."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise InputError(f"report folder {folder} does not exist (run `benchaudit audit --out {folder}` first)")
-    missing = [f for f in REPORT_REQUIRED if not (folder / f).is_file()]
+        raise InputError(f"output folder {folder} does not exist (write it with a benchaudit command's --out first)")
+    cmd, key = output_kind(read_manifest(folder))
+    missing = [f for f in REQUIRED_FILES[key] if not (folder / f).is_file()]
     if missing:
-        raise InputError(f"{folder} is not a benchaudit report folder: missing {', '.join(missing)}")
+        raise InputError(f"{folder} is not a complete `benchaudit {cmd}` output: missing {', '.join(missing)}")
     from huggingface_hub import DatasetCard
 
     try:
@@ -128,9 +183,9 @@ def check_report_folder(folder: str | os.PathLike) -> Path:
     for cfg in card.data.to_dict().get("configs") or []:
         for df in cfg.get("data_files") or []:
             pattern = df["path"] if isinstance(df, dict) else str(df)
-            if not list(folder.glob(pattern)):
+            if ".." in str(pattern).split("/") or str(pattern).startswith("/") or not list(folder.glob(pattern)):
                 raise InputError(f"the card's config {cfg.get('config_name')!r} points to {pattern} but no such file "
-                                 "exists", file=str(folder / "README.md"))
+                                 "exists in the folder", file=str(folder / "README.md"))
     return folder
 
 
@@ -138,26 +193,20 @@ def report_files(folder: str | os.PathLike) -> dict[str, Path]:
     """The files a push may upload: exactly those ``manifest.json`` lists (plus the manifest itself), each a
     regular file physically inside ``folder`` whose sha256 matches the manifest. Anything else in the
     folder -- a symlink, a FIFO or device, a file the manifest does not list, a listed file that is
-    missing, altered or outside the folder -- stops the push with one line."""
-    import json
+    missing, altered or outside the folder -- stops the push with one line naming the command that wrote
+    the folder. A folder holding outputs with manifests of their own (an index of reports, the pruned
+    set of ``prune``) has each of them checked against its own manifest too."""
     import stat
 
     from .folders import sha256_file
 
     root = Path(os.path.realpath(folder))
-    mpath = root / "manifest.json"
-    try:
-        st = os.lstat(mpath)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > (64 << 20):
-            raise InputError("manifest.json is not a regular file (or is too large); refusing to push",
-                             file=str(folder))
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as e:
-        raise InputError(f"cannot read manifest.json ({type(e).__name__}); refusing to push", file=str(folder)) from None
-    outputs = manifest.get("outputs") if isinstance(manifest, dict) else None
+    manifest = read_manifest(folder)
+    cmd, _key = output_kind(manifest)
+    by = f"`benchaudit {cmd}`"
+    outputs = manifest.get("outputs")
     if not isinstance(outputs, list) or not outputs:
-        raise InputError("manifest.json lists no output files; only a folder written by `benchaudit audit` can "
-                         "be pushed", file=str(folder))
+        raise InputError(f"manifest.json (written by {by}) lists no output files; refusing to push", file=str(folder))
     listed: dict[str, str] = {}
     for rec in outputs:
         rel = rec.get("path") if isinstance(rec, dict) else None
@@ -185,7 +234,7 @@ def report_files(folder: str | os.PathLike) -> dict[str, Path]:
                 raise InputError(f"{rel} is not a regular file; refusing to push", file=str(folder))
             if rel != "manifest.json" and rel not in listed:
                 raise InputError(f"{rel} is not listed in manifest.json; refusing to push (remove it, or rerun "
-                                 "`benchaudit audit`)", file=str(folder))
+                                 f"{by})", file=str(folder))
             found[rel] = p
     for rel, sha in listed.items():
         p = found.get(rel)
@@ -193,8 +242,11 @@ def report_files(folder: str | os.PathLike) -> dict[str, Path]:
             raise InputError(f"{rel} is listed in manifest.json but missing (or not a regular file inside the "
                              "folder); refusing to push", file=str(folder))
         if sha256_file(p) != sha:
-            raise InputError(f"{rel} does not match its sha256 in manifest.json (changed after the audit); "
+            raise InputError(f"{rel} does not match its sha256 in manifest.json (changed after {by} wrote it); "
                              "refusing to push", file=str(folder))
+    for rel in sorted(found):
+        if rel != "manifest.json" and rel.endswith("/manifest.json"):
+            report_files(root / rel[: -len("/manifest.json")])
     return {rel: found[rel] for rel in sorted(found)}
 
 
@@ -256,9 +308,11 @@ def _report_commit_message(folder: Path) -> str:
 
     try:
         m = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        return f"benchaudit report ({m.get('benchaudit_version') or '?'}, {m.get('finished_at') or 'unknown time'})"
-    except (OSError, ValueError):
-        return "benchaudit report"
+        cmd = output_kind(m)[0]
+        return (f"benchaudit {cmd} output ({m.get('benchaudit_version') or '?'}, "
+                f"{m.get('finished_at') or 'unknown time'})")
+    except (OSError, ValueError, InputError):
+        return "benchaudit output"
 
 
 def metric_folders(metrics_dir: str | os.PathLike) -> dict[str, Path]:
