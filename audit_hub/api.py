@@ -275,13 +275,11 @@ class BlindResult(Output):
         return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True) if files else pd.DataFrame()
 
     def _write(self, out: Path) -> Path:
-        from .hub.folders import atomic_dir
+        from .hub.output import copy_output
 
         if self._folder is not None and Path(out).resolve() == self._folder:
             return self._folder
-        with atomic_dir(out, command="blind") as tmp:
-            shutil.copytree(self._folder, tmp, dirs_exist_ok=True)
-        return Path(out).resolve()
+        return copy_output(self._folder, out, command="blind")
 
 
 # ---------------------------------------------------------------------------------------- inputs

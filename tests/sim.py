@@ -232,3 +232,13 @@ def simulate_frame(
         meta["planted"]["gold_position"] = [float(x) for x in gp]
     return AuditFrame.from_tables(questions, runs, questions_source="<simulated>", runs_source="<simulated>",
                                   meta=meta)
+
+
+def save_frame(frame, directory) -> None:
+    """Write a frame's ``questions.parquet`` and ``runs.parquet`` (the public formats) into ``directory``:
+    input files for the tests (was ``AuditFrame.save``, which only tests used)."""
+    import os
+
+    os.makedirs(directory, exist_ok=True)
+    frame.questions_table().to_parquet(os.path.join(directory, "questions.parquet"), index=False)
+    frame.runs_table().to_parquet(os.path.join(directory, "runs.parquet"), index=False)

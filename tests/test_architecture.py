@@ -181,3 +181,67 @@ def test_the_layer_check_catches_an_upward_import():
     assert RANK[layer_of("audit_hub.readers.ingest")] < RANK[layer_of("audit_hub.detectors")]
     assert layer_of("audit_hub.blind.__main__") == "face" and layer_of("audit_hub.schema") == "vocabulary"
     assert layer_of("audit_hub.hub.folders") == "hub" and RANK["hub"] < RANK["readers"] < RANK["engine"]
+
+
+# ------------------------------------------------------------------------------------------- outputs
+# Only hub/ writes output folders: report/, tst/, curate/, blind/ and the rest build content and hand it to
+# hub/ (hub.output: the one shard writer, card header builder and manifest schema; hub.folders: the checks
+# of --out and the atomic swap). A call that creates, writes, moves or removes files anywhere else fails
+# this test unless it is listed here with the reason it is not an output folder.
+WRITE_METHODS = {"write_text", "write_bytes", "to_parquet", "write_table", "ParquetWriter", "savefig", "mkdir",
+                 "makedirs", "unlink", "rmdir", "rmtree", "copytree", "copyfile", "copy2", "move", "to_csv", "touch",
+                 "atomic_dir", "staging_dir", "atomic_write_bytes", "mkdtemp", "mkstemp", "symlink_to"}
+WRITE_ON = {("os", "replace"), ("os", "rename"), ("os", "remove"), ("shutil", "copy"), ("json", "dump")}
+NOT_OUTPUTS = {
+    ("audit_hub.metrics.install", "mkdir"): "installs the evaluate modules into the modules cache (not an --out)",
+    ("audit_hub.metrics.install", "write_text"): "the same",
+    ("audit_hub.metrics.install", "atomic_dir"): "the same (through hub's atomic folder)",
+    ("audit_hub.metrics.install", "rmtree"): "the same (removes an older installed copy)",
+    ("audit_hub.metrics.install", "copyfile"): "the same (copies the module's files)",
+    ("audit_hub.blind.runner", "mkdtemp"): "accelerate's weight-offload scratch folder, not the output",
+    ("audit_hub.blind.runner", "rmtree"): "removes accelerate's weight-offload scratch folder, not the output",
+    ("audit_hub.api", "mkdtemp"): "the library's own temporary folder (removed by a weakref finaliser); written through hub",
+}
+
+
+def file_writes(source: str) -> list[tuple[int, str]]:
+    """(line, call) of every call in ``source`` that writes, moves or removes a file or folder."""
+    hits = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+        owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+        if name in WRITE_METHODS or (owner, name) in WRITE_ON:
+            hits.append((node.lineno, name))
+        elif name == "open":
+            mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"),
+                                                                None)
+            if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+"):
+                hits.append((node.lineno, "open"))
+    return hits
+
+
+def test_the_write_finder_finds_planted_writes():
+    src = ("import os, shutil, json\nfrom pathlib import Path\n"
+           "def f(p, df, t):\n    Path(p).write_text('x')\n    df.to_parquet(p)\n    os.replace(p, p)\n"
+           "    open(p, 'wb')\n    open(p, mode='a')\n    open(p)\n    'a'.replace('a', 'b')\n    json.dump({}, p)\n")
+    assert [name for _, name in file_writes(src)] == ["write_text", "to_parquet", "replace", "open", "open", "dump"]
+
+
+def test_only_hub_writes_output_folders():
+    bad = []
+    for mod, path in MODULES.items():
+        if mod == "audit_hub.hub" or mod.startswith("audit_hub.hub."):
+            continue
+        for line, name in file_writes(path.read_text(encoding="utf-8")):
+            if (mod, name) not in NOT_OUTPUTS:
+                bad.append(f"{path.relative_to(PKG.parent)}:{line}: {name}(...) (write it through audit_hub.hub)")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_exception_to_the_output_rule_is_still_used():
+    used = {(mod, name) for mod, path in MODULES.items() for _, name in file_writes(path.read_text(encoding="utf-8"))}
+    stale = sorted(set(NOT_OUTPUTS) - used)
+    assert not stale, f"NOT_OUTPUTS entries no longer needed: {stale}"

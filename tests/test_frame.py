@@ -74,7 +74,9 @@ def test_accuracy_table_and_subsets():
 
 def test_runs_table_round_trip(tmp_path):
     f = AuditFrame.from_tables(_questions(), _runs().assign(hit_exact=_runs()["hit"]))
-    f.save(tmp_path)
+    from sim import save_frame
+
+    save_frame(f, tmp_path)
     q = pd.read_parquet(tmp_path / "questions.parquet")
     r = pd.read_parquet(tmp_path / "runs.parquet")
     g = AuditFrame.from_tables(q, r)

@@ -170,7 +170,9 @@ def test_round_trip_save_load(tmp_path_factory, tables):
     q, r = tables
     frame = AuditFrame.from_tables(q, r)
     d = tmp_path_factory.mktemp("rt")
-    frame.save(str(d))
+    from sim import save_frame
+
+    save_frame(frame, str(d))
     q2 = ingest.load_questions(str(d))  # a saved frame folder
     r2 = ingest.load_runs([str(d / "runs.parquet")])
     frame2 = AuditFrame.from_tables(q2, r2)

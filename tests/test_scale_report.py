@@ -16,7 +16,8 @@ import pytest
 
 from audit_hub.clock import StageClock, current_timings, recording, stage
 from audit_hub.frame.core import AuditFrame
-from audit_hub.report.runs_arrow import runs_arrow_table, write_arrow_parquet
+from audit_hub.hub.shards import write_arrow_parquet
+from audit_hub.report.runs_arrow import runs_arrow_table
 from audit_hub.report.tables import judge_disagreement_counts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +108,9 @@ def test_stage_clock_accumulates_and_is_a_no_op_without_a_clock():
 
 def test_cli_records_stage_timings_and_prints_them(tmp_path):
     f = small_frame()
-    f.save(str(tmp_path / "in"))
+    from sim import save_frame
+
+    save_frame(f, str(tmp_path / "in"))
     out = tmp_path / "report"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, "-m", "audit_hub.cli", "audit", "--questions",

@@ -337,12 +337,6 @@ class AuditFrame:
                 })
         return pd.DataFrame(rows)
 
-    def save(self, directory: str) -> None:
-        """Write ``questions.parquet`` and ``runs.parquet`` (public formats) into ``directory``."""
-        import os
-        os.makedirs(directory, exist_ok=True)
-        self.questions_table().to_parquet(os.path.join(directory, "questions.parquet"), index=False)
-        self.runs_table().to_parquet(os.path.join(directory, "runs.parquet"), index=False)
 
     # ------------------------------------------------------------------ derived frames
     def subset_questions(self, keep: np.ndarray | Iterable[str]) -> AuditFrame:

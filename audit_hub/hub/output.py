@@ -324,3 +324,14 @@ def finish_in_place(out: str | os.PathLike, *, command: str, files: dict[str, li
                         started_at=started_at, finished_at=time.time(), fields={**(fields or {}), "output_of": command})
     atomic_write_bytes(out / _manifest.MANIFEST, dump_json(m).encode("utf-8"))
     return m
+
+
+def copy_output(src: str | os.PathLike, out: str | os.PathLike, *, command: str) -> Path:
+    """Copy a complete output folder ``src`` to ``out`` atomically (the rules of every ``--out``)."""
+    import shutil
+
+    from .folders import atomic_dir
+
+    with atomic_dir(out, command=command, inputs=[src]) as tmp:
+        shutil.copytree(src, tmp, dirs_exist_ok=True)
+    return Path(out).resolve()

@@ -349,8 +349,7 @@ def planned(fi: FigureInputs) -> dict[str, str]:
 
 def render_figures(fi: FigureInputs, out: Path) -> dict[str, str]:
     """Draw every figure of ``fi`` into ``out``; return {name: relative path} (= :func:`planned`)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(out)  # save_png creates it
     for name, rel in fi.names.items():
         FIGURES[name](fi, out / Path(rel).name)
     return dict(fi.names)

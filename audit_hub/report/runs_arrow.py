@@ -7,7 +7,7 @@ whose indices are the frame's own ``q``/``m``/``arm`` code buffers (zero copy) a
 dictionaries are the question IDs, model names and arm names; ``prediction`` and ``answer`` are the
 frame's Arrow string buffers; ``hit``/``hit_exact`` are packed from the int8 codes (-1 -> null).
 
-:func:`write_arrow_parquet` writes such a table in row groups. The Parquet writer stores a dictionary
+:func:`audit_hub.hub.shards.write_arrow_parquet` writes such a table in row groups. The Parquet writer stores a dictionary
 array's dictionary and indices directly (no re-hashing of 100M strings) when the dictionary page
 limit is large enough to hold every question ID; the files are written without the Arrow schema
 blob, so every reader (pyarrow, pandas, ``datasets``) sees plain ``string`` columns: the encoding
@@ -16,17 +16,10 @@ is a storage detail, the public types are unchanged.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-
-# Rows per Parquet row group for the runs config (bounded so a reader can stream the file).
-ROW_GROUP_ROWS = 1 << 24
-# Large enough for the dictionary page of 1M+ question IDs; above it the writer would fall back to
-# plain encoding and hash every value again.
-DICTIONARY_PAGE_BYTES = 1 << 28
 
 
 def _strings(values: Any) -> pa.Array:
@@ -82,21 +75,3 @@ def runs_arrow_table(frame: Any) -> pa.Table:
         "hit": _hit_column(r["hit"].to_numpy()),
         "hit_exact": _hit_column(r["hit_exact"].to_numpy()),
     })
-
-
-def write_arrow_parquet(table: pa.Table, path: Path, row_group_rows: int = ROW_GROUP_ROWS) -> None:
-    """Write ``table`` to ``path`` in row groups of at most ``row_group_rows`` rows (zstd)."""
-    import pyarrow.parquet as pq
-
-    dict_cols = [f.name for f in table.schema if pa.types.is_dictionary(f.type)]
-    kwargs = {}
-    if dict_cols:
-        # Min/max statistics of a dictionary column make the writer look up every referenced
-        # dictionary value per row group: half the write time for 1M question IDs, for no reader's benefit.
-        kwargs = {"store_schema": False, "dictionary_pagesize_limit": DICTIONARY_PAGE_BYTES,
-                  "write_statistics": [f.name for f in table.schema if f.name not in dict_cols]}
-    with pq.ParquetWriter(path, table.schema, compression="zstd", **kwargs) as writer:
-        if table.num_rows == 0:
-            writer.write_table(table)
-        for lo in range(0, table.num_rows, row_group_rows):
-            writer.write_table(table.slice(lo, row_group_rows), row_group_size=row_group_rows)
