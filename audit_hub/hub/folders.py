@@ -291,6 +291,7 @@ def atomic_dir(target: str | os.PathLike, *, overwrite: bool = True, command: st
     try:
         yield tmp
         _finalise(tmp, command)
+        pause_hook()
         _commit(tmp, real, lambda p: _replaceable(p, command, recognise),
                 lambda: OutputError(f"{what} {shown} appeared or changed while benchaudit"
                                     f"{' ' + command if command else ''} ran and is not a previous output of it; "
@@ -304,6 +305,24 @@ def atomic_dir(target: str | os.PathLike, *, overwrite: bool = True, command: st
                               + (f" ({_show_path(e.filename)})" if getattr(e, "filename", None) else "")
                               + "; nothing written") from None
         raise
+
+
+PAUSE_ENV = "BENCHAUDIT_TEST_PAUSE_BEFORE_SWAP"  # test hook: "SECONDS" or "SECONDS:MARKER_FILE"
+
+
+def pause_hook() -> None:
+    """Test hook (tests/hostile/test_races.py): sleep just before an output is swapped into place (or an
+    in-place output is checked again and opened), after touching MARKER_FILE, so a test can make a folder
+    at ``--out`` at that moment. Unset in normal use."""
+    spec = os.environ.get(PAUSE_ENV)
+    if not spec:
+        return
+    import time
+
+    seconds, _, marker = spec.partition(":")
+    if marker:
+        Path(marker).touch()
+    time.sleep(float(seconds))
 
 
 def staging_dir(target: str | os.PathLike, *, command: str | None = None, inputs=()) -> Path | None:

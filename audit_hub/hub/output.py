@@ -272,8 +272,9 @@ def write_report_set(out: str | os.PathLike, reports: dict[str, Callable[[Output
 def open_in_place(out: str | os.PathLike, *, command: str, inputs=(), recognise=None, what: str = "--out") -> Path:
     """Check ``out`` again (the rule of :func:`audit_hub.hub.folders.check_output_target`, now, not only at
     the start: a folder made there meanwhile is refused, not written into) and create it; its path."""
-    from .folders import check_output_target
+    from .folders import check_output_target, pause_hook
 
+    pause_hook()
     real = check_output_target(out, command=command, inputs=inputs, recognise=recognise, what=what)
     Path(out).mkdir(parents=True, exist_ok=True)
     return real
