@@ -15,6 +15,16 @@ from test_publish import assert_same_folder, hub  # noqa: E402,F401 (the fixture
 from test_report import make_fake_result  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _online(monkeypatch):
+    """The local Hub server is reachable whatever an earlier test left in huggingface_hub's constants
+    (it reads HF_HUB_OFFLINE once, at import)."""
+    import huggingface_hub.constants as hc
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", False)
+
+
 def _audit(root: Path) -> tuple[Path, str, int]:
     from audit_hub.report import write_report
 
