@@ -310,27 +310,39 @@ def test_generate_mode_uses_exact_match_parser(tiny, tmp_path):
         assert bool(r["hit_exact"]) == (ex == q.loc[r["question_id"], "answer"])  # unparseable counts as wrong
 
 
-def test_push_to_hub_calls_upload_folder(tmp_path):
+def test_push_to_hub_is_the_push_of_every_output(tmp_path, monkeypatch):
+    """--push-to-hub pushes the blind folder through hub.publish.push_report (the checks of every push)."""
+    import huggingface_hub.constants as hc
+    from hub_server import TOKEN, HubServer
+
+    from audit_hub.blind import shards as sh
     from audit_hub.blind.hub import push_blind_to_hub
 
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "blind-00000-of-00001.parquet").write_bytes(b"x")
-    calls = []
-
-    class FakeApi:
-        def create_repo(self, **kw):
-            calls.append(("create", kw))
-
-        def upload_folder(self, **kw):
-            calls.append(("upload", kw))
-
-    url = push_blind_to_hub(tmp_path, "org/name", api=FakeApi())
-    assert url == "https://huggingface.co/datasets/org/name"
-    assert calls[0] == ("create", {"repo_id": "org/name", "repo_type": "dataset", "private": False, "exist_ok": True})
-    assert calls[1][1]["folder_path"] == str(tmp_path) and calls[1][1]["repo_type"] == "dataset"
-    assert "data/*.parquet" in calls[1][1]["allow_patterns"]
+    out = tmp_path / "b"
+    sh.open_output(out, [])
+    sh.write_run_config(out, {"fingerprint": {"model": "m"}})
+    w = sh.ShardWriter(out, 0)
+    w.add([{"question_id": "q0", "model": "m", "arm": "blind", "prediction": "A", "answer": "A", "hit_exact": True}])
+    w.flush()
+    sh.merge(out, ["q0"])
+    sh.finish_output(out, {"model": "m", "n_questions": 1}, "q.parquet", inputs=[], command_line=["benchaudit", "blind"])
+    with HubServer(tmp_path / "hub") as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_TOKEN", TOKEN)
+        monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.setattr(hc, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(hc, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+        url = push_blind_to_hub(out, "org/name")
+        assert url == f"{server.url}/datasets/org/name"
+        got = server.state.folder("dataset", "org/name")
+        assert sorted(p.name for p in got.rglob("*") if p.is_file() and p.name != ".gitattributes") == [
+            "README.md", "blind-00000-of-00001.parquet", "manifest.json", "run_config.json"]
+        (out / "notes.txt").write_text("x")
+        with pytest.raises(InputError, match="not listed in manifest.json"):
+            push_blind_to_hub(out, "org/name")
     with pytest.raises(InputError, match="ORG/NAME"):
-        push_blind_to_hub(tmp_path, "no-slash", api=FakeApi())
+        push_blind_to_hub(out, "no-slash")
 
 
 def test_bad_options_are_input_errors(tiny, tmp_path):
