@@ -5,10 +5,13 @@ the ranking of models it never saw. So the default (``method="auto"``) does not 
 builds several candidate selections of the same size and keeps the one that ranks *inner held-out* models
 best:
 
-* candidates: ``random_best`` (the best of ``n_draws`` stratified random draws by Spearman rho on the
-  selecting models), ``kmeans_anchors`` (tinyBenchmarks-style anchors, :func:`.baselines.kmeans_anchors`),
+* candidates: ``stratified_difficulty`` (a random draw stratified by category and by the item's pass-rate
+  quintile among the selecting models: stratifying on a covariate of the models' scores narrows the spread
+  of each model's subset accuracy around its whole-pool accuracy), ``random_best`` (the best of ``n_draws``
+  stratified random draws by Spearman rho on the selecting models), ``kmeans_anchors`` (tinyBenchmarks-style anchors, :func:`.baselines.kmeans_anchors`),
   ``irt_information`` and ``point_biserial`` (:mod:`.select`), each on the items left by the stages
-  (variant ``stages``) and on the whole pool (variant ``none``); with no final selection the stage output
+  (variant ``stages``) and on the items left by the anomaly stage alone (``anomaly``; without that stage, on the
+  whole pool: ``none``); with no final selection the stage output
   itself (``stages/all``) competes with the whole-pool candidates at its size;
 * inner cross-validation: the selecting models are split into ``k`` inner folds (seeded); each candidate is
   built from the inner training models and scored by Spearman rho between the inner held-out models'
@@ -21,9 +24,10 @@ best:
   then to the candidate order. When no candidate beats random the result is the best stratified random
   draw (``random_best``), and the statement says so.
 
-The stage flags are computed once per set of selecting models and reused by the inner folds (re-running the
-audit per inner fold would multiply its cost by ``k``); the saturation flags therefore saw the inner
-held-out models too. Everything else is rebuilt per inner fold.
+The stages are re-run on each inner fold's training models (``variants_for``): flags computed with every
+selecting model would have seen the inner held-out models, and a stage that removes the items only a
+held-out model solves (the floor items of the others) or fails (their saturated items) shifts exactly
+that model's score.
 """
 
 from __future__ import annotations
@@ -34,8 +38,10 @@ from . import baselines as bl
 from .measures import spearman, weighted_accuracy
 from .select import select
 
-CANDIDATE_METHODS = ("random_best", "kmeans_anchors", "irt_information", "point_biserial")
-EXPLICIT_METHODS = ("point_biserial", "irt_information", "kmeans_anchors", "random_best", "random")
+CANDIDATE_METHODS = ("stratified_difficulty", "random_best", "kmeans_anchors", "irt_information", "point_biserial")
+EXPLICIT_METHODS = ("point_biserial", "irt_information", "kmeans_anchors", "stratified_difficulty", "random_best",
+                    "random")
+DIFFICULTY_BINS = 5
 
 
 def _acc(mask: np.ndarray, right: np.ndarray, known: np.ndarray) -> np.ndarray:
@@ -72,6 +78,13 @@ def build(method: str, right: np.ndarray, known: np.ndarray, allowed: np.ndarray
         mask = np.zeros(len(allowed), dtype=bool)
         mask[idx[w > 0]] = True
         return mask, None
+    if method == "stratified_difficulty":
+        kn = known.sum(axis=1)
+        p = np.where(kn > 0, (right * known).sum(axis=1) / np.maximum(kn, 1), 0.5)
+        edges = np.quantile(p[allowed], np.linspace(0, 1, DIFFICULTY_BINS + 1)[1:-1])
+        strata = cat.astype(np.int64) * (DIFFICULTY_BINS + 1) + np.searchsorted(edges, p, side="right")
+        _, strata = np.unique(strata, return_inverse=True)
+        return random_draws(strata, allowed, size, 1, (seed, 37))[0] > 0, None
     if draws is None:
         draws = random_draws(cat, allowed, size, 50, (seed, 23))
     if method == "random":
@@ -127,10 +140,13 @@ def inner_folds(n_models: int, k: int, seed: int) -> list[np.ndarray]:
 
 def choose(right: np.ndarray, known: np.ndarray, cat: np.ndarray, variants: dict[str, np.ndarray], size: int,
            floor_share: float, seed: int, *, selected: bool = True, methods: tuple[str, ...] = CANDIDATE_METHODS,
-           k: int = 3, n_draws: int = 50, tolerance: float = 0.01) -> dict:
+           k: int = 3, n_draws: int = 50, tolerance: float = 0.01, variants_for=None) -> dict:
     """Choose the selection among the candidates by inner cross-validation over the models of ``right``.
 
     ``variants``: name -> allowed-items mask (``stages``: the items the stages kept; ``none``: every item).
+    ``variants_for(train)``: the same masks with the stages re-run on the inner training models ``train``
+    (column indices of ``right``); without it the inner folds reuse ``variants`` (the stage flags then saw the
+    inner held-out models: a stage that removes what only they solve looks harmless).
     Returns the chosen candidate's mask and scores, and every candidate's inner figures."""
     Q, M = right.shape
     full = _acc(np.ones(Q), right, known)
@@ -143,12 +159,14 @@ def choose(right: np.ndarray, known: np.ndarray, cat: np.ndarray, variants: dict
     random_ref = []
     for te in folds:
         tr = np.setdiff1d(np.arange(M), te)
-        r_tr, k_tr, r_te, k_te = right[:, tr], known[:, tr], right[:, te], known[:, te]
+        r_tr, k_tr = right[:, tr], known[:, tr]
+        inner_v = variants_for(tr) if variants_for is not None else variants
         acc_r = weighted_accuracy(ref_draws, right, known)
         random_ref.append(float(np.nanmean(heldout_pair_tau(acc_r, full, te))))
         for v, m in cands:
-            mask, _ = build(m, r_tr, k_tr, variants[v], cat, size, floor_share, seed, full_acc=full[tr],
-                            draws=draws[v])
+            dv = draws[v] if inner_v is variants else None
+            mask, _ = build(m, r_tr, k_tr, inner_v[v], cat, size, floor_share, seed + 1 + len(random_ref),
+                            full_acc=full[tr], draws=dv)
             acc = _acc(mask, right, known)
             rows[(v, m)].append((float(heldout_pair_tau(acc, full, te)),
                                  float(spearman(acc[te], full[te])) if len(te) >= 3 else None))
@@ -176,7 +194,7 @@ def choose(right: np.ndarray, known: np.ndarray, cat: np.ndarray, variants: dict
                      f"the same size; ties within {tolerance:g} of the best go to the larger SD of model accuracies)")
         beats = True
     else:
-        v = "stages" if "stages" in variants and ("stages", "random_best") in final else "none"
+        v = next((x for x in ("none", "anomaly") if x in variants), next(iter(variants)))
         if (v, "random_best") not in final:
             final[(v, "random_best")] = build("random_best", right, known, variants[v], cat, size, floor_share, seed,
                                               full_acc=full, draws=draws[v])
