@@ -133,7 +133,9 @@ def register(app: typer.Typer) -> None:
                                    help="Stages in order (comma-separated subset of text_ablation, saturation, anomaly)."),
         threshold: list[str] | None = typer.Option(
             None, "--threshold", "-t", help="Stage threshold NAME=VALUE (repeatable), e.g. blind_min_share=0.8."),
-        method: str = typer.Option("point_biserial", "--method", help="Selection score: point_biserial | irt_information."),
+        method: str = typer.Option("auto", "--method", help="Selection: auto (chosen by inner cross-validation) | "
+                                   "point_biserial | irt_information | kmeans_anchors | stratified_difficulty | "
+                                   "stratified_discriminating | random_best | random."),
         category_floor: float = typer.Option(0.5, "--category-floor",
                                              help="Each category keeps at least this share of its proportional share."),
         folds: int = typer.Option(3, "--folds", help="Folds over models for the held-out evaluation."),
@@ -241,6 +243,15 @@ def _print(s: dict) -> None:
                f"{ci(s.get('random_subset_rho_interval'))}")
     if s.get("versus_random"):
         typer.echo(f"versus random: {s['versus_random']}")
+    ch = s.get("selection_choice") or {}
+    if ch.get("statement"):
+        typer.echo(f"selection: {ch['statement']}")
+    why = (s.get("heldout_design") or {}).get("why")
+    if why and (s.get("heldout_design") or {}).get("mode") != "folds":
+        typer.echo(f"held-out design: {why}")
+    se = s.get("score_estimation") or {}
+    if se.get("versus_random"):
+        typer.echo(f"score estimation: {se['versus_random']}")
     ch = s["discrimination_change"]
     typer.echo("discrimination change: " + ", ".join(
         f"{k} {'n/a' if v is None else f'{100 * v:+.0f}%'}" for k, v in ch.items()))

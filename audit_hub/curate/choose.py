@@ -7,7 +7,9 @@ best:
 
 * candidates: ``stratified_difficulty`` (a random draw stratified by category and by the item's pass-rate
   quintile among the selecting models: stratifying on a covariate of the models' scores narrows the spread
-  of each model's subset accuracy around its whole-pool accuracy), ``random_best`` (the best of ``n_draws``
+  of each model's subset accuracy around its whole-pool accuracy), ``stratified_discriminating`` (the same
+  draw among the items whose item-rest point-biserial is positive: items that measure nothing or the
+  opposite of the rest go, without concentrating the set on the most discriminative items), ``random_best`` (the best of ``n_draws``
   stratified random draws by Spearman rho on the selecting models), ``kmeans_anchors`` (tinyBenchmarks-style anchors, :func:`.baselines.kmeans_anchors`),
   ``irt_information`` and ``point_biserial`` (:mod:`.select`), each on the items left by the stages
   (variant ``stages``) and on the items left by the anomaly stage alone (``anomaly``; without that stage, on the
@@ -19,7 +21,8 @@ best:
 * the reference: stratified random subsets of the same size from the whole pool (``n_draws`` draws, the
   same in every inner fold), mean inner rho;
 * the rule: candidates whose inner rho is not above the random reference are not eligible; among the
-  eligible, those within ``tolerance`` of the best inner rho tie, and the tie goes to the most
+  eligible, those within one standard error (over the inner folds, at least ``tolerance``) of the best
+  inner figure tie (Breiman's one-standard-error rule), and the tie goes to the most
   discriminative (the SD of the selecting models' accuracies on the candidate built from all of them),
   then to the candidate order. When no candidate beats random the result is the best stratified random
   draw (``random_best``), and the statement says so.
@@ -38,9 +41,9 @@ from . import baselines as bl
 from .measures import spearman, weighted_accuracy
 from .select import select
 
-CANDIDATE_METHODS = ("stratified_difficulty", "random_best", "kmeans_anchors", "irt_information", "point_biserial")
-EXPLICIT_METHODS = ("point_biserial", "irt_information", "kmeans_anchors", "stratified_difficulty", "random_best",
-                    "random")
+CANDIDATE_METHODS = ("stratified_difficulty", "stratified_discriminating", "random_best", "kmeans_anchors", "irt_information", "point_biserial")
+EXPLICIT_METHODS = ("point_biserial", "irt_information", "kmeans_anchors", "stratified_difficulty",
+                    "stratified_discriminating", "random_best", "random")
 DIFFICULTY_BINS = 5
 
 
@@ -78,6 +81,17 @@ def build(method: str, right: np.ndarray, known: np.ndarray, allowed: np.ndarray
         mask = np.zeros(len(allowed), dtype=bool)
         mask[idx[w > 0]] = True
         return mask, None
+    if method == "stratified_discriminating":
+        from .measures import point_biserial
+
+        pb = point_biserial(right, known)
+        keep = allowed & np.isfinite(pb) & (pb > 0)
+        if keep.sum() < size:  # too few: the best of the rest fill up
+            order = np.flatnonzero(allowed & ~keep)[np.argsort(-np.nan_to_num(pb[allowed & ~keep], nan=-2.0),
+                                                               kind="stable")]
+            keep = keep.copy()
+            keep[order[: size - int(keep.sum())]] = True
+        return build("stratified_difficulty", right, known, keep, cat, size, floor_share, seed)
     if method == "stratified_difficulty":
         kn = known.sum(axis=1)
         p = np.where(kn > 0, (right * known).sum(axis=1) / np.maximum(kn, 1), 0.5)
@@ -112,18 +126,20 @@ def candidates(variants: dict[str, np.ndarray], size: int, selected: bool,
     return out
 
 
-def heldout_pair_tau(cur: np.ndarray, full: np.ndarray, test: np.ndarray) -> np.ndarray:
+def heldout_pair_tau(cur: np.ndarray, full: np.ndarray, test: np.ndarray, *, test_only: bool = False) -> np.ndarray:
     """Kendall tau (tau-a) over the model pairs that involve at least one held-out model: the share of those
     pairs ordered alike by ``cur`` (accuracy on the selection, every model of the inner split) and ``full``
     (accuracy on the whole pool) minus the share ordered oppositely. Vectorised over leading axes of ``cur``.
     With three or four held-out models per inner fold a Spearman over them moves in steps of 0.2 or more;
-    the pairs with the inner training models place each held-out model among all of them."""
+    the pairs with the inner training models place each held-out model among all of them. Those pairs favour a
+    selection fitted to the training models' order (their side of the pair is in-sample), so with
+    ``test_only`` (used when every inner fold holds at least 4 models) only held-out pairs count."""
     cur = np.asarray(cur, dtype=np.float64)
     M = cur.shape[-1]
     is_te = np.zeros(M, dtype=bool)
     is_te[test] = True
     iu = np.triu_indices(M, 1)
-    use = is_te[iu[0]] | is_te[iu[1]]
+    use = (is_te[iu[0]] & is_te[iu[1]]) if test_only else (is_te[iu[0]] | is_te[iu[1]])
     i, j = iu[0][use], iu[1][use]
     dc = np.sign(cur[..., i] - cur[..., j])
     df = np.sign(full[i] - full[j])
@@ -155,6 +171,7 @@ def choose(right: np.ndarray, known: np.ndarray, cat: np.ndarray, variants: dict
     draws = {v: random_draws(cat, a, size, n_draws, (seed, 23, i)) for i, (v, a) in enumerate(variants.items())}
     ref_draws = draws["none"] if "none" in variants else random_draws(cat, every, size, n_draws, (seed, 23, 9))
     folds = inner_folds(M, k, seed)
+    test_only = bool(folds) and min(len(te) for te in folds) >= 4
     rows = {c: [] for c in cands}
     random_ref = []
     for te in folds:
@@ -162,13 +179,13 @@ def choose(right: np.ndarray, known: np.ndarray, cat: np.ndarray, variants: dict
         r_tr, k_tr = right[:, tr], known[:, tr]
         inner_v = variants_for(tr) if variants_for is not None else variants
         acc_r = weighted_accuracy(ref_draws, right, known)
-        random_ref.append(float(np.nanmean(heldout_pair_tau(acc_r, full, te))))
+        random_ref.append(float(np.nanmean(heldout_pair_tau(acc_r, full, te, test_only=test_only))))
         for v, m in cands:
             dv = draws[v] if inner_v is variants else None
             mask, _ = build(m, r_tr, k_tr, inner_v[v], cat, size, floor_share, seed + 1 + len(random_ref),
                             full_acc=full[tr], draws=dv)
             acc = _acc(mask, right, known)
-            rows[(v, m)].append((float(heldout_pair_tau(acc, full, te)),
+            rows[(v, m)].append((float(heldout_pair_tau(acc, full, te, test_only=test_only)),
                                  float(spearman(acc[te], full[te])) if len(te) >= 3 else None))
     final = {}
     table = []
@@ -186,12 +203,18 @@ def choose(right: np.ndarray, known: np.ndarray, cat: np.ndarray, variants: dict
     ref = float(np.nanmean(random_ref)) if random_ref else None
     eligible = [t for t in table if t["inner_tau_mean"] is not None and ref is not None and t["inner_tau_mean"] > ref]
     if eligible:
-        best = max(t["inner_tau_mean"] for t in eligible)
-        tied = [t for t in eligible if t["inner_tau_mean"] >= best - tolerance]
+        top = max(eligible, key=lambda t: t["inner_tau_mean"])
+        best = top["inner_tau_mean"]
+        per = np.array(top["inner_tau_per_fold"], dtype=np.float64)
+        per = per[np.isfinite(per)]
+        se = float(np.std(per, ddof=1) / np.sqrt(len(per))) if len(per) > 1 else 0.0
+        tolerance = max(tolerance, se)
+        tied = [t for t in eligible if t["inner_tau_mean"] >= best - tolerance - 1e-9]
         pick = max(tied, key=lambda t: (t["sd_selecting_models"] or 0.0, -table.index(t)))
         statement = (f"chosen by inner {len(folds)}-fold cross-validation over {M} models: {pick['candidate']} "
                      f"(inner held-out pair tau {pick['inner_tau_mean']:.3f} vs {ref:.3f} for random subsets of "
-                     f"the same size; ties within {tolerance:g} of the best go to the larger SD of model accuracies)")
+                     f"the same size; candidates within {tolerance:.3f} of the best (one standard error over the inner folds) go to the "
+                     f"larger SD of model accuracies)")
         beats = True
     else:
         v = next((x for x in ("none", "anomaly") if x in variants), next(iter(variants)))
@@ -207,4 +230,5 @@ def choose(right: np.ndarray, known: np.ndarray, cat: np.ndarray, variants: dict
     mask, scores = final[(pick["variant"], pick["method"])]
     return {"mask": mask, "scores": scores, "variant": pick["variant"], "method": pick["method"],
             "candidate": pick["candidate"], "beats_random_inner": beats, "random_inner_tau": ref,
-            "inner_folds": len(folds), "candidates": table, "statement": statement, "tolerance": tolerance}
+            "inner_folds": len(folds), "inner_pairs": "held-out pairs only" if test_only else
+            "pairs with at least one held-out model", "candidates": table, "statement": statement, "tolerance": tolerance}

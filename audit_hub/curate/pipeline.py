@@ -254,7 +254,7 @@ def _choice_brief(cur: dict) -> dict | None:
     if c is None:
         return None
     return {k: c[k] for k in ("candidate", "variant", "method", "beats_random_inner", "random_inner_tau",
-                              "inner_folds", "statement", "tolerance", "candidates")}
+                              "inner_folds", "inner_pairs", "statement", "tolerance", "candidates")}
 
 
 def _rank_metrics(cur: np.ndarray, full: np.ndarray, names: list[str], top_k: int) -> dict:
@@ -602,7 +602,7 @@ def _run_curation(frame, cfg: CurateConfig, *, tst_excess, model_dates, progress
         if frac <= 0:
             continue
         step(f"junk injection {frac:.0%}")
-        junk.append(_junk(frame, pool, cfg, frac, model_dates))
+        junk.append(_junk(frame, pool, cfg, frac, model_dates, chosen=(cur["variant"], cur["method_used"])))
     if junk:
         tick("junk", t0)
 
@@ -791,8 +791,17 @@ def _explain(pool: _Pool, cur: dict, cfg: CurateConfig) -> tuple[np.ndarray, pd.
     return kept_by, removed
 
 
-def _junk(frame, pool: _Pool, cfg: CurateConfig, frac: float, model_dates) -> dict:
+def _junk(frame, pool: _Pool, cfg: CurateConfig, frac: float, model_dates, chosen=None) -> dict:
+    """Curation re-run on the pool with junk. With ``method="auto"`` the candidate chosen on the clean pool is
+    applied as an explicit method (no inner cross-validation on the junk pool: it would double the cost)."""
+    from dataclasses import replace
+
     from .junk import inject_junk
+
+    if cfg.method == "auto" and chosen is not None:
+        variant, method = chosen
+        cfg = replace(cfg, stages=_variant_stages(cfg).get(variant, cfg.stages),
+                      method="point_biserial" if method == "all" else method)
 
     t0 = time.perf_counter()
     jf, ids = inject_junk(frame, frac, seed=cfg.seed)
@@ -833,7 +842,7 @@ def _junk(frame, pool: _Pool, cfg: CurateConfig, frac: float, model_dates) -> di
             "heldout_not_presented": ("too few models for folds of at least "
                                       f"{cfg.min_heldout_models} held-out models: survival only") if lomo else None,
             "reference": "held-out models' accuracy on the clean pool (without junk)",
-            "seconds_building_pool": round(t_inject, 3),
+            "seconds_building_pool": round(t_inject, 3), "selection": f"{cfg.method} after {', '.join(cfg.stages) or 'no stage'}",
             "removed_by_stage": cur["applied"]["removed_by_stage"]}
 
 
