@@ -237,10 +237,13 @@ def _print(s: dict) -> None:
 
     typer.echo(f"kept {s['n_after']:,} of {s['n_before']:,} items ({100 * (s['reduction'] or 0):.0f}% fewer); "
                "removed by stage: " + ", ".join(f"{k} {v:,}" for k, v in s["removed_by_stage"].items()))
-    typer.echo(f"in-pool rho {f3(s['spearman_rho'])}{ci(s['spearman_rho_ci'])}; held-out rho "
-               f"{f3(s.get('heldout_spearman_rho'))}{ci(s.get('heldout_spearman_rho_ci'))}, tau "
-               f"{f3(s.get('heldout_kendall_tau'))}; random subsets {f3(s.get('random_subset_rho_mean'))}"
-               f"{ci(s.get('random_subset_rho_interval'))}")
+    if s.get("heldout_spearman_rho") is not None:
+        typer.echo(f"in-pool rho {f3(s['spearman_rho'])}{ci(s['spearman_rho_ci'])}; held-out rho "
+                   f"{f3(s.get('heldout_spearman_rho'))}{ci(s.get('heldout_spearman_rho_ci'))}, tau "
+                   f"{f3(s.get('heldout_kendall_tau'))}; random subsets {f3(s.get('random_subset_rho_mean'))}"
+                   f"{ci(s.get('random_subset_rho_interval'))}")
+    else:  # leave-one-model-out: no fold-level rank correlation is a figure (the verdict line has the figures)
+        typer.echo(f"in-pool rho {f3(s['spearman_rho'])}{ci(s['spearman_rho_ci'])}; held out: leave-one-model-out")
     if s.get("versus_random"):
         typer.echo(f"versus random: {s['versus_random']}")
     ch = s.get("selection_choice") or {}
