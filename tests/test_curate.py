@@ -234,13 +234,13 @@ def test_cli_end_to_end_writes_a_hub_folder(pool_files):
               "--model-dates", str(d / "dates.csv"), "--n-boot", "200", "--score-budget", "40", "--junk", "0.25",
               "--threshold", "blind_min_share=0.8", "--out", str(out)], d)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "held-out rho" in p.stdout
+    assert "versus random: " in p.stdout and "leave-one-model-out" in p.stdout  # 9 models
     s = json.loads((out / "summary.json").read_text())["curation"]
     assert s["n_after"] == 270 and s["thresholds"]["blind_min_share"] == 0.8
     kept = pd.read_parquet(out / "data" / "test-00000-of-00001.parquet")
     removed = pd.read_parquet(out / "data" / "removed-00000-of-00001.parquet")
     assert len(kept) == 270 and len(removed) == 630
-    assert kept["kept_by"].str.startswith("passed text_ablation, saturation, anomaly; selected").all()
+    assert kept["kept_by"].str.contains("; selected").all() and kept["kept_by"].str.startswith("passed ").all()
     assert {"question", "options", "answer", "category"} <= set(kept.columns)
     assert set(removed["stage"]) <= {"text_ablation", "saturation", "anomaly", "selection"}
     card = (out / "README.md").read_text()
