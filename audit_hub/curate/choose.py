@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import baselines as bl
+from .draws import random_draws
 from .measures import spearman, weighted_accuracy
 from .select import select
 
@@ -49,17 +50,6 @@ DIFFICULTY_BINS = 5
 
 def _acc(mask: np.ndarray, right: np.ndarray, known: np.ndarray) -> np.ndarray:
     return weighted_accuracy(np.asarray(mask, dtype=np.float64)[None, :], right, known)[0]
-
-
-def random_draws(cat: np.ndarray, allowed: np.ndarray, size: int, n_draws: int, seed_key) -> np.ndarray:
-    """(n_draws, Q) 0/1 stratified random draws of ``size`` items among ``allowed`` (by category)."""
-    idx = np.flatnonzero(allowed)
-    out = np.zeros((n_draws, len(allowed)), dtype=np.float64)
-    if len(idx) == 0 or size <= 0:
-        return out
-    sub = bl.stratified_random(cat[idx], int(min(size, len(idx))), n_draws, np.random.default_rng(list(seed_key)))
-    out[:, idx] = sub
-    return out
 
 
 def build(method: str, right: np.ndarray, known: np.ndarray, allowed: np.ndarray, cat: np.ndarray, size: int,

@@ -110,8 +110,34 @@ def fit_2pl(right: np.ndarray, known: np.ndarray, *, n_iter: int = 200, tol: flo
         if change < tol:
             converged = True
             break
+    a, d = _items_given(x, k, a, d, theta)
     return Irt2PL(a=a.astype(np.float64), d=d.astype(np.float64), theta=theta.astype(np.float64), n_iter=it,
                   converged=converged, final_change=change)
+
+
+def _items_given(x: np.ndarray, k: np.ndarray, a: np.ndarray, d: np.ndarray, theta: np.ndarray,
+                 n_iter: int = 25, tol: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
+    """Item parameters refined to the penalised maximum given the (standardised) abilities: at the joint
+    sweep's fixed point the Newton step and the standardisation balance, so the items are not yet stationary
+    for the abilities the model reports."""
+    for _ in range(n_iter):
+        p = _sig(a[:, None] * theta[None, :] + d[:, None])
+        r = x - k * p
+        w = k * p * (1 - p)
+        ga = r @ theta - (a - A_PRIOR) / A_SD ** 2
+        gd = r.sum(axis=1) - d / D_SD ** 2
+        haa = w @ (theta * theta) + 1.0 / A_SD ** 2
+        had = w @ theta
+        hdd = w.sum(axis=1) + 1.0 / D_SD ** 2
+        det = haa * hdd - had * had
+        da = (hdd * ga - had * gd) / det
+        dd = (haa * gd - had * ga) / det
+        step = np.maximum(1.0, np.maximum(np.abs(da), np.abs(dd)))
+        a = np.maximum(a + da / step, A_MIN).astype(np.float32)
+        d = (d + dd / step).astype(np.float32)
+        if max(float(np.max(np.abs(da))), float(np.max(np.abs(dd)))) < tol:
+            break
+    return a, d
 
 
 def estimate_ability(model: Irt2PL, right: np.ndarray, known: np.ndarray, items: np.ndarray | None = None,

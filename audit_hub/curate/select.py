@@ -120,7 +120,7 @@ def size_for_rank_loss(method: str, right: np.ndarray, known: np.ndarray, candid
         rhos = []
         for te, sc in scores:
             if sc is None:  # stratified random subsets of the candidates (method "auto": the floor it must beat)
-                from .choose import random_draws
+                from .draws import random_draws
 
                 draws = random_draws(categories, candidates, size, 20, (seed, 41, size))
                 cur = weighted_accuracy(draws, right[:, te], known[:, te])
