@@ -119,8 +119,10 @@ def test_small_pool_uses_leave_one_model_out_and_presents_no_fold_rho():
     assert s["versus_random"].split(":")[0] in ("better than random", "worse than random",
                                                 "not distinguishable from random")
     assert "rank displacement" in s["versus_random"]
-    # every left-out model's accuracy error from the score estimation
+    # every left-out model's accuracy error from the score estimation, beside its rank
     assert s["score_estimation"]["n_models"] == 8
+    err = lomo["accuracy_error_points"]
+    assert len(err) == 8 and np.mean(err) == pytest.approx(s["score_estimation"]["mae_points"])
 
 
 def test_fold_design_keeps_at_least_six_heldout_models():

@@ -166,12 +166,14 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
                               r3(t.get("sd_selecting_models"))] for t in ch.get("candidates") or []],
                             ["l", "r", "r", "r"]) if ch.get("candidates") else ""
     lomo = s.get("heldout_lomo") or {}
+    err = lomo.get("accuracy_error_points") or [None] * len(lomo.get("models", []))
     lomo_table = md_table(["left-out model", "rank on the whole pool", "rank on the curated set", "displacement",
-                           "selection"],
-                          [[md_escape(m, 60), f"{a:g}", f"{b:g}", f"{d:g}", md_escape(c)] for m, a, b, d, c in
+                           "accuracy error (points)", "selection"],
+                          [[md_escape(m, 60), f"{a:g}", f"{b:g}", f"{d:g}", "n/a" if e is None else f"{e:.2f}",
+                            md_escape(c)] for m, a, b, d, e, c in
                            zip(lomo.get("models", []), lomo.get("rank_full", []), lomo.get("rank_curated", []),
-                               lomo.get("rank_displacement", []), lomo.get("selections", []))],
-                          ["l", "r", "r", "r", "l"]) if lomo else ""
+                               lomo.get("rank_displacement", []), err, lomo.get("selections", []))],
+                          ["l", "r", "r", "r", "r", "l"]) if lomo else ""
     by = se.get("by_estimator") or {}
     score_table = md_table(["estimator", "MAE (points) [95% CI over models]"],
                            [[md_escape(k), f"{v['mae_points']:.2f} [{v['mae_points_ci'][0]:.2f}, {v['mae_points_ci'][1]:.2f}]"]

@@ -594,6 +594,10 @@ def _run_curation(frame, cfg: CurateConfig, *, tst_excess, model_dates, progress
         pool, cfg, kept, model_dates, tst_excess, text_cache, ibp, step, tick)
 
     score = _pooled_score_error(folds, pool, cfg)
+    if "heldout_lomo" in heldout and folds and all("_score" in f for f in folds):
+        # leave-one-model-out: each left-out model's accuracy error beside its rank displacement
+        heldout["heldout_lomo"]["accuracy_error_points"] = [
+            float(100 * f["_score"]["abs_err"][f["_score"]["chosen"]][0]) for f in folds]
 
     # ---- junk injection
     junk = []
