@@ -435,3 +435,42 @@ def test_inspect_own_reader_gives_the_same_frame(monkeypatch):
         monkeypatch.delenv("BENCHAUDIT_NO_INSPECT_READER")
         pd.testing.assert_frame_equal(a.accuracy_table(), b.accuracy_table())
         pd.testing.assert_frame_equal(a.questions, b.questions)
+
+
+# ----------------------------------------------------------------------------------------- lighteval
+LIGHTEVAL = os.path.join(FIX, "lighteval", "real")
+
+
+def _lighteval_files() -> list[str]:
+    return sorted(glob.glob(os.path.join(LIGHTEVAL, "*", "details", "*", "*", "*.parquet")))
+
+
+@pytest.mark.parametrize("path", _lighteval_files(), ids=lambda p: "/".join(p.split(os.sep)[-3:])[:60])
+def test_lighteval_accuracies_equal_lightevals(path):
+    model = path.split(os.sep)[-3]
+    date = path.split(os.sep)[-2]
+    results = json.load(open(os.path.join(LIGHTEVAL, "v0.13.0", "results", model, f"results_{date}.json"),
+                             encoding="utf-8"))
+    rows = pd.read_parquet(path)
+    task_name = rows["doc"].iloc[0]["task_name"]  # e.g. local_mcq|0
+    frame = ingest.build_frame(None, [path])
+    assert frame.meta["benchmark"] == task_name.split("|")[0] and frame.models == (model,)
+    assert frame.n_questions == len(rows)  # one scoring unit per details row
+    metric = next(iter(rows["metric"].iloc[0]))
+    assert frame.meta["judges"] == {model: f"lighteval:{metric}"}
+    acc = frame.accuracy_table().iloc[0]
+    assert acc["accuracy_judged"] == pytest.approx(results["results"][task_name][metric], abs=1e-12)
+    exact = frame.correctness("full", "hit_exact")[:, 0]
+    judged = frame.correctness("full", "hit")[:, 0]
+    if metric == "acc":  # log-likelihood: the prediction is the option with the highest logged log-prob
+        np.testing.assert_array_equal(exact, judged)
+    else:
+        # lighteval's em compares the raw text with the gold: " 9" and "9." are wrong there, read by the audit
+        q = frame.questions.set_index("question_id")
+        preds = {str(d["id"]): r["text"][0] for d, r in zip(rows["doc"], rows["model_response"])}
+        qid = frame.questions["question_id"].to_numpy(dtype=object)
+        diff = np.flatnonzero(exact != judged)
+        assert len(diff) > 0
+        for i in diff:
+            assert exact[i] == 1 and judged[i] == 0
+            assert preds[qid[i]] != q.loc[qid[i], "answer"] and preds[qid[i]].strip(" .") == q.loc[qid[i], "answer"]

@@ -14,7 +14,7 @@ LOG_EXTENSIONS = (".eval",)
 
 def read_harness_file(path: str, *, arm: str, model: str | None, metric: str | None) -> ReadResult | None:
     """The file read by its harness's reader, or None when no harness reader recognises it."""
-    from . import inspect_logs, lm_eval
+    from . import inspect_logs, lighteval, lm_eval
 
     ext = ext_of(path)
     if ext == ".eval":
@@ -25,6 +25,12 @@ def read_harness_file(path: str, *, arm: str, model: str | None, metric: str | N
         rec = peek_json_line(path)
         if rec is not None and lm_eval.is_lm_eval_record(rec):
             return lm_eval.read_samples(path, arm=arm, model=model, metric=metric)
+        return None
+    if ext == ".parquet":
+        from .fileio import parquet_column_names
+
+        if lighteval.is_lighteval_details(parquet_column_names(path)):
+            return lighteval.read_details(path, arm=arm, model=model, metric=metric)
         return None
     if ext == ".json":
         if lm_eval.is_lm_eval_json_array(path):
