@@ -474,3 +474,44 @@ def test_lighteval_accuracies_equal_lightevals(path):
         for i in diff:
             assert exact[i] == 1 and judged[i] == 0
             assert preds[qid[i]] != q.loc[qid[i], "answer"] and preds[qid[i]].strip(" .") == q.loc[qid[i], "answer"]
+
+
+# --------------------------------------------------------------------------------------- OpenCompass
+OPENCOMPASS = os.path.join(FIX, "opencompass", "real")
+
+
+def _oc_files() -> list[str]:
+    return sorted(glob.glob(os.path.join(OPENCOMPASS, "*", "*", "predictions", "*", "*.json")))
+
+
+@pytest.mark.parametrize("path", _oc_files(), ids=lambda p: "/".join(p.split(os.sep)[-2:]))
+def test_opencompass_accuracies_equal_opencompasss(path):
+    parts = path.split(os.sep)
+    model, dataset = parts[-2], parts[-1][: -len(".json")]
+    res = json.load(open(os.sep.join(parts[:-3] + ["results", model, dataset + ".json"]), encoding="utf-8"))
+    metric = next(k for k in res if k != "details")
+    frame = ingest.build_frame(None, [path])
+    assert frame.meta["benchmark"] == dataset and frame.models == (model,)
+    assert frame.n_questions == len(res["details"])  # one scoring unit per details entry
+    assert frame.meta["judges"] == {model: f"opencompass:{metric}"}
+    assert 100 * frame.accuracy_table().iloc[0]["accuracy_judged"] == pytest.approx(res[metric], abs=1e-9)
+    assert frame.sources[0]["harness"] == "OpenCompass"
+    exact = frame.correctness("full", "hit_exact")[:, 0]
+    judged = frame.correctness("full", "hit")[:, 0]
+    if dataset == "local_mcq":  # options embedded in the prompt (A. .. D. ..), parsed: every option letter read
+        assert (frame.questions["options"].map(len) == 4).all()
+    else:
+        # EMEvaluator strips "The answer is" only partly ("answer is 36") and so misses "The answer is 30";
+        # the audit reads those; they are the only disagreements
+        preds = {k: v["prediction"] for k, v in json.load(open(path, encoding="utf-8")).items()}
+        qid = frame.questions["question_id"].to_numpy(dtype=object)
+        diff = np.flatnonzero(exact != judged)
+        assert len(diff) > 0 and all(exact[i] == 1 and preds[qid[i]].startswith("The answer is") for i in diff)
+
+
+def test_opencompass_results_file_alone_is_one_clear_error():
+    from audit_hub.errors import InputError
+
+    res = sorted(glob.glob(os.path.join(OPENCOMPASS, "*", "*", "results", "*", "*.json")))[0]
+    with pytest.raises(InputError, match="read with the predictions file"):
+        ingest.build_frame(None, [res])

@@ -132,6 +132,8 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
         return "pickle cache (never unpickled; export it to .xlsx/.tsv/.parquet to use it)"
     if ext in TABLE_EXTENSIONS + LOG_EXTENSIONS and os.path.getsize(path) > 0:
         harness = read_harness_file(path, arm=arm, model=model, metric=metric)  # lm-eval, inspect_ai, ...
+        if isinstance(harness, str) and explicit:
+            raise InputError(f"{harness}; pass that file (or the folder) instead", file=path)
         if harness is not None:
             return harness
     if ext not in TABLE_EXTENSIONS:

@@ -12,9 +12,10 @@ from .fileio import peek_json_line
 LOG_EXTENSIONS = (".eval",)
 
 
-def read_harness_file(path: str, *, arm: str, model: str | None, metric: str | None) -> ReadResult | None:
-    """The file read by its harness's reader, or None when no harness reader recognises it."""
-    from . import inspect_logs, lighteval, lm_eval
+def read_harness_file(path: str, *, arm: str, model: str | None, metric: str | None) -> ReadResult | str | None:
+    """The file read by its harness's reader, a reason to skip it (a file another one is read with), or None
+    when no harness reader recognises it."""
+    from . import inspect_logs, lighteval, lm_eval, opencompass
 
     ext = ext_of(path)
     if ext == ".eval":
@@ -37,4 +38,8 @@ def read_harness_file(path: str, *, arm: str, model: str | None, metric: str | N
             return lm_eval.read_samples(path, arm=arm, model=model, metric=metric)
         if inspect_logs.is_inspect_json(path):
             return inspect_logs.read_log(path, arm=arm, model=model, metric=metric)
+        if opencompass.is_predictions(path):
+            return opencompass.read_predictions(path, arm=arm, model=model, metric=metric)
+        if opencompass.is_results(path):
+            return "OpenCompass results file (its verdicts are read with the predictions file)"
     return None

@@ -171,7 +171,7 @@ def read_details(path: str, *, arm: str = "full", model: str | None = None, metr
         os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path)))) or "model"
     sha = ((results or {}).get("config_general") or {}).get("lighteval_sha")
     info = {"task": task_of(full_task), "lighteval_task": full_task, "harness": "lighteval",
-            "harness_version": None, "lighteval_sha": sha if sha not in (None, "?") else None, "metric": chosen,
+            "harness_version": "not recorded by lighteval", "lighteval_sha": sha if sha not in (None, "?") else None, "metric": chosen,
             "results_file": (results or {}).get("_path")}
     return result_from_samples(path, KIND, out, model=str(model_name), arm=arm,
                                judge=f"lighteval:{chosen}" if chosen else None, info=info)
