@@ -63,13 +63,15 @@ MAX_RESULTS_BYTES = 50_000_000
 def is_lm_eval_record(rec: dict) -> bool:
     """lm-eval's sample records: ``doc_id``, ``resps``/``filtered_resps`` and ``arguments`` as lm-eval
     writes it (a list of argument tuples before 0.4.3, ``{"gen_args_0": {"arg_0": ..}}`` after) --
-    lmms-eval's records carry other ``arguments`` (or none)."""
+    lmms-eval's records carry other ``arguments`` (six-item lists, an index dict, or none)."""
     if "doc_id" not in rec or not ("resps" in rec or "filtered_resps" in rec):
         return False
     args = rec.get("arguments")
     if isinstance(args, dict):
         return bool(args) and all(isinstance(k, str) and k.startswith("gen_args_") for k in args)
-    return isinstance(args, list) and bool(args) and all(isinstance(a, list) for a in args)
+    # before 0.4.3: one (context, continuation) or (context, generation kwargs) pair per request;
+    # lmms-eval's lists carry six items (context, kwargs, visual, doc_id, task, split)
+    return isinstance(args, list) and bool(args) and all(isinstance(a, list) and len(a) == 2 for a in args)
 
 
 def is_lm_eval_json_array(path: str) -> bool:
