@@ -387,7 +387,7 @@ def test_inspect_accuracies_equal_inspects(path):
         harness, scorer = score["metrics"]["accuracy"]["value"], score["name"]
         assert frame.n_questions == res["total_samples"] == score["scored_samples"]
     else:  # schema 1
-        harness, scorer = res["metrics"]["accuracy"]["value"], "score"
+        harness, scorer = res["metrics"]["accuracy"]["value"], res["scorer"]["name"]
         assert frame.n_questions == len(log["samples"])
     assert frame.meta["judges"] == {log["eval"]["model"]: f"inspect_ai:{scorer}"}
     assert frame.accuracy_table().iloc[0]["accuracy_judged"] == pytest.approx(harness, abs=1e-12)

@@ -109,27 +109,36 @@ def _zip_json(zf: zipfile.ZipFile, name: str, path: str) -> Any:
     return load_json_document(f"{path}!{name}", raw)
 
 
-def _read_archive(path: str) -> dict:
-    """The documented ``.eval`` layout -> the same dict as a ``.json`` log."""
+def _open_archive(path: str) -> zipfile.ZipFile:
+    """The ``.eval`` zip, opened after its directory passed the limits (members, sizes, expansion)."""
     try:
         zf = zipfile.ZipFile(path)
-    except zipfile.BadZipFile:
+    except (zipfile.BadZipFile, OSError):
         raise InputError("not a readable inspect_ai .eval log (not a zip archive)", file=path) from None
-    with zf:
-        infos = zf.infolist()
+    infos = zf.infolist()
+    total = 0
+    for info in infos:
+        why = None
+        total += info.file_size
         if len(infos) > MAX_MEMBERS:
-            raise InputError(f"the archive has {len(infos):,} members (limit {MAX_MEMBERS:,})", file=path)
-        total = 0
-        for info in infos:
-            if info.flag_bits & 0x1:
-                raise InputError("the archive is encrypted", file=path)
-            total += info.file_size
-            if info.file_size > MAX_MEMBER_BYTES or total > MAX_TOTAL_BYTES:
-                raise InputError(f"the archive decompresses to more than {MAX_TOTAL_BYTES >> 30} GiB "
-                                 f"({info.filename}); refusing it (zip bomb?)", file=path)
-            if info.file_size > RATIO_MIN_BYTES and info.file_size > MAX_RATIO * max(1, info.compress_size):
-                raise InputError(f"the archive member {info.filename} expands more than {MAX_RATIO}x; "
-                                 "refusing it (zip bomb?)", file=path)
+            why = f"the archive has {len(infos):,} members (limit {MAX_MEMBERS:,})"
+        elif info.flag_bits & 0x1:
+            why = "the archive is encrypted"
+        elif info.file_size > MAX_MEMBER_BYTES or total > MAX_TOTAL_BYTES:
+            why = (f"the archive decompresses to more than {MAX_TOTAL_BYTES >> 30} GiB ({info.filename}); "
+                   "refusing it (zip bomb?)")
+        elif info.file_size > RATIO_MIN_BYTES and info.file_size > MAX_RATIO * max(1, info.compress_size):
+            why = f"the archive member {info.filename} expands more than {MAX_RATIO}x; refusing it (zip bomb?)"
+        if why:
+            zf.close()
+            raise InputError(why, file=path)
+    return zf
+
+
+def _read_archive(path: str) -> dict:
+    """The documented ``.eval`` layout -> the same dict as a ``.json`` log."""
+    with _open_archive(path) as zf:
+        infos = zf.infolist()
         names = [i.filename for i in infos]
         if "header.json" in names:
             log = _zip_json(zf, "header.json", path)
@@ -172,6 +181,8 @@ def _read_with_inspect(path: str) -> dict | None:
 
 def load_log(path: str) -> tuple[dict, str]:
     """(the log as a dict, which reader read it)."""
+    if is_inspect_eval(path):
+        _open_archive(path).close()  # the limits hold whichever reader decompresses it
     got = _read_with_inspect(path)
     if got is not None:
         return got, "inspect_ai.log.read_eval_log"
@@ -236,11 +247,13 @@ def _value(v: Any) -> Any:
     return binary_verdict(v)
 
 
-def _scores(sample: dict) -> dict:
+def _scores(sample: dict, single: str = "score") -> dict:
+    """Scorer name -> score; a schema-1 sample's one ``score`` is named ``single`` (its scorer's name, as
+    inspect_ai's own reader names it when it upgrades the log)."""
     if isinstance(sample.get("scores"), dict):
         return sample["scores"]
     if isinstance(sample.get("score"), dict):  # schema 1: one scorer
-        return {"score": sample["score"]}
+        return {single: sample["score"]}
     return {}
 
 
@@ -253,6 +266,9 @@ def _scorer_names(log: dict) -> list[str]:
     for s in (res.get("scores") or []) if isinstance(res, dict) else []:
         if isinstance(s, dict) and isinstance(s.get("name"), str):
             names.append(s["name"])
+    scorer = res.get("scorer") if isinstance(res, dict) else None  # schema 1
+    if isinstance(scorer, dict) and isinstance(scorer.get("name"), str):
+        names.append(scorer["name"])
     return list(dict.fromkeys(names))
 
 
@@ -263,7 +279,7 @@ def harness_accuracy(log: dict, scorer: str) -> float | None:
         if s.get("name") == scorer:
             m = (s.get("metrics") or {}).get("accuracy")
             return None if m is None else float(m["value"])
-    if isinstance(res.get("metrics"), dict) and "accuracy" in res["metrics"]:  # schema 1
+    if isinstance(res.get("metrics"), dict) and "accuracy" in res["metrics"]:  # schema 1 (one scorer)
         return float(res["metrics"]["accuracy"]["value"])
     return None
 
@@ -286,6 +302,7 @@ def read_log(path: str, *, arm: str = "full", model: str | None = None, metric: 
     else:
         first = next((s for s in samples_in if _scores(s)), None)
         scorer = next(iter(_scores(first))) if first else None
+    single = scorer or "score"
     epochs = {s.get("epoch", 1) for s in samples_in}
     if len(epochs) > 1:
         raise InputError(f"the log has {len(epochs)} epochs per sample; the audit reads one answer per question "
@@ -297,7 +314,7 @@ def read_log(path: str, *, arm: str = "full", model: str | None = None, metric: 
         if "id" not in s:
             raise InputError(f"sample {i} has no id", file=path + (f"!{where}" if where else ""), row=i, column="id")
         qid = cell_to_str(s["id"])
-        sc = _scores(s)
+        sc = _scores(s, single)
         if metric and sc and metric not in sc:
             raise InputError(f"scorer {show_id(metric)} not in the log; scorers: {sorted(sc)}", file=path, row=i,
                              column="scores")
