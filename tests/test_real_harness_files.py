@@ -385,7 +385,7 @@ def test_inspect_accuracies_equal_inspects(path):
     if "scores" in res:
         score = res["scores"][0]
         harness, scorer = score["metrics"]["accuracy"]["value"], score["name"]
-        assert frame.n_questions == res["total_samples"] == score["scored_samples"]
+        assert frame.n_questions == res["total_samples"] == score.get("scored_samples", res["completed_samples"])
     else:  # schema 1
         harness, scorer = res["metrics"]["accuracy"]["value"], res["scorer"]["name"]
         assert frame.n_questions == len(log["samples"])
@@ -397,7 +397,9 @@ def test_inspect_accuracies_equal_inspects(path):
         # inspect's choice() reads only "ANSWER: X"; "The answer is B." is wrong there and read by the audit
         q = frame.questions.set_index("question_id")
         assert float(q.loc["mcq-01", "n_images"]) == 1 and list(q.loc["mcq-01", "options"]) == ["blue", "red", "green", "black"]
-        preds = {str(s["id"]): s["output"]["completion"] for s in log["samples"]}
+        # 0.3.60 logs no output.completion: the text is the first choice's message
+        preds = {str(s["id"]): s["output"].get("completion") or s["output"]["choices"][0]["message"]["content"]
+                 for s in log["samples"]}
         qid = frame.questions["question_id"].to_numpy(dtype=object)
         exact = frame.correctness("full", "hit_exact")[:, 0]
         judged = frame.correctness("full", "hit")[:, 0]
