@@ -117,8 +117,8 @@ def _fallback_context(typer_app: typer.Typer, argv: list[str] | None, prog_name:
 
 
 def _usage_error(e, typer_app: typer.Typer, argv: list[str] | None = None, prog_name: str | None = None) -> int:
+    from .bounds import RANGES
     from .escape import one_line
-    from .limits import RANGES
 
     ctx = getattr(e, "ctx", None) or _fallback_context(typer_app, argv, prog_name)
     if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:

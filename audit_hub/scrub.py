@@ -10,7 +10,7 @@ What counts as a credential:
 
 :func:`scrub` works on text, :func:`scrub_obj` on JSON-like structures, :func:`secret_values` lists the
 exact byte strings that must never reach an output (used by the output-folder check in
-:mod:`audit_hub.io_utils`), and :class:`ScrubbingStream` wraps ``sys.stdout``/``sys.stderr`` in the CLI.
+:mod:`audit_hub.hub.folders`), and :class:`ScrubbingStream` wraps ``sys.stdout``/``sys.stderr`` in the CLI.
 """
 
 from __future__ import annotations

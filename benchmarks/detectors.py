@@ -94,8 +94,8 @@ def make_data(folder: Path, n_q: int, n_m: int, seed: int = 0) -> None:
 def child_fast(folder: str, n_perm: int) -> dict:
     import resource
 
-    from audit_hub.audit import AuditConfig, run_audit
-    from audit_hub.ingest import build_frame
+    from audit_hub.engine.run import AuditConfig, run_audit
+    from audit_hub.readers.ingest import build_frame
 
     t0 = time.perf_counter()
     # the product path, as `benchaudit audit --questions q.parquet --runs runs.parquet` reads it

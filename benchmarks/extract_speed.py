@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from audit_hub.answers import fill_answers_and_exact
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
 
 _STR = pd.ArrowDtype(pa.string())
 

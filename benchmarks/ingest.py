@@ -95,8 +95,8 @@ def build(directory: str, nq: int, nm: int, xlsx_q: int, xlsx_m: int, seed: int 
 
 def measure(kind: str, directory: str) -> dict:
     """Runs in the child: load + validate, return timings and peak RSS."""
-    from audit_hub import ingest
-    from audit_hub.frame import AuditFrame
+    from audit_hub.frame.core import AuditFrame
+    from audit_hub.readers import ingest
 
     t0 = time.perf_counter()
     c0 = time.process_time()

@@ -51,9 +51,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from audit_hub.detectors import consensus_error  # noqa: E402
-from audit_hub.frame import AuditFrame  # noqa: E402
-from audit_hub.label_model import average_precision  # noqa: E402
+from audit_hub.frame.core import AuditFrame  # noqa: E402
 from audit_hub.schema import LETTERS  # noqa: E402
+from audit_hub.stats.label_model import average_precision  # noqa: E402
 
 SMOOTH = 0.1
 
@@ -82,7 +82,7 @@ class PoolSpec:
         acc = np.linspace(self.acc_lo, self.acc_hi, self.n_models)
         if not self.marginal:
             return np.log(acc / (1 - acc))
-        from audit_hub.label_model import solve_ability
+        from audit_hub.stats.label_model import solve_ability
 
         return solve_ability(acc, self.sd)
 
@@ -264,7 +264,7 @@ def shared_difficulty_null(n: int, m: int, rng: np.random.Generator):
     """Answer codes of a defect-free benchmark (the issue's shared-difficulty regime): ``n`` items with
     2, 4 or 5 options, ``m`` models at 50-85% on an item of average difficulty, difficulty N(0, 1.5^2)
     shared by every model, wrong answers uniform; no gold is wrong."""
-    from audit_hub.label_model import LabelData
+    from audit_hub.stats.label_model import LabelData
 
     k = rng.choice([2, 4, 5], n)
     acc = np.linspace(0.5, 0.85, m)
@@ -284,7 +284,7 @@ def null_fpr(n_sims: int, seed: int, alpha: float = 0.05) -> list[dict]:
     detector does (``label_model.fit_and_test`` with its defaults). Exact (Clopper-Pearson) 95% interval."""
     from scipy.stats import binomtest
 
-    from audit_hub import label_model as lm
+    from audit_hub.stats import label_model as lm
 
     out = []
     regimes = {"shared difficulty, 540 items x 6 models, 2/4/5 options": lambda r: shared_difficulty_null(540, 6, r),
@@ -305,7 +305,7 @@ def null_fpr(n_sims: int, seed: int, alpha: float = 0.05) -> list[dict]:
 
 def _codes_of(spec: PoolSpec, rng: np.random.Generator):
     """:class:`LabelData` of one pool of ``spec`` (no label errors)."""
-    from audit_hub.label_model import LabelData
+    from audit_hub.stats.label_model import LabelData
 
     q, _, choice = simulate_strong_pool(spec, rng)
     k = np.array([len(o) for o in q["options"]])
@@ -328,7 +328,7 @@ def main() -> None:
                              args.items) for j, key in enumerate(SETTINGS)]
     rng = np.random.default_rng([args.seed, 99])
     # (b) bundled MATH-Vision runs
-    from audit_hub.example import example_paths
+    from audit_hub.readers.example import example_paths
 
     p = example_paths()
     qv, rv = pd.read_parquet(p["questions"]), pd.read_parquet(p["runs"])

@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--message", default=None, help="commit message")
     a = p.parse_args(argv)
     from audit_hub.errors import BenchauditError
-    from audit_hub.publish import push_report
+    from audit_hub.hub.publish import push_report
 
     try:
         res = push_report(a.folder, a.repo_id, private=a.private, revision=a.revision, create_pr=a.create_pr,

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
 from audit_hub.schema import LETTERS
 
 _PLANT_KEYS = ("blind_solvable", "consensus_wrong", "duplicate_distractors", "near_duplicate_distractors",

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from audit_hub.answers.codes import encode_text, renumber
-from audit_hub.example import example_frame
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
+from audit_hub.readers.example import example_frame
 
 
 def _same_as_text(frame: AuditFrame) -> None:

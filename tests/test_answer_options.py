@@ -10,7 +10,7 @@ from sim import simulate_frame
 
 from audit_hub.detectors import answer_options_distribution as ao
 from audit_hub.errors import DetectorSkipped
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
 
 
 def test_stratified_chi2_matches_scipy():

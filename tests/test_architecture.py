@@ -1,5 +1,6 @@
-"""The package's structure: no import circles (imports inside functions count), no imports of another
-module's private names, and no detector named outside ``detectors/`` (the registry owns them)."""
+"""The package's structure: the layer order (each layer imports only its own layer or lower ones; imports
+inside functions count), no import circles, no imports of another module's private names, and no detector
+named outside ``detectors/`` (the registry owns them)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ def import_edges() -> dict[str, set[str]]:
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 base = _resolve(mod, is_pkg, node.level, node.module) if node.level else (node.module or "")
+                if base == "audit_hub" and all(a.name == "__version__" for a in node.names):
+                    continue  # the version constant of the package root, readable from every layer
                 # ``from pkg import sub`` imports the submodule pkg.sub; ``from pkg import name`` imports pkg
                 subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES]
                 targets = subs if len(subs) == len(node.names) else [base, *subs]
@@ -83,8 +86,8 @@ def test_the_cycle_finder_finds_a_planted_circle():
 def test_edges_count_imports_inside_functions():
     edges = import_edges()
     # frame imports the answer code space only inside AuditFrame.answer_code_vector
-    assert "audit_hub.answers.codes" in edges["audit_hub.frame"]
-    assert "audit_hub.detectors" in edges["audit_hub.audit"]
+    assert "audit_hub.answers.codes" in edges["audit_hub.frame.core"]
+    assert "audit_hub.detectors" in edges["audit_hub.engine.run"]
 
 
 def test_no_import_circles():
@@ -137,3 +140,44 @@ def test_schema_constants_are_defined_once(name):
     where = [mod for mod, path in MODULES.items()
              if re.search(rf"^_?{name}\s*(:[^=]*)?=", path.read_text(encoding="utf-8"), re.M)]
     assert where == ["audit_hub.schema"], where
+
+
+# ------------------------------------------------------------------------------------------- layers
+# Bottom to top. A module belongs to the layer of its subpackage; the top-level modules other than the
+# face are the shared vocabulary (errors, schema, columns, severity, fmt, escape, scrub, bounds, clock).
+LAYERS = ["vocabulary", "hub", "stats", "answers", "frame", "readers", "detectors", "blind", "tst", "engine",
+          "report", "curate", "metrics", "api", "commands", "face"]
+RANK = {name: i for i, name in enumerate(LAYERS)}
+
+
+def layer_of(mod: str) -> str:
+    parts = mod.split(".")
+    if mod == "audit_hub" or parts[-1] == "__main__" or parts[1:] == ["cli"]:
+        return "face"  # the package root (lazy library entry points), `benchaudit`, `python -m ...`
+    if len(parts) == 2 and parts[1] not in RANK:
+        return "vocabulary"
+    return parts[1]
+
+
+def test_every_module_has_a_known_layer():
+    unknown = sorted(m for m in MODULES if layer_of(m) not in RANK)
+    assert not unknown, f"modules outside the layer table (add their package to LAYERS): {unknown}"
+
+
+def test_the_top_level_is_the_vocabulary_and_the_face():
+    top = sorted(m.split(".")[1] for m in MODULES if m.count(".") == 1 and (PKG / f"{m.split('.')[1]}.py").exists())
+    assert top == ["__main__", "bounds", "cli", "clock", "columns", "errors", "escape", "fmt", "schema",
+                   "scrub", "severity"], top
+
+
+def test_each_layer_imports_only_its_own_layer_or_lower_ones():
+    bad = [f"{m} ({layer_of(m)}) imports {t} ({layer_of(t)})"
+           for m, targets in import_edges().items() for t in sorted(targets)
+           if RANK[layer_of(t)] > RANK[layer_of(m)]]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_layer_check_catches_an_upward_import():
+    assert RANK[layer_of("audit_hub.readers.ingest")] < RANK[layer_of("audit_hub.detectors")]
+    assert layer_of("audit_hub.blind.__main__") == "face" and layer_of("audit_hub.schema") == "vocabulary"
+    assert layer_of("audit_hub.hub.folders") == "hub" and RANK["hub"] < RANK["readers"] < RANK["engine"]

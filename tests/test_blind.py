@@ -213,7 +213,7 @@ def test_batch_size_and_padding_do_not_change_scores(tiny, tmp_path):
 
 def test_output_is_a_blind_run_for_the_audit_frame(tiny, tmp_path):
     from audit_hub.blind.runner import run_blind
-    from audit_hub.frame import AuditFrame
+    from audit_hub.frame.core import AuditFrame
 
     out = tmp_path / "out"
     res = run_blind(cfg(tiny, out))
@@ -230,7 +230,7 @@ def test_output_is_a_blind_run_for_the_audit_frame(tiny, tmp_path):
     assert rc["fingerprint"]["mode"] == "logprob" and rc["seed"] == 0
     assert "data/blind-*.parquet" in (out / "README.md").read_text()
     # `benchaudit audit --blind OUT` reads the folder as it is
-    from audit_hub.ingest import build_frame
+    from audit_hub.readers.ingest import build_frame
 
     via_ingest = build_frame(tiny["questions"], [], [str(out)])
     assert via_ingest.models_in("blind") == ["tiny"]

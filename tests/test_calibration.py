@@ -10,8 +10,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from sim import simulate_frame  # noqa: E402
 
-from audit_hub.calibration import NullSimulator, calibrate  # noqa: E402
 from audit_hub.detectors.base import DetectorResult  # noqa: E402
+from audit_hub.engine.calibration import NullSimulator, calibrate  # noqa: E402
 from audit_hub.errors import DetectorSkipped  # noqa: E402
 
 FAST = {"visual_dependency": {"n_permutations": 199}}
@@ -144,8 +144,8 @@ def test_worker_process_gives_the_same_calibration_and_waits_for_its_gate():
     a gate submits them only after the gate returns, and the audit's calibration holds only detectors that ran."""
     import threading
 
-    from audit_hub.audit import AuditConfig, run_audit
-    from audit_hub.calibration import Calibration, WorkerPool
+    from audit_hub.engine.calibration import Calibration, WorkerPool
+    from audit_hub.engine.run import AuditConfig, run_audit
 
     f = simulate_frame(300, 5, accuracy_full=[0.4, 0.5, 0.6, 0.7, 0.8], accuracy_blind=0.35, seed=4)
     names = ["visual_dependency", "consensus_error", "answer_options_distribution"]

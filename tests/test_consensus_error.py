@@ -10,7 +10,7 @@ from sim import simulate_frame
 
 from audit_hub.detectors import consensus_error as ce
 from audit_hub.errors import DetectorSkipped
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
 
 
 def _hand_frame():
@@ -174,7 +174,7 @@ def test_headline_test_is_calibrated_under_shared_difficulty():
     """No wrong gold, shared difficulty (many unanimous non-gold items on 2-option items): the independence
     count rejects almost always, the likelihood-ratio test about alpha of the time (within +-3 pp at 200
     simulations; the issue's +-2 pp is checked at 1,000 per regime by benchmarks/label_errors.py)."""
-    from audit_hub import label_model as lm
+    from audit_hub.stats import label_model as lm
 
     ps = [lm.fit_and_test(_shared_difficulty_data(s), n_iter=3, seed=s)[1]["p_value"] for s in range(200)]
     fpr = float(np.mean(np.array(ps) <= 0.05))
@@ -195,7 +195,7 @@ def test_planted_label_errors_recall_floor_and_continuous_ranking():
     """Strong pool (8 models at 75-90%) with attractive distractors and 3% wrong golds: the posterior
     ranks planted items first (AP and recall floors), every item gets a distinct score, and the
     detector's own detection estimate agrees with what happened."""
-    from audit_hub.label_model import average_precision
+    from audit_hub.stats.label_model import average_precision
 
     f = simulate_frame(800, 8, accuracy_full=np.linspace(0.75, 0.9, 8), accuracy_blind=None, difficulty_sd=1.0,
                        distractor_attraction=0.5, label_errors=24, seed=7)
@@ -263,7 +263,7 @@ def test_placeholder_and_duplicated_gold_enter_the_posterior():
     """Placeholder and duplicated golds are prior evidence with their own (EM-fitted) wrong-gold rate: the
     same split answers make a placeholder gold more suspect than a plain one; the evidence columns and
     the fitted rates are reported."""
-    from audit_hub.placeholders import gold_duplicated
+    from audit_hub.detectors.placeholders import gold_duplicated
 
     f = _evidence_frame()
     dup = gold_duplicated(f)
@@ -291,7 +291,7 @@ def test_attractor_term_is_a_distribution_and_matches_the_hand_formula():
     no information on two-option items."""
     from itertools import product
 
-    from audit_hub import label_model as lm
+    from audit_hub.stats import label_model as lm
 
     k = np.array([4])
     tot = np.zeros(len(lm.SHARE_GRID))

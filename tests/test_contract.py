@@ -19,7 +19,7 @@ import pytest
 
 from audit_hub import detectors
 from audit_hub.detectors.base import SUMMARY_TABLE_COLUMNS, DetectorResult, ResultContractError
-from audit_hub.io_utils import to_jsonable
+from audit_hub.hub.folders import to_jsonable
 from audit_hub.severity import LEVELS
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -201,7 +201,7 @@ def test_metric_module_runs_examples_and_returns_the_detector_summary(name, tmp_
     out = metric.compute(**rows, **extra, **params)
     assert ADDED_KEYS <= set(out)
     json.dumps(out, allow_nan=True)
-    from audit_hub import metric_adapter
+    from audit_hub.metrics import adapter as metric_adapter
 
     frame = metric_adapter.build_frame(**{k: v for k, v in _example_rows().items()
                                           if k in rows or k in extra})

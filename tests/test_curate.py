@@ -16,7 +16,7 @@ from audit_hub.curate.irt import anchors_kmeans, estimate_scores, fit_2pl
 from audit_hub.curate.junk import inject_junk
 from audit_hub.curate.pipeline import CurateConfig, run_curation
 from audit_hub.curate.simulate import simulate_pool
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = {"n_boot": 200, "n_random": 200, "pair_boot": 100, "score_budget": 40, "ibp": "off"}
@@ -292,8 +292,8 @@ def test_benchmark_smoke_runs():
 def test_fold_findings_hook_matches_the_full_audit_tables():
     """audit.run_detectors (curation's per-fold re-audit: primary field only, no calibration or summary)
     gives the same per-question tables as run_audit in the same cheap mode, on a fold's frame."""
-    from audit_hub.audit import AuditConfig, run_audit, run_detectors
     from audit_hub.curate.findings import audit_findings
+    from audit_hub.engine.run import AuditConfig, run_audit, run_detectors
 
     frame = simulate_pool(400, 8, seed=5).without_models(["m00", "m03"])
     fnd = audit_findings(frame, seed=2)

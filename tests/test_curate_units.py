@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from audit_hub.curate.filters import StageThresholds, apply_stages, stage_flags
 from audit_hub.curate.measures import (
     discrimination,
     kendall_tau_b,
@@ -18,7 +19,6 @@ from audit_hub.curate.measures import (
     weighted_accuracy,
 )
 from audit_hub.curate.select import select_top
-from audit_hub.curate.stages import StageThresholds, apply_stages, stage_flags
 from audit_hub.errors import InputError
 
 

@@ -1,4 +1,4 @@
-"""distractor_similarity and audit_hub.text_norm: hand cases, bare letters, planted simulation."""
+"""distractor_similarity and audit_hub.detectors.text_norm: hand cases, bare letters, planted simulation."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import pytest
 from sim import simulate_frame
 
 from audit_hub.detectors import distractor_similarity as ds
-from audit_hub.errors import DetectorSkipped
-from audit_hub.frame import AuditFrame
-from audit_hub.text_norm import (
+from audit_hub.detectors.text_norm import (
     canonical_number,
     is_bare_letter_option,
     normalise_many,
@@ -19,6 +17,8 @@ from audit_hub.text_norm import (
     skeletons,
     strip_letter_prefix,
 )
+from audit_hub.errors import DetectorSkipped
+from audit_hub.frame.core import AuditFrame
 
 
 def test_normalisation_rules():

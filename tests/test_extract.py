@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit_hub.answers import canonical_gold, extract_answer, fill_answers_and_exact, score_exact
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
 from audit_hub.schema import LETTERS
 
 ABCDE = ["A", "B", "C", "D", "E"]  # MATH-Vision: the option texts are the letters themselves

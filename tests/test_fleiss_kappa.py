@@ -10,7 +10,7 @@ from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
 from audit_hub.detectors import fleiss_kappa_agreement as fk
 from audit_hub.errors import DetectorSkipped
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
 
 
 def test_general_form_reduces_to_statsmodels():

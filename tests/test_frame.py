@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from audit_hub.errors import InputError
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
 from audit_hub.schema import normalise_value
 
 

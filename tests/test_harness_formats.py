@@ -7,17 +7,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_hub import ingest
-from audit_hub.accounting import item_accounting
-from audit_hub.circular import collapse_circular
 from audit_hub.cli import expand_multi_path_options
-from audit_hub.design_label import auc_discrete, parse_design_label
-from audit_hub.embedded_options import items_with_unparsed_options, split_embedded_options
+from audit_hub.detectors.accounting import item_accounting
+from audit_hub.detectors.design_label import auc_discrete, parse_design_label
+from audit_hub.detectors.placeholders import is_placeholder
+from audit_hub.detectors.strata import effective_option_count
 from audit_hub.errors import InputError
-from audit_hub.frame import AuditFrame
-from audit_hub.placeholders import is_placeholder
+from audit_hub.frame.core import AuditFrame
+from audit_hub.readers import ingest
+from audit_hub.readers.circular import collapse_circular
+from audit_hub.readers.embedded_options import items_with_unparsed_options, split_embedded_options
 from audit_hub.readers.vlmevalkit_rules import yes_no
-from audit_hub.strata import effective_option_count
 
 
 # ------------------------------------------------------------------------------------ embedded options
@@ -205,7 +205,7 @@ def test_item_accounting_charges_first_reason():
 
 
 def test_every_detector_accounts_for_every_question():
-    from audit_hub.audit import AuditConfig, run_audit
+    from audit_hub.engine.run import AuditConfig, run_audit
     from tests.sim import simulate_frame
 
     f = simulate_frame(300, 4, n_options=np.where(np.arange(300) % 3 == 0, 2, 4), seed=3)

@@ -13,13 +13,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audit_hub import ingest
 from audit_hub.errors import InputError
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
+from audit_hub.readers import ingest
 from audit_hub.schema import LETTERS
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 MMB_TSV = os.path.join(FIX, "vlmevalkit", "MMBench_DEV_EN.tsv")
+
+
+def _pool(frame):
+    """How the audit pairs the frame's models across arms."""
+    from audit_hub.engine.run import pool_summary
+
+    return frame.meta.get("pool") or pool_summary(frame.models_in("full"), frame.models_in("blind"))
 
 
 def _write_vlmevalkit_outputs(root, model: str, preds: list[str], hits: list[int] | None):
@@ -48,7 +55,7 @@ def test_build_frame_vlmevalkit_full_and_blind(tmp_path):
     assert frame.meta["circular"]["n_groups"] == 1 and frame.meta["circular"]["n_copies"] == 2
     assert frame.meta["judges"] == {"modelA": "gpt-4o-mini", "modelB": "gpt-4o-mini"}
     assert frame.meta["judges_blind"] == {}
-    pool = frame.meta["pool"]
+    pool = _pool(frame)
     assert pool == {"full_models": ["modelA", "modelB"], "blind_models": ["modelA"], "paired": ["modelA"],
                     "pool_level": False, "note": pool["note"]}
     # pools differ, but modelA is in both arms: visual_dependency pairs it (not pool level) and says so
@@ -74,8 +81,8 @@ def test_same_pools_are_not_pool_level(tmp_path):
     blind_dir = tmp_path / "blind"
     _write_vlmevalkit_outputs(blind_dir, "modelA", ["B", "C", "C", "A", "B"], None)
     frame = ingest.build_frame(None, [str(out)], [str(blind_dir)], compute_exact=False)
-    assert frame.meta["pool"]["pool_level"] is False and frame.meta["pool"]["note"] is None
-    assert frame.meta["pool"]["paired"] == ["modelA"]
+    assert _pool(frame)["pool_level"] is False and _pool(frame)["note"] is None
+    assert _pool(frame)["paired"] == ["modelA"]
     # questions derived from the sheets
     assert frame.questions["question_id"].tolist() == ["0", "1", "2", "3"]
     assert frame.questions["gold_index"].tolist() == [0, 1, 2, 0]
@@ -179,7 +186,7 @@ def test_runs_from_a_hub_dataset_id_record_the_resolved_commit(tmp_path, monkeyp
     import huggingface_hub
     import pandas as pd
 
-    from audit_hub import ingest
+    from audit_hub.readers import ingest
 
     sha = "0123456789abcdef0123456789abcdef01234567"
     snap = tmp_path / "snapshots" / sha
@@ -276,7 +283,7 @@ def test_parquet_runs_fast_path_equals_the_plain_table_path(tmp_path, layout, wi
     csv = tmp_path / "runs.csv"
     r.to_csv(csv, index=False)
     _assert_same_frame(fast, ingest.build_frame(str(qp), [str(csv)], []))
-    assert fast.meta["pool"]["paired"] == ["m-a", "m-b", "m-c"]
+    assert _pool(fast)["paired"] == ["m-a", "m-b", "m-c"]
     assert {s["kind"] for s in fast.sources} >= {"generic"} and fast.sources[-1]["rows"] == len(r)
 
 

@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_hub import metric_adapter as ma
-from audit_hub import metrics_install as mi
-from audit_hub.frame import AuditFrame
-from audit_hub.io_utils import to_jsonable
+from audit_hub.frame.core import AuditFrame
+from audit_hub.hub.folders import to_jsonable
+from audit_hub.metrics import adapter as ma
+from audit_hub.metrics import install as mi
 
 REPO = Path(__file__).resolve().parent.parent
 METRICS = REPO / "metrics"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit_hub.nulls import (
+from audit_hub.stats.nulls import (
     cell_sum_moments,
     matched_pairs,
     matched_sum_moments,

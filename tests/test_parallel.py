@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from sim import simulate_frame  # noqa: E402
 
-from audit_hub.scheduler import exclusive, run_calls  # noqa: E402
+from audit_hub.engine.scheduler import exclusive, run_calls  # noqa: E402
 
 
 def _recorder(estimates, hold=0.15):
@@ -83,7 +83,7 @@ def test_scheduler_raises_the_first_error_and_starts_nothing_after_it():
 
 def test_simulations_split_between_processes_give_the_same_calibration():
     """Any split of the simulation indices (worker / audit process) merges into the serial result."""
-    from audit_hub.calibration import (
+    from audit_hub.engine.calibration import (
         NullSimulator,
         SimClaims,
         _collect,
@@ -113,7 +113,7 @@ def test_simulations_split_between_processes_give_the_same_calibration():
 
 def test_worker_and_audit_process_share_the_simulations():
     """The worker claims some simulations, the audit process the rest: the same numbers as inline."""
-    from audit_hub.calibration import Calibration, WorkerPool, calibrate
+    from audit_hub.engine.calibration import Calibration, WorkerPool, calibrate
 
     f = simulate_frame(300, 5, accuracy_full=[0.4, 0.5, 0.6, 0.7, 0.8], accuracy_blind=0.35, seed=5)
     names = ["visual_dependency", "consensus_error"]
@@ -134,7 +134,7 @@ def _dump(result) -> str:
 
 
 def test_detectors_on_threads_give_the_serial_audit():
-    from audit_hub.audit import AuditConfig, run_audit
+    from audit_hub.engine.run import AuditConfig, run_audit
 
     f = simulate_frame(500, 6, accuracy_full=[0.3, 0.5, 0.6, 0.7, 0.8, 0.9], accuracy_blind=0.4,
                        judge_flip_rate=0.05, seed=8)
@@ -169,8 +169,8 @@ def test_frame_caches_fill_once_under_threads():
 
 
 def test_figures_drawn_in_the_worker_are_the_inline_files(tmp_path):
-    from audit_hub.audit import AuditConfig, run_audit
-    from audit_hub.calibration import WorkerPool
+    from audit_hub.engine.calibration import WorkerPool
+    from audit_hub.engine.run import AuditConfig, run_audit
     from audit_hub.report import figures
     from audit_hub.report.tables import build_summary_table
 
@@ -219,7 +219,7 @@ def test_parallel_cli_audit_equals_serial(tmp_path):
 
 def test_label_codes_are_cleaned_in_chunks_without_full_copies():
     """clean_codes (the label model's int16 answer codes) equals the one-shot expression it replaced."""
-    from audit_hub.label_model import clean_codes
+    from audit_hub.stats.label_model import clean_codes
 
     rng = np.random.default_rng(1)
     A = rng.integers(-1, 7, size=(1000, 9)).astype(np.int32)

@@ -48,8 +48,8 @@ def _same_results(a, b):
 
 
 def test_folder_read_with_the_worker_equals_one_process(tmp_path):
-    from audit_hub.stages import StageClock, recording
-    from audit_hub.worker import WorkerPool
+    from audit_hub.clock import StageClock, recording
+    from audit_hub.engine.worker import WorkerPool
 
     folder = _sheets(tmp_path, 12)
     (folder / "notes.txt").write_text("not a table")  # a skipped file among them

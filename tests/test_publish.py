@@ -58,7 +58,7 @@ def report(tmp_path_factory) -> Path:
 
 
 def test_push_roundtrip_noop_and_stale_shards(hub, report, tmp_path):
-    from audit_hub.publish import push_report
+    from audit_hub.hub.publish import push_report
     from audit_hub.report import write_report
 
     res = push_report(report, "benchaudit/tiny-audit")
@@ -93,7 +93,7 @@ def test_push_roundtrip_noop_and_stale_shards(hub, report, tmp_path):
 
 
 def test_push_to_branch_and_pr_leave_main_alone(hub, report):
-    from audit_hub.publish import push_report
+    from audit_hub.hub.publish import push_report
 
     res = push_report(report, "benchaudit/branchy", revision="audit-v2")
     assert res["revision"] == "audit-v2"
@@ -106,7 +106,7 @@ def test_push_to_branch_and_pr_leave_main_alone(hub, report):
 
 
 def test_private_flag_reaches_the_hub(hub, report):
-    from audit_hub.publish import push_report
+    from audit_hub.hub.publish import push_report
 
     push_report(report, "benchaudit/secret", private=True)
     assert hub.state.repo("dataset", "benchaudit/secret").private
@@ -115,7 +115,7 @@ def test_private_flag_reaches_the_hub(hub, report):
 @pytest.mark.parametrize("bad", ["no-namespace", "org/with space", "org/a--b", "a/b/c", "", "org/.hidden"])
 def test_bad_repo_id_one_clear_message(hub, report, bad):
     from audit_hub.errors import InputError
-    from audit_hub.publish import push_report
+    from audit_hub.hub.publish import push_report
 
     with pytest.raises(InputError, match="ORG/NAME"):
         push_report(report, bad)
@@ -124,7 +124,7 @@ def test_bad_repo_id_one_clear_message(hub, report, bad):
 
 def test_missing_and_rejected_token(hub, report, monkeypatch, capsys):
     from audit_hub.cli import main
-    from audit_hub.publish import PublishError, push_report
+    from audit_hub.hub.publish import PublishError, push_report
 
     monkeypatch.delenv("HF_TOKEN")
     with pytest.raises(PublishError, match="no Hugging Face token found: set HF_TOKEN"):
@@ -146,7 +146,7 @@ def test_missing_and_rejected_token(hub, report, monkeypatch, capsys):
 
 def test_not_a_report_folder(hub, tmp_path):
     from audit_hub.errors import InputError
-    from audit_hub.publish import push_report
+    from audit_hub.hub.publish import push_report
 
     with pytest.raises(InputError, match="does not exist"):
         push_report(tmp_path / "missing", "benchaudit/x")
@@ -158,7 +158,7 @@ def test_not_a_report_folder(hub, tmp_path):
 
 def test_resolve_hub_revision(hub, report):
     from audit_hub.errors import InputError
-    from audit_hub.publish import push_report, resolve_hub_revision
+    from audit_hub.hub.publish import push_report, resolve_hub_revision
 
     res = push_report(report, "benchaudit/resolvable")
     assert resolve_hub_revision("benchaudit/resolvable") == res["commit"]
@@ -205,7 +205,7 @@ class TinyCount(evaluate.Metric):
 
 @pytest.mark.slow
 def test_push_metrics_then_evaluate_load_over_http(tmp_path, hub):
-    from audit_hub.publish import push_metrics
+    from audit_hub.hub.publish import push_metrics
 
     mdir = tmp_path / "metrics"
     (mdir / "tiny_count").mkdir(parents=True)

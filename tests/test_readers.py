@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_hub import ingest
 from audit_hub.errors import InputError
+from audit_hub.readers import ingest
 from audit_hub.readers.cells import options_are_bare_letters, split_embedded_options
 from audit_hub.readers.vlmevalkit import parse_sheet_name
 
@@ -26,6 +26,13 @@ MATHV = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SHEET_COLS = ["index", "question", "hint", "A", "B", "C", "D", "answer", "category", "source", "l2-category",
               "comment", "split"]
+
+
+def _pool(frame):
+    """How the audit pairs the frame's models across arms."""
+    from audit_hub.engine.run import pool_summary
+
+    return frame.meta.get("pool") or pool_summary(frame.models_in("full"), frame.models_in("blind"))
 
 
 def _mmbench_prediction_sheet() -> pd.DataFrame:
@@ -228,8 +235,8 @@ def test_generic_csv_with_column_map():
     np.testing.assert_array_equal(hit, np.array([[1, 1], [0, -1]], dtype=np.int8))
     np.testing.assert_array_equal(frame.correctness("blind", "hit")[:, 0], [0, 0])
     # blind pool {a} != full pool {a, b}: model-a pairs by name, so the comparison is per model
-    assert frame.meta["pool"]["pool_level"] is False and "model-b" in frame.meta["pool"]["note"]
-    assert frame.meta["pool"]["paired"] == ["model-a"]
+    assert _pool(frame)["pool_level"] is False and "model-b" in _pool(frame)["note"]
+    assert _pool(frame)["paired"] == ["model-a"]
 
 
 def test_parse_column_map_errors():
@@ -308,12 +315,12 @@ def test_mathv_real_data():
     llava = runs[runs["model"] == "LLaVA-v1.5-7B"].set_index("question_id")
     assert llava.loc["2", "answer"] == "A"  # 'a' on an mc item -> option letter
     assert llava.loc["1", "answer"] == "80"
-    pool = frame.meta["pool"]
+    pool = _pool(frame)
     assert pool["pool_level"] is True and pool["paired"] == [] and "pool level" in pool["note"]
     # explicit pairing through the model override
     paired = ingest.build_frame(os.path.join(MATHV, "data", "test.jsonl"), [full], [blind],
                                 blind_model="LLaVA-v1.5-7B", compute_exact=False)
-    assert paired.meta["pool"]["paired"] == ["LLaVA-v1.5-7B"] and paired.meta["pool"]["pool_level"] is False
+    assert _pool(paired)["paired"] == ["LLaVA-v1.5-7B"] and _pool(paired)["pool_level"] is False
     kinds = {s["kind"] for s in frame.sources}
     assert kinds == {"mathv-questions", "mathv-output"}
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_hub import ingest
+from audit_hub.readers import ingest
 from audit_hub.readers.vlmevalkit import parse_sheet_name
 
 FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
@@ -67,7 +67,7 @@ def test_vlmevalkit_benchmark_name_and_hallusion_metadata():
 
 def test_vlmevalkit_mmstar_embedded_options_agree_with_columns():
     """MMStar's question field embeds the options in its three forms; parsed, they equal VLMEvalKit's A-D."""
-    from audit_hub.embedded_options import split_embedded_options
+    from audit_hub.readers.embedded_options import split_embedded_options
 
     df = pd.read_csv(os.path.join(VLM, "LMUData", "MMStar.tsv"), sep="\t")
     for _, r in df.iterrows():

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from audit_hub.detectors.base import DetectorResult, summary_rows
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def _pq(frame, name, sev, extra=None):
 
 def make_fake_result(frame: AuditFrame | None = None, *, with_alt: bool = True):
     """An AuditResult-shaped object with known per-question severities for tiny_frame()."""
-    from audit_hub.audit import AuditConfig
+    from audit_hub.engine.run import AuditConfig
 
     frame = frame or tiny_frame()
     f = (frame.correctness("full") == 1).sum(1)
@@ -298,7 +298,7 @@ def test_card_yaml_matches_files(report_dir):
 
 
 def test_summary_and_manifest(report_dir):
-    from audit_hub.io_utils import sha256_file
+    from audit_hub.hub.folders import sha256_file
 
     s = json.loads((report_dir / "summary.json").read_text())
     assert s["visual_dependency"]["excess"] == 0.2
@@ -387,7 +387,7 @@ def test_real_pipeline_on_simulated_benchmark(tmp_path):
     sys.path.insert(0, str(REPO / "tests"))
     from sim import simulate_frame
 
-    from audit_hub.audit import AuditConfig, run_audit
+    from audit_hub.engine.run import AuditConfig, run_audit
     from audit_hub.report import write_report
 
     frame = simulate_frame(300, 5, n_options=4, accuracy_full=0.6, accuracy_blind=0.4,

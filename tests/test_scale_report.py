@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from audit_hub.frame import AuditFrame
+from audit_hub.clock import StageClock, current_timings, recording, stage
+from audit_hub.frame.core import AuditFrame
 from audit_hub.report.runs_arrow import runs_arrow_table, write_arrow_parquet
 from audit_hub.report.tables import judge_disagreement_counts
-from audit_hub.stages import StageClock, current_timings, recording, stage
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,7 +123,7 @@ def test_cli_records_stage_timings_and_prints_them(tmp_path):
     assert expected <= set(timings), set(timings) ^ expected
     # each detector: its own stage, or (detectors on threads, with a second CPU) its time beside the
     # "detectors" stage
-    from audit_hub.limits import detector_threads
+    from audit_hub.bounds import detector_threads
 
     threaded = detector_threads(True) > 1
     for name in detectors.names():
@@ -154,7 +154,7 @@ def test_xlsx_engines_give_the_same_values(tmp_path, engine):
 def test_early_runs_write_gives_the_same_report_and_leaves_nothing_behind(tmp_path):
     """The runs config written while the detectors run (EarlyRuns) is moved into the report: the same
     files as writing it at the end; a discarded one (a failed audit) leaves no staging folder."""
-    from audit_hub.audit import AuditConfig, run_audit
+    from audit_hub.engine.run import AuditConfig, run_audit
     from audit_hub.report.writer import EarlyRuns, write_report
 
     frame = small_frame()

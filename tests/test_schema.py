@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_hub import ingest
 from audit_hub.errors import InputError
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
+from audit_hub.readers import ingest
 from audit_hub.schema import MISSING, hit_code, normalise_value, options_cell
 
 QUESTIONS = pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4"], "options": [["a", "b"]] * 4,

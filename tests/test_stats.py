@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from audit_hub import stats
+from audit_hub.stats import core as stats
 
 
 def test_wilson_matches_statsmodels_and_hand_value():
@@ -117,7 +117,7 @@ def test_audit_imports_no_scipy_stats():
     import subprocess
     import sys
 
-    code = ("import sys, audit_hub.audit, audit_hub.calibration, audit_hub.label_model\n"
+    code = ("import sys, audit_hub.engine.run, audit_hub.engine.calibration, audit_hub.stats.label_model\n"
             "from audit_hub import detectors\n"
             "[detectors.get(n).load() for n in detectors.names()]\n"
             "print('scipy.stats' in sys.modules, 'scipy.optimize' in sys.modules)")

@@ -61,7 +61,7 @@ def test_audit_card_shows_the_tst_table(tmp_path):
     """``benchaudit audit --tst``: the report card carries the per-format TsT table and its null."""
     from test_report import make_fake_result
 
-    from audit_hub.frame import AuditFrame
+    from audit_hub.frame.core import AuditFrame
     from audit_hub.report import write_report
     from audit_hub.tst.rf import run_tst_rf
 
@@ -80,8 +80,8 @@ def test_audit_card_shows_the_tst_table(tmp_path):
 
 
 def test_tst_report_card_and_printed_lines(tmp_path):
-    from audit_hub.frame import AuditFrame
-    from audit_hub.tst.release import summary_lines, write_tst_report
+    from audit_hub.frame.core import AuditFrame
+    from audit_hub.tst.output import summary_lines, write_tst_report
     from audit_hub.tst.rf import run_tst_rf
 
     f = AuditFrame.from_tables(make_synthetic(150, planted=True, numeric_share=0.3, seed=4))

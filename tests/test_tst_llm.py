@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("peft")
 pytest.importorskip("accelerate")
 
-from audit_hub.frame import AuditFrame  # noqa: E402
+from audit_hub.frame.core import AuditFrame  # noqa: E402
 
 
 def _frame(planted: bool, n: int = 40) -> AuditFrame:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
 from audit_hub.tst.cv import fold_assignments
 from audit_hub.tst.features import build_data, make_featuriser
 from audit_hub.tst.null import Permuter, default_permutations, null_figures, p_value, strata_codes

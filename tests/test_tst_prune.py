@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from audit_hub.errors import InputError
-from audit_hub.frame import AuditFrame
+from audit_hub.frame.core import AuditFrame
 from audit_hub.tst.prune import _rank, gap_table, iterative_bias_pruning, largest_remainder, random_removal
 from audit_hub.tst.synthetic import make_synthetic
 
@@ -113,7 +113,7 @@ def test_gap_table_hand_computed():
 
 
 def test_prune_report_layout(tmp_path):
-    from audit_hub.tst.release import write_prune_report
+    from audit_hub.tst.output import write_prune_report
 
     f = AuditFrame.from_tables(make_synthetic(240, planted=True, seed=16))
     res = iterative_bias_pruning(f, budget=20, step=10, tst_kwargs=FAST, random_seeds=5, random_tst_seeds=0)
@@ -131,7 +131,7 @@ def test_prune_report_layout(tmp_path):
     card = (pb / "README.md").read_text()
     assert "audit selection" in card and "path: data/test-*.parquet" in card
     # the pruned folder loads back as questions
-    from audit_hub.ingest import load_questions
+    from audit_hub.readers.ingest import load_questions
 
     back = AuditFrame.from_tables(load_questions(str(pb)))
     assert back.n_questions == 220

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from audit_hub.errors import InputError
-from audit_hub.frame import AuditFrame
-from audit_hub.io_utils import dump_json
+from audit_hub.frame.core import AuditFrame
+from audit_hub.hub.folders import dump_json
 from audit_hub.tst.features import FullLabels, build_data, make_featuriser, question_template
 from audit_hub.tst.rf import mean_relative_accuracy, run_tst_rf
 from audit_hub.tst.synthetic import make_synthetic

@@ -12,7 +12,7 @@ from sim import simulate_frame  # noqa: E402
 
 from audit_hub.detectors import visual_dependency as vd  # noqa: E402
 from audit_hub.errors import DetectorSkipped  # noqa: E402
-from audit_hub.frame import AuditFrame  # noqa: E402
+from audit_hub.frame.core import AuditFrame  # noqa: E402
 
 
 def _frame(full: np.ndarray, blind: np.ndarray, *, full_models=None, blind_models=None, cats=None):

@@ -320,7 +320,7 @@ class ParsedAnswers(NamedTuple):
 def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame) -> ParsedAnswers:
     """Fill the ``answer`` column and compute ``hit_exact`` for a compact runs table.
 
-    ``questions`` is the validated questions table of :class:`audit_hub.frame.AuditFrame`; ``runs``
+    ``questions`` is the validated questions table of :class:`audit_hub.frame.core.AuditFrame`; ``runs``
     has columns ``q`` (question code), ``prediction`` and ``answer`` (strings, null when absent).
     A non-null ``answer`` (the harness's own extraction) is normalised by the same rules ("b" ->
     "B", "(C)" -> "C", "Hexagon" -> the matching letter); when it cannot be read, the answer is

@@ -44,10 +44,10 @@ def parse_max_memory(spec: str) -> dict:
 
 def load_question_table(spec: str, column_map: dict[str, str] | None = None):
     """Questions through the core reader, validated by :class:`AuditFrame` (images are ignored)."""
-    from ..frame import AuditFrame
+    from ..frame.core import AuditFrame
 
     try:
-        from ..ingest import load_questions
+        from ..readers.ingest import load_questions
     except ImportError:  # pragma: no cover - only while the core reader is missing
         load_questions = None
     if load_questions is not None:
@@ -62,7 +62,7 @@ def load_question_table(spec: str, column_map: dict[str, str] | None = None):
         elif spec.endswith((".jsonl", ".json")):
             q = pd.read_json(spec, lines=spec.endswith(".jsonl"))
         else:
-            raise InputError("cannot read questions without audit_hub.ingest", file=spec)
+            raise InputError("cannot read questions without audit_hub.readers.ingest", file=spec)
         if column_map:
             q = q.rename(columns={v: k for k, v in column_map.items()})
     return AuditFrame.from_tables(q, questions_source=spec).questions

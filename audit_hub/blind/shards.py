@@ -137,8 +137,8 @@ def is_blind_output(folder: Path) -> bool:
 
 def check_output_folder(out: Path, inputs: list) -> None:
     """The blind output folder obeys the same rules as every output folder (see
-    :func:`audit_hub.io_utils.check_output_target`); a previous blind output is resumed in place."""
-    from ..io_utils import check_output_target
+    :func:`audit_hub.hub.folders.check_output_target`); a previous blind output is resumed in place."""
+    from ..hub.folders import check_output_target
 
     check_output_target(out, command="blind", inputs=inputs, recognise=is_blind_output)
 
@@ -196,7 +196,7 @@ def reset_output(out: Path) -> None:
 
 
 def write_run_config(out: Path, payload: dict) -> None:
-    from ..io_utils import atomic_write_bytes, dump_json
+    from ..hub.folders import atomic_write_bytes, dump_json
 
     atomic_write_bytes(out / CONFIG_NAME, dump_json(payload).encode("utf-8"))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ..limits import opt
+from ..bounds import opt
 
 
 def register(app: typer.Typer) -> None:
@@ -68,18 +68,18 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from ..io_utils import check_output_target
+        from ..hub.folders import check_output_target
 
         console = Console(stderr=True)
         check_output_target(out, command="audit", inputs=[questions, *(runs or []), *(blind or [])])
-        from ..worker import start_worker
+        from ..engine.worker import start_worker
 
         # the worker process starts first: its interpreter start and imports overlap this one's
         worker = start_worker(parallel and (calibration_sims > 0 or figures))
         try:
-            from ..audit import AuditConfig
-            from ..limits import detector_threads
-            from ..stages import StageClock
+            from ..bounds import detector_threads
+            from ..clock import StageClock
+            from ..engine.run import AuditConfig
 
             n_threads = detector_threads(parallel)
             detector_names = list(AuditConfig().detectors) if n_threads == 1 else ["detectors"]
@@ -134,8 +134,8 @@ def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parall
 
     from threadpoolctl import threadpool_limits
 
+    from ..clock import recording, stage
     from ..report.writer import EarlyRuns, write_report
-    from ..stages import recording, stage
 
     q, runs, blind = audit_kwargs["questions"], audit_kwargs["runs"], audit_kwargs["blind"]
     early: list[EarlyRuns] = []
@@ -166,20 +166,20 @@ def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parall
 def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
            calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False,
            on_frame=None, parallel=True, worker=None, detector_threads=1):
-    """Inputs -> frame -> :func:`audit_hub.audit.run_audit`; returns the result and the input records.
+    """Inputs -> frame -> :func:`audit_hub.engine.run.run_audit`; returns the result and the input records.
     ``on_frame(frame)`` is called once the frame is built and checked, before the detectors run."""
-    from ..audit import AuditConfig, run_audit
+    from ..engine.run import AuditConfig, run_audit
     from ..errors import InputError
 
     if questions is None and not runs and not blind:
-        from ..example import example_frame
+        from ..readers.example import example_frame
 
         with stage("read"):
             frame = example_frame()
     else:
         if not runs and not blind:
             raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
-        from ..ingest import build_frame, parse_column_map
+        from ..readers.ingest import build_frame, parse_column_map
 
         cmap = parse_column_map(column_map or [])
         frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
@@ -191,17 +191,17 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
         from ..escape import console_text
 
         console.print(f"[yellow]note:[/yellow] {console_text(pool['note'])}")
-    from ..limits import audit_memory_estimate, require_memory
+    from ..bounds import audit_memory_estimate, require_memory
 
     n_cat = int(frame.questions["category"].nunique()) if "category" in frame.questions else 1
     require_memory(audit_memory_estimate(frame.n_questions, n_cat, n_permutations, calibration_sims),
                    f"--n-permutations {n_permutations}")
     from .. import detectors
-    from ..strata import cli_stratify
+    from ..detectors.strata import cli_stratify
 
     params = {detectors.by_role("image_gain"): {"stratify": cli_stratify(stratify)}}
     if design_label:
-        from ..design_label import parse_design_label
+        from ..detectors.design_label import parse_design_label
 
         col = parse_design_label(design_label)[0]
         if col not in frame.questions.columns:

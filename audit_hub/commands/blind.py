@@ -9,14 +9,14 @@ from pathlib import Path
 
 import typer
 
-from ..limits import opt
+from ..bounds import opt
 
 
 def _parse_map(items: list[str]) -> dict[str, str] | None:
     if not items:
         return None
     try:
-        from ..ingest import parse_column_map
+        from ..readers.ingest import parse_column_map
     except ImportError:  # pragma: no cover - only while the core reader is missing
         parse_column_map = None
     if parse_column_map is not None:

@@ -11,7 +11,7 @@ import typer
 
 
 def _thresholds(items: list[str] | None):
-    from ..curate.stages import StageThresholds
+    from ..curate.filters import StageThresholds
     from ..errors import InputError
 
     th = StageThresholds()
@@ -163,8 +163,8 @@ def register(app: typer.Typer) -> None:
 
         from rich.console import Console
 
+        from ..curate.output import write_curation
         from ..curate.pipeline import CurateConfig, run_curation
-        from ..curate.report import write_curation
         console = Console(stderr=True)
         frame = _load_frame(console, questions, runs, blind, column_map, revision, dataset, blind_model)
         inputs = list(frame.sources)
@@ -194,13 +194,13 @@ def _load_frame(console, questions: str | None, runs: list[str] | None, blind: l
     from ..errors import InputError
 
     if questions is None and not runs and not blind:
-        from ..example import example_frame
+        from ..readers.example import example_frame
 
         with console.status("loading the bundled MATH-Vision example"):
             return example_frame()
     if not runs:
         raise InputError("give --runs (full-arm runs of at least 3 models); curation ranks models")
-    from ..ingest import build_frame, parse_column_map
+    from ..readers.ingest import build_frame, parse_column_map
 
     with console.status("reading and validating inputs"):
         return build_frame(questions, list(runs or []), list(blind or []),

@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Place the metric modules in evaluate's module cache so that evaluate.load('benchaudit/<name>')
         works offline (HF_EVALUATE_OFFLINE=1)."""
-        from ..metrics_install import install as do_install
+        from ..metrics.install import install as do_install
 
         done = do_install(namespace=namespace, names=list(names or []), cache_dir=cache_dir, source=source)
         for m in done:
@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         cache_dir: Path | None = typer.Option(None, "--cache-dir", help="evaluate's module cache."),
     ) -> None:
         """List the metric modules, their sources and whether the cached copy is current."""
-        from ..metrics_install import installed
+        from ..metrics.install import installed
 
         for row in installed(namespace=namespace, cache_dir=cache_dir):
             if row["installed_hash"] is None:

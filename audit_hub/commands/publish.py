@@ -1,7 +1,7 @@
 """``benchaudit push`` and ``benchaudit push-metrics``: publish to the Hugging Face Hub.
 
 Top-level imports stay light (typer, pathlib, typing); the implementation lives in
-:mod:`audit_hub.publish` and is imported inside the commands.
+:mod:`audit_hub.hub.publish` and is imported inside the commands.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         message: str | None = typer.Option(None, "--message", "-m", help="Commit message."),
     ) -> None:
         """Push a report folder to the Hub as a dataset, in one atomic commit (token: HF_TOKEN or the login cache)."""
-        from ..publish import push_report
+        from ..hub.publish import push_report
 
         res = push_report(folder, repo_id, private=private, revision=revision, create_pr=create_pr,
                           commit_message=message)
@@ -46,11 +46,12 @@ def register(app: typer.Typer) -> None:
         """Publish each metrics/<name>/ folder as the Space NAMESPACE/<name>, so evaluate.load("NAMESPACE/<name>") works."""
         from rich.console import Console
 
-        from ..publish import push_metrics
+        from ..hub.publish import push_metrics
+        from ..metrics.install import source_dir
 
         console = Console(stderr=True)
         with console.status("publishing metric Spaces") as status:
-            res = push_metrics(namespace, metrics_dir=metrics_dir, names=list(name or []) or None, private=private,
+            res = push_metrics(namespace, metrics_dir=metrics_dir or source_dir(), names=list(name or []) or None, private=private,
                                on_progress=lambda n: status.update(f"publishing {namespace}/{n}"))
         for r in res:
             state = "unchanged" if r["no_op"] else "new commit"

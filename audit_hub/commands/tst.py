@@ -9,14 +9,14 @@ from pathlib import Path
 
 import typer
 
-from ..limits import opt
+from ..bounds import opt
 
 
 def _frame(questions: str, runs: list[str] | None, blind: list[str] | None, column_map: list[str] | None,
            revision: str | None):
     """Questions (+ optional runs) -> AuditFrame."""
-    from ..frame import AuditFrame
-    from ..ingest import build_frame, load_questions, parse_column_map
+    from ..frame.core import AuditFrame
+    from ..readers.ingest import build_frame, load_questions, parse_column_map
 
     cmap = parse_column_map(column_map or [])
     if runs or blind:
@@ -77,8 +77,8 @@ def register(app: typer.Typer) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         from ..escape import one_line
-        from ..io_utils import check_output_target
-        from ..tst.release import write_tst_report
+        from ..hub.folders import check_output_target
+        from ..tst.output import write_tst_report
         from ..tst.rf import run_tst_rf
 
         console = Console(stderr=True)
@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
             llm_res = run_tst_llm(frame, LlmConfig(model=llm, k=k, seed=seed,
                                                    max_steps=llm_steps or None), group_column=group_column)
         folder = write_tst_report(frame, res, out, command_line=["benchaudit", *sys.argv[1:]], llm=llm_res)
-        from ..tst.release import summary_lines
+        from ..tst.output import summary_lines
 
         for line in summary_lines(res.summary):
             typer.echo(line)
@@ -138,9 +138,9 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from ..escape import one_line
-        from ..io_utils import check_output_target
+        from ..hub.folders import check_output_target
+        from ..tst.output import write_prune_report
         from ..tst.prune import iterative_bias_pruning
-        from ..tst.release import write_prune_report
 
         console = Console(stderr=True)
         check_output_target(out, command="prune", inputs=[questions, *(runs or []), *(blind or [])])

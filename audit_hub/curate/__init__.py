@@ -17,10 +17,10 @@ def __getattr__(name: str) -> Any:
         from . import pipeline
         return getattr(pipeline, name)
     if name == "StageThresholds":
-        from .stages import StageThresholds
+        from .filters import StageThresholds
         return StageThresholds
     if name == "write_curation":
-        from .report import write_curation
+        from .output import write_curation
         return write_curation
     if name == "simulate_pool":
         from .simulate import simulate_pool

@@ -1,6 +1,6 @@
 """The audit's per-question findings that curation reads, computed by the audit pipeline itself.
 
-:func:`audit_findings` runs the detectors curation uses through :func:`audit_hub.audit.run_detectors`
+:func:`audit_findings` runs the detectors curation uses through :func:`audit_hub.engine.run.run_detectors`
 (the registry's detectors on the primary correctness field only: no exact-match arm, calibration,
 permutation null or summary; each detector in its registered cheap mode for simulated benchmarks:
 only the per-question tables are read), and joins their
@@ -61,7 +61,7 @@ def audit_findings(frame, *, seed: int = 0, text_cache: pd.DataFrame | None = No
 
     ``text_cache``: the model-independent columns from an earlier call on the same questions.
     """
-    from ..audit import run_detectors
+    from ..engine.run import run_detectors
 
     dets = tuple(detectors or roles.names(roles.MODEL_DEPENDENT + (() if text_cache is not None else roles.TEXT_ONLY)))
     # each detector in the cheap mode its registration declares for simulated benchmarks (summary-level

@@ -25,7 +25,7 @@ LETTER_ARRAY = np.array(list(LETTERS))
 
 
 def inject_junk(frame, fraction: float, seed: int = 0):
-    from ..frame import AuditFrame
+    from ..frame.core import AuditFrame
 
     rng = np.random.default_rng(seed)
     mc = np.flatnonzero((frame.answer_type == "mc") & (frame.n_options >= 2) & (frame.gold_index >= 0))

@@ -33,6 +33,7 @@ import pandas as pd
 
 from ..errors import InputError
 from . import baselines as bl
+from .filters import STAGES, StageThresholds, apply_stages, stage_flags
 from .findings import audit_findings, text_columns
 from .measures import (
     discrimination,
@@ -44,7 +45,6 @@ from .measures import (
     weighted_accuracy,
 )
 from .select import METHODS, select, size_for_rank_loss
-from .stages import STAGES, StageThresholds, apply_stages, stage_flags
 
 BASELINES = ("random_subset", "lime_pass_count", "kmeans_anchors", "point_biserial", "ibp")
 
@@ -538,7 +538,7 @@ def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> di
 
 def _visual(t: pd.DataFrame, th: StageThresholds, before: np.ndarray, after: np.ndarray) -> dict:
     from . import roles
-    from .stages import image_counts
+    from .filters import image_counts
 
     if roles.column(roles.IMAGE_GAIN, "f") not in t.columns:
         return {"computed": False, "reason": "no blind runs (the image-gain detector was skipped)"}

@@ -185,7 +185,7 @@ def simulate_pool(n_items: int = 25_000, n_models: int = 30, *, mix: dict[str, f
     }
     if as_tables:
         return questions, runs, meta
-    from ..frame import AuditFrame
+    from ..frame.core import AuditFrame
 
     return AuditFrame.from_tables(questions, runs, questions_source="<simulated>", runs_source="<simulated>",
                                   meta=meta)

@@ -14,7 +14,7 @@ over the largest ``K`` would be invalid when ``K`` varies):
   variation distance, chi-square goodness of fit of the predictions against the gold shares).
 
 ``K`` is the item's *effective* option count (placeholder options such as ``nan``/empty excluded,
-:mod:`audit_hub.placeholders`); items whose gold is a placeholder, or sits beyond the real options, are
+:mod:`audit_hub.detectors.placeholders`); items whose gold is a placeholder, or sits beyond the real options, are
 left out of the test and counted in ``excluded``.
 
 Per question: ``score = 1 - max(0, share of its gold position in its stratum - 1/K)`` and the evidence
@@ -29,13 +29,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import fmt_num, fmt_p
-from ..frame import AuditFrame
+from ..frame.core import AuditFrame
 from ..schema import LETTERS
 from ..severity import severity_array
-from ..stats import benjamini_hochberg, holm, wilson_ci
+from ..stats.core import benjamini_hochberg, holm, wilson_ci
+from .accounting import item_accounting
 from .base import DetectorResult, summary_rows
 
 NAME = "answer_options_distribution"
@@ -47,7 +47,7 @@ def stratified_chi2(k_of_item: np.ndarray, pos: np.ndarray, *, n_mc: int = 9999,
 
     Returns chi2, dof, p_value, method ("asymptotic" or "monte_carlo"), n, and per-stratum counts.
     """
-    from ..stats import chi2_sf
+    from ..stats.core import chi2_sf
 
     rng = np.random.default_rng(0) if rng is None else rng
     strata = {}
@@ -89,7 +89,7 @@ def _majority_baseline(res: dict, mc: np.ndarray, K: np.ndarray, gold: np.ndarra
     """Per stratum of option count: the majority-letter baseline hits, each item's gold-position excess
     over 1/K, the items whose gold sits in an over-represented position (binomial, Holm; only when the
     overall test rejects) and the stratum summaries."""
-    from ..stats import binom_sf
+    from ..stats.core import binom_sf
 
     Q = len(K)
     base_hits = 0
@@ -116,7 +116,7 @@ def _majority_baseline(res: dict, mc: np.ndarray, K: np.ndarray, gold: np.ndarra
 def _letter_preferences(frame: AuditFrame, mc: np.ndarray, gold: np.ndarray, kmax: int) -> dict:
     """Per model and arm: predicted letters vs gold letters on the same items (counts, total variation,
     chi-square against the gold distribution, favourite letter)."""
-    from ..stats import chi2_sf
+    from ..stats.core import chi2_sf
 
     Q = frame.n_questions
     per_model: dict = {}
@@ -180,7 +180,7 @@ def _category_rows(frame: AuditFrame, mc: np.ndarray, K: np.ndarray, gold: np.nd
 def _eligible(frame: AuditFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """Effective option counts (placeholders excluded), gold positions, the items the test uses and the
     accounting of the others."""
-    from ..placeholders import placeholder_table
+    from .placeholders import placeholder_table
 
     ph = placeholder_table(frame)
     K = ph["effective_k"].astype(np.int64)

@@ -21,7 +21,7 @@ every answer type; unparseable/missing answers are left out):
   ``p_value_independence`` is its Poisson upper tail. Real models share difficulty, so this count is
   exceeded on defect-free benchmarks (it is not a calibrated test).
 * **headline test** (``p_value``, ``headline_test``): likelihood ratio of "no gold is wrong" under a
-  latent-truth model (:mod:`audit_hub.label_model`) that keeps each model's reliability per answer class
+  latent-truth model (:mod:`audit_hub.stats.label_model`) that keeps each model's reliability per answer class
   (a yes/no response bias included), item difficulty (a random effect per arm) and attractive
   distractors (a mixture of one-attractor items and Dirichlet items), fitted by EM to the runs (blind arm
   included when present). False-positive rate on defect-free simulations with shared difficulty:
@@ -45,15 +45,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import ci, fmt_num, fmt_p_fine, num_labels, pct, str_labels
-from ..frame import AuditFrame
+from ..frame.core import AuditFrame
 from ..schema import LETTERS
 from ..severity import severity_array
-from ..stats import benjamini_hochberg, wilson_ci
-from ..strata import effective_option_count
+from ..stats.core import benjamini_hochberg, wilson_ci
+from .accounting import item_accounting
 from .base import DetectorResult, summary_rows
+from .strata import effective_option_count
 
 NAME = "consensus_error"
 MIN_MODEL_ITEMS = 20  # fewer closed items: no latent-truth model (unanimity rule only)
@@ -224,7 +224,7 @@ def _duplicates_gold(frame: AuditFrame, items: np.ndarray, code: np.ndarray) -> 
     out = np.zeros(len(items), bool)
     if len(items) == 0:
         return out
-    from ..text_norm import normalise_many
+    from .text_norm import normalise_many
 
     opts = frame.questions["options"].to_numpy(dtype=object)
     gi = frame.gold_index
@@ -265,7 +265,7 @@ def _expected_unanimous(frame: AuditFrame, parse: np.ndarray, is_gold: np.ndarra
     model's error rate spread uniformly over the wrong options) and its Poisson p-value. Returns the
     per-model error rates, the items in the expectation, each item's probability, the expected and
     observed counts, the p-value and the number of eligible open items left out."""
-    from ..stats import poisson_sf
+    from ..stats.core import poisson_sf
 
     atype = frame.answer_type
     closed = (atype == "mc") | (atype == "yesno")
@@ -295,7 +295,7 @@ def _table_rows(frame: AuditFrame, *, eligible: np.ndarray, unanimous: np.ndarra
                 p_value: float) -> list[dict]:
     """Unanimous and majority non-gold shares overall and per category (Wilson intervals; per-category
     Poisson p against the independence expectation, BH-adjusted)."""
-    from ..stats import poisson_sf
+    from ..stats.core import poisson_sf
 
     n_un, n_el = int(unanimous.sum()), int(eligible.sum())
     lo, hi = wilson_ci(n_un, n_el)
@@ -370,7 +370,7 @@ def _count_summary(*, unanimous: np.ndarray, eligible: np.ndarray, majority: np.
 
 def _label_data(frame: AuditFrame, models: list[str], blind_models: list[str], gold: np.ndarray):
     """The closed items (mc, yes/no with a gold among their options) as :class:`LabelData`."""
-    from ..label_model import LabelData, clean_codes
+    from ..stats.label_model import LabelData, clean_codes
 
     atype = frame.answer_type
     k = np.where(atype == "yesno", 2, frame.n_options.astype(np.int64))
@@ -385,8 +385,8 @@ def _label_data(frame: AuditFrame, models: list[str], blind_models: list[str], g
 def _gold_evidence(frame: AuditFrame) -> np.ndarray:
     """(Q,) prior evidence group of each item's gold (its own wrong-gold rate in the label model):
     0 none, 1 the gold option is a placeholder text (nan, None, empty: unanswerable as released), 2 another
-    option repeats the gold's text (:mod:`audit_hub.placeholders`)."""
-    from ..placeholders import gold_duplicated, placeholder_table
+    option repeats the gold's text (:mod:`audit_hub.detectors.placeholders`)."""
+    from .placeholders import gold_duplicated, placeholder_table
 
     ev = np.zeros(frame.n_questions, np.int64)
     if frame.n_questions:
@@ -398,8 +398,8 @@ def _gold_evidence(frame: AuditFrame) -> np.ndarray:
 def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True, recall_sims: int = 2,
                     fit_items: int = 20000, label_iters: int = 4) -> dict:
     """Posterior that each closed item's gold is wrong, the likelihood-ratio test and the detection
-    estimate at this pool (see :mod:`audit_hub.label_model`)."""
-    from .. import label_model as lm
+    estimate at this pool (see :mod:`audit_hub.stats.label_model`)."""
+    from ..stats import label_model as lm
 
     models = frame.models_in("full")
     blind_models = frame.models_in("blind") if (use_blind and frame.has_arm("blind")) else []

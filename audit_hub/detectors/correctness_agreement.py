@@ -23,12 +23,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import fmt_num, num_labels
-from ..frame import AuditFrame
+from ..frame.core import AuditFrame
 from ..severity import severity_array
-from ..stats import cochrans_q, jeffreys_interval, t_cdf, wilson_ci
+from ..stats.core import cochrans_q, jeffreys_interval, t_cdf, wilson_ci
+from .accounting import item_accounting
 from .base import DetectorResult, summary_rows
 
 NAME = "correctness_agreement"

@@ -1,6 +1,6 @@
 """distractor_similarity (judge-free): options of one item that say the same thing.
 
-Option texts are normalised once per *unique* text (:mod:`audit_hub.text_norm`: NFKC, casefold,
+Option texts are normalised once per *unique* text (:mod:`audit_hub.detectors.text_norm`: NFKC, casefold,
 letter prefixes such as ``"A."``/``"(B)"`` stripped, light LaTeX clean-up, numbers rewritten exactly so
 ``"0.5" == ".50" == "1/2"``). Then, for every pair of options of an item:
 
@@ -18,7 +18,7 @@ letter prefixes such as ``"A."``/``"(B)"`` stripped, light LaTeX clean-up, numbe
   options are in the image) are *bare-letter* options. They are excluded from text comparison;
   ``n_bare_letter_option_items`` counts items whose options are all bare letters. Empty texts are
   excluded too.
-* **Placeholder options** (:mod:`audit_hub.placeholders`: ``nan``, ``None``, ``null``, ``N/A``, empty,
+* **Placeholder options** (:mod:`audit_hub.detectors.placeholders`: ``nan``, ``None``, ``null``, ``N/A``, empty,
   ...) are not options: they are never compared as duplicates of each other. A placeholder *gold* is
   critical (the item is unanswerable as released; suggested action "relabel"); placeholder
   *distractors* are high ("rewrite distractor"). ``n_placeholder_gold`` and
@@ -36,13 +36,13 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import fmt_num, isnum, num_labels, str_labels
-from ..frame import AuditFrame
+from ..frame.core import AuditFrame
 from ..schema import LETTERS
 from ..severity import severity_array
-from ..stats import wilson_ci
+from ..stats.core import wilson_ci
+from .accounting import item_accounting
 from .base import DetectorResult, summary_rows
 
 NAME = "distractor_similarity"
@@ -124,7 +124,7 @@ def _flatten_options(q: pd.DataFrame):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..text_norm import normalise_many
+    from .text_norm import normalise_many
 
     la = pa.array(q["options"], type=pa.list_(pa.string()))
     flat = pc.fill_null(pc.list_flatten(la), "")
@@ -181,7 +181,7 @@ def _score_near_pairs(ca, cb, exact, sim, near, contrast, norm_texts, chars, tok
     unique text pairs scored."""
     import pyarrow as pa
 
-    from ..text_norm import skeletons
+    from .text_norm import skeletons
 
     n_norm = len(norm_texts)
     ne = np.flatnonzero(~exact)
@@ -287,9 +287,9 @@ def _category_rows(frame: AuditFrame, compared: np.ndarray, has_exact: np.ndarra
 
 
 def _placeholders(frame: AuditFrame, gold: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
-    """The placeholder table (:mod:`audit_hub.placeholders`), placeholder-gold items and the number of
+    """The placeholder table (:mod:`audit_hub.detectors.placeholders`), placeholder-gold items and the number of
     placeholder distractors per item."""
-    from ..placeholders import placeholder_table
+    from .placeholders import placeholder_table
 
     ph = placeholder_table(frame)
     ph_gold = ph["gold_placeholder"] & (gold >= 0)

@@ -33,14 +33,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import ci, fmt_num, isnum, num_labels
-from ..frame import AuditFrame
+from ..frame.core import AuditFrame
 from ..severity import severity_array
-from ..strata import effective_option_count
+from .accounting import item_accounting
 from .base import DetectorResult, summary_rows
 from .consensus_error import answer_row_stats, closed_code_counts
+from .strata import effective_option_count
 
 NAME = "fleiss_kappa_agreement"
 

@@ -61,7 +61,7 @@ class DetectorSpec:
     peak_bytes_per_cell: the extra memory one run needs at its peak, in bytes per (question, model, arm)
         cell of the frame (numpy's traced allocations at 1M questions x 50 models x 2 arms); the audit
         runs detectors side by side only while these estimates add up to at most twice the largest
-        (:mod:`audit_hub.scheduler`).
+        (:mod:`audit_hub.engine.scheduler`).
     ns_per_cell: the wall time of one run per cell (nanoseconds, one thread, 1M x 50 x 2); the audit
         starts the longest runs first when detectors share threads.
     """

@@ -6,7 +6,7 @@ zero-gain items are expected by chance (a question everybody finds hard is likel
 so the share is compared with an item-matched permutation null: the whole row of blind outcomes is
 shuffled across items, which keeps the distribution of ``b`` and of ``f`` and breaks only the pairing.
 The statistic depends only on the ``(M+1) x (M+1)`` table of ``(f, b)`` counts, so the null is sampled
-as tables with fixed margins (:mod:`audit_hub.nulls`), never by permuting items; the null mean and SD
+as tables with fixed margins (:mod:`audit_hub.stats.nulls`), never by permuting items; the null mean and SD
 are exact closed forms.
 
 Strata (``stratify``, default ``"auto"``). The shuffle is within strata: the effective option count
@@ -49,15 +49,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..accounting import item_accounting
 from ..errors import DetectorSkipped
 from ..fmt import fmt_p, fmt_p_fine, md_escape, num_labels, pct, pp
-from ..frame import AuditFrame
-from ..nulls import matched_pairs, matched_sum_moments, sample_matched_sum
+from ..frame.core import AuditFrame
 from ..severity import severity_array
-from ..stats import benjamini_hochberg, permutation_p_value, table_bootstrap, wilson_ci
-from ..strata import STRATIFY_DEFAULT, strata_codes
+from ..stats.core import benjamini_hochberg, permutation_p_value, table_bootstrap, wilson_ci
+from ..stats.nulls import matched_pairs, matched_sum_moments, sample_matched_sum
+from .accounting import item_accounting
 from .base import DetectorResult, summary_rows
+from .strata import STRATIFY_DEFAULT, strata_codes
 
 NAME = "visual_dependency"
 
@@ -118,9 +118,9 @@ def _excess_stat(pairs, n_total):
 def _design_label_check(frame: AuditFrame, spec: str, idx: np.ndarray, gain: np.ndarray, cell: np.ndarray,
                         pairs, R: int, C: int, B: int, n_boot: int, rng) -> dict:
     """AUC of the per-item gain against the designer's label, and the zero-gain excess per label value
-    (:mod:`audit_hub.design_label`)."""
-    from ..design_label import auc_discrete, parse_design_label
+    (:mod:`audit_hub.detectors.design_label`)."""
     from ..errors import InputError
+    from .design_label import auc_discrete, parse_design_label
 
     column, positive = parse_design_label(spec)
     if column not in frame.questions.columns:
@@ -450,7 +450,7 @@ def power_summary(tabs: np.ndarray, pairs, alpha: float, target: float = 0.8) ->
     cell, the null moments are recomputed from the shifted margins (closed form), and the power is
     ``Phi(z_shift - z_alpha)``. Cost is independent of the number of items; checked against direct
     simulation in the tests."""
-    from ..stats import norm_cdf, norm_isf
+    from ..stats.core import norm_cdf, norm_isf
 
     za = float(norm_isf(alpha))
 

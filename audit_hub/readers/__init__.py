@@ -1,6 +1,6 @@
 """Input readers: turn the files evaluation harnesses write into tidy pandas tables.
 
-Every reader returns frames in the public formats of :mod:`audit_hub.frame`:
+Every reader returns frames in the public formats of :mod:`audit_hub.frame.core`:
 
 * questions: ``question_id, question, options (list[str]), answer, answer_type, category,
   l2_category, group_id, hint`` (not yet validated);

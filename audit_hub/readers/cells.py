@@ -217,8 +217,8 @@ def options_from_letter_columns(df: pd.DataFrame) -> list[list[str]] | None:
 
 
 def split_embedded_options(question: str) -> tuple[str, list[str]]:
-    """Options written into the question text -> (stem, options); see :mod:`audit_hub.embedded_options`."""
-    from ..embedded_options import split_embedded_options as split
+    """Options written into the question text -> (stem, options); see :mod:`audit_hub.readers.embedded_options`."""
+    from .embedded_options import split_embedded_options as split
 
     return split(question)
 

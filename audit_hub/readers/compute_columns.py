@@ -2,7 +2,7 @@
 the file readers: :func:`read_compute_columns` turns them into the public questions and runs tables
 (one row per question; one row per (question, model, arm)), which the frame then validates.
 
-Column conventions are documented in :mod:`audit_hub.metric_adapter`. Errors are
+Column conventions are documented in :mod:`audit_hub.metrics.adapter`. Errors are
 :class:`~audit_hub.errors.InputError` naming the input column and the 1-based input row.
 """
 
@@ -20,7 +20,7 @@ from ..schema import LETTERS, options_cell
 #: Where errors say the data came from (evaluate has no file names).
 SOURCE = "<evaluate compute inputs>"
 QUESTIONS_SOURCE = "<questions from the compute inputs>"
-#: The per-row columns besides ``question_ids`` (see :mod:`audit_hub.metric_adapter`).
+#: The per-row columns besides ``question_ids`` (see :mod:`audit_hub.metrics.adapter`).
 COLUMNS: tuple[str, ...] = ("models", "predictions", "blind_predictions", "references", "hits", "blind_hits",
                             "options", "n_options", "answer_types", "categories")
 

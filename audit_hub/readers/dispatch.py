@@ -1,6 +1,6 @@
 """Which reader reads a file: questions files and run files (files, folders, globs) are recognised by
 extension and content and handed to the format's reader. No provenance and no merging here (see
-:mod:`audit_hub.ingest` and :mod:`audit_hub.readers.merge`)."""
+:mod:`audit_hub.readers.ingest` and :mod:`audit_hub.readers.merge`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ..errors import InputError
-from ..input_guard import check_input_path, reading, skip_reason
 from .cells import PICKLE_EXTENSIONS, TABLE_EXTENSIONS, ReadResult, ext_of
 from .fileio import (
     ensure_nonempty,
@@ -22,6 +21,7 @@ from .fileio import (
     read_table,
     refuse_pickle,
 )
+from .input_guard import check_input_path, reading, skip_reason
 
 
 @reading(0)
@@ -29,7 +29,7 @@ def read_questions(spec: str, *, column_map: dict[str, str] | None = None, revis
                    split: str | None = None, arrow_options: bool = False,
                    ) -> tuple[pd.DataFrame, str, str, dict | None]:
     """A questions file, folder or Hub id -> (questions in the public format, the file read, its kind,
-    the Hub provenance when it came from the Hub). See :func:`audit_hub.ingest.load_questions`."""
+    the Hub provenance when it came from the Hub). See :func:`audit_hub.readers.ingest.load_questions`."""
     from . import generic, hf, lmms_eval, mathv, vlmevalkit
 
     spec = str(spec)
@@ -189,7 +189,7 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
 def read_all(specs: Sequence[str], *, arm: str, questions: pd.DataFrame | None, column_map, dataset_hint,
               model, metric, with_questions: bool = True, pool=None) -> tuple[list[ReadResult], list[dict]]:
     """Every run file of ``specs`` read, in order, and the files skipped (with why). ``pool``: a started
-    :class:`~audit_hub.worker.WorkerPool` whose process reads some of the files too
+    :class:`~audit_hub.engine.worker.WorkerPool` whose process reads some of the files too
     (:mod:`audit_hub.readers.parallel`); the results are the same."""
     from .parallel import read_files
 

@@ -22,8 +22,13 @@ import pyarrow.compute as pc
 
 from ..columns import ARROW_STR
 from ..errors import InputError
-from ..input_guard import check_parquet_schema, check_text_head, check_zip_container, json_loads
 from .cells import ID_CANDIDATES, MEDIA_COLUMNS, PICKLE_EXTENSIONS, apply_column_map, ext_of
+from .input_guard import (
+    check_parquet_schema,
+    check_text_head,
+    check_zip_container,
+    json_loads,
+)
 
 DICT_COLUMNS = ("question_id", "model", "arm", "index", "id", "qid", "doc_id")
 

@@ -148,7 +148,7 @@ def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answ
         "group_id": obj(group) if group is not None else obj([None] * n),
         "hint": text("hint"),
     })
-    from ..question_meta import as_text, metadata_columns
+    from ..frame.question_meta import as_text, metadata_columns
 
     for c in metadata_columns(df.columns):  # e.g. HallusionBench's subcategory, visual_input, set_id, figure_id
         out[c] = obj(as_text(df[c].tolist()))
@@ -170,7 +170,7 @@ def generic_runs(df: pd.DataFrame, file: str, *, arm: str = "full", model: str |
 
     ``implicit_rows=True`` with a ``df`` that has no ``source_row`` column (from
     :func:`read_parquet_runs`) leaves out ``source_file``/``source_row``: row ``i`` is data row
-    ``i + 1`` of ``file``, and :func:`audit_hub.ingest` adds the columns only when it has to merge
+    ``i + 1`` of ``file``, and :func:`audit_hub.readers.ingest` adds the columns only when it has to merge
     several files (two int64/category columns of 1e8 rows are 0.9 GB). Arrow dictionary and Arrow
     boolean columns are passed through unchanged; the frame reads them without a copy.
     """

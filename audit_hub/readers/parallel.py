@@ -2,7 +2,7 @@
 
 Parsing an .xlsx sheet is CPU work in Python (the cell values, the question table each VLMEvalKit sheet
 carries), and a VLMEvalKit results folder holds one sheet per model. While the audit reads its inputs,
-the worker process (:class:`audit_hub.calibration.WorkerPool`) has nothing to do yet, so it reads some of
+the worker process (:class:`audit_hub.engine.calibration.WorkerPool`) has nothing to do yet, so it reads some of
 the sheets too.
 
 Who reads which file is decided as the reading goes: both processes take the next file index from a
@@ -117,7 +117,7 @@ class _ReadJob:
     def collect(self) -> dict[int, tuple[str, Any]]:
         """{index in this round: ("ok", result) | ("error", exception)} from the worker; what a worker that
         died did not return is missing (the caller reads those files itself)."""
-        from ..stages import note_parallel
+        from ..clock import note_parallel
 
         if not self.pool.wait(self.job):
             return {}

@@ -414,10 +414,10 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
 
 
 def _tst_section(tst_summary: Any) -> str:
-    """TsT-RF per-format table (owned by :mod:`audit_hub.tst.release`), when ``--tst`` ran."""
+    """TsT-RF per-format table (owned by :mod:`audit_hub.tst.output`), when ``--tst`` ran."""
     if not isinstance(tst_summary, dict):
         return ""
-    from ..tst.release import tst_card_section
+    from ..tst.output import tst_card_section
 
     return tst_card_section(tst_summary)
 
@@ -426,7 +426,7 @@ def render_card(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame, 
                 figures: dict[str, str], folder: Path, worker=None) -> str:
     """Render README.md: DatasetCardData YAML + the Jinja body. Validates that the YAML parses back.
 
-    ``worker``: a started :class:`~audit_hub.worker.WorkerPool` whose process is free; the template is
+    ``worker``: a started :class:`~audit_hub.engine.worker.WorkerPool` whose process is free; the template is
     rendered there (it has imported ``datasets`` and ``huggingface_hub`` while this process audited), from
     the strings and tables computed here. The same text either way."""
     args = (card_header(result, files), build_context(result, questions, summary_df, files=files, figures=figures),

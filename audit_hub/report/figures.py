@@ -25,33 +25,12 @@ import numpy as np
 import pandas as pd
 
 from .. import detectors
+from ..hub.figures import pyplot_agg, save_png
 
 MAX_POINTS = 30_000
 BLUE, ORANGE, GREY, RED = "#3b6ea8", "#e07b24", "#9a9a9a", "#c0392b"
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.spines.top": False,
-                         "axes.spines.right": False, "figure.dpi": 110})
-    return plt
-
-
-def _save(fig, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=150, bbox_inches="tight", facecolor="white", metadata={"Software": None})
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-
-
-# the same style and writer for figures made elsewhere (TsT reliability, audit_hub.tst.release)
-pyplot_agg = _plt
-save_png = _save
 
 
 def _accuracy(frame, arm: str, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -114,7 +93,7 @@ def fig_full_vs_blind(fi: FigureInputs, path: Path) -> None:
         idx = np.sort(rng.choice(idx, MAX_POINTS, replace=False))
     jx = rng.uniform(-0.3, 0.3, len(idx)) / mf
     jy = rng.uniform(-0.3, 0.3, len(idx)) / mb
-    plt = _plt()
+    plt = pyplot_agg()
     fig, ax = plt.subplots(figsize=(6.4, 5.6))
     z = zero[idx]
     alpha = float(np.clip(3000 / max(len(idx), 1), 0.08, 0.6))
@@ -149,7 +128,7 @@ def fig_full_vs_blind(fi: FigureInputs, path: Path) -> None:
     if len(idx) < ok.sum():
         ax.text(1.0, -0.11, f"random sample of {len(idx):,} of {int(ok.sum()):,} questions", transform=ax.transAxes,
                 ha="right", fontsize=7, color=GREY)
-    _save(fig, path)
+    save_png(fig, path)
 
 
 def _null_draws(result: Any) -> np.ndarray | None:
@@ -171,7 +150,7 @@ def fig_null(fi: FigureInputs, path: Path) -> None:
     vd = fi.null
     obs, mu, sd = vd.get("zero_gain_share"), vd.get("null_mean"), vd.get("null_sd")
     draws = fi.null_draws
-    plt = _plt()
+    plt = pyplot_agg()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11.5, 4.2), gridspec_kw={"width_ratios": [1.25, 1]})
     if draws is not None:
         # the null takes values k / n_items: bin edges between those values (grouping a few adjacent
@@ -223,7 +202,7 @@ def fig_null(fi: FigureInputs, path: Path) -> None:
     for i, c in enumerate(cnt):
         bx.text(i, c, f"{c:,}", ha="center", va="bottom", fontsize=7)
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
 
 
 def fig_categories(fi: FigureInputs, path: Path) -> None:
@@ -231,7 +210,7 @@ def fig_categories(fi: FigureInputs, path: Path) -> None:
     cats = list(vd.sort_values("excess", ascending=True)["category"]) if len(vd) else []
     cats += [c for c in ce["category"] if c not in cats]
     panels = [p for p in (("vd", vd), ("ce", ce)) if len(p[1])]
-    plt = _plt()
+    plt = pyplot_agg()
     h = max(3.0, 0.32 * len(cats) + 1.4)
     fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels) + 1.5, h), sharey=True, squeeze=False)
     pos = {c: i for i, c in enumerate(cats)}
@@ -269,12 +248,12 @@ def fig_categories(fi: FigureInputs, path: Path) -> None:
             ax.xaxis.get_major_locator().set_params(integer=True)
     axes[0][0].set_yticks(np.arange(len(cats)), [str(c)[:40] for c in cats])
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
 
 
 def fig_judge(fi: FigureInputs, path: Path) -> None:
     m2, c, models = fi.judge["m2"], fi.judge["counts"], fi.judge["models"]
-    plt = _plt()
+    plt = pyplot_agg()
     ncol = 2 if len(m2) else 1
     fig, axes = plt.subplots(1, ncol, figsize=(6.0 * ncol, 4.6), squeeze=False)
     axes = axes[0]
@@ -310,7 +289,7 @@ def fig_judge(fi: FigureInputs, path: Path) -> None:
     bx.set_title("(b) Where the judge and exact matching disagree\n(labels: number of items)")
     bx.set_xlim(0, max(1.0, float(share.max()) * 1.25))
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
 
 
 #: name -> drawing function; each figure is written to ``figures/<name>.png``. A function is called only

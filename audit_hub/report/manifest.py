@@ -38,7 +38,7 @@ def _iso(ts: float) -> str:
 
 def describe_inputs(inputs: list[dict]) -> list[dict]:
     """Copy the input records and fill ``sha256``/``bytes`` for local files that lack them."""
-    from ..io_utils import sha256_file
+    from ..hub.folders import sha256_file
 
     out = []
     for rec in inputs or []:
@@ -57,7 +57,7 @@ def describe_inputs(inputs: list[dict]) -> list[dict]:
 
 def output_files(folder: Path, exclude: tuple[str, ...] = ("manifest.json",)) -> list[dict]:
     """sha256 and size of every file in the report folder (sorted, POSIX paths)."""
-    from ..io_utils import sha256_file
+    from ..hub.folders import sha256_file
 
     files = []
     for p in sorted(Path(folder).rglob("*")):
@@ -79,9 +79,9 @@ def _config_dict(config: Any) -> dict:
 
 def build_manifest(result: Any, *, command_line: list[str], inputs: list[dict], folder: Path,
                    started_at: float, finished_at: float, timings: dict[str, float] | None = None) -> dict:
-    """The manifest dict (JSON-serialisable through :func:`audit_hub.io_utils.dump_json`).
+    """The manifest dict (JSON-serialisable through :func:`audit_hub.hub.folders.dump_json`).
 
-    ``timings``: wall seconds per stage (:mod:`audit_hub.stages`; read, validate, each detector,
+    ``timings``: wall seconds per stage (:mod:`audit_hub.clock`; read, validate, each detector,
     calibration, report, figures, card); defaults to the detector timings of ``result``."""
     frame = result.frame
     meta = frame.meta

@@ -63,7 +63,7 @@ def _hit_column(codes: np.ndarray) -> pa.Array:
 
 def runs_arrow_table(frame: Any) -> pa.Table:
     """The runs in their public long format (same columns and values as
-    :meth:`audit_hub.frame.AuditFrame.runs_table`), with ID/model/arm dictionary-encoded."""
+    :meth:`audit_hub.frame.core.AuditFrame.runs_table`), with ID/model/arm dictionary-encoded."""
     from ..schema import ARMS
 
     r = frame.runs

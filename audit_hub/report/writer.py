@@ -2,7 +2,7 @@
 
 The folder has exactly the layout ``datasets.push_to_hub`` writes (``README.md`` with ``configs`` and
 ``dataset_info`` YAML, ``data/<config>-NNNNN-of-MMMMM.parquet``), plus ``summary.json``,
-``manifest.json`` and ``figures/``. It is written inside :func:`audit_hub.io_utils.atomic_dir`, so a
+``manifest.json`` and ``figures/``. It is written inside :func:`audit_hub.hub.folders.atomic_dir`, so a
 failed or killed audit never leaves a partial folder behind. This is the only module that imports
 the card, the figures and the manifest.
 """
@@ -116,7 +116,7 @@ class EarlyRuns:
     def __init__(self, frame: Any, out_dir: str | os.PathLike, *, inputs=(), shard_bytes: int = SHARD_BYTES):
         import threading
 
-        from ..io_utils import staging_dir
+        from ..hub.folders import staging_dir
         from .runs_arrow import runs_arrow_table
 
         self.frame = frame
@@ -165,7 +165,7 @@ def _submit_figures(worker, fi, out: Path):
 
 def _wait_figures(job, planned: dict[str, str]) -> None:
     """Wait for the worker's figures; they must be the ones the card names."""
-    from ..stages import note_parallel
+    from ..clock import note_parallel
 
     drawn, seconds = job.get()
     note_parallel("figures worker", seconds)
@@ -199,7 +199,7 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
     ``early_runs``: the runs config already being written (:class:`EarlyRuns` of ``result.frame``);
     its shards are moved in instead of writing them again. The caller discards it afterwards.
 
-    ``worker``: a started :class:`~audit_hub.worker.WorkerPool` whose process is free (the calibration
+    ``worker``: a started :class:`~audit_hub.engine.worker.WorkerPool` whose process is free (the calibration
     is done): the figures are drawn there while this process writes the tables and the card (the same
     files; the card needs only their names).
 
@@ -207,8 +207,8 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
     ``revision``/``resolved_commit`` for Hub inputs); missing hashes are computed here.
     ``_hook`` is for tests: called with the temporary folder just before it is moved into place.
     """
-    from ..io_utils import atomic_dir, dump_json
-    from ..stages import current_timings, stage
+    from ..clock import current_timings, stage
+    from ..hub.folders import atomic_dir, dump_json
     from .card import render_card
     from .manifest import build_manifest
 

@@ -281,9 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     from accelerate import Accelerator
 
     from ..errors import BenchauditError
-    from ..frame import AuditFrame
-    from ..ingest import load_questions
-    from ..io_utils import atomic_dir, to_jsonable, write_hub_folder
+    from ..frame.core import AuditFrame
+    from ..hub.folders import atomic_dir, to_jsonable, write_hub_folder
+    from ..readers.ingest import load_questions
 
     try:
         qdf = load_questions(a.questions)
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if acc.is_main_process:
-        from .release import yaml_configs
+        from .output import yaml_configs
 
         card = yaml_configs([("questions", "train", "data/questions-*.parquet")]) + (
             "\n# TsT-LLM\n\n"

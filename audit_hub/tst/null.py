@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..stats import Z95, permutation_p_value
+from ..stats.core import Z95, permutation_p_value
 
 PERM_STREAM = 0x7E57  # second entry of the permutation generators' seed sequence
 
@@ -98,7 +98,7 @@ class Permuter:
 
 def p_value(observed: float, null: np.ndarray) -> float:
     """One-sided permutation p-value (1 + #{null >= observed}) / (N + 1); ties count against
-    (:func:`audit_hub.stats.permutation_p_value`)."""
+    (:func:`audit_hub.stats.core.permutation_p_value`)."""
     return float(permutation_p_value(null, observed, "greater"))
 
 

@@ -28,7 +28,7 @@ ALLOCATIONS = ("global", "per_format", "per_category")
 
 @dataclass
 class PruneResult:
-    """What IBP returns (pure data; see :mod:`audit_hub.tst.release` for the writer).
+    """What IBP returns (pure data; see :mod:`audit_hub.tst.output` for the writer).
 
     ``removed``: one row per removed question in removal order (``order``, ``question_id``, ``group``,
     ``iteration``, ``score`` = s(x) - chance at removal, ``tst_s``, ``category``, ``answer_type``).

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..schema import LETTERS
-from ..stats import Z95
+from ..stats.core import Z95
 from .cv import fold_assignments, inner_folds, run_cv
 from .features import FullLabels, TstData, build_data, feature_group, make_featuriser, signed_exp, signed_log
 
@@ -363,7 +363,7 @@ class _CvRf:
     def calibrate(self, assign: np.ndarray, calibrate: str) -> None:
         """For held-out fold f, a calibration map fitted on the out-of-fold forest probabilities of the
         questions *outside* f (its training folds) and their answers."""
-        from .calibrate import fit_isotonic, fit_power, isotonic_normalise, power_normalise
+        from .scaling import fit_isotonic, fit_power, isotonic_normalise, power_normalise
 
         data, labels = self.data, self.labels
         if not len(data.opt_q):
@@ -416,7 +416,7 @@ def _choice_segments(data: TstData) -> tuple[np.ndarray, np.ndarray]:
 def repeat_scores(data: TstData, labels: FullLabels, out: dict[str, Any]) -> np.ndarray:
     """(repeats, Q) per-question score of every repeat: tie-aware argmax correctness (choice), MRA
     (numeric), NaN (unscored). The statistic of the permutation null is built from these."""
-    from .calibrate import top_label
+    from .scaling import top_label
 
     reps = out["p_opt"].shape[0]
     S = np.full((reps, data.n_questions), np.nan)
@@ -442,7 +442,7 @@ def format_means(data: TstData, S: np.ndarray) -> dict[str, np.ndarray]:
 
 def _evaluate(data: TstData, labels: FullLabels, out: dict[str, Any]) -> tuple[pd.DataFrame, dict]:
     """Per-question scores and calibration figures from out-of-fold predictions."""
-    from .calibrate import reliability, top_label
+    from .scaling import reliability, top_label
 
     n_q = data.n_questions
     letters = LETTERS
@@ -708,7 +708,7 @@ def _null_settings(null: dict | None, null_permutations: int, n_trees: int, n_ro
 
 def _checked_data(frame, calibrate: str, null_permutations: int) -> tuple[pd.DataFrame, TstData, FullLabels]:
     """The questions, TsT's arrays and labels, after checking the settings and that something is scorable."""
-    from .calibrate import METHODS
+    from .scaling import METHODS
 
     if calibrate not in METHODS:
         raise InputError(f"calibrate must be one of {METHODS}, got {calibrate!r}")
@@ -768,7 +768,7 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
                null_permutations: int = DEFAULT_PERMUTATIONS, null_jobs: int | None = None,
                null_trees: int = NULL_TREES, null_max_samples: int = NULL_MAX_SAMPLES, calibrate: str = "isotonic",
                progress: Callable[[], None] | None = None) -> TstResult:
-    """TsT-RF on an :class:`~audit_hub.frame.AuditFrame` (pure: no I/O, deterministic for a seed).
+    """TsT-RF on an :class:`~audit_hub.frame.core.AuditFrame` (pure: no I/O, deterministic for a seed).
 
     ``group_column``: a question column (e.g. ``group_id`` = image or scene) kept together in one
     fold; when given, the run is done with grouped folds (these give ``per_question``) and, if

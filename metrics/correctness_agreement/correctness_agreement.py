@@ -6,7 +6,7 @@ A thin ``evaluate`` adapter over ``audit_hub.detectors.correctness_agreement`` (
 import datasets
 import evaluate
 
-from audit_hub import metric_adapter  # From: benchaudit
+from audit_hub.metrics import adapter as metric_adapter  # From: benchaudit
 
 _CITATION = metric_adapter.CITATION
 

@@ -24,8 +24,8 @@ EXTS = (".csv", ".tsv", ".jsonl", ".json", ".parquet", ".xlsx")
 
 def _questions_or_input_error(data: bytes, ext: str) -> None:
     """Questions through the public entry points: load_questions -> AuditFrame."""
-    from audit_hub.frame import AuditFrame
-    from audit_hub.ingest import load_questions
+    from audit_hub.frame.core import AuditFrame
+    from audit_hub.readers.ingest import load_questions
 
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "q" + ext)
@@ -40,7 +40,7 @@ def _questions_or_input_error(data: bytes, ext: str) -> None:
 
 
 def _runs_or_input_error(data: bytes, ext: str, questions_path: str) -> None:
-    from audit_hub.ingest import build_frame
+    from audit_hub.readers.ingest import build_frame
 
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "runs" + ext)

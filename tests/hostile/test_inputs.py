@@ -260,7 +260,7 @@ def test_fifo_inside_a_runs_folder_is_skipped_not_read(ws):
 @pytest.mark.parametrize("where", ["check", "open"])
 def test_permission_denied_is_one_line(ws, monkeypatch, where):
     """EACCES simulated (the suite may run as root, for whom chmod does not deny reads)."""
-    import audit_hub.input_guard as ig
+    import audit_hub.readers.input_guard as ig
 
     real_open = os.open
 
@@ -277,7 +277,7 @@ def test_permission_denied_is_one_line(ws, monkeypatch, where):
 
 
 def test_output_permission_denied_is_one_line(ws, monkeypatch):
-    import audit_hub.io_utils as io_utils
+    import audit_hub.hub.folders as io_utils
 
     def deny(*a, **k):
         raise PermissionError(13, "Permission denied", k.get("dir"))
@@ -294,7 +294,7 @@ def test_output_permission_denied_is_one_line(ws, monkeypatch):
 def test_large_workbook_parts_are_scanned_not_parsed_twice(ws, monkeypatch, sheet, fragment):
     """Parts above the full-parse size go to the engine after a DTD/entity scan; the engine's parse
     error is still one line."""
-    import audit_hub.input_guard as ig
+    import audit_hub.readers.input_guard as ig
 
     monkeypatch.setattr(ig, "XLSX_FULL_PARSE_BYTES", 64)
     (ws.root / "inputs" / "big.xlsx").write_bytes(_rezip(good_xlsx(), {"xl/worksheets/sheet1.xml": sheet}))
@@ -305,7 +305,7 @@ def test_large_workbook_parts_are_scanned_not_parsed_twice(ws, monkeypatch, shee
 
 
 def test_workbook_too_big_for_memory_is_refused_before_parsing(ws, monkeypatch):
-    import audit_hub.limits as limits
+    import audit_hub.bounds as limits
 
     monkeypatch.setattr(limits, "available_memory", lambda: 1000)
     (ws.root / "inputs" / "w.xlsx").write_bytes(good_xlsx())

@@ -127,7 +127,7 @@ def test_symlink_to_previous_output_replaces_the_target(ws, previous_report):
 
 def test_stale_temporaries_of_killed_runs_are_removed(ws):
     dead_pid = 2**22 + 12345  # above pid_max defaults: never a live process
-    from audit_hub.io_utils import _name_hash
+    from audit_hub.hub.folders import _name_hash
 
     h = _name_hash("report")
     stale = ws.root / f".report.ba-tmp-{h}-{dead_pid}-abc123"
@@ -143,12 +143,12 @@ def test_stale_temporaries_of_killed_runs_are_removed(ws):
 def test_retired_old_output_is_restored_after_a_kill_between_renames(ws, previous_report):
     """The fallback swap (no renameat2) is two renames; a kill between them leaves the old output
     retired and no DIR: the next run, even a failing one, puts it back first."""
-    from audit_hub.io_utils import _name_hash
+    from audit_hub.hub.folders import _name_hash
 
     dead_pid = 2**22 + 4242
     retired = ws.root / f".report.ba-old-{_name_hash('report')}-{dead_pid}"
     shutil.copytree(previous_report, retired)
-    from audit_hub.io_utils import cleanup_stale
+    from audit_hub.hub.folders import cleanup_stale
 
     done = cleanup_stale(ws.root / "report")
     assert done and (ws.root / "report" / "manifest.json").is_file() and not retired.exists()
@@ -169,7 +169,7 @@ def test_failure_while_writing_keeps_the_old_output(ws, previous_report, monkeyp
 
 
 def test_fallback_swap_without_renameat2(ws, previous_report, monkeypatch):
-    import audit_hub.io_utils as io
+    import audit_hub.hub.folders as io
 
     shutil.copytree(previous_report, ws.root / "report")
     monkeypatch.setattr(io, "_exchange", lambda a, b: False)

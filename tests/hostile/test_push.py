@@ -33,7 +33,7 @@ def _token_link(d, home):
 def _listed_symlink(d, home):
     """The symlink is listed in the manifest with the right hash of its target: still refused."""
     _token_link(d, home)
-    from audit_hub.io_utils import sha256_file
+    from audit_hub.hub.folders import sha256_file
 
     m = _manifest(d)
     m["outputs"].append({"path": "figures/leak.png", "bytes": 1, "sha256": sha256_file(d / "figures" / "leak.png")})
@@ -91,7 +91,7 @@ def test_push_refuses_bad_repo_ids(ws, previous_report, repo_id):
 
 
 def test_report_files_accepts_an_untouched_report(previous_report):
-    from audit_hub.publish import report_files
+    from audit_hub.hub.publish import report_files
 
     files = report_files(previous_report)
     assert "manifest.json" in files and "README.md" in files and all(p.is_file() for p in files.values())

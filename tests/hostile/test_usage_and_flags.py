@@ -63,7 +63,7 @@ def test_numeric_option_out_of_range(ws, label):
 
 
 def test_memory_estimate_refuses_before_allocating(ws, monkeypatch):
-    import audit_hub.limits as limits
+    import audit_hub.bounds as limits
 
     monkeypatch.setattr(limits, "available_memory", lambda: 64 << 20)
     before = ws.snap()

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from . import detectors
-from .detectors.base import DetectorResult
-from .errors import DetectorSkipped
-from .frame import AuditFrame
-from .stages import stage
+from .. import detectors
+from ..clock import stage
+from ..detectors.base import DetectorResult
+from ..errors import DetectorSkipped
+from ..frame.core import AuditFrame
 
 DETECTORS: tuple[str, ...] = detectors.names()
 
@@ -119,7 +119,7 @@ def _finish_calibration(cal, frame: AuditFrame, config: AuditConfig, primary: st
         out = calibrate(frame, list(results), n_sims=config.calibration_sims, seed=config.seed, field=primary,
                         params={n: config.detector_params(n) for n in results})
     if cal.worker:
-        from .stages import note_parallel
+        from ..clock import note_parallel
 
         note_parallel("calibration worker", cal.worker["seconds"])
     return {n: v for n, v in out.items() if n in results}
@@ -132,7 +132,7 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
 
     ``background_calibration``: simulate the calibration nulls in a worker process while the detectors run
     (None: when a second CPU is available); ``calibration_worker``: a started
-    :class:`~audit_hub.worker.WorkerPool` to use for that; ``threads``: run the detectors on that many
+    :class:`~audit_hub.engine.worker.WorkerPool` to use for that; ``threads``: run the detectors on that many
     threads. The numbers are the same either way."""
     config = config or AuditConfig()
     primary = primary_field(frame)
@@ -148,7 +148,7 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
               timings: dict[str, float], threads: int = 1, busy: Callable[[], None] | None = None):
     """Every configured detector on the primary field, and judge-dependent ones also on exact match.
 
-    ``threads`` > 1 runs these detector calls on up to that many threads (:mod:`audit_hub.scheduler`:
+    ``threads`` > 1 runs these detector calls on up to that many threads (:mod:`audit_hub.engine.scheduler`:
     the detectors are pure functions of the frame, which fills its shared caches once under a lock;
     the longest first by the registry's ``ns_per_cell``; side by side within a memory budget of about two of the heaviest at once; one thread fewer while ``busy()``,
     the calibration worker, holds a CPU). The results are the same as one after another."""
@@ -171,8 +171,8 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
                 timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
     if threads > 1 and len(calls) > 1:
+        from ..clock import note_parallel
         from .scheduler import run_calls
-        from .stages import note_parallel
 
         cells = frame.n_questions * (len(frame.models_in("full")) + len(frame.models_in("blind")))
         calls.sort(key=lambda c: -detectors.get(c[0]).ns_per_cell)  # the longest first (stable)
@@ -210,7 +210,7 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
 
 def _multiplicity(results: dict[str, DetectorResult]) -> dict:
     """Holm across the detectors' headline tests."""
-    from .stats import holm
+    from ..stats.core import holm
 
     names = [n for n in results if _headline_p(results[n].summary) is not None]
     adj = holm([_headline_p(results[n].summary) for n in names]) if names else []
@@ -229,7 +229,7 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
         "benchaudit_version": _version(),
         "n_questions": frame.n_questions,
         "models": {"full": frame.models_in("full"), "blind": frame.models_in("blind")},
-        "pool": frame.meta.get("pool") or _pool(frame),
+        "pool": frame.meta.get("pool") or pool_summary(frame.models_in("full"), frame.models_in("blind")),
         "judges": frame.meta.get("judges", {}),
         "primary_field": primary,
         "seed": config.seed,
@@ -290,7 +290,7 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
     if config.run_tst:
         step("tst")
         t0 = time.perf_counter()
-        from .tst import run_tst_rf
+        from ..tst import run_tst_rf
 
         with stage("tst"):
             tst = run_tst_rf(frame, seed=config.seed, **config.tst_params)
@@ -303,13 +303,26 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
                        timings=timings, tst=tst)
 
 
-def _pool(frame: AuditFrame) -> dict:
-    from .ingest import pool_summary
-
-    return pool_summary(frame.models_in("full"), frame.models_in("blind"))
+def pool_summary(full_models: Sequence[str], blind_models: Sequence[str]) -> dict:
+    """Which models pair by name across arms; a note when the blind pool is a different set."""
+    full, blind = list(full_models), list(blind_models)
+    paired = [m for m in full if m in set(blind)]
+    # the zero-gain audit pairs models by name; only with no model in both arms does it fall back to
+    # comparing the two pools' mean accuracies (pool level)
+    pool_level = bool(blind) and bool(full) and not paired
+    note = None
+    if pool_level:
+        note = (f"no model appears in both arms (full: {len(full)}, blind: {len(blind)}); full-vs-blind "
+                "comparisons are made at pool level (pool means), not per model")
+    elif blind and set(blind) != set(full):
+        unpaired = [m for m in full + blind if m not in set(paired)]
+        note = (f"the blind pool ({len(blind)} model(s)) differs from the full pool ({len(full)} model(s)); "
+                f"{detectors.by_role('image_gain')} pairs the {len(paired)} model(s) present in both arms and leaves out "
+                f"{unpaired[:5]}" + (" ..." if len(unpaired) > 5 else ""))
+    return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level, "note": note}
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from .schema import LETTERS
+from ..schema import LETTERS
 
 _HEADER = re.compile(
     r"(?:^|(?<=[\s.?!:：。？]))(?:Answer\s+Choices|Choices(?:\s+are)?|Options?|The\s+choices\s+are\s+listed\s+below"

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit, gammaln, logsumexp
 
-from .stats import minimize_bounded
+from .core import minimize_bounded
 
 NODES, _W = np.polynomial.hermite_e.hermegauss(15)
 LOGW = np.log(_W / np.sqrt(2 * np.pi))
@@ -646,7 +646,7 @@ def lr_test(data: LabelData, ll: np.ndarray, ll_null: np.ndarray | None = None) 
     """Likelihood-ratio test of eps = 0 (no wrong gold). ``ll``: the log-likelihood under the free fit;
     ``ll_null``: under the fit with eps = 0 (nuisance parameters re-estimated under the null; without
     it they are those of the free fit). Null law: the boundary chi-bar-square."""
-    from .stats import chi2_sf
+    from .core import chi2_sf
 
     Q = len(data.k)
     valid = np.arange(data.kmax)[None, :] < data.k[:, None]

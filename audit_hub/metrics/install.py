@@ -24,8 +24,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BenchauditError
-from .metric_adapter import METRIC_NAMES
+from ..errors import BenchauditError
+from .adapter import METRIC_NAMES
 
 MODULE_FILES = ("{name}.py", "README.md", "app.py", "requirements.txt")  # a Space folder
 CACHE_FILES = ("{name}.py", "README.md")  # what goes into evaluate's module cache
@@ -51,12 +51,12 @@ class InstalledModule:
 # ------------------------------------------------------------------------------ locations
 def repo_metrics_dir() -> Path:
     """``metrics/`` of a source checkout (next to the ``audit_hub`` package)."""
-    return Path(__file__).resolve().parent.parent / "metrics"
+    return Path(__file__).resolve().parents[2] / "metrics"
 
 
 def packaged_metrics_dir() -> Path:
     """The copy of the modules shipped inside the installed package."""
-    return Path(__file__).resolve().parent / "metric_modules"
+    return Path(__file__).resolve().parent.parent / "metric_modules"
 
 
 def _complete(folder: Path, names: tuple[str, ...] = METRIC_NAMES) -> bool:
@@ -93,7 +93,7 @@ def modules_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 
@@ -130,7 +130,7 @@ def install(*, namespace: str = "benchaudit", names: list[str] | tuple[str, ...]
     hash folder is written to a temporary sibling and renamed into place, so an interrupted install
     never leaves a half-written module that evaluate would pick up.
     """
-    from .io_utils import atomic_dir
+    from ..hub.folders import atomic_dir
 
     if not namespace or "/" in namespace or "--" in namespace or namespace.strip() != namespace:
         raise MetricsInstallError(f"invalid namespace {namespace!r}")

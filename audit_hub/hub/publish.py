@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import BenchauditError, InputError
+from ..errors import BenchauditError, InputError
 
 REPORT_REQUIRED = ("README.md", "manifest.json", "summary.json")
 # Remote paths the report owns: deleted when absent from the folder being pushed.
@@ -70,7 +70,7 @@ def _api(token: str | None):
 
 
 def _scrub(msg: str, token: str | None) -> str:
-    from .scrub import scrub
+    from ..scrub import scrub
 
     if token:
         msg = msg.replace(token, "***")
@@ -142,7 +142,7 @@ def report_files(folder: str | os.PathLike) -> dict[str, Path]:
     import json
     import stat
 
-    from .io_utils import sha256_file
+    from .folders import sha256_file
 
     root = Path(os.path.realpath(folder))
     mpath = root / "manifest.json"
@@ -272,20 +272,14 @@ def metric_folders(metrics_dir: str | os.PathLike) -> dict[str, Path]:
     return out
 
 
-def default_metrics_dir() -> Path:
-    """The repository's ``metrics/`` when present, else the packaged copy ``audit_hub/metric_modules``."""
-    from .metrics_install import source_dir
-
-    return source_dir()
-
-
-def push_metrics(namespace: str, *, metrics_dir: str | os.PathLike | None = None, names: list[str] | None = None,
+def push_metrics(namespace: str, *, metrics_dir: str | os.PathLike, names: list[str] | None = None,
                  private: bool = False, token: str | None = None,
                  on_progress: Callable[[str], None] | None = None) -> list[dict]:
-    """Publish each metric folder as the Space ``<namespace>/<name>`` (gradio SDK), one commit per Space."""
+    """Publish each metric folder of ``metrics_dir`` as the Space ``<namespace>/<name>`` (gradio SDK), one
+    commit per Space (the command passes the checkout's ``metrics/`` or the packaged copy)."""
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$", namespace or "") or "--" in namespace:
         raise InputError(f"--namespace must be a Hub user or organisation name, got {namespace!r}")
-    folders = metric_folders(metrics_dir or default_metrics_dir())
+    folders = metric_folders(metrics_dir)
     if names:
         unknown = sorted(set(names) - set(folders))
         if unknown:

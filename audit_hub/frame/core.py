@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .schema import ARMS, MISSING, QUESTION_COLUMNS
+from ..schema import ARMS, MISSING, QUESTION_COLUMNS
 from .validate import validate_questions, validate_runs
 
 #: serialises filling :attr:`AuditFrame.cache` when detectors run on several threads (re-entrant: one
@@ -258,7 +258,7 @@ class AuditFrame:
         cached = self.cache.get("answer_codes")
         if cached is not None:
             return cached
-        from .answers import codes as answer_codes
+        from ..answers import codes as answer_codes
 
         parent = self.cache.pop("answer_parent", None)
         if parent is not None:

@@ -2,7 +2,7 @@
 
 Its jobs, in order: import the readers (:func:`_warm_readers`) and read some of the input files
 (:mod:`audit_hub.readers.parallel`); import what the simulations and figures need (:func:`_warm`);
-run the calibration simulations it claims (:mod:`audit_hub.calibration`); draw the figures
+run the calibration simulations it claims (:mod:`audit_hub.engine.calibration`); draw the figures
 (:mod:`audit_hub.report.writer`). Work is shared through two counters in shared memory, inherited at
 the start (:data:`SIM_COUNTER` for the simulations, ``readers.parallel.WORKER_CLAIMS`` for the files), so that which
 process did what never changes a result.
@@ -22,14 +22,14 @@ SIM_COUNTER = None  # in the worker: WorkerPool.counter (set by _init_worker)
 def _init_worker(counter, read_claims=None) -> None:
     global SIM_COUNTER
     SIM_COUNTER = counter
-    from .readers import parallel
+    from ..readers import parallel
 
     parallel.WORKER_CLAIMS = read_claims  # WorkerPool.read_claims, for the reading rounds
 
 
 def _warm_readers() -> None:
     """Import the readers (the worker's first job: it may read input files beside the caller)."""
-    from .readers import dispatch, vlmevalkit, xlsx  # noqa: F401
+    from ..readers import dispatch, vlmevalkit, xlsx  # noqa: F401
 
     if xlsx.xlsx_engine() == "calamine":
         import pandas.io.excel._calamine  # noqa: F401
@@ -38,15 +38,15 @@ def _warm_readers() -> None:
 
 def _warm() -> None:
     """Import what a simulation and the figures need."""
-    from . import detectors
+    from .. import detectors
 
     for name in detectors.names():
         detectors.get(name).load()
     import threadpoolctl  # noqa: F401
 
-    from .report import figures
+    from ..hub.figures import pyplot_agg
 
-    figures.pyplot_agg()  # the report's figures are drawn here too, once the simulations are done
+    pyplot_agg()  # the report's figures are drawn here too, once the simulations are done
     import datasets  # noqa: F401  (and the card rendered: report.card.finish_card)
     import huggingface_hub.repocard  # noqa: F401
 
@@ -151,6 +151,6 @@ def start_worker(enabled: bool = True) -> WorkerPool | None:
 
 def worker_helps() -> bool:
     """A second CPU is available to this process (a worker then runs beside the audit)."""
-    from .limits import available_cpus
+    from ..bounds import available_cpus
 
     return available_cpus() >= 2

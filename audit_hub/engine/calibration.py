@@ -48,12 +48,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import detectors
-from .columns import ARROW_STR
-from .errors import DetectorSkipped
-from .frame import AuditFrame, category_codes_of
-from .schema import LETTERS
-from .stats import wilson_ci
+from .. import detectors
+from ..columns import ARROW_STR
+from ..errors import DetectorSkipped
+from ..frame.core import AuditFrame, category_codes_of
+from ..schema import LETTERS
+from ..stats.core import wilson_ci
 
 # (observed key, expected key) for count-based detectors
 COUNT_KEYS = (("n_unanimous_non_gold", "expected_under_independence"), ("n_flagged", "expected_flagged"))
@@ -79,7 +79,7 @@ def _logit(p):
 
 def accuracy_classes(frame: AuditFrame, condition_on_gold: bool = True) -> np.ndarray:
     """Class per question: (effective option count) x (gold answer on yes/no items)."""
-    from .strata import strata_codes
+    from ..detectors.strata import strata_codes
 
     return strata_codes(frame, ["n_options", "gold"] if condition_on_gold else ["n_options"])[0]
 
@@ -134,7 +134,7 @@ def item_difficulty(C: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndar
     accuracy is ``acc``. ``sigma`` makes the spread of the per-item correct counts match the model's
     (beyond binomial). Returns (ability a (n, M), posterior over the quadrature nodes (n, nq), sigma).
     """
-    from .label_model import LOGW, NODES, solve_ability
+    from ..stats.label_model import LOGW, NODES, solve_ability
 
     known = (C >= 0).astype(np.float64)
     y = (C == 1).astype(np.float64)
@@ -173,7 +173,7 @@ class NullSimulator:
 
     def __init__(self, frame: AuditFrame, *, field: str = "hit", condition_on_gold: bool = True,
                  n_items: int | str | None = "auto", seed: int = 0, difficulty: bool = True):
-        from .strata import effective_option_count
+        from ..detectors.strata import effective_option_count
 
         self.models = frame.models
         self.n_benchmark = frame.n_questions
@@ -233,7 +233,7 @@ class NullSimulator:
         gold = (rng.random((S, n)) * self.k_eff).astype(np.int64)
         gold = np.where(self.is_yn, self.gold_yn, gold)
         gq = gold[:, self.rq]
-        from .label_model import NODES
+        from ..stats.label_model import NODES
 
         # full arm: each item's difficulty drawn from its posterior (keeps which items are hard)
         if self.node_post is not None:
@@ -380,7 +380,7 @@ class _LocalCounter:
         return self._lock
 
 
-# the worker process (its start, counters and warm-up imports) is :mod:`audit_hub.worker`'s; these names
+# the worker process (its start, counters and warm-up imports) is :mod:`audit_hub.engine.worker`'s; these names
 # stay importable from here
 from .worker import WorkerPool, start_worker, worker_helps  # noqa: E402,F401
 

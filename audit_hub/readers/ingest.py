@@ -1,4 +1,4 @@
-"""The single entry point from files on disk to one validated :class:`~audit_hub.frame.AuditFrame`.
+"""The single entry point from files on disk to one validated :class:`~audit_hub.frame.core.AuditFrame`.
 
 * :func:`load_questions` -- a questions file (CSV/TSV/JSONL/JSON/Parquet/XLSX, a VLMEvalKit dataset
   TSV, MATH-V ``test.jsonl``, a saved frame folder, a local Hub-layout folder) or a Hub id
@@ -10,7 +10,7 @@
 * :func:`questions_from_runs` -- the questions carried inside run files (VLMEvalKit sheets,
   lmms-eval ``doc`` fields, generic runs with a ``gold`` column).
 * :func:`build_frame` -- all of the above, validated, with provenance in ``frame.sources`` and the
-  model pools in ``frame.meta['pool']``.
+  the dataset name (model pairing across arms: ``engine.run.pool_summary``).
 
 Pairing of full and blind runs is by model name. When the blind pool is a different set of models
 (MATH-V: the text-only run is GPT-4, the image runs are other models), ``meta['pool']['pool_level']``
@@ -26,13 +26,12 @@ from typing import Any
 
 import pandas as pd
 
-from . import detectors
-from .errors import InputError
-from .io_utils import sha256_file
-from .readers.cells import stem_of
-from .readers.dispatch import materialise_hub_specs, read_all, read_questions
-from .readers.mathv import restore_non_mc_answers
-from .readers.merge import (
+from ..errors import InputError
+from ..hub.folders import sha256_file
+from .cells import stem_of
+from .dispatch import materialise_hub_specs, read_all, read_questions
+from .mathv import restore_non_mc_answers
+from .merge import (
     concat_runs,
     public_runs,
     questions_from_results,
@@ -136,25 +135,6 @@ def questions_from_runs(specs: Sequence[str] | str, *, column_map: dict[str, str
 
 
 # ---------------------------------------------------------------------------------------- the frame
-def pool_summary(full_models: Sequence[str], blind_models: Sequence[str]) -> dict:
-    """Which models pair by name across arms; a note when the blind pool is a different set."""
-    full, blind = list(full_models), list(blind_models)
-    paired = [m for m in full if m in set(blind)]
-    # the zero-gain audit pairs models by name; only with no model in both arms does it fall back to
-    # comparing the two pools' mean accuracies (pool level)
-    pool_level = bool(blind) and bool(full) and not paired
-    note = None
-    if pool_level:
-        note = (f"no model appears in both arms (full: {len(full)}, blind: {len(blind)}); full-vs-blind "
-                "comparisons are made at pool level (pool means), not per model")
-    elif blind and set(blind) != set(full):
-        unpaired = [m for m in full + blind if m not in set(paired)]
-        note = (f"the blind pool ({len(blind)} model(s)) differs from the full pool ({len(full)} model(s)); "
-                f"{detectors.by_role('image_gain')} pairs the {len(paired)} model(s) present in both arms and leaves out "
-                f"{unpaired[:5]}" + (" ..." if len(unpaired) > 5 else ""))
-    return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level, "note": note}
-
-
 def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence[str] = (), *,
                 column_map: dict[str, str] | None = None, revision: str | None = None,
                 dataset_hint: str | None = None, model: str | None = None, blind_model: str | None = None,
@@ -165,10 +145,10 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
     ``questions_spec=None`` derives the questions from the run files. ``compute_exact=False`` skips
     the exact-match extraction (``hit_exact`` stays unknown unless the runs carry it). The dataset name used to split
     VLMEvalKit file names defaults to the questions file stem (``MMBench_DEV_EN.tsv``). ``pool``: a started
-    :class:`~audit_hub.worker.WorkerPool` that reads some of the run files beside this process.
+    :class:`~audit_hub.engine.worker.WorkerPool` that reads some of the run files beside this process.
     """
-    from .frame import AuditFrame
-    from .stages import stage
+    from ..clock import stage
+    from ..frame.core import AuditFrame
 
     runs = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs or [])
     blind = [blind] if isinstance(blind, (str, os.PathLike)) else list(blind or [])
@@ -220,7 +200,6 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
         if unparsed:
             frame.meta["unparsed_options"] = unparsed
     frame.meta["benchmark"] = frame.meta["dataset"]["name"]
-    frame.meta["pool"] = pool_summary(frame.models_in("full"), frame.models_in("blind"))
     return frame
 
 

@@ -100,7 +100,7 @@ def check_output_target(target: str | os.PathLike, *, command: str | None = None
     longer than the file system allows, a path under a regular file, and a non-empty folder that is not a
     previous output of the same ``command`` (recognised by its ``manifest.json``, or by ``recognise``).
     """
-    from .errors import OutputError
+    from ..errors import OutputError
 
     raw = Path(target).expanduser()
     shown = _show_path(target)
@@ -202,8 +202,8 @@ def _exchange(a: Path, b: Path) -> bool:
 def _finalise(tmp: Path, command: str | None) -> None:
     """Before the swap: no links or special files, credentials scrubbed from text files (the manifest's
     hashes kept true), the manifest stamped with ``output_of``, and no secret in any byte of any file."""
-    from .errors import OutputError
-    from .scrub import find_secret, find_secret_in_file, scrub, secret_values
+    from ..errors import OutputError
+    from ..scrub import find_secret, find_secret_in_file, scrub, secret_values
 
     secrets = bool(secret_values())
     changed: set[str] = set()
@@ -257,7 +257,7 @@ def atomic_dir(target: str | os.PathLike, *, overwrite: bool = True, command: st
     a kill between the two renames leaves the old output in a retired sibling that the next run restores.
     File-system failures (disk full, read-only, permission, name too long) raise one-line ``OutputError``.
     """
-    from .errors import OutputError
+    from ..errors import OutputError
 
     real = check_output_target(target, command=command, inputs=inputs, recognise=recognise, what=what)
     shown = _show_path(target)
@@ -394,7 +394,7 @@ def to_jsonable(obj: Any) -> Any:
 
 def dump_json(obj: Any) -> str:
     """JSON text of ``obj`` (numpy -> plain types, NaN -> null) with every credential scrubbed."""
-    from .scrub import scrub_obj
+    from ..scrub import scrub_obj
 
     return json.dumps(scrub_obj(to_jsonable(obj)), indent=2, sort_keys=False, allow_nan=False) + "\n"
 

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .columns import ARROW_STR, arrow_chunks, to_arrow_strings, to_codes
-from .errors import InputError
-from .schema import (
+from ..columns import ARROW_STR, arrow_chunks, to_arrow_strings, to_codes
+from ..errors import InputError
+from ..schema import (
     ANSWER_TYPES,
     ARMS,
     LETTERS,
@@ -426,7 +426,7 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
     if "hit_exact" in runs.columns:
         out["hit_exact"] = _hit_to_int8(runs["hit_exact"], n, where, "hit_exact")
     elif compute_exact:
-        from .answers.fill import fill_answers_and_exact
+        from ..answers.fill import fill_answers_and_exact
         parsed = fill_answers_and_exact(q, out)
         out["answer"], out["hit_exact"] = parsed.answer, parsed.hit_exact
         out.attrs["_answer_codes"] = parsed.codes  # the parser's codes: the frame keeps them

@@ -5,7 +5,7 @@ strings: a pandas round trip turned a real option, or a padding slot (a 2-option
 A-D), into a missing value. Such a slot is not an option a model could reasonably pick:
 
 * the item's **effective option count** excludes placeholders (:func:`real_option_count`, used by
-  :func:`audit_hub.strata.effective_option_count`); chance levels, strata and the gold-position test
+  :func:`audit_hub.detectors.strata.effective_option_count`); chance levels, strata and the gold-position test
   use it;
 * a **placeholder gold** makes the item unanswerable as released (severity critical, "relabel");
 * **placeholder distractors** are reported (high, "rewrite distractor") instead of being compared
@@ -72,7 +72,7 @@ def _placeholder_table(frame) -> dict[str, np.ndarray]:
 
 def real_option_count(frame) -> np.ndarray:
     """(Q,) options per question that are real options (placeholders excluded); the mc part of
-    :func:`audit_hub.strata.effective_option_count`."""
+    :func:`audit_hub.detectors.strata.effective_option_count`."""
     return placeholder_table(frame)["effective_k"]
 
 

@@ -2,7 +2,7 @@
 
 Both write the same layout as ``benchaudit audit`` (``README.md`` card whose YAML ``configs`` point at
 ``data/<config>-*.parquet``, ``summary.json``, ``manifest.json``) through
-:func:`audit_hub.io_utils.write_hub_folder` inside :func:`audit_hub.io_utils.atomic_dir`, so a failed
+:func:`audit_hub.hub.folders.write_hub_folder` inside :func:`audit_hub.hub.folders.atomic_dir`, so a failed
 run never leaves a partial folder. ``prune`` also writes ``pruned_benchmark/``: the kept questions as
 a Hub dataset folder (publishable with ``benchaudit push``) whose card says how it was made.
 """
@@ -19,7 +19,7 @@ import pandas as pd
 
 from .. import __version__
 from ..escape import md_inline
-from ..io_utils import atomic_dir, to_jsonable, write_hub_folder
+from ..hub.folders import atomic_dir, to_jsonable, write_hub_folder
 
 
 def yaml_configs(configs: list[tuple[str, str, str]], extra: str = "") -> str:
@@ -168,7 +168,7 @@ def _reliability_table(cal: dict) -> str:
 
 def fig_reliability(cal: dict, out: Path) -> str | None:
     """``figures/tst_reliability.png``: accuracy against confidence per bin, raw and calibrated."""
-    from ..report.figures import pyplot_agg, save_png
+    from ..hub.figures import pyplot_agg, save_png
 
     if not cal or not cal.get("reliability_before"):
         return None

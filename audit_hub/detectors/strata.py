@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError, ParameterError
-from .frame import AuditFrame
+from ..errors import InputError, ParameterError
+from ..frame.core import AuditFrame
 
 STRATIFY_KEYS = ("auto", "category", "n_options", "gold")
 STRATIFY_DEFAULT = "auto"
@@ -51,7 +51,7 @@ def cli_stratify(values: list[str] | None) -> list[str]:
 
 def effective_option_count(frame: AuditFrame) -> np.ndarray:
     """Number of answers a guesser chooses from: the real options for mc items (placeholder option texts
-    such as ``nan`` or empty excluded, :mod:`audit_hub.placeholders`), 2 for yes/no, 0 for open
+    such as ``nan`` or empty excluded, :mod:`audit_hub.detectors.placeholders`), 2 for yes/no, 0 for open
     (numeric / free-form) items, which form their own stratum."""
     from .placeholders import real_option_count
 

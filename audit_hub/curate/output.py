@@ -13,7 +13,7 @@ Layout (``datasets.load_dataset(folder, config)`` loads every config):
 * ``README.md`` (card from ``cards/curate_card.md.j2``), ``summary.json`` (``curation.*``),
   ``manifest.json`` (inputs with sha256, command line, versions, seeds, outputs with sha256).
 
-Written inside :func:`audit_hub.io_utils.atomic_dir`: a failed run leaves no partial folder.
+Written inside :func:`audit_hub.hub.folders.atomic_dir`: a failed run leaves no partial folder.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io_utils import atomic_dir, dump_json, write_hub_folder
+from ..hub.folders import atomic_dir, dump_json, write_hub_folder
 
 TEMPLATE_NAME = "curate_card.md.j2"
 BLUE, ORANGE, GREY = "#3b6ea8", "#e07b24", "#9a9a9a"

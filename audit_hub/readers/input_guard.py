@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .errors import BenchauditError, InputError
+from ..errors import BenchauditError, InputError
 
 # xlsx limits: a real evaluation sheet of 100k rows is ~100 MB of XML, compressed 5-15x.
 XLSX_MAX_MEMBERS = 10_000
@@ -318,7 +318,7 @@ def check_zip_container(path: str, *, check_header: bool = True) -> None:
                 raise InputError(f"the workbook part {info.filename} expands "
                                  f"{info.file_size / max(1, info.compress_size):,.0f}x (limit {XLSX_MAX_RATIO}x); "
                                  "refusing it (zip bomb?)", file=path)
-        from .limits import available_memory
+        from ..bounds import available_memory
 
         need = XLSX_MEMORY_FACTOR * total
         if need > available_memory():
@@ -354,7 +354,7 @@ def check_zip_container(path: str, *, check_header: bool = True) -> None:
     seen: set[str] = set()
     for name in header:
         if name in seen:
-            from .escape import show_id
+            from ..escape import show_id
 
             raise InputError(f"duplicate column name {show_id(name)} in the header row; rename one of them",
                              file=path, column=name)
@@ -439,7 +439,7 @@ def json_loads(text: str, path: str, *, row: int | None = None, where: str = "")
     and nesting deeper than the interpreter's recursion limit."""
     import json
 
-    from .escape import show_id
+    from ..escape import show_id
 
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates)
@@ -473,7 +473,7 @@ def check_parquet_schema(schema, path: str, column_map: dict[str, str] | None = 
     """Refuse duplicate column names and nested types in scalar columns, before any data is read."""
     import pyarrow as pa
 
-    from .escape import show_id
+    from ..escape import show_id
 
     names = list(schema.names)
     seen: set[str] = set()

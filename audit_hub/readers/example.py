@@ -29,11 +29,11 @@ def example_paths() -> dict[str, Path]:
 
 
 def example_frame():
-    """The bundled example as a validated :class:`~audit_hub.frame.AuditFrame`."""
+    """The bundled example as a validated :class:`~audit_hub.frame.core.AuditFrame`."""
     import pandas as pd
 
-    from .frame import AuditFrame
-    from .io_utils import sha256_file
+    from ..frame.core import AuditFrame
+    from ..hub.folders import sha256_file
 
     p = example_paths()
     q = pd.read_parquet(p["questions"])

@@ -33,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .frame import AuditFrame
-from .schema import ARMS
+from ..frame.core import AuditFrame
+from ..schema import ARMS
 
 
 def circular_groups(questions: pd.DataFrame) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 An ``evaluate.Metric`` receives flat per-row columns (one row per question, or per
 (question, model) pair). This module turns those columns into one validated
-:class:`~audit_hub.frame.AuditFrame` and calls the detector's ``run`` on it, so the metric modules
+:class:`~audit_hub.frame.core.AuditFrame` and calls the detector's ``run`` on it, so the metric modules
 stay thin and never re-implement a statistic: ``evaluate.load("metrics/<name>").compute(...)``
 returns exactly the summary that ``audit_hub.detectors.<name>.run`` returns on the same frame.
 
@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from . import detectors
-from .errors import DetectorSkipped, InputError
-from .readers.compute_columns import QUESTIONS_SOURCE, SOURCE, read_compute_columns
-from .schema import ARMS
+from .. import detectors
+from ..errors import DetectorSkipped, InputError
+from ..readers.compute_columns import QUESTIONS_SOURCE, SOURCE, read_compute_columns
+from ..schema import ARMS
 
 METRIC_NAMES: tuple[str, ...] = detectors.names()  # one evaluate module per detector
 
@@ -98,7 +98,7 @@ def build_frame(
     frame's answer-code space (a missing or unparseable answer counts wrong; unknown when there is
     no reference). ``hit`` is the judged ``hits`` column where given, else ``hit_exact``.
     """
-    from .frame import AuditFrame
+    from ..frame.core import AuditFrame
 
     facts: dict = {}
     try:
@@ -159,8 +159,8 @@ def run_detector(name: str, frame, *, field: str = "hit", seed: int = 0, return_
     (question-code order), ``severity_counts``; and ``per_question`` (list of row dicts) when
     ``return_per_question`` is true.
     """
-    from .io_utils import to_jsonable
-    from .severity import LEVELS
+    from ..hub.folders import to_jsonable
+    from ..severity import LEVELS
 
     if name not in METRIC_NAMES:
         raise ValueError(f"unknown metric {name!r}; expected one of {METRIC_NAMES}")

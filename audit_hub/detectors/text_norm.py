@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .schema import canonical_number, parse_number
+from ..schema import canonical_number, parse_number
 
 # RE2 patterns (pyarrow); order matters
 _LATEX_RULES: tuple[tuple[str, str], ...] = (

@@ -1,0 +1,1 @@
+"""The audit frame: one validated structure keyed by question ID, its validation and question metadata."""

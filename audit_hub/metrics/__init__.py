@@ -1,0 +1,1 @@
+"""The shared code behind the ``evaluate`` modules in ``metrics/<name>/`` and their offline install."""

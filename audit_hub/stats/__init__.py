@@ -1,0 +1,1 @@
+"""Statistics: intervals, multiplicity, bounded minimisation, permutation nulls, the latent-truth label model."""
