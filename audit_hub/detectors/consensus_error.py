@@ -379,7 +379,22 @@ def _label_data(frame: AuditFrame, models: list[str], blind_models: list[str], g
     arms = [clean_codes(frame.answer_codes("full", models=models), k[rows], rows)]
     if blind_models:
         arms.append(clean_codes(frame.answer_codes("blind", models=blind_models), k[rows], rows))
-    return rows, LabelData(arms, k[rows], atype[rows] == "yesno", gold[rows], _gold_evidence(frame)[rows])
+    return rows, LabelData(arms, k[rows], atype[rows] == "yesno", gold[rows], _gold_evidence(frame)[rows],
+                           group=_item_groups(frame, rows))
+
+
+MIN_GROUP_ITEMS = 50  # closed items a category needs for its own per-model reliability and position bias
+
+
+def _item_groups(frame: AuditFrame, rows: np.ndarray) -> np.ndarray:
+    """(len(rows),) label-model group of each closed item: 1 + its category's index where the category has
+    at least :data:`MIN_GROUP_ITEMS` closed items, 0 (pooled) otherwise."""
+    codes, _ = frame.category_codes("category")
+    c = np.asarray(codes, np.int64)[rows]
+    if not len(c):
+        return c
+    n = np.bincount(c)
+    return np.where(n[c] >= MIN_GROUP_ITEMS, c + 1, 0)
 
 
 def _gold_evidence(frame: AuditFrame) -> np.ndarray:
