@@ -44,7 +44,7 @@ register(
               "n_blind_parseable", "blind_agreement", "duplicates_gold", "p_gold_wrong", "log_odds_gold_wrong",
               "gold_evidence"),
     # the recall simulation is not part of the headline test; 3 EM iterations inside a simulation
-    calibration_params={"recall_sims": 0, "label_iters": 3},
+    calibration_params={"recall_sims": 0, "label_iters": 3, "check": False},
     label="consensus error",
     signal="majority vote vs gold label",
     finding="label-conflict candidates",

@@ -887,3 +887,38 @@ def detection_estimate(data: LabelData, params: LabelParams, *, n_items: int = 2
             "recall": float(np.mean(rec)) if rec else None,
             "precision": float(np.nanmean(prec)) if rec and not np.isnan(prec).all() else None,
             "average_precision": float(np.mean(ap)) if ap else None, "threshold": threshold}
+
+
+def held_out_prediction(data: LabelData, params: LabelParams, answers: np.ndarray) -> dict:
+    """Posterior predictive of a model left out of the fit (``answers``: its (Q,) codes on ``data``'s items)
+    agreeing with the stated gold, from the fit ``params`` on the others: with the item's truth ``t`` and
+    full-arm difficulty node ``z`` drawn from their joint posterior given the others' answers, the left-out
+    model knows the truth with ``expit(a_c - sigma z)`` (its ability ``a`` per class from its accuracy against
+    the fit's posterior truth), else answers one wrong option uniformly. Returns (Q,) arrays ``p_wrong`` (the
+    fit's posterior that the gold is wrong), ``pred`` (predicted agreement with the gold) and ``pred_if_right``
+    (the same if the gold were right: only the item's difficulty lowers it)."""
+    Q = len(data.k)
+    set_distractor_counts(data, params.pref)
+    rest = _log_distractor(data, params)
+    for j in range(1, len(data.arms)):
+        rest = rest + _arm_loglik(data.arms[j], data, params.ability[j], params.sigma[j],
+                                  params.pref[j] if j < len(params.pref) else None)
+    A0, a0, s0 = data.arms[0], params.ability[0], params.sigma[0]
+    p0 = params.pref[0] if params.pref else None
+    lq = np.stack([_arm_loglik(A0, data, a0 - s0 * z, 0.0, p0) for z in NODES], axis=2)   # (Q, Kmax, nq)
+    z = lq + (rest + _log_prior(data, item_eps(data, params)))[:, :, None] + LOGW[None, None, :]
+    z = np.where(np.isfinite(z), z, -np.inf)
+    post = np.exp(z - logsumexp(z.reshape(Q, -1), axis=1)[:, None, None])                  # (Q, Kmax, nq)
+    tpost = post.sum(axis=2)
+    Au = clean_codes(np.asarray(answers).reshape(-1, 1), data.k)
+    corr, tri = _soft_counts(Au, data, tpost)
+    a_u = solve_ability(np.clip((corr + 0.5) / (tri + 1.0), 1e-3, 1 - 1e-3), s0)[0]        # (n_cls,)
+    c_g = np.where(data.is_yn, len(data.k_values) + np.minimum(data.gold, 1), data.cls_mc)
+    rho = expit(a_u[c_g][:, None] - s0 * NODES[None, :])                                     # (Q, nq)
+    at_g = post[np.arange(Q), data.gold]                                                     # (Q, nq)
+    other = post.sum(axis=1) - at_g
+    km1 = np.maximum(data.k - 1, 1)[:, None]
+    pred = (at_g * rho + other * (1 - rho) / km1).sum(axis=1)
+    cond = at_g / np.maximum(at_g.sum(axis=1, keepdims=True), 1e-300)
+    pred_right = (cond * rho).sum(axis=1)
+    return {"p_wrong": 1.0 - tpost[np.arange(Q), data.gold], "pred": pred, "pred_if_right": pred_right}
