@@ -1,4 +1,4 @@
-"""Checks on the data itself before a label-error flag becomes a finding (``consensus_error``).
+"""Checks on the data itself before a label-error flag becomes a finding (the label-conflict detector).
 
 **Identifiability per category** (:func:`identifiability`). A wrong gold can only be seen where the pool's
 answers carry information about the gold. In each category the models are ranked on one random half of its
@@ -151,7 +151,7 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
     acc = (As == gs[:, None]).mean(axis=0)
     fam = families(As)
     order = np.argsort(-acc, kind="stable")
-    O = E = P = P0 = V = 0.0
+    Obs = E = P = P0 = V = 0.0
     n_flag = 0
     done: set[int] = set()
     n_cat = int(cat.max()) + 1 if len(cat) else 1
@@ -178,7 +178,7 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
         e = np.where(n_c > 0, (h_c + 0.5) / (n_c + 1.0), acc[u])[cs][flag]
         pred, pred0 = np.asarray(pr["pred"])[flag], np.asarray(pr["pred_if_right"])[flag]
         o = hit[flag]
-        O, E, P, P0 = O + float(o.sum()), E + float(e.sum()), P + float(pred.sum()), P0 + float(pred0.sum())
+        Obs, E, P, P0 = Obs + float(o.sum()), E + float(e.sum()), P + float(pred.sum()), P0 + float(pred0.sum())
         V += float((pred0 * (1 - pred0)).sum())
         n_flag += int(flag.sum())
         out["units"].append({"model": int(u), "family": [int(x) for x in f], "n_flagged": int(flag.sum()),
@@ -191,14 +191,14 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
     if n_flag < MIN_CHECK_FLAGS:
         out["reason"] = f"the held-out fits flag {n_flag} item(s) (< {MIN_CHECK_FLAGS}): nothing to check"
         return out
-    z = (P0 - O) / np.sqrt(V) if V > 0 else 0.0
-    realised = (P0 - O) / (P0 - P) if P0 - P > 1e-9 else 0.0
+    z = (P0 - Obs) / np.sqrt(V) if V > 0 else 0.0
+    realised = (P0 - Obs) / (P0 - P) if P0 - P > 1e-9 else 0.0
     ok = z >= Z_MIN and realised >= REALISED_MIN
-    out.update({"observed_agreement": O / n_flag, "predicted_agreement": P / n_flag,
+    out.update({"observed_agreement": Obs / n_flag, "predicted_agreement": P / n_flag,
                 "predicted_if_gold_right": P0 / n_flag, "agreement_elsewhere": E / n_flag,
                 "z": float(z), "realised_share": float(realised), "supported": bool(ok)})
     if not ok:
-        out["reason"] = (f"left-out models agree with the gold on {100 * O / n_flag:.0f}% of the items their fits "
+        out["reason"] = (f"left-out models agree with the gold on {100 * Obs / n_flag:.0f}% of the items their fits "
                          f"flag: the fits predict {100 * P / n_flag:.0f}% if those golds are wrong and "
                          f"{100 * P0 / n_flag:.0f}% if they are right but hard (elsewhere {100 * E / n_flag:.0f}%); "
                          f"realised {realised:.2f} of the predicted drop (z = {z:.1f})")
