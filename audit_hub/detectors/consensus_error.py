@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DetectorSkipped
+from ..escape import md_inline
 from ..fmt import ci, fmt_num, fmt_p_fine, num_labels, pct, str_labels
 from ..frame.core import AuditFrame
 from ..schema import LETTERS
@@ -687,6 +688,33 @@ def _notes(ce: dict) -> list[str]:
             txt += (" **The pool is too weak to detect label errors**: 'no findings' here says little about the "
                     "labels; the ranking (`consensus_error_score`) is still the best order to review items in.")
         out.append(txt)
+    out.extend(_check_notes(ce))
+    return out
+
+
+def _check_notes(ce: dict) -> list[str]:
+    """The card lines of the identifiability rule (one per category the pool cannot audit) and of the
+    held-out-model predictive check (beside the simulated recall)."""
+    out = []
+    bad = ce.get("categories_not_identifiable") or {}
+    if bad:
+        lines = "; ".join(f"**{md_inline(c)}**: {r}" for c, r in bad.items())
+        out.append(f"**Categories that cannot be audited for label errors with this pool** (no item of them is "
+                   f"flagged; the answers do not tell the gold there): {lines}.")
+    chk = ce.get("predictive_check")
+    if not isinstance(chk, dict):
+        return out
+    n_raw = ce.get("n_posterior_gold_wrong", 0)
+    if chk.get("supported") is True:
+        out.append(f"**Held-out-model check passed**: models left out of the fit agree with the gold on "
+                   f"{pct(chk.get('observed_agreement'), 0)} of the items their fits flag, as predicted if those golds "
+                   f"are wrong ({pct(chk.get('predicted_agreement'), 0)}; {pct(chk.get('predicted_if_gold_right'), 0)} "
+                   f"if right but hard; elsewhere {pct(chk.get('agreement_elsewhere'), 0)}): the {n_raw} flag(s) are "
+                   f"reported as findings.")
+    elif n_raw:
+        out.append(f"**Held-out-model check failed**: {chk.get('reason', '')}. The {n_raw} item(s) with "
+                   f"posterior >= 0.5 that the gold is wrong are a review order only (`consensus_error_score`), not "
+                   f"findings.")
     return out
 
 
