@@ -397,7 +397,9 @@ def run_real(name: str, q: pd.DataFrame, r: pd.DataFrame, n_plantings: int, rate
            "check_supported": chk.get("supported"), "check": {k: (round(v, 3) if isinstance(v, float) else v)
                                                               for k, v in chk.items() if k != "units"},
            "categories_not_identifiable": bad, "simulated_detection": s0["detection"]}
-    mc = (q["answer_type"] == "mc").to_numpy() & ~q["category"].isin(list(bad)).to_numpy()
+    k_all = q["options"].map(len).to_numpy()
+    ok_gold = np.array([len(str(g)) == 1 and str(g) in LETTERS[:kk] for g, kk in zip(q["answer"], k_all)])
+    mc = (q["answer_type"] == "mc").to_numpy() & ~q["category"].isin(list(bad)).to_numpy() & ok_gold
     rows = []
     if mc.sum() < 20:
         out["planted"] = None
@@ -406,9 +408,10 @@ def run_real(name: str, q: pd.DataFrame, r: pd.DataFrame, n_plantings: int, rate
         rng = np.random.default_rng([seed, 77, i])
         sel = np.sort(rng.choice(np.flatnonzero(mc), max(1, int(round(rate * mc.sum()))), replace=False))
         k = q["options"].map(len).to_numpy()
-        old = q["answer"].map(lambda a: LETTERS.index(str(a))).to_numpy()
+        ans = q["answer"].to_numpy()
         q2 = q.copy()
-        q2.loc[q2.index[sel], "answer"] = [LETTERS[(old[j] + rng.integers(1, k[j])) % k[j]] for j in sel]
+        q2.loc[q2.index[sel], "answer"] = [LETTERS[(LETTERS.index(str(ans[j])) + rng.integers(1, k[j])) % k[j]]
+                                           for j in sel]
         planted = np.zeros(len(q), bool)
         planted[sel] = True
         rows.append(evaluate(AuditFrame.from_tables(q2, r), planted, seed + i))

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from sim import simulate_frame
 
 from audit_hub.detectors import consensus_error as ce
 from audit_hub.frame.core import AuditFrame
 from audit_hub.stats import label_model as lm
 from audit_hub.stats.label_model import average_precision
-from sim import simulate_frame
 
 REAL = Path(__file__).parent / "fixtures" / "real_pools"
 
