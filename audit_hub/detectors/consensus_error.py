@@ -449,7 +449,7 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     out.update(identifiable=identifiable, identifiability=ident)
     if check:
         def fit_predict(d, answers):
-            return lm.held_out_prediction(d, lm.fit(d, n_iter=max(2, label_iters - 1), seed=seed), answers)
+            return lm.held_out_prediction(d, lm.fit(d, n_iter=2, seed=seed), answers)
 
         out["check"] = lc.predictive_check(data, identifiable, cat, fit_predict, seed=seed)
         for u in out["check"]["units"]:

@@ -169,16 +169,17 @@ def _soft_counts(A: np.ndarray, data: LabelData, post: np.ndarray) -> tuple[np.n
     M = A.shape[1]
     corr = np.zeros((M, data.n_cls))
     tri = np.zeros((M, data.n_cls))
-    P = (A >= 0).astype(np.float32)
+    P = A >= 0
+    n_cls = data.n_cls
+    mi = np.arange(M)[None, :]
     for t in range(data.kmax):
         w = post[:, t]
         if not (w > 0).any():
             continue
-        c = data.cls(t)
-        W = np.zeros((len(w), data.n_cls), np.float32)
-        W[np.arange(len(w)), c] = w
-        corr += (A == t).astype(np.float32).T @ W
-        tri += P.T @ W
+        # per (class, model) sums of w over the items (bincount: cost O(n M), whatever the number of classes)
+        idx = (data.cls(t)[:, None] * M + mi).ravel()
+        corr += np.bincount(idx, weights=((A == t) * w[:, None]).ravel(), minlength=n_cls * M).reshape(n_cls, M).T
+        tri += np.bincount(idx, weights=(P * w[:, None]).ravel(), minlength=n_cls * M).reshape(n_cls, M).T
     return corr, tri
 
 
