@@ -451,7 +451,8 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
         def fit_predict(d, answers):
             return lm.held_out_prediction(d, lm.fit(d, n_iter=2, seed=seed), answers)
 
-        out["check"] = lc.predictive_check(data, identifiable, cat, fit_predict, seed=seed)
+        out["check"] = lc.predictive_check(data, identifiable, cat, fit_predict, seed=seed,
+                                           flagged=identifiable & (p_wrong >= 0.5))
         for u in out["check"]["units"]:
             u["model"] = str(models[u["model"]])
             u["family"] = [str(models[x]) for x in u["family"]]

@@ -13,7 +13,8 @@ agreement with the gold is mostly its letter preference.
 
 **Held-out-model predictive check** (:func:`predictive_check`). Leave one model (with its *family*: the
 models whose answers agree with it on at least :data:`FAMILY_AGREEMENT` of the items both answered) out, fit
-the label model on the rest, and look at the left-out model on the items the fit flags: if the flagged golds
+the label model on the rest, and look at the left-out model on the items the fit flags (as many as the
+full fit flags among the checked items: its highest posteriors): if the flagged golds
 are wrong, its agreement with the stated gold there is what the fit predicts (``P``: the posterior predictive
 with the item's truth and difficulty drawn from their posterior given the others' answers), well below what
 it would be if those golds were right and the items merely hard (``P0``: the same with the truth fixed at the
@@ -125,13 +126,16 @@ def families(A: np.ndarray, threshold: float = FAMILY_AGREEMENT) -> list[list[in
 
 
 def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_predict, *, seed: int = 0,
-                     held_out: int = HELD_OUT, max_items: int = CHECK_ITEMS) -> dict:
+                     held_out: int = HELD_OUT, max_items: int = CHECK_ITEMS, flagged: np.ndarray | None = None
+                     ) -> dict:
     """The held-out-model check of the module docstring on :class:`~audit_hub.stats.label_model.LabelData`
     ``data`` (the full arm first). ``identifiable_item``: (Q,) items whose category passed
     :func:`identifiability` (only they can be flagged); ``cat``: (Q,) category index; ``fit_predict(d,
     answers)``: fit on ``d`` and return :func:`~audit_hub.stats.label_model.held_out_prediction` for the
     left-out model's ``answers``. Returns the pooled figures, the verdict (``supported``: True / False; None
-    when there is nothing to check) and one row per held-out model (its index into the full arm)."""
+    when there is nothing to check) and one row per held-out model (its index into the full arm).
+    ``flagged``: (Q,) the full fit's flags; each held-out fit then flags as many of the checked items (its
+    highest posteriors, at least those >= 0.5), so a fit on fewer models is not judged on fewer flags."""
     rng = np.random.default_rng([seed, 43])
     A = data.arms[0]
     M = A.shape[1]
@@ -147,6 +151,7 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
     if len(rows) > max_items:
         rows = np.sort(rng.choice(rows, max_items, replace=False))
     sub = data.subset(rows)
+    n_target = int(np.asarray(flagged)[rows].sum()) if flagged is not None else 0
     As, gs, cs = sub.arms[0], sub.gold, cat[rows]
     acc = (As == gs[:, None]).mean(axis=0)
     fam = families(As)
@@ -170,7 +175,10 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
         pr = fit_predict(d, As[:, u])
         pw = np.asarray(pr["p_wrong"])
         answered = As[:, u] >= 0
-        flag = (pw >= 0.5) & answered
+        top = np.zeros(len(pw), bool)
+        if n_target:
+            top[np.argsort(-pw, kind="stable")[:n_target]] = True
+        flag = ((pw >= 0.5) | top) & answered
         hit = As[:, u] == gs
         # agreement elsewhere: the held-out model's rate on unflagged items of the same category
         n_c = np.bincount(cs, weights=~flag & answered, minlength=n_cat)
