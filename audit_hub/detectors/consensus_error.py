@@ -381,21 +381,30 @@ def _label_data(frame: AuditFrame, models: list[str], blind_models: list[str], g
     if blind_models:
         arms.append(clean_codes(frame.answer_codes("blind", models=blind_models), k[rows], rows))
     return rows, LabelData(arms, k[rows], atype[rows] == "yesno", gold[rows], _gold_evidence(frame)[rows],
-                           group=_item_groups(frame, rows))
+                           group=_item_groups(frame, rows, k[rows]))
 
 
-MIN_GROUP_ITEMS = 50  # closed items a category needs for its own per-model reliability and position bias
+#: closed items a (category, option count) cell needs for its own per-model reliability and position bias
+#: (smaller cells share the pooled class of their option count); at most MAX_GROUP_CELLS cells, the largest,
+#: since every answer class adds a block to each likelihood evaluation
+MIN_GROUP_ITEMS = 100
+MAX_GROUP_CELLS = 24
 
 
-def _item_groups(frame: AuditFrame, rows: np.ndarray) -> np.ndarray:
-    """(len(rows),) label-model group of each closed item: 1 + its category's index where the category has
-    at least :data:`MIN_GROUP_ITEMS` closed items, 0 (pooled) otherwise."""
+def _item_groups(frame: AuditFrame, rows: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """(len(rows),) label-model group of each closed item: 1 + its category's index where its (category,
+    option count) cell has at least :data:`MIN_GROUP_ITEMS` closed items (the largest
+    :data:`MAX_GROUP_CELLS` cells), 0 (pooled) otherwise."""
     codes, _ = frame.category_codes("category")
     c = np.asarray(codes, np.int64)[rows]
     if not len(c):
         return c
-    n = np.bincount(c)
-    return np.where(n[c] >= MIN_GROUP_ITEMS, c + 1, 0)
+    cell = c * (int(k.max()) + 1) + k
+    u, inv, n = np.unique(cell, return_inverse=True, return_counts=True)
+    big = n >= MIN_GROUP_ITEMS
+    if big.sum() > MAX_GROUP_CELLS:
+        big &= n >= np.sort(n[big])[-MAX_GROUP_CELLS]
+    return np.where(big[inv], c + 1, 0)
 
 
 def _gold_evidence(frame: AuditFrame) -> np.ndarray:
