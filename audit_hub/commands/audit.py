@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -30,6 +31,11 @@ def register(app: typer.Typer) -> None:
         dataset: str | None = typer.Option(
             None, "--dataset", help="Dataset name inside VLMEvalKit file names ({model}_{dataset}.xlsx) when it "
                                     "cannot be inferred (default: the questions file's stem)."),
+        benchmark: list[str] | None = typer.Option(
+            None, "--benchmark",
+            help="Audit only this benchmark of a harness output folder (a VLMEvalKit work_dir, an lmms-eval run "
+                 "folder hold several); repeatable. Without it every benchmark found is audited on its own: "
+                 "--out then holds one report per benchmark and an index (README.md, index.json)."),
         blind_model: str | None = typer.Option(
             None, "--blind-model", help="Model name to give the blind runs (pairs a single blind file with a "
                                         "full-arm model of that name)."),
@@ -78,7 +84,7 @@ def register(app: typer.Typer) -> None:
         worker = start_worker(parallel and (calibration_sims > 0 or figures))
         try:
             from ..bounds import detector_threads
-            from ..clock import StageClock
+            from ..clock import StageClock, recording
             from ..engine.run import AuditConfig
 
             n_threads = detector_threads(parallel)
@@ -97,31 +103,58 @@ def register(app: typer.Typer) -> None:
                     prog.update(task, description=f"{name:<28}", completed=done)
 
                 clock = StageClock(on_start=on_stage)
-                result, folder = _audit_and_write(
-                    console, clock, out=out, figures=figures, threads=threads, parallel=parallel, n_threads=n_threads,
-                    audit_kwargs=dict(questions=questions, runs=runs, blind=blind, column_map=column_map,
-                                      revision=revision, dataset=dataset, blind_model=blind_model, seed=seed,
-                                      n_permutations=n_permutations, calibration_sims=calibration_sims,
-                                      stratify=stratify, tst=tst, design_label=design_label,
-                                      allow_unparsed_options=allow_unparsed_options), worker=worker)
+                kwargs = dict(questions=questions, runs=runs, blind=blind, column_map=column_map,
+                              revision=revision, dataset=dataset, blind_model=blind_model, seed=seed,
+                              n_permutations=n_permutations, calibration_sims=calibration_sims,
+                              stratify=stratify, tst=tst, design_label=design_label,
+                              allow_unparsed_options=allow_unparsed_options)
+                groups, skipped = [None], []
+                if questions is not None or runs or blind:  # the run files, read once and split by benchmark
+                    from .workdir import read_groups
+
+                    with recording(clock):
+                        groups, skipped = read_groups(kwargs, benchmark, worker=worker)
+                if len(groups) > 1:  # a harness folder with several benchmarks: one report each + an index
+                    from .workdir import audit_work_dir
+
+                    if worker is not None:  # it read the files; the audits below run without it
+                        worker.close()
+                        worker = None
+
+                    def restart(name: str) -> None:
+                        prog.update(task, completed=0, description=f"{name[:28]:<28}")
+
+                    folder, _rows = audit_work_dir(
+                        console, clock, out=out, groups=groups, skipped=skipped, figures=figures, threads=threads,
+                        parallel=parallel, n_threads=n_threads, audit_kwargs=kwargs, restart=restart)
+                    result = None
+                else:
+                    result, folder = audit_and_write(
+                        console, clock, out=out, figures=figures, threads=threads, parallel=parallel,
+                        n_threads=n_threads, audit_kwargs=kwargs, worker=worker, group=groups[0], skipped=skipped)
                 prog.update(task, completed=len(plan))
         finally:
             if worker is not None:
                 worker.close()
-        result.timings = dict(clock.timings)
         if verbose:
             console.print("stage timings (wall):")
             for line in clock.lines():
                 console.print("  " + line, highlight=False)
-        _print_headlines(console, result)
         from ..escape import one_line
 
+        if result is None:
+            typer.echo(f"reports: {one_line(folder)} (index: README.md, index.json; one folder per benchmark)")
+            return
+        result.timings = dict(clock.timings)
+        _print_headlines(console, result)
         typer.echo(f"report: {one_line(folder)}")
 
 
-def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parallel: bool, audit_kwargs: dict,
-                     n_threads: int = 1, worker=None):
-    """Read, audit and write the report under the stage clock; returns (result, report folder).
+def audit_and_write(console, clock, *, out, figures: bool, threads: int, parallel: bool, audit_kwargs: dict,
+                     n_threads: int = 1, worker=None, group=None, skipped=()):
+    """Read, audit and write the report under the stage clock; returns (result, report folder). ``group``: the
+    run files of one benchmark, already read (:func:`audit_hub.commands.workdir.read_groups`; ``skipped``: the
+    files passed over while reading them).
 
     BLAS / OpenMP threads (default one): the audit's matrix products are many and modest; spare threads
     spin-waiting on them cost more than they save (2-5x on the label model and the kappa bootstrap on a
@@ -151,7 +184,7 @@ def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parall
     try:
         with recording(clock), threadpool_limits(limits=threads):
             result, inputs = _audit(console, stage=stage, on_frame=on_frame, parallel=parallel, worker=worker,
-                                    detector_threads=n_threads,
+                                    detector_threads=n_threads, group=group, skipped=skipped,
                                     **audit_kwargs)
             folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
                                   figures=figures, early_runs=early[0] if early else None, worker=worker)
@@ -165,7 +198,7 @@ def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parall
 
 def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
            calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False,
-           on_frame=None, parallel=True, worker=None, detector_threads=1):
+           on_frame=None, parallel=True, worker=None, detector_threads=1, group=None, skipped=()):
     """Inputs -> frame -> :func:`audit_hub.engine.run.run_audit`; returns the result and the input records.
     ``on_frame(frame)`` is called once the frame is built and checked, before the detectors run."""
     from ..engine.run import AuditConfig, run_audit
@@ -176,6 +209,18 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
 
         with stage("read"):
             frame = example_frame()
+    elif group is not None:  # one benchmark's run files, already read
+        from ..readers.cells import stem_of
+        from ..readers.ingest import frame_from_results, parse_column_map
+
+        hint = dataset
+        if hint is None and questions is not None and os.path.isfile(str(questions)):
+            hint = stem_of(str(questions))
+        frame = frame_from_results(questions, group.full, group.blind, list(skipped),
+                                   column_map=parse_column_map(column_map or []), revision=revision,
+                                   dataset_hint=group.name if group.name is not None and hint is None else hint,
+                                   allow_unparsed_options=allow_unparsed_options,
+                                   specs=[*(runs or []), *(blind or [])])
     else:
         if not runs and not blind:
             raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
@@ -217,6 +262,11 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
 
 
 def _print_headlines(console, result) -> None:
+    print_lines(console, result, headline_lines(result))
+
+
+def headline_lines(result) -> list[str]:
+    """The CLI's headline lines of one audit (one per detector that ran, one per skipped detector)."""
     from .. import detectors
 
     s = result.summary
@@ -228,6 +278,11 @@ def _print_headlines(console, result) -> None:
             lines.append(line(sm))
     for name, reason in result.skipped.items():
         lines.append(f"skipped {name}: {reason}")
+    return lines
+
+
+def print_lines(console, result, lines: list[str]) -> None:
+    """Print headline lines and the exclusion warning (escaped for the console)."""
     from ..escape import console_text
 
     for line in lines:

@@ -185,4 +185,29 @@ def select(found: Sequence[str | None], wanted: Sequence[str] | None, *, option:
     return out
 
 
-__all__ = ["EVAL_ID", "benchmark_of", "folder_name", "group_by_benchmark", "newest_runs", "select"]
+__all__ = ["EVAL_ID", "benchmark_of", "blind_output_benchmark", "folder_name", "group_by_benchmark", "newest_runs", "select"]
+
+
+def blind_output_benchmark(path: str) -> str | None:
+    """The benchmark of a ``benchaudit blind`` output file (``<out>/data/blind-*.parquet``): the stem of the
+    questions file its ``run_config.json`` records (None when the file is not one, or records none)."""
+    import json
+
+    p = os.path.abspath(path)
+    if not (os.path.basename(p).startswith("blind-") and os.path.basename(os.path.dirname(p)) == "data"):
+        return None
+    cfg = os.path.join(os.path.dirname(os.path.dirname(p)), "run_config.json")
+    try:
+        if os.path.islink(cfg) or not os.path.isfile(cfg) or os.path.getsize(cfg) > 16 << 20:
+            return None
+        with open(cfg, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError, RecursionError):
+        return None
+    q = data.get("questions") if isinstance(data, dict) else None
+    if not isinstance(q, str) or not q.strip():
+        return None
+    q = q.strip().rstrip("/")
+    if os.path.sep in q or os.path.exists(q) or q.endswith((".tsv", ".csv", ".jsonl", ".json", ".parquet", ".xlsx")):
+        return stem_of(q) or None
+    return q.split("@")[0].split(":")[0].rsplit("/", 1)[-1] or None  # a Hub id org/name[:config][@rev]

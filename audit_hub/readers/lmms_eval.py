@@ -277,4 +277,4 @@ def read_samples(path: str, *, arm: str = "full", model: str | None = None, metr
     judges = {model_name: f"lmms-eval:{chosen}"} if chosen else {}
     return ReadResult(path=path, kind="lmms-eval-samples", runs=runs, questions=questions, judges=judges, rows=n,
                       info={"model": model_name, "task": task_name(path), "metric": chosen,
-                            "metric_fields": metric_keys})
+                            "metric_fields": metric_keys}, benchmark=task_name(path))
