@@ -287,6 +287,12 @@ def print_lines(console, result, lines: list[str]) -> None:
 
     for line in lines:
         console.print(console_text(line))
+    gd = ((result.summary or {}).get("circular") or {}).get("gold_disagreement") or {}
+    if gd.get("n_groups"):
+        ids = ", ".join(str(g.get("group_id")) for g in gd.get("groups", [])[:5])
+        line = (f"input defect: {gd['n_groups']} CircularEval group(s) whose copies disagree on the gold option "
+                f"(group {ids}); details: summary.json circular.gold_disagreement")
+        console.print(f"[yellow]warning:[/yellow] {console_text(line)}", soft_wrap=True)
     warning = exclusion_warning(result)
     if warning:
         console.print(f"[yellow]warning:[/yellow] {console_text(warning)}", soft_wrap=True)

@@ -252,7 +252,8 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
     summary["judge_dependence"] = judge
     summary["calibration"] = calibration
     summary["accuracy"] = frame.accuracy_table().to_dict(orient="records")
-    for key in ("circular", "unparsed_options"):  # how items were counted (CircularEval groups, unread options)
+    # how items were counted (CircularEval groups, unread options) and the defects of the input files
+    for key in ("circular", "unparsed_options", "input_defects"):
         if frame.meta.get(key):
             summary[key] = frame.meta[key]
     if tst is not None:

@@ -121,10 +121,10 @@ def newest_runs(files: Sequence[tuple[str, bool]], *, dataset_hint: str | None =
         if len(runs) < 2:
             continue
         if "" in runs:
-            chosen, why = "", "the files in the model folder (VLMEvalKit's links to the run it last completed)"
+            chosen, why = "", "the model folder's files (VLMEvalKit's links to the run it last completed) are used"
         else:
             chosen = max(runs, key=lambda r: _run_order(model_dir, r))
-            why = f"the newest run {chosen}"
+            why = f"the newest run {chosen} is used"
         for run, idx in runs.items():
             if run == chosen:
                 continue
@@ -133,7 +133,7 @@ def newest_runs(files: Sequence[tuple[str, bool]], *, dataset_hint: str | None =
                     keep[i] = False
                     skipped.append({"path": os.path.abspath(files[i][0]),
                                     "reason": f"an older VLMEvalKit run ({run}) of {os.path.basename(model_dir)} on "
-                                              f"{dataset}; {why} is used"})
+                                              f"{dataset}; {why}"})
     for (_folder, task), runs in lmms.items():
         if len(runs) < 2:
             continue
