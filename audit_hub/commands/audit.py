@@ -126,7 +126,8 @@ def register(app: typer.Typer) -> None:
 
                     folder, _rows = audit_work_dir(
                         console, clock, out=out, groups=groups, skipped=skipped, figures=figures, threads=threads,
-                        parallel=parallel, n_threads=n_threads, audit_kwargs=kwargs, restart=restart)
+                        parallel=parallel, n_threads=n_threads, audit_kwargs=kwargs, restart=restart,
+                        audit_one=audit_and_write, headline_lines=headline_lines, print_lines=print_lines)
                     result = None
                 else:
                     result, folder = audit_and_write(

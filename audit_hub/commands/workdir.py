@@ -44,13 +44,14 @@ def _belongs(rec: dict, name: str | None) -> bool:
 
 
 def audit_work_dir(console, clock, *, out, groups, skipped, figures: bool, threads: int, parallel: bool,
-                   n_threads: int, audit_kwargs: dict, restart) -> tuple[Path, list[dict]]:
+                   n_threads: int, audit_kwargs: dict, restart, audit_one, headline_lines, print_lines,
+                   ) -> tuple[Path, list[dict]]:
     """Audit each benchmark into ``OUT/<benchmark>/`` and write the index; returns (OUT, index rows).
-    ``restart(name)``: resets the progress bar for the next benchmark."""
+    ``restart(name)``: resets the progress bar for the next benchmark; ``audit_one``, ``headline_lines``,
+    ``print_lines``: the single-benchmark audit of :mod:`audit_hub.commands.audit` and its CLI lines."""
     from ..escape import console_text
     from ..readers.grouping import folder_name
     from ..report.index import write_report_set
-    from . import audit as audit_cmd
 
     k = audit_kwargs
     inputs = [k["questions"], *(k["runs"] or []), *(k["blind"] or [])]
@@ -64,15 +65,15 @@ def audit_work_dir(console, clock, *, out, groups, skipped, figures: bool, threa
             name = g.name if g.name is not None else (k["dataset"] or "benchmark")
             sub = folder_name(name, taken)
             restart(f"{i + 1}/{len(groups)} {name}")
-            result, _ = audit_cmd.audit_and_write(  # the same audit, one benchmark at a time
+            result, _ = audit_one(  # the same audit, one benchmark at a time
                 console, clock, out=tmp / sub, figures=figures, threads=threads, parallel=parallel,
                 n_threads=n_threads, audit_kwargs=k, worker=None, group=g,
                 skipped=[s for s in skipped if _belongs(s, g.name)])
             g.full, g.blind = [], []  # this benchmark's tables are no longer needed
-            lines = audit_cmd.headline_lines(result)
+            lines = headline_lines(result)
             console.print(f"[bold]{console_text(name)}[/bold]: {result.frame.n_questions:,} questions, "
                           f"{len(result.frame.models)} model(s) -> {console_text(sub)}/")
-            audit_cmd.print_lines(console, result, lines)
+            print_lines(console, result, lines)
             rows.append(index_row(str(name), sub, result, lines))
         return rows
 
