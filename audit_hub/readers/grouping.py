@@ -158,6 +158,15 @@ def group_by_benchmark(results: Sequence[ReadResult]) -> dict[str | None, list[R
     return out
 
 
+def concerns(rec: dict, name: str | None) -> bool:
+    """A skipped-file record (``{"path", "reason"}``) that concerns benchmark ``name`` (its report lists it):
+    the older runs and summaries named ``..._{name}...``; every record when the benchmark has no name."""
+    if name is None:
+        return True
+    base = os.path.basename(str(rec.get("path", "")))
+    return f"_{name}." in base or f"_{name}_" in base or base.startswith(f"{name}.")
+
+
 def folder_name(name: str | None, taken: set[str]) -> str:
     """A safe, unique folder name for a benchmark's report inside the work_dir output (input-derived: only
     letters, digits, ``._-``; never ``.``/``..`` or hidden; a suffix ``-2``, ``-3`` when names collide)."""
@@ -185,7 +194,7 @@ def select(found: Sequence[str | None], wanted: Sequence[str] | None, *, option:
     return out
 
 
-__all__ = ["EVAL_ID", "benchmark_of", "blind_output_benchmark", "folder_name", "group_by_benchmark", "newest_runs", "select"]
+__all__ = ["EVAL_ID", "benchmark_of", "blind_output_benchmark", "concerns", "folder_name", "group_by_benchmark", "newest_runs", "select"]
 
 
 def blind_output_benchmark(path: str) -> str | None:

@@ -140,13 +140,13 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
                 column_map: dict[str, str] | None = None, revision: str | None = None,
                 dataset_hint: str | None = None, model: str | None = None, blind_model: str | None = None,
                 model_map: dict[str, str] | None = None, metric: str | None = None, split: str | None = None,
-                compute_exact: bool = True, allow_unparsed_options: bool = False, pool=None):
+                compute_exact: bool = True, allow_unparsed_options: bool = False, worker=None):
     """Read questions and runs, validate them into an :class:`AuditFrame`, record provenance.
 
     ``questions_spec=None`` derives the questions from the run files. ``compute_exact=False`` skips
     the exact-match extraction (``hit_exact`` stays unknown unless the runs carry it). The dataset name used to split
-    VLMEvalKit file names defaults to the questions file stem (``MMBench_DEV_EN.tsv``). ``pool``: a started
-    :class:`~audit_hub.engine.worker.WorkerPool` that reads some of the run files beside this process.
+    VLMEvalKit file names defaults to the questions file stem (``MMBench_DEV_EN.tsv``). ``worker``: a started
+    :class:`~audit_hub.engine.worker.WorkerProcess` that reads some of the run files beside this process.
     """
     from ..clock import stage
 
@@ -159,7 +159,7 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
     with stage("read"):  # parse the files into tables (timed for the manifest and --verbose)
         full_res, blind_res, skipped = read_run_files(
             runs, blind, column_map=column_map, dataset_hint=dataset_hint, model=model, blind_model=blind_model,
-            metric=metric, with_questions=questions_spec is None, pool=pool)
+            metric=metric, with_questions=questions_spec is None, worker=worker)
     return frame_from_results(questions_spec, full_res, blind_res, skipped, column_map=column_map,
                               revision=revision, dataset_hint=dataset_hint, model_map=model_map, split=split,
                               compute_exact=compute_exact, allow_unparsed_options=allow_unparsed_options,
@@ -168,15 +168,15 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
 
 def read_run_files(runs: Sequence[str], blind: Sequence[str] = (), *, column_map: dict[str, str] | None = None,
                    dataset_hint: str | None = None, model: str | None = None, blind_model: str | None = None,
-                   metric: str | None = None, with_questions: bool = True, pool=None,
+                   metric: str | None = None, with_questions: bool = True, worker=None,
                    ) -> tuple[list, list, list[dict]]:
     """Every run file of both arms read once: (full-arm results, blind-arm results, files skipped)."""
     full_res, skipped = read_all(runs, arm="full", questions=None, column_map=column_map, dataset_hint=dataset_hint,
-                                 model=model, metric=metric, with_questions=with_questions, pool=pool) \
+                                 model=model, metric=metric, with_questions=with_questions, worker=worker) \
         if runs else ([], [])
     blind_res, skipped_b = read_all(blind, arm="blind", questions=None, column_map=column_map,
                                     dataset_hint=dataset_hint, model=blind_model, metric=metric,
-                                    with_questions=with_questions, pool=pool) if blind else ([], [])
+                                    with_questions=with_questions, worker=worker) if blind else ([], [])
     return full_res, blind_res, skipped + skipped_b
 
 
@@ -297,6 +297,30 @@ def split_by_benchmark(full_res: list, blind_res: list, *, wanted: Sequence[str]
                                  f"({', '.join(str(c) for c in chosen)}); pass --benchmark NAME to audit the one "
                                  "they belong to", file=res[0].path)
     return groups, left
+
+
+def read_benchmarks(questions_spec: str | None, runs: Sequence[str], blind: Sequence[str] = (), *,
+                    column_map: dict[str, str] | None = None, dataset: str | None = None,
+                    blind_model: str | None = None, benchmark: Sequence[str] | None = None, worker=None,
+                    ) -> tuple[list[BenchmarkInputs], list[dict]]:
+    """Every run file read once (``worker`` reads some beside this process) and split by benchmark
+    (:func:`split_by_benchmark`): ``(groups, files skipped)``. ``dataset`` is ``--dataset`` (the name hint for
+    VLMEvalKit file names, and a selection among several benchmarks)."""
+    from ..clock import stage
+
+    runs, blind = list(runs or []), list(blind or [])
+    if not runs and not blind:
+        raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
+    hint = dataset
+    if hint is None and questions_spec is not None and os.path.isfile(str(questions_spec)):
+        hint = stem_of(str(questions_spec))
+    with stage("read"):
+        full_res, blind_res, skipped = read_run_files(runs, blind, column_map=column_map, dataset_hint=hint,
+                                                      blind_model=blind_model,
+                                                      with_questions=questions_spec is None, worker=worker)
+        groups, left = split_by_benchmark(full_res, blind_res, wanted=benchmark, dataset=dataset,
+                                          questions_spec=questions_spec)
+    return groups, skipped + left
 
 
 def _check_unparsed_options(questions: pd.DataFrame, file: str, allow: bool) -> dict | None:
