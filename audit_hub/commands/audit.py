@@ -21,7 +21,14 @@ def register(app: typer.Typer) -> None:
             None, "--runs", "-r",
             help="Full-arm (image-enabled) run files, folders or globs; repeat the option for several."),
         blind: list[str] | None = typer.Option(
-            None, "--blind", "-b", help="Blind-arm (text-only) run files, folders or globs; pair with --runs by model name."),
+            None, "--blind", "-b",
+            help="Blind-arm run files, folders or globs (the same models with the image removed, e.g. "
+                 "`benchaudit blind` output); paired with the --runs models by model name, else model id."),
+        base: list[str] | None = typer.Option(
+            None, "--base",
+            help="Base-arm run files, folders or globs: each model's language backbone alone, text only (e.g. "
+                 "`benchaudit blind --model BACKBONE --model-name FULL-ARM-NAME`); adds MMStar's multimodal gain "
+                 "and leakage per model to the card."),
         out: Path = typer.Option(Path("audit_report"), "--out", "-o",
                                  help="Output folder, written atomically. An existing one is replaced only if it is an earlier `benchaudit audit` output; anything else is refused."),
         column_map: list[str] | None = typer.Option(
@@ -71,7 +78,7 @@ def register(app: typer.Typer) -> None:
         from ..hub.folders import check_output_target
 
         console = Console(stderr=True)
-        check_output_target(out, command="audit", inputs=[questions, *(runs or []), *(blind or [])])
+        check_output_target(out, command="audit", inputs=[questions, *(runs or []), *(blind or []), *(base or [])])
         from ..engine.worker import start_worker
 
         # the worker process starts first: its interpreter start and imports overlap this one's
@@ -99,7 +106,7 @@ def register(app: typer.Typer) -> None:
                 clock = StageClock(on_start=on_stage)
                 result, folder = _audit_and_write(
                     console, clock, out=out, figures=figures, threads=threads, parallel=parallel, n_threads=n_threads,
-                    audit_kwargs=dict(questions=questions, runs=runs, blind=blind, column_map=column_map,
+                    audit_kwargs=dict(questions=questions, runs=runs, blind=blind, base=base, column_map=column_map,
                                       revision=revision, dataset=dataset, blind_model=blind_model, seed=seed,
                                       n_permutations=n_permutations, calibration_sims=calibration_sims,
                                       stratify=stratify, tst=tst, design_label=design_label,
@@ -138,6 +145,7 @@ def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parall
     from ..report.writer import EarlyRuns, write_report
 
     q, runs, blind = audit_kwargs["questions"], audit_kwargs["runs"], audit_kwargs["blind"]
+    blind = [*(blind or []), *(audit_kwargs.get("base") or [])]
     early: list[EarlyRuns] = []
 
     def on_frame(frame) -> None:
@@ -164,7 +172,7 @@ def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parall
 
 
 def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
-           calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False,
+           calibration_sims, stratify, tst, stage, *, base=None, design_label=None, allow_unparsed_options=False,
            on_frame=None, parallel=True, worker=None, detector_threads=1):
     """Inputs -> frame -> :func:`audit_hub.engine.run.run_audit`; returns the result and the input records.
     ``on_frame(frame)`` is called once the frame is built and checked, before the detectors run."""
@@ -182,7 +190,7 @@ def _audit(console, questions, runs, blind, column_map, revision, dataset, blind
         from ..readers.ingest import build_frame, parse_column_map
 
         cmap = parse_column_map(column_map or [])
-        frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
+        frame = build_frame(questions, list(runs or []), list(blind or []), base=list(base or []), column_map=cmap,
                             revision=revision, dataset_hint=dataset, blind_model=blind_model,
                             allow_unparsed_options=allow_unparsed_options, pool=worker)
     inputs = frame.sources
@@ -228,6 +236,13 @@ def _print_headlines(console, result) -> None:
             lines.append(line(sm))
     for name, reason in result.skipped.items():
         lines.append(f"skipped {name}: {reason}")
+    arms = s.get("arm_comparison") or {}
+    if result.frame.has_arm("blind") and arms.get("field"):
+        lines.append(f"full vs blind compared on {'judged correctness (hit) and exact matching' if arms.get('judged_too') else 'exact matching (hit_exact)'}: "
+                     f"{arms.get('why', '')}")
+    note = (s.get("pool") or {}).get("note")
+    if note and not (result.frame.meta.get("pool") or {}).get("note"):  # the example's note is printed on reading
+        lines.append(f"note: {note}")
     from ..escape import console_text
 
     for line in lines:

@@ -234,8 +234,8 @@ def arm_field(frame: AuditFrame) -> dict[str, Any]:
     paired = frame.paired_models()
     mf, mb = (paired, paired) if paired else (full, blind)
     src = frame.meta.get("hit_exact_source", "parser")
-    how = ("computed from each arm's predictions by the same exact-match parser (audit_hub.answers)"
-           if src == "parser" else "as the run files give it (hit_exact)")
+    how = ("exact-match correctness is computed from each arm's predictions by the same parser (audit_hub.answers)"
+           if src == "parser" else "exact-match correctness as the run files give it (hit_exact)")
     if not mf or not mb:
         return {"field": primary_field(frame), "why": "no blind arm to compare with", "judged_too": False,
                 "exact_source": src, "models_without_judge": {}}
@@ -244,17 +244,17 @@ def arm_field(frame: AuditFrame) -> dict[str, Any]:
     without = {"full": [m for m in mf if hk[0, idx[m]] == 0], "blind": [m for m in mb if hk[1, idx[m]] == 0]}
     if not without["full"] and not without["blind"]:
         return {"field": "hit", "judged_too": True, "exact_source": src, "models_without_judge": without,
-                "why": "both arms carry judged correctness (hit) for every compared model; the arms are compared "
-                       f"on the judged field and again on exact matching ({how})"}
+                "why": "both arms carry judged correctness (hit) for every compared model: the arms are compared "
+                       f"on the judged field and again on exact matching; {how}"}
     if len(without["full"]) == len(mf):
-        why = f"the full arm has no judged correctness; both arms are compared on exact matching ({how})"
+        why = f"the full arm has no judged correctness, so both arms are compared on exact matching; {how}"
     else:
         who = without["blind"] or without["full"]
         arm = "blind" if without["blind"] else "full"
         why = (f"the {arm} arm has no judged correctness for {len(who)} of {len(mb if arm == 'blind' else mf)} "
-               f"compared model(s) ({', '.join(who[:5])}{' ...' if len(who) > 5 else ''}"
-               + ("; `benchaudit blind` scores by exact matching and runs no judge" if arm == "blind" else "")
-               + f"), so both arms are compared on exact matching, {how}")
+               f"compared model(s): {', '.join(who[:5])}{' ...' if len(who) > 5 else ''}"
+               + (" (`benchaudit blind` scores by exact matching and runs no judge)" if arm == "blind" else "")
+               + f", so both arms are compared on exact matching; {how}")
     return {"field": "hit_exact", "why": why, "judged_too": False, "exact_source": src,
             "models_without_judge": without}
 
