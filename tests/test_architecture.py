@@ -166,7 +166,7 @@ def test_every_module_has_a_known_layer():
 
 def test_the_top_level_is_the_vocabulary_and_the_face():
     top = sorted(m.split(".")[1] for m in MODULES if m.count(".") == 1 and (PKG / f"{m.split('.')[1]}.py").exists())
-    assert top == ["__main__", "bounds", "cli", "clock", "columns", "errors", "escape", "fmt", "schema",
+    assert top == ["__main__", "api", "bounds", "cli", "clock", "columns", "errors", "escape", "fmt", "schema",
                    "scrub", "severity"], top
 
 

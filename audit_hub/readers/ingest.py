@@ -27,8 +27,8 @@ from typing import Any
 import pandas as pd
 
 from ..errors import InputError
-from ..schema import ARMS
 from ..hub.folders import sha256_file
+from ..schema import ARMS
 from .cells import constant_categorical, stem_of
 from .dispatch import materialise_hub_specs, read_all, read_questions
 from .mathv import restore_non_mc_answers
