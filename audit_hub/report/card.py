@@ -19,6 +19,7 @@ import pandas as pd
 from .. import detectors
 from ..escape import plain_text, safe_link
 from ..fmt import ci, fmt_num, fmt_p, isnum, md_escape, md_table, pct, pp
+from ..schema import ARM_DESCRIPTIONS, ARMS
 from ..severity import DESCRIPTIONS, LEVELS
 from .tables import ACTION_RULES, ACTIONS, judge_disagreement_counts
 
@@ -198,7 +199,7 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
     rows = []
     for k in np.flatnonzero(n_all):
         a, mm = divmod(int(k), frame.n_models)
-        rows.append([md_escape(frame.models[mm], 50), ("full", "blind")[a], fmt_num(n_both[k]), fmt_num(n_dis[k]),
+        rows.append([md_escape(frame.models[mm], 50), ARMS[a], fmt_num(n_both[k]), fmt_num(n_dis[k]),
                      pct(n_dis[k] / n_both[k]) if n_both[k] else "n/a", pct(unparsed[k] / n_all[k])])
     out["per_model"] = md_table(["Model", "Arm", "Items scored both ways", "Judge != exact match", "Share",
                                  "Unparseable answers"], rows)
@@ -206,7 +207,7 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
     if total_dis:
         top = int(np.argmax(n_dis))
         out["top"] = (f"{total_dis:,} (model, item) scores differ between the judge and exact matching; "
-                      f"{md_escape(frame.models[top % frame.n_models], 50)} ({('full', 'blind')[top // frame.n_models]} arm) "
+                      f"{md_escape(frame.models[top % frame.n_models], 50)} ({ARMS[top // frame.n_models]} arm) "
                       f"accounts for {100 * n_dis[top] / total_dis:.0f}% of them.")
     a = _role_rows(summary_df, "image_gain", True)
     b = _role_rows(summary_df, "image_gain", False)
@@ -434,8 +435,6 @@ def per_model_section(pm: Any) -> str:
     per model and arm, the image gain of each paired model, and MMStar's MG / ML with a base arm."""
     if not isinstance(pm, dict) or not pm.get("rows"):
         return ""
-    from ..schema import ARM_DESCRIPTIONS
-
     level = int(round(100 * (1 - float(pm.get("alpha", 0.05)))))
     name = {"hit": "judged", "hit_exact": "exact match"}
     rows = [[md_escape(r["model"], 50), f"{md_escape(r['arm'], 10)}", fmt_num(r["n_items"]),
