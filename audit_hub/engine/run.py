@@ -336,9 +336,12 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
                     judge = getattr(modules[name], fn_name)(frame, results[name], alt[name])
                 else:  # compared on exact matching only: the judge-vs-exact disagreement per model and arm
                     judge = getattr(modules[name], fn_name)(frame, None, None)
-                    judge["note"] = (f"{name} compared the arms on exact matching only ({arms['why']}); the zero-gain "
-                                     "shares could not be compared under the judge. Give blind runs with judged "
-                                     "correctness to compare both.")
+                    judge["note"] = (f"{name} compared the full and blind arms on exact matching only: not every "
+                                     "compared model has judged correctness in both arms (summary.json "
+                                     "arm_comparison), so the zero-gain shares could not be compared under the judge; "
+                                     "the table shows how often the judge and the parser disagree where both scored. "
+                                     "Give blind runs with judged correctness to compare both.")
+                    judge["exact_only"] = True
             timings["judge dependence"] = time.perf_counter() - t0
 
     calibration: dict = {}

@@ -231,7 +231,10 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
                     else ". The conclusion does not change with the scoring rule.")
         out["overall"] = txt
     if isinstance(jd, dict) and jd.get("note"):
-        out["note"] = str(jd["note"])
+        out["note"] = md_escape(jd["note"], 1000)
+    if isinstance(jd, dict) and jd.get("exact_only"):
+        out["intro"] = ("The full arm was scored both ways on identical predictions: with the harness's judged "
+                        "correctness and with exact matching of the extracted answer.")
     return out
 
 
