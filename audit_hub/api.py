@@ -412,7 +412,7 @@ def _audit_frame(questions: str | None, runs: list[str], blind: list[str], base:
 
     return build_frame(questions, runs, blind, base=base, column_map=_column_map(column_map), revision=revision,
                        dataset_hint=dataset, blind_model=blind_model,
-                       allow_unparsed_options=allow_unparsed_options, pool=worker)
+                       allow_unparsed_options=allow_unparsed_options, worker=worker)
 
 
 def _audit_config(frame, *, seed: int, n_permutations: int, calibration_sims: int, stratify, tst: bool,

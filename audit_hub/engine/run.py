@@ -99,7 +99,8 @@ def _start_calibration(frame: AuditFrame, config: AuditConfig, primary: str, bac
     a second CPU is free (``background`` None: decide by that), else simulated when its result is asked for."""
     if not config.run_calibration:
         return None
-    from .calibration import Calibration, worker_helps
+    from .calibration import Calibration
+    from .worker import worker_helps
 
     return Calibration(frame, list(config.detectors), n_sims=config.calibration_sims, seed=config.seed,
                        field=primary, params={n: config.detector_params(n) for n in config.detectors},
@@ -135,7 +136,7 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
 
     ``background_calibration``: simulate the calibration nulls in a worker process while the detectors run
     (None: when a second CPU is available); ``calibration_worker``: a started
-    :class:`~audit_hub.engine.worker.WorkerPool` to use for that; ``threads``: run the detectors on that many
+    :class:`~audit_hub.engine.worker.WorkerProcess` to use for that; ``threads``: run the detectors on that many
     threads. The numbers are the same either way."""
     config = config or AuditConfig()
     primary = primary_field(frame)

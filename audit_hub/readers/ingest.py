@@ -140,7 +140,7 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
                 column_map: dict[str, str] | None = None, revision: str | None = None,
                 dataset_hint: str | None = None, model: str | None = None, blind_model: str | None = None,
                 model_map: dict[str, str] | None = None, metric: str | None = None, split: str | None = None,
-                compute_exact: bool = True, allow_unparsed_options: bool = False, pool=None):
+                compute_exact: bool = True, allow_unparsed_options: bool = False, worker=None):
     """Read questions and runs, validate them into an :class:`AuditFrame`, record provenance.
 
     ``blind``: the same models with the image removed; ``base``: their language backbones alone, text only
@@ -148,8 +148,8 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
     :func:`~audit_hub.readers.pairing.pair_arms` and renamed to the full-arm names; ``meta['pairing']`` records
     how, and which runs paired with no full-arm model. ``questions_spec=None`` derives the questions from the run files. ``compute_exact=False`` skips
     the exact-match extraction (``hit_exact`` stays unknown unless the runs carry it). The dataset name used to split
-    VLMEvalKit file names defaults to the questions file stem (``MMBench_DEV_EN.tsv``). ``pool``: a started
-    :class:`~audit_hub.engine.worker.WorkerPool` that reads some of the run files beside this process.
+    VLMEvalKit file names defaults to the questions file stem (``MMBench_DEV_EN.tsv``). ``worker``: a started
+    :class:`~audit_hub.engine.worker.WorkerProcess` that reads some of the run files beside this process.
     """
     from ..clock import stage
     from ..frame.core import AuditFrame
@@ -165,13 +165,17 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
     with stage("read"):  # parse the files into tables (timed for the manifest and --verbose)
         need_q = questions_spec is None
         full_res, skipped = read_all(runs, arm="full", questions=None, column_map=column_map, dataset_hint=dataset_hint,
-                                      model=model, metric=metric, with_questions=need_q, pool=pool) if runs else ([], [])
+                                      model=model, metric=metric, with_questions=need_q, worker=worker) if runs else ([], [])
         blind_res, skipped_b = read_all(blind, arm="blind", questions=None, column_map=column_map,
                                          dataset_hint=dataset_hint, model=blind_model, metric=metric,
+<<<<<<< HEAD
                                          with_questions=need_q, pool=pool) if blind else ([], [])
         base_res, skipped_t = read_all(base, arm="base", questions=None, column_map=column_map,
                                         dataset_hint=dataset_hint, model=None, metric=metric,
                                         with_questions=False, pool=pool) if base else ([], [])
+=======
+                                         with_questions=need_q, worker=worker) if blind else ([], [])
+>>>>>>> main
         if questions_spec is not None:
             questions = load_questions(str(questions_spec), column_map=column_map, revision=revision, split=split,
                                        arrow_options=True)

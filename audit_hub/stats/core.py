@@ -181,6 +181,7 @@ def wilson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+<<<<<<< HEAD
 def paired_difference_ci(n11, n10, n01, n00, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Difference p1 - p2 of two proportions measured on the same items, with Newcombe's (1998, method 10)
     square-and-add interval for paired data: the Wilson intervals of p1 = (n11 + n10) / n and
@@ -217,6 +218,8 @@ def clopper_pearson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarra
     return lo, hi
 
 
+=======
+>>>>>>> main
 def _adjust_finite(pvalues, adjust) -> np.ndarray:
     """Apply ``adjust`` (sorted-order adjustment of a 1-d array of p-values) to the non-NaN entries;
     NaN entries stay NaN. ``adjust(sorted_p) -> adjusted sorted_p`` before clipping at 1."""
