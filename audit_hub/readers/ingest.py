@@ -168,14 +168,10 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
                                       model=model, metric=metric, with_questions=need_q, worker=worker) if runs else ([], [])
         blind_res, skipped_b = read_all(blind, arm="blind", questions=None, column_map=column_map,
                                          dataset_hint=dataset_hint, model=blind_model, metric=metric,
-<<<<<<< HEAD
-                                         with_questions=need_q, pool=pool) if blind else ([], [])
+                                         with_questions=need_q, worker=worker) if blind else ([], [])
         base_res, skipped_t = read_all(base, arm="base", questions=None, column_map=column_map,
                                         dataset_hint=dataset_hint, model=None, metric=metric,
-                                        with_questions=False, pool=pool) if base else ([], [])
-=======
-                                         with_questions=need_q, worker=worker) if blind else ([], [])
->>>>>>> main
+                                        with_questions=False, worker=worker) if base else ([], [])
         if questions_spec is not None:
             questions = load_questions(str(questions_spec), column_map=column_map, revision=revision, split=split,
                                        arrow_options=True)

@@ -181,7 +181,6 @@ def wilson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-<<<<<<< HEAD
 def paired_difference_ci(n11, n10, n01, n00, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Difference p1 - p2 of two proportions measured on the same items, with Newcombe's (1998, method 10)
     square-and-add interval for paired data: the Wilson intervals of p1 = (n11 + n10) / n and
@@ -206,20 +205,6 @@ def paired_difference_ci(n11, n10, n01, n00, alpha: float = 0.05) -> tuple[np.nd
     return (np.where(ok, d, np.nan), np.where(ok, np.clip(lo, -1, 1), np.nan), np.where(ok, np.clip(hi, -1, 1), np.nan))
 
 
-def clopper_pearson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
-    """Exact (Clopper-Pearson) interval via the beta distribution."""
-    k = np.asarray(k, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        lo = np.where(k > 0, beta_ppf(alpha / 2, k, n - k + 1), 0.0)
-        hi = np.where(k < n, beta_ppf(1 - alpha / 2, k + 1, n - k), 1.0)
-    lo = np.where(n > 0, lo, np.nan)
-    hi = np.where(n > 0, hi, np.nan)
-    return lo, hi
-
-
-=======
->>>>>>> main
 def _adjust_finite(pvalues, adjust) -> np.ndarray:
     """Apply ``adjust`` (sorted-order adjustment of a 1-d array of p-values) to the non-NaN entries;
     NaN entries stay NaN. ``adjust(sorted_p) -> adjusted sorted_p`` before clipping at 1."""
