@@ -192,3 +192,17 @@ def test_base_folder_from_benchaudit_blind_is_read_as_the_base_arm(tmp_path):
     card = (out / "README.md").read_text()
     assert "**Multimodal gain and leakage**" in card
     assert "| B | exact match | 60.0% | 50.0% | 25.0% | +10.0 pp" in card
+
+
+def test_calibration_simulates_a_blind_arm_that_has_exact_matching_only():
+    """The null simulator reads each arm in the field it has: against `benchaudit blind` reruns (exact match
+    only) the image-gain detector is calibrated on simulated frames that have a blind arm."""
+    n, rng = 300, np.random.default_rng(1)
+    runs = []
+    for m in ("m1", "m2", "m3"):
+        f, b = rng.random(n) < 0.7, rng.random(n) < 0.4
+        runs += _rows(m, "full", f, judged=f) + _rows(m, "blind", b)
+    frame = AuditFrame.from_tables(_questions(n), pd.DataFrame(runs))
+    res = run_audit(frame, AuditConfig(n_permutations=99, calibration_sims=6), background_calibration=False)
+    cal = res.calibration["visual_dependency"]
+    assert cal["n_sims"] == 6 and cal["n_runs"] == 6 and cal["fpr"] is not None
