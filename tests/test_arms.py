@@ -206,3 +206,25 @@ def test_calibration_simulates_a_blind_arm_that_has_exact_matching_only():
     res = run_audit(frame, AuditConfig(n_permutations=99, calibration_sims=6), background_calibration=False)
     cal = res.calibration["visual_dependency"]
     assert cal["n_sims"] == 6 and cal["n_runs"] == 6 and cal["fpr"] is not None
+
+
+def test_unmatched_blind_name_is_escaped_in_the_card(tmp_path):
+    """A blind run's name comes from the user's files: the card shows it escaped, never as HTML or a link."""
+    from audit_hub.cli import main
+
+    runs, _ = _mmstar_runs()
+    _questions().to_parquet(tmp_path / "q.parquet")
+    df = pd.DataFrame(runs)
+    df[df["arm"] == "full"].to_csv(tmp_path / "full.csv", index=False)
+    bad = "<img src=x onerror=alert(1)>|[a](http://e)"
+    blind = df[(df["arm"] == "blind") & (df["model"] == "A")].drop(columns=["hit"])
+    pd.concat([blind, blind.assign(model=bad)]).to_parquet(tmp_path / "blind.parquet")
+    out = tmp_path / "r"
+    assert main(["audit", "--questions", str(tmp_path / "q.parquet"), "--runs", str(tmp_path / "full.csv"),
+                 "--blind", str(tmp_path / "blind.parquet"), "--out", str(out), "--calibration-sims", "0",
+                 "--n-permutations", "99", "--no-figures"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["pool"]["unmatched_blind"] == [bad] and s["visual_dependency"]["models_full"] == ["A"]
+    card = (out / "README.md").read_text()
+    assert "<img" not in card and "[a](http://e)" not in card  # no HTML, no link
+    assert "&lt;img src=x onerror=alert(1)&gt;\\|\\[a\\](http://e)" in card
