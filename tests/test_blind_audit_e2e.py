@@ -95,7 +95,7 @@ def test_documented_blind_workflow_runs_the_image_gain_detector_per_model(workfl
     vd = s["visual_dependency"]
     assert not vd.get("skipped") and vd["pool_level"] is False
     assert vd["models_full"] == list(MODELS) and vd["models_blind"] == list(MODELS)  # per model, paired by name
-    assert vd["n_items"] == 12 and vd["field"] == "hit_exact"
+    assert vd["n_items"] == 12 and vd["field"] == "hit_exact" and "no judged correctness" in vd["field_why"]
     # the field used and why: CLI, summary.json, card
     arms = s["arm_comparison"]
     assert arms["field"] == "hit_exact" and arms["judged_too"] is False and arms["exact_source"] == "parser"

@@ -294,6 +294,8 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
     for name in config.detectors:
         if name in results:
             entry = dict(results[name].summary)
+            if detectors.get(name).compares_arms and arms:
+                entry["field_why"] = arms.get("why")  # which correctness the arms were compared on, and why
             if name in alt:
                 entry["exact_match_arm"] = alt[name].summary
             if name in calibration:
