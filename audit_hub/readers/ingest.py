@@ -223,11 +223,18 @@ def _pair_with_full(full_df, blind_df, base_df, blind_res, base_res):
     and the pairing record; without a full arm nothing is renamed."""
     from .pairing import model_ids_of, pair_arms, rename_models
 
-    if full_df is None:
+    if full_df is None or (blind_df is None and base_df is None):
         return blind_df, base_df, {}
-    full_models = [str(m) for m in pd.unique(full_df["model"].astype(str))]
-    others = {arm: [str(m) for m in pd.unique(df["model"].astype(str))]
-              for arm, df in (("blind", blind_df), ("base", base_df)) if df is not None}
+
+    def names(df) -> list[str]:  # in first-appearance order, without a string per row
+        col = df["model"]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            codes = pd.unique(col.cat.codes.to_numpy())
+            return [str(col.cat.categories[c]) for c in codes if c >= 0]
+        return [str(m) for m in pd.unique(col)]
+
+    full_models = names(full_df)
+    others = {arm: names(df) for arm, df in (("blind", blind_df), ("base", base_df)) if df is not None}
     ids = {"blind": model_ids_of([r.path for r in blind_res]), "base": model_ids_of([r.path for r in base_res])}
     pairing = pair_arms(full_models, others, ids)
     if blind_df is not None:
