@@ -376,7 +376,8 @@ def _question_frame(questions: str, runs: list[str], blind: list[str], column_ma
 
 # ---------------------------------------------------------------------------------------- audit
 def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
-          blind: str | Sequence[str] | None = None, *, out: str | os.PathLike | None = None,
+          blind: str | Sequence[str] | None = None, *, base: str | Sequence[str] | None = None,
+          out: str | os.PathLike | None = None,
           column_map: Mapping[str, str] | Sequence[str] | None = None, revision: str | None = None,
           dataset: str | None = None, blind_model: str | None = None, seed: int = 0, n_permutations: int = 999,
           calibration_sims: int = 50, stratify: Sequence[str] | None = None, tst: bool = False,
@@ -404,8 +405,8 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     from .engine.worker import start_worker
 
     _check_ranges(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims)
-    runs_l, blind_l = _paths(runs), _paths(blind)
-    given = [questions, *runs_l, *blind_l]
+    runs_l, blind_l, base_l = _paths(runs), _paths(blind), _paths(base)
+    given = [questions, *runs_l, *blind_l, *base_l]
     if out is not None:
         from .hub.folders import check_output_target
 
@@ -424,6 +425,11 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
                 groups, skipped = read_benchmarks(questions, runs_l, blind_l, column_map=_column_map(column_map),
                                                   dataset=dataset, blind_model=blind_model, benchmark=benchmark,
                                                   worker=worker)
+            if len(groups) > 1 and base_l:
+                from .errors import InputError
+
+                raise InputError(f"--base is read for one benchmark at a time, but the runs hold {len(groups)}: "
+                                 f"{', '.join(str(g.name) for g in groups)}; add --benchmark NAME")
             if len(groups) > 1:  # several benchmarks: each audited on its own, one report each + an index
                 if worker is not None:  # it read the files; the audits run without it
                     worker.close()
@@ -440,7 +446,7 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
                     result.save(out)
                 result.stage_lines = clock.lines()
                 return result
-            frame = _audit_frame(questions, runs_l, blind_l, column_map=column_map, revision=revision,
+            frame = _audit_frame(questions, runs_l, blind_l, base_l, column_map=column_map, revision=revision,
                                  dataset=dataset, blind_model=blind_model,
                                  allow_unparsed_options=allow_unparsed_options, worker=worker,
                                  group=groups[0], skipped=skipped)
@@ -477,8 +483,8 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     return result
 
 
-def _audit_frame(questions: str | None, runs: list[str], blind: list[str], *, column_map, revision, dataset,
-                 blind_model, allow_unparsed_options: bool, worker, group=None, skipped=()):
+def _audit_frame(questions: str | None, runs: list[str], blind: list[str], base: list[str], *, column_map, revision,
+                 dataset, blind_model, allow_unparsed_options: bool, worker, group=None, skipped=()):
     from .clock import stage
     from .errors import InputError
 
@@ -491,9 +497,14 @@ def _audit_frame(questions: str | None, runs: list[str], blind: list[str], *, co
             hint = stem_of(str(questions))
         if hint is None and group.name is not None:
             hint = group.name
-        return frame_from_results(questions, group.full, group.blind, list(skipped),
+        from .readers.ingest import read_base_files
+
+        base_res, skipped_t = read_base_files(base, column_map=_column_map(column_map), dataset_hint=hint,
+                                              worker=worker)
+        return frame_from_results(questions, group.full, group.blind, list(skipped) + skipped_t,
                                   column_map=_column_map(column_map), revision=revision, dataset_hint=hint,
-                                  allow_unparsed_options=allow_unparsed_options, specs=[*runs, *blind])
+                                  allow_unparsed_options=allow_unparsed_options, specs=[*runs, *blind, *base],
+                                  base_res=base_res)
 
     if questions is None and not runs and not blind:
         from .readers.example import example_frame
@@ -504,7 +515,7 @@ def _audit_frame(questions: str | None, runs: list[str], blind: list[str], *, co
         raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
     from .readers.ingest import build_frame
 
-    return build_frame(questions, runs, blind, column_map=_column_map(column_map), revision=revision,
+    return build_frame(questions, runs, blind, base=base, column_map=_column_map(column_map), revision=revision,
                        dataset_hint=dataset, blind_model=blind_model,
                        allow_unparsed_options=allow_unparsed_options, worker=worker)
 
@@ -525,7 +536,7 @@ def _audit_set(groups, skipped: list[dict], *, questions, given, column_map, rev
         name = str(g.name if g.name is not None else (dataset or "benchmark"))
         if on_benchmark is not None:
             on_benchmark(name)
-        frame = _audit_frame(questions, runs_given, [], column_map=column_map, revision=revision,
+        frame = _audit_frame(questions, runs_given, [], [], column_map=column_map, revision=revision,
                              dataset=dataset if g.name is None else g.name, blind_model=None,
                              allow_unparsed_options=allow_unparsed_options, worker=None, group=g,
                              skipped=[s for s in skipped if concerns(s, g.name)])

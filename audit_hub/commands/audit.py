@@ -21,7 +21,14 @@ def register(app: typer.Typer) -> None:
             None, "--runs", "-r",
             help="Full-arm (image-enabled) run files, folders or globs; repeat the option for several."),
         blind: list[str] | None = typer.Option(
-            None, "--blind", "-b", help="Blind-arm (text-only) run files, folders or globs; pair with --runs by model name."),
+            None, "--blind", "-b",
+            help="Blind-arm run files, folders or globs (the same models with the image removed, e.g. "
+                 "`benchaudit blind` output); paired with the --runs models by model name, else model id."),
+        base: list[str] | None = typer.Option(
+            None, "--base",
+            help="Base-arm run files, folders or globs: each model's language backbone alone, text only (e.g. "
+                 "`benchaudit blind --model BACKBONE --model-name FULL-ARM-NAME`); adds MMStar's multimodal gain "
+                 "and leakage per model to the card."),
         out: Path = typer.Option(Path("audit_report"), "--out", "-o",
                                  help="Output folder, written atomically. An existing one is replaced only if it is an earlier `benchaudit audit` output; anything else is refused."),
         column_map: list[str] | None = typer.Option(
@@ -93,7 +100,7 @@ def register(app: typer.Typer) -> None:
                     done = max(done, int(prog.tasks[0].completed))
                 prog.update(task, description=f"{name:<28}", completed=done)
 
-            result = run(questions, runs, blind, out=out, column_map=column_map, revision=revision, dataset=dataset,
+            result = run(questions, runs, blind, base=base, out=out, column_map=column_map, revision=revision, dataset=dataset,
                          blind_model=blind_model, seed=seed, n_permutations=n_permutations,
                          calibration_sims=calibration_sims, stratify=stratify, tst=tst, figures=figures,
                          design_label=design_label, allow_unparsed_options=allow_unparsed_options, threads=threads,

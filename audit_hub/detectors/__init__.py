@@ -23,6 +23,7 @@ register(
     signal="full vs blind accuracy",
     finding="no-gain-from-image items",
     audit_params=("n_permutations", "alpha"),
+    compares_arms=True,
     # 199 permutations inside a simulation (p resolution 0.005); power, the per-category and the
     # unstratified permutation nulls are not part of the headline test
     calibration_params={"leave_one_out": False, "n_boot": 0, "power": False, "n_permutations": 199,

@@ -85,12 +85,11 @@ def accuracy_classes(frame: AuditFrame, condition_on_gold: bool = True) -> np.nd
 
 
 def class_accuracies(frame: AuditFrame, field: str, cls: np.ndarray, n_cls: int) -> tuple[np.ndarray, np.ndarray]:
-    """(2 arms, n_models, n_cls) accuracy in ``field`` (a model's pooled accuracy where a class is
+    """(2 arms, n_models, n_cls) accuracy in ``field``, per arm (an arm with no value in ``field`` is read in the
+    other correctness field; a model's pooled accuracy where a class is
     empty) and the (2, Q, M) int8 dense correctness matrices (-1 unknown / absent run)."""
     M, Q = frame.n_models, frame.n_questions
-    fld = field
-    if not (frame.runs[field].to_numpy() >= 0).any():
-        fld = "hit_exact" if field == "hit" else "hit"
+    other = "hit_exact" if field == "hit" else "hit"
     acc = np.zeros((2, M, n_cls))
     dense = []
     order = np.argsort(cls, kind="stable")
@@ -99,6 +98,9 @@ def class_accuracies(frame: AuditFrame, field: str, cls: np.ndarray, n_cls: int)
         if not frame.has_arm(arm):
             dense.append(np.full((Q, M), -1, np.int8))
             continue
+        # an arm without values in ``field`` is simulated from the other field (a judged full arm against
+        # `benchaudit blind` reruns, which carry exact matching only, as the audit compares them)
+        fld = field if (frame.known_counts(field)[frame.arm_code(arm)] > 0).any() else other
         C = frame.correctness(arm, fld)
         dense.append(C)
         nk = np.zeros((M, n_cls))

@@ -19,6 +19,7 @@ import pandas as pd
 from .. import detectors
 from ..escape import plain_text, safe_link
 from ..fmt import ci, fmt_num, fmt_p, isnum, md_escape, md_table, pct, pp
+from ..schema import ARM_DESCRIPTIONS, ARMS
 from ..severity import DESCRIPTIONS, LEVELS
 from .tables import ACTION_RULES, ACTIONS, judge_disagreement_counts
 
@@ -198,7 +199,7 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
     rows = []
     for k in np.flatnonzero(n_all):
         a, mm = divmod(int(k), frame.n_models)
-        rows.append([md_escape(frame.models[mm], 50), ("full", "blind")[a], fmt_num(n_both[k]), fmt_num(n_dis[k]),
+        rows.append([md_escape(frame.models[mm], 50), ARMS[a], fmt_num(n_both[k]), fmt_num(n_dis[k]),
                      pct(n_dis[k] / n_both[k]) if n_both[k] else "n/a", pct(unparsed[k] / n_all[k])])
     out["per_model"] = md_table(["Model", "Arm", "Items scored both ways", "Judge != exact match", "Share",
                                  "Unparseable answers"], rows)
@@ -206,7 +207,7 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
     if total_dis:
         top = int(np.argmax(n_dis))
         out["top"] = (f"{total_dis:,} (model, item) scores differ between the judge and exact matching; "
-                      f"{md_escape(frame.models[top % frame.n_models], 50)} ({('full', 'blind')[top // frame.n_models]} arm) "
+                      f"{md_escape(frame.models[top % frame.n_models], 50)} ({ARMS[top // frame.n_models]} arm) "
                       f"accounts for {100 * n_dis[top] / total_dis:.0f}% of them.")
     a = _role_rows(summary_df, "image_gain", True)
     b = _role_rows(summary_df, "image_gain", False)
@@ -230,7 +231,10 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
                     else ". The conclusion does not change with the scoring rule.")
         out["overall"] = txt
     if isinstance(jd, dict) and jd.get("note"):
-        out["note"] = str(jd["note"])
+        out["note"] = md_escape(jd["note"], 1000)
+    if isinstance(jd, dict) and jd.get("exact_only"):
+        out["intro"] = ("The full arm was scored both ways on identical predictions: with the harness's judged "
+                        "correctness and with exact matching of the extracted answer.")
     return out
 
 
@@ -403,6 +407,8 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "judge": _judge(result, summary_df),
         "calibration": _calibration(result),
         "tst": _tst_section(s.get("tst")),
+        "per_model": per_model_section(s.get("per_model")),
+        "arm_field": _arm_field_line(s.get("arm_comparison")),
         "severity_table": md_table(["Level", "Meaning", "Questions"],
                                    [[f"**{lv}**", DESCRIPTIONS[lv], fmt_num(int(sev_counts.get(lv, 0)))]
                                     for lv in reversed(LEVELS)], ["l", "l", "r"]),
@@ -417,6 +423,67 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "question_columns": [c for c in questions.columns],
         "skipped": {k: md_escape(v, 300) for k, v in (result.skipped or {}).items()},
     }
+
+
+def _arm_field_line(arms: Any) -> str:
+    """The card's line saying on which correctness field the full and blind arms were compared, and why."""
+    if not isinstance(arms, dict) or not arms.get("field") or arms.get("why") == "no blind arm to compare with":
+        return ""
+    what = ("judged (`hit`) and exact match (`hit_exact`)" if arms.get("judged_too")
+            else "exact match (`hit_exact`)" if arms["field"] == "hit_exact" else "judged (`hit`)")
+    return f"{what}: {md_escape(arms.get('why', ''), 600)}"
+
+
+# ---------------------------------------------------------------------------------------------- per-model table
+def _acc_cell(p: Any, pair: Any, n: Any) -> str:
+    return f"{pct(p)} {ci(pair)}" if isnum(p) and n else "n/a"
+
+
+def per_model_section(pm: Any) -> str:
+    """The card's per-model section from ``summary['per_model']`` (:mod:`audit_hub.engine.per_model`): accuracy
+    per model and arm, the image gain of each paired model, and MMStar's MG / ML with a base arm."""
+    if not isinstance(pm, dict) or not pm.get("rows"):
+        return ""
+    level = int(round(100 * (1 - float(pm.get("alpha", 0.05)))))
+    name = {"hit": "judged", "hit_exact": "exact match"}
+    rows = [[md_escape(r["model"], 50), f"{md_escape(r['arm'], 10)}", fmt_num(r["n_items"]),
+             _acc_cell(r.get("accuracy_judged"), r.get("accuracy_judged_ci"), r.get("n_judged")),
+             _acc_cell(r.get("accuracy_exact"), r.get("accuracy_exact_ci"), r.get("n_exact")),
+             pct(r.get("unparseable_share"))] for r in pm["rows"]]
+    arms = sorted({r["arm"] for r in pm["rows"]}, key=lambda a: list(ARM_DESCRIPTIONS).index(a)
+                  if a in ARM_DESCRIPTIONS else 99)
+    out = [f"Accuracy of each model in each arm ({', '.join(f'{a}: {ARM_DESCRIPTIONS.get(a, a)}' for a in arms)}), "
+           f"with {level}% {pm.get('accuracy_interval', 'Wilson score interval')}s over the items scored in that field; "
+           "an empty or unreadable answer counts as wrong and is also counted as unparseable.", "",
+           md_table(["Model", "Arm", "Items", "Judged accuracy", "Exact-match accuracy", "Unparseable"], rows,
+                    ["l", "l", "r", "r", "r", "r"])]
+    gains = pm.get("gains") or []
+    if gains:
+        out += ["", f"**Image gain per model** (full - blind, on the items both arms scored; {level}% "
+                f"{pm.get('gain_interval', '')}). Compared on {' and '.join(name.get(f, f) for f in pm.get('fields', []))}"
+                + (f": {md_escape(pm['field_why'], 600)}." if pm.get("field_why") else "."), "",
+                md_table(["Model", "Correctness", "Items", "With image", "Without image", "Image gain",
+                          "Right only with / only without"],
+                         [[md_escape(g["model"], 50), name.get(g["field"], g["field"]), fmt_num(g["n_items"]),
+                           pct(g["accuracy_full"]), pct(g["accuracy_blind"]), f"{pp(g['gain'])} {ci(g['gain_ci'], 'pp')}",
+                           f"{fmt_num(g['n_right_only_with_image'])} / {fmt_num(g['n_right_only_blind'])}"]
+                          for g in gains], ["l", "l", "r", "r", "r", "r", "r"])]
+    missing = pm.get("models_without_blind") or []
+    if missing and any(r["arm"] == "blind" for r in pm["rows"]):
+        out += ["", "Full-arm models without a paired blind run (no image gain): "
+                + ", ".join(md_escape(m, 50) for m in missing[:20]) + (" ..." if len(missing) > 20 else "") + "."]
+    mm = pm.get("mmstar") or []
+    if mm:
+        out += ["", "**Multimodal gain and leakage** as MMStar defines them (Chen et al. 2024, MMStar eval/README.md): "
+                "MG = S_v - S_wv and ML = max(0, S_wv - S_t), where S_v is the model's score with the image (full arm), "
+                "S_wv without it (blind arm) and S_t its language backbone's, text only (base arm). MG on the items "
+                "the full and blind arms both scored, ML on those the blind and base arms both scored; "
+                f"{level}% paired intervals (ML's clipped at 0 like the estimate).", "",
+                md_table(["Model", "Correctness", "S_v", "S_wv", "S_t", "MG", "ML"],
+                         [[md_escape(r["model"], 50), name.get(r["field"], r["field"]), pct(r["S_v"]), pct(r["S_wv"]),
+                           pct(r["S_t"]), f"{pp(r['MG'])} {ci(r['MG_ci'], 'pp')}", f"{pp(r['ML'])} {ci(r['ML_ci'], 'pp')}"]
+                          for r in mm], ["l", "l", "r", "r", "r", "r", "r"])]
+    return "\n".join(out)
 
 
 def _tst_section(tst_summary: Any) -> str:

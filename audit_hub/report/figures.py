@@ -26,6 +26,7 @@ import pandas as pd
 
 from .. import detectors
 from ..hub.figures import pyplot_agg, save_png
+from ..schema import ARMS
 
 MAX_POINTS = 30_000
 BLUE, ORANGE, GREY, RED = "#3b6ea8", "#e07b24", "#9a9a9a", "#c0392b"
@@ -278,7 +279,7 @@ def fig_judge(fi: FigureInputs, path: Path) -> None:
     n_both, n_dis = c["n_both"], c["n_dis"]
     keys = np.flatnonzero(n_both)
     nm = len(models)
-    labels = [f"{models[k % nm][:28]}{' (blind)' if k >= nm else ''}" for k in keys]
+    labels = [f"{models[k % nm][:28]}{f' ({ARMS[k // nm]})' if k >= nm else ''}" for k in keys]
     share = 100 * n_dis[keys] / n_both[keys]
     order = np.argsort(share)
     bx.barh(np.arange(len(keys)), share[order], color=ORANGE)
