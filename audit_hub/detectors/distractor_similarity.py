@@ -465,6 +465,15 @@ def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
     return out.where(~gold_inv, out + ", one of them gold")
 
 
+def limitation_lines(s: dict) -> list[str]:
+    """The card's limitations this detector's summary ``s`` states (its own counts)."""
+    n = s.get("n_bare_letter_option_items") or 0
+    if not n:
+        return []
+    return [f"{fmt_num(n)} multiple-choice items have options that are bare letters ('A'..'E', '(A)', ...: the "
+            "real options are drawn in the image); option-text detectors skip those items and say so."]
+
+
 def card_line(s: dict) -> str:
     """The card's one-line finding on this detector's summary ``s``."""
     txt = (f"**{NAME}**: {fmt_num(s.get('n_exact_duplicates'))} question(s) with exact-duplicate "

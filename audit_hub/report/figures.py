@@ -238,7 +238,7 @@ def fig_categories(fi: FigureInputs, path: Path) -> None:
             counts = np.round(est * n_it) if is_share else est
             ax.barh(yy, counts, color=BLUE)
             ax.set_xlabel("questions")
-            ax.set_title("(b) Unanimous non-gold answers by category\n(questions; share of the category)")
+            ax.set_title("(b) Unanimous non-gold answers by category\n(questions; share of the category's eligible items)")
             for yi, c, e in zip(yy, counts, est):
                 if np.isfinite(c):
                     lab = f" {c:.0f}" + (f" ({100 * e:.1f}%)" if is_share else "")
