@@ -108,6 +108,23 @@ def ci(pair: Any, kind: str = "pct", estimate: Any = None) -> str:
     return f"[{lo:.{d}f}, {hi:.{d}f}]"
 
 
+def plain(x: Any) -> str:
+    """A value for a sentence a person reads, never a Python repr: a mapping as ``key: value, ...``
+    (``{'choice': 'budget'}`` -> ``choice: budget``), a sequence as ``a, b``, None as ``none``, a number
+    through :func:`fmt_num`."""
+    if x is None:
+        return "none"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, dict):
+        return ", ".join(f"{k}: {plain(v)}" for k, v in x.items()) if x else "none"
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return ", ".join(plain(v) for v in x) if x else "none"
+    if isnum(x):
+        return fmt_num(x)
+    return str(x)
+
+
 def md_escape(s: Any, limit: int = 120) -> str:
     """Input-derived text for a card body or a table cell: one line, no HTML, links, images, emphasis
     or table breaks, credentials scrubbed, truncated (see :func:`audit_hub.escape.md_inline`)."""

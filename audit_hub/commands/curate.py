@@ -124,7 +124,8 @@ def register(app: typer.Typer) -> None:
         runs: list[str] | None = typer.Option(None, "--runs", "-r", help="Full-arm run files, folders or globs."),
         blind: list[str] | None = typer.Option(None, "--blind", "-b", help="Blind-arm (text-only) run files."),
         out: Path = typer.Option(Path("curated_benchmark"), "--out", "-o",
-                                 help="Output folder (written atomically; replaced if it exists)."),
+                                 help="Output folder, written atomically. An existing one is replaced only if it is an earlier "
+                                      "`benchaudit curate` output; anything else is refused."),
         target_size: int | None = typer.Option(None, "--target-size", "-n",
                                                help="Final selection to this many items (ranking-preserving)."),
         max_rank_loss: float | None = typer.Option(
@@ -132,7 +133,8 @@ def register(app: typer.Typer) -> None:
         stages: str = typer.Option("text_ablation,saturation,anomaly", "--stages",
                                    help="Stages in order (comma-separated subset of text_ablation, saturation, anomaly)."),
         threshold: list[str] | None = typer.Option(
-            None, "--threshold", "-t", help="Stage threshold NAME=VALUE (repeatable), e.g. blind_min_share=0.8."),
+            None, "--threshold", "-t", help="Stage threshold NAME=VALUE (repeatable), e.g. blind_min_share=0.8 (curate has many "
+                 "thresholds, so each is named; `prune --threshold` is the one stopping value of pruning)."),
         method: str = typer.Option("point_biserial", "--method", help="Selection score: point_biserial | irt_information."),
         category_floor: float = typer.Option(0.5, "--category-floor",
                                              help="Each category keeps at least this share of its proportional share."),
