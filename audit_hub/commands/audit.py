@@ -234,7 +234,8 @@ def _print_headlines(console, result) -> None:
         console.print(console_text(line))
     warning = exclusion_warning(result)
     if warning:
-        console.print(f"[yellow]warning:[/yellow] {console_text(warning)}", soft_wrap=True)
+        # wrapped at word boundaries to the terminal width (rich), like every other line
+        console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")
 
 
 def exclusion_warning(result) -> str | None:
