@@ -123,8 +123,8 @@ def test_lede_and_headline_table(report):
     r, vd = report, _vd(report)
     if vd is None:
         pytest.skip("no zero-gain headline on this benchmark")
-    m = re.search(r"- ([\d.]+%) of questions show zero aggregate accuracy gain from the image; an item-matched "
-                  r"permutation null accounts for ([\d.]+%), leaving ([+-][\d.]+ pp) \(p = ([\d.]+)\)\.", r.body)
+    m = re.search(r"- (\d[\d,]*(?:\.\d+)?%) of questions show zero aggregate accuracy gain from the image; an item-matched "
+                  r"permutation null accounts for (\d[\d,]*(?:\.\d+)?%), leaving ([+-]\d[\d,]*(?:\.\d+)? pp) \(p = (\d[\d,]*(?:\.\d+)?)\)\.", r.body)
     assert m, "lede line missing"
     assert_pct(m.group(1), vd["zero_gain_share"])
     assert_pct(m.group(2), vd["null_mean"])
@@ -154,7 +154,7 @@ def test_lede_and_headline_table(report):
         assert_pct(row["Excess"], x["excess"])
         assert agrees(row["p"], x["p_value"]) and decimals(row["p"]) == dec
     # every p of the headline test in the card's text is printed at the same resolution
-    for p_txt in re.findall(r"stratified headline: excess [^,]+, p = ([\d.]+)", r.body):
+    for p_txt in re.findall(r"stratified headline: excess [^,]+, p = (\d[\d,]*(?:\.\d+)?)", r.body):
         assert agrees(p_txt, vd["p_value"]) and decimals(p_txt) == dec
 
 
@@ -164,8 +164,8 @@ def test_headline_says_where_the_excess_is(report):
         pytest.skip("no positive zero-gain excess")
     cells = vd["diagonal_cells"]
     top = max(cells, key=lambda c: c["excess"])
-    m = re.search(r"Where the excess is: (all of it|most of it|[\d.]+% of it) \(([+-][\d.]+ pp): ([\d,]+) observed, "
-                  r"([\d.,]+) expected\) sits in (items [^;.]+)", r.body)
+    m = re.search(r"Where the excess is: (all of it|most of it|\d[\d,]*(?:\.\d+)?% of it) \(([+-]\d[\d,]*(?:\.\d+)? pp): ([\d,]+) observed, "
+                  r"(\d[\d,]*(?:\.\d+)?) expected\) sits in (items [^;.]+)", r.body)
     assert m, "the lede does not say where the excess is"
     share = top["excess"] / vd["excess"]
     assert m.group(1) == ("all of it" if share >= 0.95 else "most of it" if share >= 0.5 else m.group(1))
@@ -180,7 +180,7 @@ def test_headline_says_where_the_excess_is(report):
     else:
         assert "(f = b" in line
     for c in cells:
-        m = re.search(re.escape(c["label"]) + r": ([+-][\d.]+ pp) \(([\d,]+) observed, ([\d.,]+) expected\)", line)
+        m = re.search(re.escape(c["label"]) + r": ([+-]\d[\d,]*(?:\.\d+)? pp) \(([\d,]+) observed, (\d[\d,]*(?:\.\d+)?) expected\)", line)
         assert m, c["label"]
         assert_pct(m.group(1), c["excess"])
         assert int(num(m.group(2))) == c["observed"] and agrees(m.group(3), c["expected"])
@@ -226,7 +226,7 @@ def test_per_category_table(report):
             assert_pct(row["Excess"], v["excess"], c)
             assert agrees(row["p (BH)"], v["p_adjusted"]), (c, row["p (BH)"], v["p_adjusted"])
         col = next(k for k in t.columns if k.startswith("Unanimous non-gold"))
-        m = re.fullmatch(r"([\d,]+) of ([\d,]+) \(([\d.]+%)\)", row[col])
+        m = re.fullmatch(r"([\d,]+) of ([\d,]+) \((\d[\d,]*(?:\.\d+)?%)\)", row[col])
         if c in ce.index:
             assert m, row[col]
             e = ce.loc[c]
@@ -297,9 +297,9 @@ def test_unanimous_non_gold_everywhere(report):
     if not ce or ce.get("skipped"):
         pytest.skip("no consensus_error")
     n = ce["n_unanimous_non_gold"]
-    m = re.search(r"- ([\d,]+) question\(s\) have a unanimous non-gold answer \(([\d.,]+) expected", r.body)
+    m = re.search(r"- ([\d,]+) question\(s\) have a unanimous non-gold answer \((\d[\d,]*(?:\.\d+)?) expected", r.body)
     assert m and int(num(m.group(1))) == n and agrees(m.group(2), ce["expected_under_independence"])
-    m = re.search(r"unanimous non-gold consensus: ([\d,]+) items \(expected under independence ([\d.,]+)\)",
+    m = re.search(r"unanimous non-gold consensus: ([\d,]+) items \(expected under independence (\d[\d,]*(?:\.\d+)?)\)",
                   " ".join(r.console.split()))
     assert m and int(num(m.group(1))) == n and agrees(m.group(2), ce["expected_under_independence"])
 
@@ -319,7 +319,7 @@ def test_judge_table_from_the_runs(report):
 
 
 def test_fleiss_interval_at_the_estimate_precision(report):
-    m = re.search(r"Fleiss kappa ([\d.-]+) \(95% CI (\[[^\]]+\])\)", report.body)
+    m = re.search(r"Fleiss kappa (-?\d[\d,]*(?:\.\d+)?) \(95% CI (\[[^\]]+\])\)", report.body)
     if not m:
         pytest.skip("no Fleiss kappa line")
     fk = report.summary["fleiss_kappa_agreement"]
@@ -355,10 +355,10 @@ def test_readme_quoted_figures(report):
     vd, ce, ao = r.summary["visual_dependency"], r.summary["consensus_error"], r.summary["answer_options_distribution"]
     m = re.search(r"\((\d+) image-enabled models", para)
     assert int(m.group(1)) == len(vd["models_full"])
-    m = re.search(r"([\d.]+%) of questions gain nothing from the image, against a permutation null of ([\d.]+%)", para)
+    m = re.search(r"(\d[\d,]*(?:\.\d+)?%) of questions gain nothing from the image, against a permutation null of (\d[\d,]*(?:\.\d+)?%)", para)
     assert_pct(m.group(1), vd["zero_gain_share"])
     assert_pct(m.group(2), vd["null_mean"])
-    m = re.search(r"excess ([+-][\d.]+) pp \[([+-][\d.]+), ([+-][\d.]+)\], p = ([\d.]+)", para)
+    m = re.search(r"excess ([+-]\d[\d,]*(?:\.\d+)?) pp \[([+-]\d[\d,]*(?:\.\d+)?), ([+-]\d[\d,]*(?:\.\d+)?)\], p = (\d[\d,]*(?:\.\d+)?)", para)
     assert_pct(m.group(1), vd["excess"])
     assert_pct(m.group(2), vd["excess_ci"][0])
     assert_pct(m.group(3), vd["excess_ci"][1])
@@ -379,7 +379,7 @@ def test_readme_quoted_figures(report):
     m = re.search(r"recall at (\d+)% wrong golds: (\d+)%", para)
     assert_pct(m.group(1) + "%", ce["detection"]["error_rate"])
     assert_pct(m.group(2) + "%", ce["detection"]["recall"])
-    m = re.search(r"gold positions uniform \(p = ([\d.]+)\)", para)
+    m = re.search(r"gold positions uniform \(p = (\d[\d,]*(?:\.\d+)?)\)", para)
     assert agrees(m.group(1), ao["p_value"]) and ao["p_value"] > r.summary["alpha"]
 
 
