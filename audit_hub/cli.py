@@ -66,7 +66,9 @@ METAVARS = {
     "--truncate": "error|left", "--prompt-style": "STYLE", "--image-mode": "none|blank", "--device-map": "auto",
     "--max-memory": "DEVICE=SIZE,...", "--backend": "transformers|openai", "--base-url": "URL",
     "--api-key-env": "VARIABLE", "--calibration": "isotonic|power|none", "--featuriser": "NAME",
-    "--allocation": "global|per_format|per_category", "--tst-scores": "PATH",
+    "--allocation": "global|per_format|per_category", "--tst-scores": "PATH", "--message": "MESSAGE",
+    "--stages": "STAGE,...", "--method": "point_biserial|irt_information", "--model-dates": "FILE",
+    "--model-order": "MODEL,...", "--ibp": "auto|on|off",
 }
 
 

@@ -123,7 +123,7 @@ register(
 ACTION_RULES: dict[str, str] = {
     "rewrite distractor": "distractor_similarity at medium or above (identical or near-identical options), or "
                           "the consensus option duplicates the gold text; the options need fixing, not the label",
-    "relabel": "the gold option is a placeholder text (nan, None, empty, ...: unanswerable as released), or "
+    "relabel": "the gold option is a placeholder (a missing value: empty, nan, or None as trailing padding; unanswerable as released), or "
                "consensus_error at high or above: posterior >= 0.5 that the gold is wrong under a model of "
                "per-model reliability, item difficulty and attractive distractors (on open items: every model "
                "that answered parseably chose the same non-gold answer), so the gold label is the first suspect",

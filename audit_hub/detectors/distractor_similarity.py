@@ -481,7 +481,7 @@ def card_line(s: dict) -> str:
     if isnum(s.get("n_bare_letter_option_items")) and s.get("n_bare_letter_option_items"):
         txt += (f"; {fmt_num(s.get('n_bare_letter_option_items'))} questions whose options are bare letters "
                 "(the real options are in the image) were not compared")
-    txt += (f"; placeholder options (nan, None, empty, ...): {fmt_num(s.get('n_placeholder_gold') or 0)} "
+    txt += (f"; placeholder options (missing values: empty, nan, None as trailing padding, ...): {fmt_num(s.get('n_placeholder_gold') or 0)} "
             f"question(s) whose **gold** is a placeholder (unanswerable as released: relabel) and "
             f"{fmt_num(s.get('n_placeholder_distractor_items') or 0)} with placeholder distractors "
             "(rewrite; they are left out of every option count)")
