@@ -85,18 +85,25 @@ def register(app: typer.Typer) -> None:
             detector_names = list(AuditConfig().detectors) if n_threads == 1 else ["detectors"]
             plan = (["read", "validate"] + detector_names + ["judge dependence"]
                     + (["calibration"] if calibration_sims > 0 else []) + (["tst"] if tst else [])
-                    + ["report"] + (["figures"] if figures else []) + ["card"])
-            with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                    + ["report"] + (["figures"] if figures else []) + ["card"])  # the order the stages start
+            with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("stage {task.completed}/{task.total}"),
                           TimeElapsedColumn(), console=console, transient=True) as prog:
                 task = prog.add_task("starting", total=len(plan))
 
                 def on_stage(name: str) -> None:
                     done = plan.index(name) if name in plan else None
+                    label = name
                     if done is not None:  # a stage re-entered later (the report waits for its runs) keeps the bar
+                        if done < int(prog.tasks[0].completed):
+                            label = f"{name} (finishing)"
                         done = max(done, int(prog.tasks[0].completed))
-                    prog.update(task, description=f"{name:<28}", completed=done)
+                    prog.update(task, description=f"{label:<28}", completed=done)
 
-                clock = StageClock(on_start=on_stage)
+                def on_progress(name: str, done: int, total: int, left: float) -> None:
+                    eta = f", about {left:.0f} s left" if left == left and left < 1e5 else ""
+                    prog.update(task, description=f"{name} {done}/{total}{eta}"[:60].ljust(28))
+
+                clock = StageClock(on_start=on_stage, on_progress=on_progress)
                 result, folder = _audit_and_write(
                     console, clock, out=out, figures=figures, threads=threads, parallel=parallel, n_threads=n_threads,
                     audit_kwargs=dict(questions=questions, runs=runs, blind=blind, column_map=column_map,

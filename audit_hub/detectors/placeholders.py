@@ -38,8 +38,8 @@ MISSING_TEXTS: tuple[str, ...] = ("", "nan", "<na>", "nat")
 AMBIGUOUS_TEXTS: tuple[str, ...] = ("none", "null", "n/a")
 #: every text that can be a placeholder (missing values and, in context, the ambiguous words)
 PLACEHOLDER_TEXTS: tuple[str, ...] = MISSING_TEXTS + AMBIGUOUS_TEXTS
-_MISSING = frozenset(MISSING_TEXTS)
-_AMBIGUOUS = frozenset(AMBIGUOUS_TEXTS)
+_MISSING_SET = frozenset(MISSING_TEXTS)
+_AMBIGUOUS_SET = frozenset(AMBIGUOUS_TEXTS)
 _NUMBER_WORDS = frozenset(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty thirty forty fifty hundred thousand once twice all every".split())
@@ -51,7 +51,7 @@ def _kind(text) -> int:
     if text is None or (isinstance(text, float) and np.isnan(text)):
         return 1
     t = str(text).strip().lower()
-    return 1 if t in _MISSING else 2 if t in _AMBIGUOUS else 0
+    return 1 if t in _MISSING_SET else 2 if t in _AMBIGUOUS_SET else 0
 
 
 def is_missing(text) -> bool:

@@ -540,7 +540,11 @@ def _simulate(sim: NullSimulator, runs: dict[str, Callable], *, n_sims: int, see
     claims = claims if claims is not None else SimClaims(None, n_sims)
     source = _FrameSource(sim, seed, n_sims)
     out: dict[int, dict] = {}
+    from ..clock import progress as stage_progress
+
     while (s := claims.next()) is not None:
+        # claims are handed out in index order across processes: s + 1 simulations are under way or done
+        stage_progress(s, n_sims)
         f = source.frame(s)
         row: dict[str, tuple] = {}
         for name, fn in runs.items():
