@@ -60,7 +60,7 @@ def pp(x: Any, digits: int | None = None) -> str:
 def fmt_p(p: Any, n_permutations: int | None = None) -> str:
     """A p-value. A permutation p ``(1 + #) / (B + 1)`` is printed at its resolution ``1 / (B + 1)``
     (``B = 999``: three decimals, ``0.001`` is the smallest it can be); an analytic p with two
-    significant digits, ``< 0.001`` below 0.001."""
+    significant digits and at most three decimals, ``< 0.001`` below 0.001."""
     if not isnum(p):
         return "n/a"
     p = float(p)
@@ -69,7 +69,7 @@ def fmt_p(p: Any, n_permutations: int | None = None) -> str:
         return f"{p:.{d}f}"
     if p < 0.001:
         return "< 0.001"
-    return f"{p:.{num_decimals(p, 2)}f}"
+    return f"{p:.{min(3, num_decimals(p, 2))}f}"  # 0.001 (never 0.0010), 0.012, 0.32
 
 
 def fmt_p_fine(p: Any, n_permutations: int | None = None) -> str:

@@ -408,3 +408,12 @@ def test_review_fixture_counts_match_the_card(report):
     listed = [x.strip("`") for x, s in zip(t["Question"], t["Severity"]) if s in ("high", "critical")]
     assert listed and all(x in review for x in listed)
     assert np.isin(listed, r.questions["question_id"].astype(str)).all()
+
+
+def test_no_p_value_finer_than_the_permutation_resolution(report):
+    """No 'p = 0.0010' beside 'p = 0.001': with B permutations no p in the card has more decimals than the
+    resolution 1 / (B + 1) shows (analytic p-values are printed with at most three)."""
+    B = report.summary.get("n_permutations") or 999
+    dec = max(3, math.ceil(math.log10(B + 1)))
+    for p_txt in re.findall(r"\bp = (\d\.\d+)", report.body):
+        assert decimals(p_txt) <= dec, p_txt

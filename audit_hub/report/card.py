@@ -225,8 +225,9 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
     if isinstance(ov, dict) and isnum(ov.get("hit")) and isnum(ov.get("hit_exact")):
         txt = (f"Overall zero-gain share: {pct(ov['hit'])} judged vs {pct(ov['hit_exact'])} with exact matching")
         if isnum(ov.get("excess_hit")) and isnum(ov.get("excess_exact")):
-            txt += (f"; excess over the null {pp(ov['excess_hit'])} (p = {fmt_p(ov.get('p_hit'))}) vs "
-                    f"{pp(ov['excess_exact'])} (p = {fmt_p(ov.get('p_exact'))})")
+            B = getattr(getattr(result, "config", None), "n_permutations", None)
+            txt += (f"; excess over the null {pp(ov['excess_hit'])} (p = {fmt_p(ov.get('p_hit'), B)}) vs "
+                    f"{pp(ov['excess_exact'])} (p = {fmt_p(ov.get('p_exact'), B)})")
         changes = jd.get("conclusion_changes")
         if changes is not None:
             txt += (". **The conclusion changes with the scoring rule.**" if changes
@@ -375,7 +376,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
     ds = meta.get("dataset") or {}
     full, blind = frame.models_in("full"), frame.models_in("blind")
     judges = meta.get("judges") or s.get("judges") or {}
-    judge_names = sorted({md_escape(v, 60) for v in judges.values()}) if isinstance(judges, dict) else []
+    judge_names = sorted({md_escape(v, 200) for v in judges.values()}) if isinstance(judges, dict) else []
     sev_counts = questions["severity"].value_counts()
     act_counts = questions["suggested_action"].value_counts()
     cats = questions["category"].nunique(dropna=True) if "category" in questions else 0
