@@ -210,3 +210,13 @@ def test_metric_module_runs_examples_and_returns_the_detector_summary(name, tmp_
     with pytest.raises(TypeError, match="not_a_parameter"):
         metric._compute(**rows, not_a_parameter=1)
     assert np.isfinite(out["n_questions"])
+
+
+def test_library_doctests():
+    """The library's notebook example (``audit_hub.api``'s docstring) runs as written."""
+    import doctest
+
+    from audit_hub import api
+
+    res = doctest.testmod(api, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert res.attempted >= 4 and res.failed == 0
