@@ -117,6 +117,9 @@ def set_metavars(command) -> None:
         by_type = _type_metavar(param)
         param.metavar = METAVARS.get(long) or (kv.group(1) if kv and by_type == "TEXT" else by_type)
     for sub in (getattr(command, "commands", None) or {}).values():
+        if not getattr(sub, "short_help", None) and getattr(sub, "help", None):
+            # the command list shows the whole first sentence (click cut it at 45 characters with "...")
+            sub.short_help = " ".join(sub.help.split("\n\n")[0].split())
         set_metavars(sub)
 
 

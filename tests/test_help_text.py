@@ -80,3 +80,15 @@ def test_prune_documents_every_option():
     for opt in ("--k", "--repeats", "--seed", "--group-column", "--n-estimators", "--n-jobs", "--revision"):
         line = next(ln for ln in text.splitlines() if re.search(r"(^|\s)" + re.escape(opt) + r"\s", ln))
         assert len(line.split(None, 2)) == 3, line  # option, metavar and its help on the line
+
+
+def test_command_lists_show_each_description_uncut():
+    for path, cmd in COMMANDS:
+        subs = getattr(cmd, "commands", None) or {}
+        if not subs:
+            continue
+        flat = re.sub(r"- ", "-", _flat(_render(path)))
+        for sub in subs.values():
+            first = _flat(sub.help.split("\n\n")[0])
+            assert first in flat or re.sub(r"- ", "-", first) in flat, (path, sub.name, first)
+        assert "..." not in flat.split("Commands:", 1)[1], path  # click's cut at 45 characters
