@@ -67,7 +67,7 @@ METAVARS = {
     "--max-memory": "DEVICE=SIZE,...", "--backend": "transformers|openai", "--base-url": "URL",
     "--api-key-env": "VARIABLE", "--calibration": "isotonic|power|none", "--featuriser": "NAME",
     "--allocation": "global|per_format|per_category", "--tst-scores": "PATH", "--message": "MESSAGE",
-    "--stages": "STAGE,...", "--method": "point_biserial|irt_information", "--model-dates": "FILE",
+    "--stages": "STAGE,...", "--method": "NAME", "--model-dates": "FILE",
     "--model-order": "MODEL,...", "--ibp": "auto|on|off",
 }
 
