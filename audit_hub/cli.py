@@ -68,7 +68,7 @@ METAVARS = {
     "--api-key-env": "VARIABLE", "--calibration": "isotonic|power|none", "--featuriser": "NAME",
     "--allocation": "global|per_format|per_category", "--tst-scores": "PATH", "--message": "MESSAGE",
     "--stages": "STAGE,...", "--method": "NAME", "--model-dates": "FILE",
-    "--model-order": "MODEL,...", "--ibp": "auto|on|off",
+    "--model-order": "MODEL,...", "--ibp": "auto|on|off", "--benchmark": "NAME",
 }
 
 
