@@ -383,6 +383,7 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
           calibration_sims: int = 50, stratify: Sequence[str] | None = None, tst: bool = False,
           figures: bool = True, design_label: str | None = None, allow_unparsed_options: bool = False,
           threads: int = 1, parallel: bool = True, on_stage: Callable[[str], None] | None = None,
+          on_progress: Callable[[str, int, int, float], None] | None = None,
           command_line: list[str] | None = None, benchmark: Sequence[str] | None = None,
           on_benchmark: Callable[[str], None] | None = None) -> AuditResult | AuditSetResult:
     """Audit a benchmark from saved evaluation runs (``benchaudit audit``); no inputs: the bundled example.
@@ -394,7 +395,8 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
 
     ``out``: also write the report folder there (the command always does): the runs config is then written
     while the detectors run and the figures are drawn in the worker process. ``on_stage(name)`` is called
-    as each stage starts (read, validate, each detector, calibration, report, figures, card). Every other
+    as each stage starts (read, validate, each detector, calibration, report, figures, card), and
+    ``on_progress(stage, done, total, seconds_left)`` within a long stage (the calibration simulations). Every other
     argument is the command's option of the same name.
     """
     import sys
@@ -414,7 +416,7 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     # the worker process starts first: its interpreter start and imports overlap this one's
     worker = start_worker(parallel and (calibration_sims > 0 or (figures and out is not None)))
     command_line = command_line or ["benchaudit", *sys.argv[1:]]
-    clock = StageClock(on_start=on_stage)
+    clock = StageClock(on_start=on_stage, on_progress=on_progress)
     early: list = []
     try:
         with recording(clock), threadpool_limits(limits=threads):

@@ -45,6 +45,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .. import __version__
 from ..errors import BenchauditError, InputError
+from ..fmt import pct, plain
 from ..schema import LETTERS
 from . import shards as sh
 from .prompt import PromptBuilder
@@ -333,8 +334,8 @@ def _finish_served(cfg, qid: list[str], summary: dict, stats: _Stats, base_url: 
     acc = summary["accuracy_exact"]
     print(f"blind: {summary['n_questions']} questions in {out / sh.MERGED_REL} ({summary['n_new']} new, "
           f"{summary['n_resumed']} already done) from {base_url} ({', '.join(stats.server_models) or cfg.model}), "
-          f"{stats.requests} requests, {summary['elapsed_s']:.1f} s; scoring {summary['scoring']}; exact-match accuracy "
-          f"{'n/a' if acc is None else f'{acc:.4f}'}" + (f"; pushed to {result.url}" if result.url else ""),
+          f"{stats.requests} requests, {summary['elapsed_s']:.1f} s; scoring {plain(summary['scoring'])}; "
+          f"exact-match accuracy {pct(acc)}" + (f"; pushed to {result.url}" if result.url else ""),
           file=sys.stdout, flush=True)
     return result
 

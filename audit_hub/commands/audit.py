@@ -89,22 +89,29 @@ def register(app: typer.Typer) -> None:
         detector_names = list(AuditConfig().detectors) if detector_threads(parallel) == 1 else ["detectors"]
         plan = (["read", "validate"] + detector_names + ["judge dependence"]
                 + (["calibration"] if calibration_sims > 0 else []) + (["tst"] if tst else [])
-                + ["report"] + (["figures"] if figures else []) + ["card"])
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                + ["report"] + (["figures"] if figures else []) + ["card"])  # the order the stages start
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("stage {task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=console, transient=True) as prog:
             task = prog.add_task("starting", total=len(plan))
 
             def on_stage(name: str) -> None:
                 done = plan.index(name) if name in plan else None
+                label = name
                 if done is not None:  # a stage re-entered later (the report waits for its runs) keeps the bar
+                    if done < int(prog.tasks[0].completed):
+                        label = f"{name} (finishing)"
                     done = max(done, int(prog.tasks[0].completed))
-                prog.update(task, description=f"{name:<28}", completed=done)
+                prog.update(task, description=f"{label:<28}", completed=done)
+
+            def on_progress(name: str, done: int, total: int, left: float) -> None:
+                eta = f", about {left:.0f} s left" if left == left and left < 1e5 else ""
+                prog.update(task, description=f"{name} {done}/{total}{eta}"[:60].ljust(28))
 
             result = run(questions, runs, blind, base=base, out=out, column_map=column_map, revision=revision, dataset=dataset,
                          blind_model=blind_model, seed=seed, n_permutations=n_permutations,
                          calibration_sims=calibration_sims, stratify=stratify, tst=tst, figures=figures,
                          design_label=design_label, allow_unparsed_options=allow_unparsed_options, threads=threads,
-                         parallel=parallel, on_stage=on_stage, benchmark=benchmark,
+                         parallel=parallel, on_stage=on_stage, on_progress=on_progress, benchmark=benchmark,
                          on_benchmark=lambda name: prog.update(task, completed=0, description=f"{name[:28]:<28}"))
             prog.update(task, completed=len(plan))
         if hasattr(result, "results"):  # several benchmarks: one report each and the index
@@ -144,4 +151,5 @@ def _print_headlines(console, result) -> None:
 
     warning = exclusion_warning(result)
     if warning:
-        console.print(f"[yellow]warning:[/yellow] {console_text(warning)}", soft_wrap=True)
+        # wrapped at word boundaries to the terminal width (rich), like every other line
+        console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")

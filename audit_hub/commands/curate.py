@@ -18,7 +18,8 @@ def register(app: typer.Typer) -> None:
         runs: list[str] | None = typer.Option(None, "--runs", "-r", help="Full-arm run files, folders or globs."),
         blind: list[str] | None = typer.Option(None, "--blind", "-b", help="Blind-arm (text-only) run files."),
         out: Path = typer.Option(Path("curated_benchmark"), "--out", "-o",
-                                 help="Output folder (written atomically; replaced if it exists)."),
+                                 help="Output folder, written atomically. An existing one is replaced only if it is an earlier "
+                                      "`benchaudit curate` output; anything else is refused."),
         target_size: int | None = typer.Option(None, "--target-size", "-n",
                                                help="Final selection to this many items (ranking-preserving)."),
         max_rank_loss: float | None = typer.Option(
@@ -26,7 +27,8 @@ def register(app: typer.Typer) -> None:
         stages: str = typer.Option("text_ablation,saturation,anomaly", "--stages",
                                    help="Stages in order (comma-separated subset of text_ablation, saturation, anomaly)."),
         threshold: list[str] | None = typer.Option(
-            None, "--threshold", "-t", help="Stage threshold NAME=VALUE (repeatable), e.g. blind_min_share=0.8."),
+            None, "--threshold", "-t", help="Stage threshold NAME=VALUE (repeatable), e.g. blind_min_share=0.8 (curate has many "
+                 "thresholds, so each is named; `prune --threshold` is the one stopping value of pruning)."),
         method: str = typer.Option("auto", "--method", help="Selection: auto (chosen by inner cross-validation) | "
                                    "point_biserial | irt_information | kmeans_anchors | stratified_difficulty | "
                                    "stratified_discriminating | random_best | random."),

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from scipy.special import expit
 
 from .. import detectors
 from ..columns import ARROW_STR
@@ -145,7 +146,7 @@ def item_difficulty(C: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndar
 
     def gap(sig):
         a = solve_ability(acc, sig)
-        p = 1 / (1 + np.exp(-(a[:, :, None] - sig * NODES)))          # (n, M, nq)
+        p = expit(a[:, :, None] - sig * NODES)                          # (n, M, nq)
         S = np.einsum("nm,nmq->nq", known, p)
         V = np.einsum("nm,nmq->nq", known, p * (1 - p))
         e = S @ w
@@ -246,7 +247,8 @@ class NullSimulator:
             u = np.zeros((S, n))
         full = self.ra == 0
         p = np.empty((S, len(self.rq)))
-        p[:, full] = 1 / (1 + np.exp(-(self.ability[self.rq[full], self.rm[full]] - u[:, self.rq[full]])))
+        # expit, not 1 / (1 + exp(-x)): an extreme ability (an arm every model gets right) overflowed exp
+        p[:, full] = expit(self.ability[self.rq[full], self.rm[full]] - u[:, self.rq[full]])
         p[:, ~full] = self.p_blind[self.rq[~full], self.rm[~full]]
         hit = rng.random((S, len(self.rq))) < p
         kq = self.k_eff[self.rq]
@@ -538,7 +540,11 @@ def _simulate(sim: NullSimulator, runs: dict[str, Callable], *, n_sims: int, see
     claims = claims if claims is not None else SimClaims(None, n_sims)
     source = _FrameSource(sim, seed, n_sims)
     out: dict[int, dict] = {}
+    from ..clock import progress as stage_progress
+
     while (s := claims.next()) is not None:
+        # claims are handed out in index order across processes: s + 1 simulations are under way or done
+        stage_progress(s, n_sims)
         f = source.frame(s)
         row: dict[str, tuple] = {}
         for name, fn in runs.items():

@@ -92,9 +92,10 @@ def _headline(result: Any) -> dict:
     out: dict[str, Any] = {"vd": None, "lomo": [], "others": []}
     if vd and not vd.get("skipped"):
         rows = [["All models" + (" (pool level)" if vd.get("pool_level") else ""),
-                 fmt_num(vd.get("n_items")), pct(vd.get("zero_gain_share")), ci(vd.get("share_ci")),
-                 pct(vd.get("null_mean")), pp(vd.get("excess")), ci(vd.get("excess_ci"), "pp"),
-                 fmt_p(vd.get("p_value"))]]
+                 fmt_num(vd.get("n_items")), pct(vd.get("zero_gain_share")),
+                 ci(vd.get("share_ci"), estimate=vd.get("zero_gain_share")), pct(vd.get("null_mean")),
+                 pp(vd.get("excess")), ci(vd.get("excess_ci"), "pp", vd.get("excess")),
+                 fmt_p(vd.get("p_value"), vd.get("n_permutations"))]]
         lomo = vd.get("leave_one_model_out") or []
         if isinstance(lomo, dict):
             lomo = lomo.get("rows") or lomo.get("results") or []
@@ -102,16 +103,17 @@ def _headline(result: Any) -> dict:
             if not isinstance(r, dict):
                 continue
             rows.append([f"without {md_escape(r.get('dropped_model', r.get('model', '?')), 60)}",
-                         fmt_num(r.get("n_items")), pct(r.get("zero_gain_share")), ci(r.get("share_ci")),
-                         pct(r.get("null_mean")), pp(r.get("excess")), ci(r.get("excess_ci"), "pp"),
-                         fmt_p(r.get("p_value"))])
+                         fmt_num(r.get("n_items")), pct(r.get("zero_gain_share")),
+                         ci(r.get("share_ci"), estimate=r.get("zero_gain_share")), pct(r.get("null_mean")),
+                         pp(r.get("excess")), ci(r.get("excess_ci"), "pp", r.get("excess")),
+                         fmt_p(r.get("p_value"), vd.get("n_permutations"))])
         out["vd"] = md_table(["Model pool", "Items", "Observed", "95% CI", "Null mean", "Excess", "Excess 95% CI",
                               "p"], rows)
         raw = [float(r["zero_gain_share"]) for r in lomo if isinstance(r, dict) and isnum(r.get("zero_gain_share"))]
         exc = [float(r["excess"]) for r in lomo if isinstance(r, dict) and isnum(r.get("excess"))]
         if len(raw) >= 2 and len(exc) >= 2:
-            out["lomo_spread"] = (f"Across leave-one-model-out pools the raw share spans {100 * (max(raw) - min(raw)):.1f} pp "
-                                  f"and the excess {100 * (max(exc) - min(exc)):.1f} pp.")
+            out["lomo_spread"] = (f"Across leave-one-model-out pools the raw share spans {pp(max(raw) - min(raw))[1:]} "
+                                  f"and the excess {pp(max(exc) - min(exc))[1:]}.")
         frag = vd.get("fragile")
         if frag is None and isinstance(vd.get("leave_one_model_out"), dict):
             frag = vd["leave_one_model_out"].get("fragile")
@@ -119,11 +121,10 @@ def _headline(result: Any) -> dict:
             reason = md_escape(vd.get("fragile_reason") or "", 300)
             out["fragile"] = ("**Fragile**: the conclusion changes when one model is left out" + (f" ({reason})" if reason else "")
                               + ".") if frag else "The conclusion is stable when any one model is left out."
-        decomp = vd.get("diagonal_decomposition") or vd.get("excess_by_cell")
-        if isinstance(decomp, dict):
-            parts = [f"{k}: {pp(v)}" for k, v in decomp.items() if isnum(v)]
-            if parts:
-                out["decomp"] = "Excess by diagonal cell (f = b): " + ", ".join(parts[:8]) + "."
+        decomp_fn = getattr(detectors.get(gain).load(), "decomposition_line", None)
+        decomp = decomp_fn(vd) if decomp_fn else ""
+        if decomp:
+            out["decomp"] = decomp
         out["vd_summary"] = vd
         notes_fn = getattr(detectors.get(gain).load(), "headline_notes", None)
         notes = notes_fn(vd) if notes_fn else []
@@ -171,7 +172,8 @@ def _per_category(result: Any, summary_df: pd.DataFrame) -> str:
         if e is not None:
             est = e["estimate"]
             if str(e["statistic"]).endswith("share") and isnum(est) and isnum(e["n_items"]):
-                ce_txt = f"{round(float(est) * float(e['n_items'])):,} ({pct(est)})"
+                # the share's own denominator: the category's items with enough parseable answers
+                ce_txt = f"{round(float(est) * float(e['n_items'])):,} of {fmt_num(e['n_items'])} ({pct(est)})"
             else:
                 ce_txt = fmt_num(est)
         rows.append((float(v["excess"]) if v is not None and isnum(v["excess"]) else -np.inf, [
@@ -180,7 +182,8 @@ def _per_category(result: Any, summary_df: pd.DataFrame) -> str:
             pp(v["excess"]) if v is not None else "n/a", fmt_p(v["p_adjusted"]) if v is not None else "n/a",
             ce_txt]))
     rows.sort(key=lambda t: -t[0])
-    return md_table(["Category", "Items", "Zero-gain share", "Null mean", "Excess", "p (BH)", "Unanimous non-gold"],
+    return md_table(["Category", "Items", "Zero-gain share", "Null mean", "Excess", "p (BH)",
+                     "Unanimous non-gold (of eligible items)"],
                     [r for _, r in rows])
 
 
@@ -208,7 +211,7 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
         top = int(np.argmax(n_dis))
         out["top"] = (f"{total_dis:,} (model, item) scores differ between the judge and exact matching; "
                       f"{md_escape(frame.models[top % frame.n_models], 50)} ({ARMS[top // frame.n_models]} arm) "
-                      f"accounts for {100 * n_dis[top] / total_dis:.0f}% of them.")
+                      f"accounts for {pct(n_dis[top] / total_dis)} of them.")
     a = _role_rows(summary_df, "image_gain", True)
     b = _role_rows(summary_df, "image_gain", False)
     if len(a) and len(b):
@@ -216,15 +219,16 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
             b[["category", "estimate"]].drop_duplicates("category"), on="category", suffixes=("_judge", "_exact"))
         if len(m2):
             diff = (m2["estimate_judge"] - m2["estimate_exact"]).abs()
-            out["max_shift"] = (f"Zero-gain shares move by at most {100 * float(diff.max()):.1f} pp between the judged "
+            out["max_shift"] = (f"Zero-gain shares move by at most {pp(float(diff.max()))[1:]} between the judged "
                                 f"and the exact-match correctness (largest in {md_escape(m2['category'].iloc[int(diff.values.argmax())], 50)}).")
     jd = result.judge_dependence or {}
     ov = jd.get("overall") if isinstance(jd, dict) else None
     if isinstance(ov, dict) and isnum(ov.get("hit")) and isnum(ov.get("hit_exact")):
         txt = (f"Overall zero-gain share: {pct(ov['hit'])} judged vs {pct(ov['hit_exact'])} with exact matching")
         if isnum(ov.get("excess_hit")) and isnum(ov.get("excess_exact")):
-            txt += (f"; excess over the null {pp(ov['excess_hit'])} (p = {fmt_p(ov.get('p_hit'))}) vs "
-                    f"{pp(ov['excess_exact'])} (p = {fmt_p(ov.get('p_exact'))})")
+            B = getattr(getattr(result, "config", None), "n_permutations", None)
+            txt += (f"; excess over the null {pp(ov['excess_hit'])} (p = {fmt_p(ov.get('p_hit'), B)}) vs "
+                    f"{pp(ov['excess_exact'])} (p = {fmt_p(ov.get('p_exact'), B)})")
         changes = jd.get("conclusion_changes")
         if changes is not None:
             txt += (". **The conclusion changes with the scoring rule.**" if changes
@@ -238,17 +242,32 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
     return out
 
 
+def calibration_status(c: dict) -> str:
+    """The calibration table's status word: out of calibration (the detector's verdict), conservative
+    when the whole interval of the false-positive rate lies below the nominal rate (it flags fewer items
+    than it expects to: findings are not inflated, but its power is lower than its nominal rate says),
+    within calibration when the interval covers the nominal rate, descriptive without a nominal rate."""
+    ooc = c.get("out_of_calibration")
+    if ooc:
+        return "**out of calibration**"
+    if ooc is None or not isnum(c.get("nominal")):
+        return "descriptive (no nominal rate)"
+    lo_hi = c.get("fpr_ci")
+    if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and isnum(lo_hi[1]) and float(lo_hi[1]) < float(c["nominal"]):
+        return "conservative (below nominal)"
+    return "within calibration"
+
+
 def _calibration(result: Any) -> str:
     cal = result.calibration or {}
     rows = []
     for name, c in cal.items():
         if not isinstance(c, dict):
             continue
-        ooc = c.get("out_of_calibration")
-        status = ("**out of calibration**" if ooc else "within calibration" if ooc is not None
-                  else "descriptive (no nominal rate)")
-        rows.append([name, pct(c.get("fpr")), ci(c.get("fpr_ci")) if c.get("fpr_ci") else "", pct(c.get("nominal")),
-                     fmt_num(c.get("n_sims")), status, md_escape(c.get("note", ""), 160)])
+        status = calibration_status(c)
+        rows.append([name, pct(c.get("fpr")), ci(c.get("fpr_ci"), estimate=c.get("fpr")) if c.get("fpr_ci") else "",
+                     pct(c.get("nominal")),
+                     fmt_num(c.get("n_sims")), status, md_escape(c.get("note", ""), 1000)])
     from .stat_notes import calibration_lead
 
     lead = calibration_lead(cal)
@@ -331,6 +350,11 @@ def _limitations(result: Any) -> list[str]:
                     "accuracies: " + ", ".join(bad) + ". Treat their p-values and flag counts with caution.")
     for name, reason in (result.skipped or {}).items():
         lims.append(f"`{name}` was skipped: {md_escape(reason, 300)}.")
+    for spec in detectors.specs():
+        fn = getattr(spec.load(), "limitation_lines", None)
+        sm = s.get(spec.name) or {}
+        if fn is not None and sm and not sm.get("skipped"):
+            lims.extend(fn(sm))
     for note in result.frame.meta.get("notes", []) or []:
         lims.append(str(note))
     unparsed = result.frame.meta.get("unparsed_options") or {}
@@ -362,7 +386,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
     ds = meta.get("dataset") or {}
     full, blind = frame.models_in("full"), frame.models_in("blind")
     judges = meta.get("judges") or s.get("judges") or {}
-    judge_names = sorted({md_escape(v, 60) for v in judges.values()}) if isinstance(judges, dict) else []
+    judge_names = sorted({md_escape(v, 200) for v in judges.values()}) if isinstance(judges, dict) else []
     sev_counts = questions["severity"].value_counts()
     act_counts = questions["suggested_action"].value_counts()
     cats = questions["category"].nunique(dropna=True) if "category" in questions else 0

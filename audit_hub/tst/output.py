@@ -19,6 +19,7 @@ import pandas as pd
 
 from .. import __version__
 from ..escape import md_inline
+from ..fmt import plain
 from ..hub.folders import atomic_dir, to_jsonable, write_hub_folder
 
 
@@ -86,18 +87,33 @@ def _fmt_pts(x: Any) -> str:
     return "n/a" if x is None else f"{100 * float(x):+.1f} pts"
 
 
-def _null_text(b: dict) -> str:
+def _null_text(b: dict, n_permutations: int | None = None) -> str:
+    """The null test first: the excess over the label-permutation null with its interval and p."""
     from ..fmt import fmt_p
 
     if b.get("p_value") is None:
         return "null not run"
     lo, hi = (f"{100 * float(x):+.1f}" for x in b["excess_ci"])
-    return (f"null test {_pct(b['test_statistic'])}% vs {_pct(b['null_mean'])}% ± {_pct(b['null_sd'])} | excess "
-            f"{_fmt_pts(b['excess'])} [{lo}, {hi}] | p = {fmt_p(b['p_value'])}")
+    return (f"excess over the null {_fmt_pts(b['excess'])} [{lo}, {hi}], p = {fmt_p(b['p_value'], n_permutations)} "
+            f"(null test {_pct(b['test_statistic'])}% vs {_pct(b['null_mean'])}% ± {_pct(b['null_sd'])})")
+
+
+def _chance_words(b: dict, what: str) -> str:
+    """The score beside chance, in words: above / at / below chance (by the score's interval)."""
+    acc, ch, c = b.get("accuracy"), b.get("chance"), b.get("accuracy_ci") or (None, None)
+    score = f"{what} {_pct(acc)}%{_ci(c)}"
+    if acc is None or ch is None:
+        return score
+    if c and c[0] is not None and c[1] is not None:
+        rel = "above" if c[0] > ch else "below" if c[1] < ch else "at"
+    else:
+        rel = "above" if acc > ch else "below" if acc < ch else "at"
+    return f"{score}, {rel} chance ({_pct(ch)}%)"
 
 
 def summary_lines(summary: dict) -> list[str]:
-    """The printed summary of ``benchaudit tst``: a header, one line per format, one combined line."""
+    """The printed summary of ``benchaudit tst``: a header, one line per format, one combined line. Each
+    line leads with the excess over the null (the test), the score beside chance in words after it."""
     p = summary["params"]
     nn = summary["null"]["n_permutations"]
     out = [f"TsT-RF on {summary['n_questions']} questions ({summary['n_scored']} scored; k={p['k']}, "
@@ -105,16 +121,16 @@ def summary_lines(summary: dict) -> list[str]:
            f"K{', groups kept' if p['group_column'] else ''})"]
     for f, b in summary["by_format"].items():
         what = "accuracy" if f == "choice" else "MRA"
-        line = (f"  {f:<7} n={b['n']:<6} {what} {_pct(b['accuracy'])}%{_ci(b['accuracy_ci'])} | {_null_text(b)} | "
-                f"chance {_pct(b['chance'])}% | majority {_pct(b['majority_baseline'])}%")
+        line = (f"  {f:<7} n={b['n']:<6} {_null_text(b, nn)} | {_chance_words(b, what)} | "
+                f"majority {_pct(b['majority_baseline'])}%")
         if f == "choice" and b.get("ece_before") is not None:
             line += (f" | P(gold) {_pct(b['mean_p_gold'])}% (raw {_pct(b['mean_p_gold_raw'])}%), "
                      f"ECE {_pct(b['ece_before'])}% -> {_pct(b['ece_after'])}%")
         out.append(line)
     if len(summary["by_format"]) > 1:
-        out.append(f"  {'all':<7} n={summary['n_scored']:<6} score {_pct(summary['accuracy'])}%"
-                   f"{_ci(summary['accuracy_ci'])} | {_null_text(summary)} | chance {_pct(summary['chance'])}% | "
-                   f"majority {_pct(summary['majority_baseline'])}%  (n-weighted over the same questions)")
+        out.append(f"  {'all':<7} n={summary['n_scored']:<6} {_null_text(summary, nn)} | "
+                   f"{_chance_words(summary, 'score')} | majority {_pct(summary['majority_baseline'])}%  "
+                   "(n-weighted over the same questions)")
     if nn:
         out.append(f"  (accuracy/MRA: full run, {p['repeats']} repeats x {p['n_estimators']} trees; null test: the same "
                    f"pipeline on repeat 0's folds with {p['null_trees']}-tree forests, on the observed answers vs "
@@ -316,12 +332,12 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
         "scored highest above chance. The removed questions are an *audit selection* to inspect: another "
         "diagnostic, allocation or seed would select a different set. This is not \"the\" debiased "
         "benchmark.\n",
-        f"- allocation: {s['allocation']}; budgets: {s['budgets']} ({s['budget_source']})",
-        f"- step: {s['step']} per iteration; threshold: {s['threshold']}; floors per category: {s['floors']}",
+        f"- allocation: {s['allocation']}; budgets: {plain(s['budgets'])} ({s['budget_source']})",
+        f"- step: {s['step']} per iteration; threshold: {plain(s['threshold'])}; floors per category: {plain(s['floors'])}",
         f"- ranking: {s['score']}; ties: {s['tie_break']}",
-        f"- TsT settings: {s['tst']}",
+        f"- TsT settings: {plain(s['tst'])}",
         f"- removed {s['n_removed']} of {s['n_questions']} questions in {len(trace)} TsT runs; "
-        f"stop reasons: {res.stop_reasons}",
+        f"stop reasons: {plain(res.stop_reasons)}",
         f"- random-removal baseline: {s['random_seeds']} seeds ({s['random_seed_rule']}), same number per "
         "group, same floors\n",
     ]
