@@ -57,7 +57,7 @@ for _name in _COMMAND_MODULES:
 
 #: metavars that say what an option's value is, by option name (the rest by type: :func:`_type_metavar`)
 METAVARS = {
-    "--questions": "FILE|DIR|ORG/NAME", "--runs": "PATH", "--blind": "PATH", "--out": "DIR", "--map": "OLD=NEW",
+    "--questions": "FILE|DIR|ORG/NAME", "--runs": "PATH", "--blind": "PATH", "--base": "PATH", "--out": "DIR", "--map": "OLD=NEW",
     "--revision": "REV", "--budgets": "GROUP=N", "--floors": "CATEGORY=N", "--model": "FOLDER|ORG/NAME",
     "--llm": "FOLDER", "--design-label": "COLUMN=VALUE", "--dataset": "NAME", "--blind-model": "NAME",
     "--model-name": "NAME", "--name": "NAME", "--namespace": "ORG", "--repo-id": "ORG/NAME",

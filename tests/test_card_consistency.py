@@ -68,10 +68,11 @@ class _Report:
         self.table = pd.read_parquet(folder / "data" / "summary-00000-of-00001.parquet")
         self.runs = pd.read_parquet(folder / "data" / "runs-00000-of-00001.parquet")
 
-    def md_table(self, first_header: str) -> pd.DataFrame:
-        """The Markdown table whose header row starts with ``| first_header |``, as strings."""
+    def md_table(self, first_header: str, containing: str = "") -> pd.DataFrame:
+        """The Markdown table whose header row starts with ``| first_header |`` (and holds ``containing``),
+        as strings."""
         lines = self.body.splitlines()
-        start = next(i for i, ln in enumerate(lines) if ln.startswith(f"| {first_header} |"))
+        start = next(i for i, ln in enumerate(lines) if ln.startswith(f"| {first_header} |") and containing in ln)
         rows = []
         for ln in lines[start:]:
             if not ln.startswith("|"):
@@ -308,7 +309,7 @@ def test_judge_table_from_the_runs(report):
     r = report
     if "| Model | Arm | Items scored both ways" not in r.body:
         pytest.skip("one correctness field")
-    t = r.md_table("Model")
+    t = r.md_table("Model", "Items scored both ways")
     runs = r.runs.dropna(subset=["hit", "hit_exact"])
     for _, row in t.iterrows():
         g = runs[(runs["model"] == row["Model"].replace("\\", "")) & (runs["arm"] == row["Arm"])]
