@@ -34,7 +34,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +131,54 @@ def default_prompt(question: str, options: Sequence[str], answer_type: str, hint
     return _STYLE_FN[check_style(style)](_clean(question), list(options), answer_type, _clean(hint).strip())
 
 
+#: bounds of one rendering of a chat template or of a Jinja --prompt-template (real ones take well under
+#: a millisecond and emit a few kilobytes)
+TEMPLATE_SECONDS = 2.0
+TEMPLATE_MAX_CHARS = 4 << 20
+
+
+class _TemplateBound(BaseException):
+    """Raised inside a template's own frames (a BaseException: template code cannot catch it)."""
+
+
+@contextmanager
+def template_bounds(what: str, seconds: float = TEMPLATE_SECONDS, max_chars: int = TEMPLATE_MAX_CHARS) -> Iterator[None]:
+    """Bound the rendering of Jinja templates inside the block: at most ``seconds`` of template code and
+    ``max_chars`` characters emitted (counted as the template's frames yield them), or one
+    :class:`InputError` naming ``what``. Jinja compiles a template to Python whose frames carry the file
+    name ``<template>``; only those frames are traced (a line counter and the clock, checked every 256
+    lines), so the sandbox (jinja2.sandbox, which transformers also uses) keeps its own checks and an
+    endless or exploding loop in the template stops at the bound."""
+    deadline = time.monotonic() + seconds
+    state = {"lines": 0, "chars": 0}
+
+    def local(frame, event, arg):
+        if event == "line":
+            state["lines"] += 1
+            if not state["lines"] & 255 and time.monotonic() > deadline:
+                raise _TemplateBound(f"ran longer than {seconds:g} s")
+        elif event == "return" and isinstance(arg, str):
+            state["chars"] += len(arg)
+            if state["chars"] > max_chars:
+                raise _TemplateBound(f"emitted more than {max_chars:,} characters")
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code.co_filename == "<template>" else None
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        yield
+    except _TemplateBound as e:
+        raise InputError(f"{what} {e} while rendering one prompt and was stopped; refusing a template that "
+                         "loops or explodes (pass --no-chat-template or a --prompt-template)") from None
+    except MemoryError:
+        raise InputError(f"{what} ran out of memory while rendering one prompt; refusing it") from None
+    finally:
+        sys.settrace(previous)
+
+
 @dataclass(frozen=True)
 class PromptBuilder:
     """Renders question rows into prompt strings; ``template=None`` means the default prompt."""
@@ -188,7 +239,12 @@ class PromptBuilder:
         }
         try:
             tpl = self._compiled()
-            return tpl.render(**fields) if tpl is not None else self.template.format(**fields)
+            if tpl is None:
+                return self.template.format(**fields)
+            with template_bounds("--prompt-template"):
+                return tpl.render(**fields)
+        except InputError:
+            raise
         except (KeyError, IndexError, ValueError) as e:
             raise InputError(f"--prompt-template cannot be rendered for question {question_id!r}: "
                              f"{type(e).__name__}: {e}; fields are {sorted(fields)}") from None
@@ -235,8 +291,11 @@ class ChatFormatter:
         last: Exception | None = None
         for content in forms:
             try:
-                out = self.owner.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                                     add_generation_prompt=True)
+                with template_bounds("the chat template"):
+                    out = self.owner.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                                         add_generation_prompt=True)
+            except InputError:
+                raise
             except Exception as e:  # template rejected this content form
                 last = e
                 continue

@@ -256,6 +256,17 @@ def load_model(cfg: BlindConfig, config, device, state=None):
             is_vlm = True
     except ImportError as e:
         raise InputError(f"cannot load {cfg.model!r}: {str(e).splitlines()[0]}") from None
+    except (InputError, MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - corrupt weights (a bogus safetensors header), wrong shapes, ...
+        from ..escape import one_line
+
+        if offload_dir:
+            import shutil
+
+            shutil.rmtree(offload_dir, ignore_errors=True)
+        raise InputError(f"cannot load the weights of {cfg.model!r} ({type(e).__name__}: "
+                         f"{one_line(str(e) or type(e).__name__, 200)}); nothing written") from None
     if cfg.device_map:
         devs = {v for v in getattr(model, "hf_device_map", {}).values()}
         ints = sorted(d for d in devs if isinstance(d, int))
@@ -570,7 +581,6 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     # Tokenise this process's share and check image tokens and the context limit before loading the model.
     enc = _encode_share(cfg, state, mconfig, tok, processor, chat, qs, mine)
     items = _fit_items(cfg, state, enc, mine, qs, limit)
-    _prepare_output(cfg, state, fp, builder, chat, rows, merged_rows)
 
     if not state.is_main_process:
         from transformers.utils import logging as hf_logging
@@ -582,6 +592,9 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
         model, is_vlm, in_device = load_model(cfg, mconfig, state.device, state)
     scorer = _Scorer(cfg, model, tok, ForwardFn(model, pass_position_ids=not is_vlm), in_device, enc.shared, qs,
                      model_name, items)
+    # the weights loaded and the answer tokens are usable (letters that share a token are refused): only now
+    # is anything written to the output folder
+    _prepare_output(cfg, state, fp, builder, chat, rows, merged_rows)
     fail_after = os.environ.get(FAIL_HOOK_ENV)
     writer = sh.ShardWriter(out, state.process_index, fail_after=int(fail_after) if fail_after else None)
     progress = Progress(cfg.progress and state.is_main_process, len(items),
