@@ -31,6 +31,23 @@ RANGES: dict[str, tuple[int | float | None, int | float | None]] = {
     "--max-new-tokens": (1, 1_048_576),
     "--max-length": (1, 100_000_000),
     "--limit": (1, None),
+    "--threads": (1, 1_024),
+    "--null-permutations": (0, 100_000),
+    "--null-jobs": (0, 4_096),
+    # blind --backend openai
+    "--concurrency": (1, 4_096),
+    "--request-timeout": (0.001, 86_400.0),
+    "--max-retries": (0, 100),
+    "--top-logprobs": (0, 20),
+    # curate
+    "--target-size": (1, None),
+    "--max-rank-loss": (0.0, 1.0),
+    "--category-floor": (0.0, 1.0),
+    "--folds": (2, 1_000),
+    "--score-budget": (0, 100_000_000),
+    "--n-boot": (1, 1_000_000),
+    "--random-draws": (1, 1_000_000),
+    "--junk": (0.0, 1.0),
 }
 
 
@@ -48,23 +65,40 @@ def detector_threads(parallel: bool) -> int:
 
 
 def opt(name: str) -> dict:
-    """``min``/``max`` keyword arguments for ``typer.Option`` of the option ``name``."""
+    """``min``/``max`` keyword arguments for ``typer.Option`` of the option ``name``, and for a float range a
+    callback refusing NaN (which click's range comparison lets through) as a usage error."""
     lo, hi = RANGES[name]
     kw: dict = {}
     if lo is not None:
         kw["min"] = lo
     if hi is not None:
         kw["max"] = hi
+    if isinstance(lo, float) or isinstance(hi, float):
+        def no_nan(value):
+            vals = value if isinstance(value, (list, tuple)) else [value]
+            if any(isinstance(v, float) and v != v for v in vals):
+                import typer
+
+                raise typer.BadParameter(f"{name} must be a number, got nan")
+            return value
+
+        kw["callback"] = no_nan
     return kw
 
 
 def check_range(name: str, value, ranges: dict | None = None) -> None:
     """Raise a one-line :class:`InputError` naming ``name`` and its range when ``value`` is outside it."""
+    import numbers
+
     lo, hi = (ranges or RANGES)[name]
     if value is None:
         return
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+    rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+    integral = isinstance(lo, int) and (hi is None or isinstance(hi, int))
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral if integral else numbers.Real):
+        kind = "an integer" if integral else "a number"
+        raise InputError(f"{name} must be {kind} in the range {rng}, got {value!r}")
+    if value != value or (lo is not None and value < lo) or (hi is not None and value > hi):
         raise InputError(f"{name} must be in the range {rng}, got {value}")
 
 

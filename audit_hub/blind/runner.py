@@ -111,12 +111,11 @@ class BlindConfig:
             raise InputError(f"--truncate must be one of {TRUNCATE}, got {self.truncate!r}")
         if self.dtype not in DTYPES:
             raise InputError(f"--dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
-        if self.batch_size < 1:
-            raise InputError("--batch-size must be at least 1")
-        if self.max_new_tokens < 1:
-            raise InputError("--max-new-tokens must be at least 1")
-        if self.limit is not None and self.limit < 1:
-            raise InputError("--limit must be at least 1")
+        from ..bounds import check_range
+
+        for name, value in (("--batch-size", self.batch_size), ("--max-new-tokens", self.max_new_tokens),
+                            ("--limit", self.limit), ("--max-length", self.max_length)):
+            check_range(name, value)
 
 
 # ---------------------------------------------------------------------------------------- inputs

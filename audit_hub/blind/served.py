@@ -129,14 +129,10 @@ def validate_served(cfg) -> None:
         raise InputError("--image-mode blank is for local models: a served blind run never sends an image")
     if cfg.device_map is not None or cfg.max_memory is not None:
         raise InputError("--device-map/--max-memory are for local models, not --backend openai")
-    if cfg.concurrency < 1:
-        raise InputError("--concurrency must be at least 1")
-    if not cfg.request_timeout > 0:
-        raise InputError("--request-timeout must be positive")
-    if cfg.max_retries < 0:
-        raise InputError("--max-retries must be 0 or more")
-    if not 0 <= cfg.top_logprobs <= 20:
-        raise InputError("--top-logprobs must be between 0 and 20")
+    from ..bounds import check_range
+
+    for name in ("--concurrency", "--request-timeout", "--max-retries", "--top-logprobs"):
+        check_range(name, getattr(cfg, name[2:].replace("-", "_")))
 
 
 # ---------------------------------------------------------------------------------------- scoring
