@@ -433,19 +433,28 @@ def _logprob_row(it: dict, r: int, lt, yt, qs: QuestionLists, model_name: str) -
     return row
 
 
+def _answer_tokens(tok, qs: QuestionLists, items: list[dict]) -> tuple:
+    """The token groups of the option letters and of yes/no that logprob scoring reads (None where no item
+    needs them); letters without a single-token form, or sharing one, are refused here, before the weights
+    are loaded and before anything is written."""
+    kmax = max([len(qs.options[it["i"]]) for it in items if qs.atype[it["i"]] == "mc" and not it["gen"]],
+               default=0)
+    letters = AnswerTokens.letters(tok, kmax) if kmax else None
+    yes_no = (AnswerTokens.yes_no(tok) if any(qs.atype[it["i"]] == "yesno" and not it["gen"] for it in items)
+              else None)
+    return letters, yes_no
+
+
 class _Scorer:
     """Scores batches of work items with one loaded model and writes their rows to this process's shards."""
 
     def __init__(self, cfg: BlindConfig, model, tok, forward: ForwardFn, in_device, shared, qs: QuestionLists,
-                 model_name: str, items: list[dict]):
+                 model_name: str, answer_tokens: tuple):
         self.cfg, self.model, self.tok, self.forward, self.in_device, self.shared = (
             cfg, model, tok, forward, in_device, shared)
         self.qs, self.model_name, self.writer, self.progress = qs, model_name, None, None
-        kmax = max([len(qs.options[it["i"]]) for it in items if qs.atype[it["i"]] == "mc" and not it["gen"]],
-                   default=0)
-        self.letter_tokens = AnswerTokens.letters(tok, kmax) if kmax else None
-        self.yn_tokens = (AnswerTokens.yes_no(tok)
-                          if any(qs.atype[it["i"]] == "yesno" and not it["gen"] for it in items) else None)
+        self.letter_tokens, self.yn_tokens = answer_tokens
+
 
     def _collate(self, batch: list[dict]):
         return collate([it["ids"] for it in batch], [it["extra"] for it in batch], self.shared,
@@ -581,16 +590,17 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     enc = _encode_share(cfg, state, mconfig, tok, processor, chat, qs, mine)
     items = _fit_items(cfg, state, enc, mine, qs, limit)
 
-    if not state.is_main_process:
+    answer_tokens = _answer_tokens(tok, qs, items)
+    if not (state.is_main_process and cfg.progress):
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()  # one set of loading bars, not one per process
+        hf_logging.disable_progress_bar()  # one set of loading bars, not one per process; none with --no-progress
     if cfg.model_object is not None:
         model, is_vlm, in_device = cfg.model_object, False, next(cfg.model_object.parameters()).device
     else:
         model, is_vlm, in_device = load_model(cfg, mconfig, state.device, state)
     scorer = _Scorer(cfg, model, tok, ForwardFn(model, pass_position_ids=not is_vlm), in_device, enc.shared, qs,
-                     model_name, items)
+                     model_name, answer_tokens)
     # the weights loaded and the answer tokens are usable (letters that share a token are refused): only now
     # is anything written to the output folder
     _prepare_output(cfg, state, fp, builder, chat, rows, merged_rows)
