@@ -455,7 +455,6 @@ class _Scorer:
         self.qs, self.model_name, self.writer, self.progress = qs, model_name, None, None
         self.letter_tokens, self.yn_tokens = answer_tokens
 
-
     def _collate(self, batch: list[dict]):
         return collate([it["ids"] for it in batch], [it["extra"] for it in batch], self.shared,
                        self.tok.pad_token_id, self.in_device)
