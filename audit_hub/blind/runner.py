@@ -524,6 +524,9 @@ def _finish(cfg: BlindConfig, state, model, qid: list[str], summary: dict) -> Bl
             "n_truncated": int(df["truncated"].fillna(False).astype(bool).sum()),
         })
         (out / "README.md").write_text(sh.card_markdown(summary["model"], summary, cfg.questions), encoding="utf-8")
+        rc = sh.read_run_config(out) or {}
+        rc["n_redacted"] = int(rc.get("n_redacted", 0)) + int(summary.get("n_redacted") or 0)  # summed over reruns
+        sh.write_run_config(out, rc)
         result.table = df
         if cfg.push_to_hub:
             from .hub import push_blind_to_hub
@@ -614,9 +617,10 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
         progress.close()
     elapsed = time.perf_counter() - t0
     n_new = int(sum(gather_object([len(items)]) if state.num_processes > 1 else [len(items)]))
+    n_redacted = int(sum(gather_object([writer.redacted]) if state.num_processes > 1 else [writer.redacted]))
     state.wait_for_everyone()
     summary = {"model": model_name, "n_new": n_new, "n_resumed": len(questions) - len(pending),
                "image_mode": cfg.image_mode, "prompt_style": None if builder.template is not None else builder.style,
                "processes": state.num_processes, "elapsed_s": elapsed,
-               "questions_per_s": n_new / elapsed if elapsed > 0 else None}
+               "questions_per_s": n_new / elapsed if elapsed > 0 else None, "n_redacted": n_redacted}
     return _finish(cfg, state, model, qs.qid, summary)

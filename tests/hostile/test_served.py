@@ -159,3 +159,23 @@ def test_a_lone_surrogate_in_the_reported_model_name_is_malformed():
     with pytest.raises(MalformedResponse, match="model is not valid Unicode"):
         _check_text("stub-\ud800", "model")
     _check_text("stub-model \u00e9\U0001f600", "model")  # any valid text passes
+
+
+def test_the_shard_writer_scrubs_every_text_field_of_local_and_served_rows(tmp_path, monkeypatch):
+    """The one place rows are written (blind/shards.ShardWriter, local and served runs alike): a registered
+    key (any variable name) and an environment secret are removed from every text field, and the rows
+    changed are counted."""
+    from audit_hub.blind import shards as sh
+    from audit_hub.scrub import register_secret
+
+    register_secret("canary-registered-key-31337")
+    monkeypatch.setenv("SOME_API_KEY", "canary-env-key-424242")
+    w = sh.ShardWriter(tmp_path, 0)
+    w.add([{"question_id": "q0", "model": "m", "arm": "blind", "prediction": "key canary-registered-key-31337",
+            "answer": "canary-env-key-424242", "scoring": "generate"},
+           {"question_id": "q1", "model": "m", "arm": "blind", "prediction": "A", "answer": "A",
+            "scoring": "generate"}])
+    path = w.flush()
+    assert w.redacted == 1
+    got = pd.read_parquet(path)
+    assert list(got["prediction"]) == ["key ***", "A"] and list(got["answer"]) == ["***", "A"]
