@@ -142,15 +142,23 @@ class _TemplateBound(BaseException):
 
 
 @contextmanager
-def template_bounds(what: str, seconds: float = TEMPLATE_SECONDS, max_chars: int = TEMPLATE_MAX_CHARS) -> Iterator[None]:
-    """Bound the rendering of Jinja templates inside the block: at most ``seconds`` of template code and
-    ``max_chars`` characters emitted (counted as the template's frames yield them), or one
-    :class:`InputError` naming ``what``. Jinja compiles a template to Python whose frames carry the file
-    name ``<template>``; only those frames are traced (a line counter and the clock, checked every 256
-    lines), so the sandbox (jinja2.sandbox, which transformers also uses) keeps its own checks and an
-    endless or exploding loop in the template stops at the bound."""
+def template_bounds(what: str, seconds: float = TEMPLATE_SECONDS, max_chars: int = TEMPLATE_MAX_CHARS) -> Iterator[dict]:
+    """Bound the rendering of Jinja templates inside the block: at most ``seconds`` and ``max_chars``
+    characters of output, or one :class:`InputError` naming ``what``. The block stores its rendered text in
+    ``bound["text"]`` (the yielded dict) for the size check.
+
+    The time bound: on the main thread a one-shot ``SIGALRM`` timer (no cost per line) whose handler raises
+    inside the template's Python frames; elsewhere (or when a real-time timer is already in use) a trace
+    function on the template's own frames (Jinja compiles a template to Python whose frames carry the file
+    name ``<template>``), checking the clock every 256 lines and counting the characters they yield. The
+    sandbox (jinja2.sandbox, which transformers also uses) keeps its own checks."""
+    import signal
+    import threading
+
     deadline = time.monotonic() + seconds
-    state = {"lines": 0, "chars": 0}
+    state = {"lines": 0, "chars": 0, "text": None}
+    use_alarm = (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+                 and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
 
     def local(frame, event, arg):
         if event == "line":
@@ -166,17 +174,32 @@ def template_bounds(what: str, seconds: float = TEMPLATE_SECONDS, max_chars: int
     def tracer(frame, event, arg):
         return local if frame.f_code.co_filename == "<template>" else None
 
-    previous = sys.gettrace()
-    sys.settrace(tracer)
+    def on_alarm(signum, frame):
+        raise _TemplateBound(f"ran longer than {seconds:g} s")
+
+    previous_trace = sys.gettrace()
+    previous_handler = None
+    if use_alarm:
+        previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    else:
+        sys.settrace(tracer)
     try:
-        yield
+        yield state
+        text = state["text"]
+        if isinstance(text, str) and len(text) > max_chars:
+            raise _TemplateBound(f"emitted more than {max_chars:,} characters")
     except _TemplateBound as e:
         raise InputError(f"{what} {e} while rendering one prompt and was stopped; refusing a template that "
                          "loops or explodes (pass --no-chat-template or a --prompt-template)") from None
     except MemoryError:
         raise InputError(f"{what} ran out of memory while rendering one prompt; refusing it") from None
     finally:
-        sys.settrace(previous)
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous_handler)
+        else:
+            sys.settrace(previous_trace)
 
 
 @dataclass(frozen=True)
@@ -241,8 +264,9 @@ class PromptBuilder:
             tpl = self._compiled()
             if tpl is None:
                 return self.template.format(**fields)
-            with template_bounds("--prompt-template"):
-                return tpl.render(**fields)
+            with template_bounds("--prompt-template") as bound:
+                bound["text"] = tpl.render(**fields)
+            return bound["text"]
         except InputError:
             raise
         except (KeyError, IndexError, ValueError) as e:
@@ -291,9 +315,10 @@ class ChatFormatter:
         last: Exception | None = None
         for content in forms:
             try:
-                with template_bounds("the chat template"):
+                with template_bounds("the chat template") as bound:
                     out = self.owner.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                                          add_generation_prompt=True)
+                    bound["text"] = out if isinstance(out, str) else None
             except InputError:
                 raise
             except Exception as e:  # template rejected this content form

@@ -101,9 +101,13 @@ def test_a_prompt_template_that_loops_is_stopped_and_refused(ws, tiny):
     assert "--prompt-template ran longer than" in res.error_lines[0], res
 
 
-def test_the_bound_stops_in_seconds_and_leaves_no_tracer():
-    """template_bounds on its own: a nested loop stops at the bound, a normal template renders, and the
-    previous trace function (a debugger's, coverage's) is restored."""
+@pytest.mark.parametrize("where", ["main_thread_alarm", "other_thread_tracer"])
+def test_the_bound_stops_in_seconds_and_leaves_no_tracer(where):
+    """template_bounds on its own, on both of its paths (a SIGALRM timer on the main thread, a trace function
+    on the template's frames elsewhere): a nested loop stops at the bound, a normal template renders, too
+    much output is refused, and the previous trace function and signal handler are restored."""
+    import signal
+    import threading
     import time
 
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -111,20 +115,39 @@ def test_the_bound_stops_in_seconds_and_leaves_no_tracer():
     from audit_hub.blind.prompt import template_bounds
     from audit_hub.errors import InputError
 
-    env = ImmutableSandboxedEnvironment()
-    loop = env.from_string("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
-    before = sys.gettrace()
-    t0 = time.monotonic()
-    with pytest.raises(InputError, match="ran longer than 0.3 s"):
-        with template_bounds("the chat template", seconds=0.3):
-            loop.render()
-    assert time.monotonic() - t0 < 5
-    assert sys.gettrace() is before
-    with template_bounds("the chat template", seconds=0.3):
-        assert env.from_string("{{ a }}-{{ b }}").render(a=1, b=2) == "1-2"
-    with pytest.raises(InputError, match="emitted more than 1,000 characters"):
-        with template_bounds("the chat template", max_chars=1000):
-            env.from_string("{% for i in range(5000) %}x{% endfor %}").render()
+    def check():
+        env = ImmutableSandboxedEnvironment()
+        loop = env.from_string("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
+        before, handler = sys.gettrace(), signal.getsignal(signal.SIGALRM)
+        t0 = time.monotonic()
+        with pytest.raises(InputError, match="ran longer than 0.3 s"):
+            with template_bounds("the chat template", seconds=0.3):
+                loop.render()
+        assert time.monotonic() - t0 < 5
+        assert sys.gettrace() is before and signal.getsignal(signal.SIGALRM) is handler
+        with template_bounds("the chat template", seconds=0.3) as bound:
+            bound["text"] = env.from_string("{{ a }}-{{ b }}").render(a=1, b=2)
+        assert bound["text"] == "1-2"
+        with pytest.raises(InputError, match="emitted more than 1,000 characters"):
+            with template_bounds("the chat template", max_chars=1000) as bound:
+                bound["text"] = env.from_string("{% for i in range(5000) %}x{% endfor %}").render()
+
+    if where == "main_thread_alarm":
+        check()
+    else:
+        errors = []
+        th = threading.Thread(target=lambda: errors.append(None) if _try(check) else errors.append("failed"))
+        th.start()
+        th.join(60)
+        assert errors == [None]
+
+
+def _try(fn) -> bool:
+    try:
+        fn()
+        return True
+    except BaseException:  # noqa: BLE001 - reported by the caller's assert
+        return False
 
 
 def test_letters_sharing_one_token_write_nothing_and_generate_mode_then_runs(ws, tiny):
