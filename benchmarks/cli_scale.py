@@ -64,7 +64,7 @@ def pyarrow_floor(files: list[Path]) -> float:
 _IMPORT_CODE = """
 import sys, time
 t0 = time.perf_counter()
-import audit_hub.cli, audit_hub.commands.audit, audit_hub.readers.ingest, audit_hub.engine.run, audit_hub.engine.calibration
+import audit_hub.cli, audit_hub.api, audit_hub.commands.audit, audit_hub.readers.ingest, audit_hub.engine.run, audit_hub.engine.calibration
 from audit_hub import detectors
 [detectors.get(n).load() for n in detectors.names()]
 print('IMPORT=' + repr(time.perf_counter() - t0))

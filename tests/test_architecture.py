@@ -166,7 +166,7 @@ def test_every_module_has_a_known_layer():
 
 def test_the_top_level_is_the_vocabulary_and_the_face():
     top = sorted(m.split(".")[1] for m in MODULES if m.count(".") == 1 and (PKG / f"{m.split('.')[1]}.py").exists())
-    assert top == ["__main__", "bounds", "cli", "clock", "columns", "errors", "escape", "fmt", "schema",
+    assert top == ["__main__", "api", "bounds", "cli", "clock", "columns", "errors", "escape", "fmt", "schema",
                    "scrub", "severity"], top
 
 
@@ -181,3 +181,22 @@ def test_the_layer_check_catches_an_upward_import():
     assert RANK[layer_of("audit_hub.readers.ingest")] < RANK[layer_of("audit_hub.detectors")]
     assert layer_of("audit_hub.blind.__main__") == "face" and layer_of("audit_hub.schema") == "vocabulary"
     assert layer_of("audit_hub.hub.folders") == "hub" and RANK["hub"] < RANK["readers"] < RANK["engine"]
+
+
+def test_architecture_doc_names_existing_modules():
+    """docs/architecture.md names modules by path; each must exist (a move must update the doc)."""
+    doc = (PKG.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`((?:audit_hub/)?[a-z_]+(?:/[a-z_]+)*\.py)`", doc))
+    assert len(named) >= 40
+    repo = PKG.parent
+
+    def exists(n: str) -> bool:  # a package module, a repository path (tests/...), or a metric module's file
+        return ((PKG / n.removeprefix("audit_hub/")).exists() or (repo / n).exists()
+                or any((d / n).exists() for d in (repo / "metrics").iterdir() if d.is_dir()))
+
+    missing = sorted(n for n in named if not exists(n))
+    assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
+    folders = set(re.findall(r"\| `([a-z_]+)/` \|", doc))
+    assert folders and not sorted(f for f in folders if not (PKG / f).is_dir()), folders
+    # every subpackage is in the doc's layer table
+    assert {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()} - {"data"} <= folders

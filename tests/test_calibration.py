@@ -144,15 +144,16 @@ def test_worker_process_gives_the_same_calibration_and_waits_for_its_gate():
     a gate submits them only after the gate returns, and the audit's calibration holds only detectors that ran."""
     import threading
 
-    from audit_hub.engine.calibration import Calibration, WorkerPool
+    from audit_hub.engine.calibration import Calibration
     from audit_hub.engine.run import AuditConfig, run_audit
+    from audit_hub.engine.worker import WorkerProcess
 
     f = simulate_frame(300, 5, accuracy_full=[0.4, 0.5, 0.6, 0.7, 0.8], accuracy_blind=0.35, seed=4)
     names = ["visual_dependency", "consensus_error", "answer_options_distribution"]
     inline = calibrate(f, names, n_sims=6, seed=3, params=FAST)
     gate = threading.Event()
     calls = []
-    with WorkerPool() as worker:
+    with WorkerProcess() as worker:
         worker.after = lambda: (gate.wait(), calls.append("gate passed"))
         cal = Calibration(f, names, n_sims=6, seed=3, params=FAST, worker=worker)
         assert cal._job is None and calls == []  # nothing submitted before the gate opens

@@ -312,3 +312,13 @@ def test_every_card_lists_the_accepted_argument_types(name):
     m = re.search(re.escape(ARGUMENT_TYPES_HEADING) + r".*?(?=\n## )", card, flags=re.S)
     assert m, f"metrics/{name}/README.md has no '{ARGUMENT_TYPES_HEADING}' section"
     assert m.group(0).rstrip("\n") == argument_types_markdown(name, args).rstrip("\n")
+
+
+def test_library_doctests():
+    """The library's notebook example (``audit_hub.api``'s docstring) runs as written."""
+    import doctest
+
+    from audit_hub import api
+
+    res = doctest.testmod(api, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert res.attempted >= 4 and res.failed == 0

@@ -223,7 +223,7 @@ def test_every_detector_accounts_for_every_question():
         assert "n_items" in s and "excluded" in s, name
         assert s["n_items"] + sum(s["excluded"].values()) == f2.n_questions, (name, s["n_items"], s["excluded"])
     assert any(det.summary["excluded"] for det in res.results.values())
-    from audit_hub.commands.audit import exclusion_warning
+    from audit_hub.engine.run import exclusion_warning
 
     line = exclusion_warning(res)
     assert line is not None and "\n" not in line and "visual_dependency" in line

@@ -113,13 +113,14 @@ def test_simulations_split_between_processes_give_the_same_calibration():
 
 def test_worker_and_audit_process_share_the_simulations():
     """The worker claims some simulations, the audit process the rest: the same numbers as inline."""
-    from audit_hub.engine.calibration import Calibration, WorkerPool, calibrate
+    from audit_hub.engine.calibration import Calibration, calibrate
+    from audit_hub.engine.worker import WorkerProcess
 
     f = simulate_frame(300, 5, accuracy_full=[0.4, 0.5, 0.6, 0.7, 0.8], accuracy_blind=0.35, seed=5)
     names = ["visual_dependency", "consensus_error"]
     params = {"visual_dependency": {"n_permutations": 99}}
     inline = calibrate(f, names, n_sims=40, seed=1, params=params)
-    with WorkerPool() as worker:
+    with WorkerProcess() as worker:
         cal = Calibration(f, names, n_sims=40, seed=1, params=params, worker=worker)
         t0 = time.time()
         while worker.counter.value < 2 and time.time() - t0 < 60:  # the worker has started claiming
@@ -169,8 +170,8 @@ def test_frame_caches_fill_once_under_threads():
 
 
 def test_figures_drawn_in_the_worker_are_the_inline_files(tmp_path):
-    from audit_hub.engine.calibration import WorkerPool
     from audit_hub.engine.run import AuditConfig, run_audit
+    from audit_hub.engine.worker import WorkerProcess
     from audit_hub.report import figures
     from audit_hub.report.tables import build_summary_table
 
@@ -181,7 +182,7 @@ def test_figures_drawn_in_the_worker_are_the_inline_files(tmp_path):
     assert set(figures.planned(fi)) == {"full_vs_blind", "null_distribution", "categories", "judge"}
     inline = figures.render_figures(fi, tmp_path / "a")
     assert inline == figures.planned(fi)
-    with WorkerPool() as worker:
+    with WorkerProcess() as worker:
         drawn, seconds = worker.pool.apply(figures.render_figures_timed, (fi, tmp_path / "b"))
     assert drawn == inline and seconds > 0
     for name in inline.values():

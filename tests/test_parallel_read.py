@@ -49,16 +49,16 @@ def _same_results(a, b):
 
 def test_folder_read_with_the_worker_equals_one_process(tmp_path):
     from audit_hub.clock import StageClock, recording
-    from audit_hub.engine.worker import WorkerPool
+    from audit_hub.engine.worker import WorkerProcess
 
     folder = _sheets(tmp_path, 12)
     (folder / "notes.txt").write_text("not a table")  # a skipped file among them
     serial, skipped = read_all([str(folder)], **KW)
     clock = StageClock()
-    with WorkerPool() as pool, recording(clock):
+    with WorkerProcess() as pool, recording(clock):
         pool.call(int)  # the worker is up and idle: it claims files as soon as the round starts
-        shared, skipped2 = read_all([str(folder)], **KW, pool=pool)
-        shared_again, _ = read_all([str(folder)], **KW, pool=pool)  # a second round on the same worker
+        shared, skipped2 = read_all([str(folder)], **KW, worker=pool)
+        shared_again, _ = read_all([str(folder)], **KW, worker=pool)  # a second round on the same worker
     assert "read worker (parallel)" in clock.timings  # the worker did read some of them
     _same_results(serial, shared)
     _same_results(serial, shared_again)

@@ -1,6 +1,6 @@
 """The report folder: questions/summary/runs configs, card YAML, manifest, figures, atomic writes.
 
-Most tests use a hand-built fake AuditResult (correct structure, known severities) so the combination
+Most tests use a hand-built fake EngineResult (correct structure, known severities) so the combination
 rules can be checked by hand; one test runs the real pipeline on a small simulated benchmark.
 """
 
@@ -73,7 +73,7 @@ def _pq(frame, name, sev, extra=None):
 
 
 def make_fake_result(frame: AuditFrame | None = None, *, with_alt: bool = True):
-    """An AuditResult-shaped object with known per-question severities for tiny_frame()."""
+    """An EngineResult-shaped object with known per-question severities for tiny_frame()."""
     from audit_hub.engine.run import AuditConfig
 
     frame = frame or tiny_frame()

@@ -19,14 +19,6 @@ def test_wilson_matches_statsmodels_and_hand_value():
     assert (lo[1] + hi[1]) / 2 == pytest.approx(0.355507, abs=1e-5)
 
 
-def test_clopper_pearson_matches_statsmodels():
-    from statsmodels.stats.proportion import proportion_confint
-
-    lo, hi = stats.clopper_pearson_ci([0, 4, 9], [9, 9, 9])
-    slo, shi = proportion_confint([0, 4, 9], [9, 9, 9], method="beta")
-    assert np.allclose(lo, slo) and np.allclose(hi, shi)
-
-
 def test_fleiss_matches_statsmodels():
     from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 

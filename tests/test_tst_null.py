@@ -14,7 +14,7 @@ import pytest
 from audit_hub.frame.core import AuditFrame
 from audit_hub.tst.cv import fold_assignments
 from audit_hub.tst.features import build_data, make_featuriser
-from audit_hub.tst.null import Permuter, default_permutations, null_figures, p_value, strata_codes
+from audit_hub.tst.null import Permuter, null_figures, p_value, strata_codes
 from audit_hub.tst.rf import RfParams, permutation_null, run_tst_rf
 from audit_hub.tst.synthetic import make_synthetic
 
@@ -22,12 +22,11 @@ TINY = {"n_estimators": 5, "null_trees": 5, "n_inner": 2, "importances": False}
 
 
 # ---------------------------------------------------------------------------------------- permuter
-def test_p_value_hand_computed_and_default_resolution():
+def test_p_value_hand_computed():
     null = np.array([0.1, 0.3, 0.3, 0.5])
     assert p_value(0.3, null) == pytest.approx((1 + 3) / 5)  # ties count against the observed
     assert p_value(0.6, null) == pytest.approx(1 / 5)
     assert p_value(0.0, null) == pytest.approx(1.0)
-    assert default_permutations(0.01) == 99 and 1 / (99 + 1) <= 0.01
     f = null_figures(0.6, null)
     assert f["null_mean"] == pytest.approx(0.3) and f["excess"] == pytest.approx(0.3)
     assert f["null_sd"] == pytest.approx(np.std(null, ddof=1))

@@ -68,152 +68,41 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from ..hub.folders import check_output_target
+        from ..api import audit as run
+        from ..bounds import detector_threads
+        from ..engine.run import AuditConfig
+        from ..escape import console_text, one_line
 
         console = Console(stderr=True)
-        check_output_target(out, command="audit", inputs=[questions, *(runs or []), *(blind or [])])
-        from ..engine.worker import start_worker
+        detector_names = list(AuditConfig().detectors) if detector_threads(parallel) == 1 else ["detectors"]
+        plan = (["read", "validate"] + detector_names + ["judge dependence"]
+                + (["calibration"] if calibration_sims > 0 else []) + (["tst"] if tst else [])
+                + ["report"] + (["figures"] if figures else []) + ["card"])
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=console, transient=True) as prog:
+            task = prog.add_task("starting", total=len(plan))
 
-        # the worker process starts first: its interpreter start and imports overlap this one's
-        worker = start_worker(parallel and (calibration_sims > 0 or figures))
-        try:
-            from ..bounds import detector_threads
-            from ..clock import StageClock
-            from ..engine.run import AuditConfig
+            def on_stage(name: str) -> None:
+                done = plan.index(name) if name in plan else None
+                if done is not None:  # a stage re-entered later (the report waits for its runs) keeps the bar
+                    done = max(done, int(prog.tasks[0].completed))
+                prog.update(task, description=f"{name:<28}", completed=done)
 
-            n_threads = detector_threads(parallel)
-            detector_names = list(AuditConfig().detectors) if n_threads == 1 else ["detectors"]
-            plan = (["read", "validate"] + detector_names + ["judge dependence"]
-                    + (["calibration"] if calibration_sims > 0 else []) + (["tst"] if tst else [])
-                    + ["report"] + (["figures"] if figures else []) + ["card"])
-            with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                          TimeElapsedColumn(), console=console, transient=True) as prog:
-                task = prog.add_task("starting", total=len(plan))
-
-                def on_stage(name: str) -> None:
-                    done = plan.index(name) if name in plan else None
-                    if done is not None:  # a stage re-entered later (the report waits for its runs) keeps the bar
-                        done = max(done, int(prog.tasks[0].completed))
-                    prog.update(task, description=f"{name:<28}", completed=done)
-
-                clock = StageClock(on_start=on_stage)
-                result, folder = _audit_and_write(
-                    console, clock, out=out, figures=figures, threads=threads, parallel=parallel, n_threads=n_threads,
-                    audit_kwargs=dict(questions=questions, runs=runs, blind=blind, column_map=column_map,
-                                      revision=revision, dataset=dataset, blind_model=blind_model, seed=seed,
-                                      n_permutations=n_permutations, calibration_sims=calibration_sims,
-                                      stratify=stratify, tst=tst, design_label=design_label,
-                                      allow_unparsed_options=allow_unparsed_options), worker=worker)
-                prog.update(task, completed=len(plan))
-        finally:
-            if worker is not None:
-                worker.close()
-        result.timings = dict(clock.timings)
+            result = run(questions, runs, blind, out=out, column_map=column_map, revision=revision, dataset=dataset,
+                         blind_model=blind_model, seed=seed, n_permutations=n_permutations,
+                         calibration_sims=calibration_sims, stratify=stratify, tst=tst, figures=figures,
+                         design_label=design_label, allow_unparsed_options=allow_unparsed_options, threads=threads,
+                         parallel=parallel, on_stage=on_stage)
+            prog.update(task, completed=len(plan))
+        note = (result.summary.get("pool") or {}).get("note")
+        if note:
+            console.print(f"[yellow]note:[/yellow] {console_text(note)}")
         if verbose:
             console.print("stage timings (wall):")
-            for line in clock.lines():
+            for line in result.stage_lines:
                 console.print("  " + line, highlight=False)
-        _print_headlines(console, result)
-        from ..escape import one_line
-
-        typer.echo(f"report: {one_line(folder)}")
-
-
-def _audit_and_write(console, clock, *, out, figures: bool, threads: int, parallel: bool, audit_kwargs: dict,
-                     n_threads: int = 1, worker=None):
-    """Read, audit and write the report under the stage clock; returns (result, report folder).
-
-    BLAS / OpenMP threads (default one): the audit's matrix products are many and modest; spare threads
-    spin-waiting on them cost more than they save (2-5x on the label model and the kappa bootstrap on a
-    shared 2-core machine). Arrow's own reader/writer threads are unaffected. The runs config is written
-    on a second thread while the detectors run; the calibration worker's interpreter starts and imports
-    while the inputs are read, and its simulations start once that write is done; this process runs the
-    simulations the worker has not claimed once its detectors are done, and the worker draws the figures
-    while this process writes the tables and the card."""
-    import sys
-
-    from threadpoolctl import threadpool_limits
-
-    from ..clock import recording, stage
-    from ..report.writer import EarlyRuns, write_report
-
-    q, runs, blind = audit_kwargs["questions"], audit_kwargs["runs"], audit_kwargs["blind"]
-    early: list[EarlyRuns] = []
-
-    def on_frame(frame) -> None:
-        if worker is not None:
-            worker.warm()
-        early.append(EarlyRuns(frame, out, inputs=[q, *(runs or []), *(blind or []),
-                                                   *(r.get("path") for r in frame.sources or [])]))
-        if worker is not None:
-            worker.after = early[-1].wait
-
-    try:
-        with recording(clock), threadpool_limits(limits=threads):
-            result, inputs = _audit(console, stage=stage, on_frame=on_frame, parallel=parallel, worker=worker,
-                                    detector_threads=n_threads,
-                                    **audit_kwargs)
-            folder = write_report(result, out, command_line=["benchaudit", *sys.argv[1:]], inputs=inputs,
-                                  figures=figures, early_runs=early[0] if early else None, worker=worker)
-    finally:
-        for e in early:
-            e.discard()
-        if worker is not None:
-            worker.close()
-    return result, folder
-
-
-def _audit(console, questions, runs, blind, column_map, revision, dataset, blind_model, seed, n_permutations,
-           calibration_sims, stratify, tst, stage, *, design_label=None, allow_unparsed_options=False,
-           on_frame=None, parallel=True, worker=None, detector_threads=1):
-    """Inputs -> frame -> :func:`audit_hub.engine.run.run_audit`; returns the result and the input records.
-    ``on_frame(frame)`` is called once the frame is built and checked, before the detectors run."""
-    from ..engine.run import AuditConfig, run_audit
-    from ..errors import InputError
-
-    if questions is None and not runs and not blind:
-        from ..readers.example import example_frame
-
-        with stage("read"):
-            frame = example_frame()
-    else:
-        if not runs and not blind:
-            raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
-        from ..readers.ingest import build_frame, parse_column_map
-
-        cmap = parse_column_map(column_map or [])
-        frame = build_frame(questions, list(runs or []), list(blind or []), column_map=cmap,
-                            revision=revision, dataset_hint=dataset, blind_model=blind_model,
-                            allow_unparsed_options=allow_unparsed_options, pool=worker)
-    inputs = frame.sources
-    pool = frame.meta.get("pool") or {}
-    if pool.get("note"):
-        from ..escape import console_text
-
-        console.print(f"[yellow]note:[/yellow] {console_text(pool['note'])}")
-    from ..bounds import audit_memory_estimate, require_memory
-
-    n_cat = int(frame.questions["category"].nunique()) if "category" in frame.questions else 1
-    require_memory(audit_memory_estimate(frame.n_questions, n_cat, n_permutations, calibration_sims),
-                   f"--n-permutations {n_permutations}")
-    from .. import detectors
-    from ..detectors.strata import cli_stratify
-
-    params = {detectors.by_role("image_gain"): {"stratify": cli_stratify(stratify)}}
-    if design_label:
-        from ..detectors.design_label import parse_design_label
-
-        col = parse_design_label(design_label)[0]
-        if col not in frame.questions.columns:
-            raise InputError(f"--design-label: no question column {col!r}; question columns: "
-                             f"{[c for c in frame.questions.columns if c != 'options']}")
-        params[detectors.by_role("image_gain")]["design_label"] = design_label
-    config = AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
-                         run_calibration=calibration_sims > 0, run_tst=tst, params=params)
-    if on_frame is not None:
-        on_frame(frame)
-    return run_audit(frame, config, background_calibration=None if parallel else False,
-                     calibration_worker=worker, threads=detector_threads), inputs
+        _print_headlines(console, result.engine)
+        typer.echo(f"report: {one_line(result.folder)}")
 
 
 def _print_headlines(console, result) -> None:
@@ -232,19 +121,8 @@ def _print_headlines(console, result) -> None:
 
     for line in lines:
         console.print(console_text(line))
+    from ..engine.run import exclusion_warning
+
     warning = exclusion_warning(result)
     if warning:
         console.print(f"[yellow]warning:[/yellow] {console_text(warning)}", soft_wrap=True)
-
-
-def exclusion_warning(result) -> str | None:
-    """One line naming every detector that left items out, with the counts (see summary.json ``excluded``)."""
-    parts = []
-    for name, r in result.results.items():
-        exc = (r.summary or {}).get("excluded") or {}
-        if exc:
-            parts.append(f"{name} {sum(int(v) for v in exc.values()):,} "
-                         f"({'; '.join(f'{k}: {int(v):,}' for k, v in exc.items())})")
-    if not parts:
-        return None
-    return "items excluded from some statistics: " + ", ".join(parts) + " (details: summary.json 'excluded', card)"

@@ -12,26 +12,6 @@ import typer
 from ..bounds import opt
 
 
-def _parse_map(items: list[str]) -> dict[str, str] | None:
-    if not items:
-        return None
-    try:
-        from ..readers.ingest import parse_column_map
-    except ImportError:  # pragma: no cover - only while the core reader is missing
-        parse_column_map = None
-    if parse_column_map is not None:
-        return parse_column_map(items)
-    from ..errors import InputError
-
-    out: dict[str, str] = {}
-    for it in items:
-        if "=" not in it:
-            raise InputError(f"--map expects OLD=NEW, got {it!r}")
-        old, new = it.split("=", 1)
-        out[old.strip()] = new.strip()
-    return out
-
-
 def register(app: typer.Typer) -> None:
     @app.command("blind")
     def blind(
@@ -101,16 +81,13 @@ def register(app: typer.Typer) -> None:
                                          "logprob mode (0 = generate and parse only)."),
     ) -> None:
         """Text-only (blind) predictions; launch with `accelerate launch -m audit_hub.blind` for several GPUs."""
-        from ..blind.runner import BlindConfig, run_blind
+        from ..api import blind as run
 
-        cfg = BlindConfig(model=model, questions=questions, out=str(out), model_name=model_name,
-                          column_map=_parse_map(list(column_map or [])), prompt_template=prompt_template,
-                          chat_template=chat_template, mode=mode, batch_size=batch_size,
-                          max_new_tokens=max_new_tokens, dtype=dtype, trust_remote_code=trust_remote_code,
-                          revision=revision, max_length=max_length, truncate=truncate, overwrite=overwrite,
-                          limit=limit, push_to_hub=push_to_hub, private=private, progress=progress, cpu=cpu,
-                          keep_shards=keep_shards, prompt_style=prompt_style, image_mode=image_mode,
-                          device_map=device_map, max_memory=max_memory, backend=backend, base_url=base_url,
-                          api_key_env=api_key_env, concurrency=concurrency, request_timeout=request_timeout,
-                          max_retries=max_retries, top_logprobs=top_logprobs)
-        run_blind(cfg)
+        run(model, questions, out, model_name=model_name, column_map=list(column_map or []) or None,
+            prompt_template=prompt_template, chat_template=chat_template, mode=mode, batch_size=batch_size,
+            max_new_tokens=max_new_tokens, dtype=dtype, trust_remote_code=trust_remote_code, revision=revision,
+            max_length=max_length, truncate=truncate, overwrite=overwrite, limit=limit, push_to_hub=push_to_hub,
+            private=private, progress=progress, cpu=cpu, keep_shards=keep_shards, prompt_style=prompt_style,
+            image_mode=image_mode, device_map=device_map, max_memory=max_memory, backend=backend,
+            base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+            request_timeout=request_timeout, max_retries=max_retries, top_logprobs=top_logprobs)

@@ -12,39 +12,6 @@ import typer
 from ..bounds import opt
 
 
-def _frame(questions: str, runs: list[str] | None, blind: list[str] | None, column_map: list[str] | None,
-           revision: str | None):
-    """Questions (+ optional runs) -> AuditFrame."""
-    from ..frame.core import AuditFrame
-    from ..readers.ingest import build_frame, load_questions, parse_column_map
-
-    cmap = parse_column_map(column_map or [])
-    if runs or blind:
-        return build_frame(questions, list(runs or []), list(blind or []), column_map=cmap, revision=revision)
-    q = load_questions(questions, column_map=cmap, revision=revision)
-    return AuditFrame.from_tables(q, None, questions_source=str(questions), sources=q.attrs.get("sources", []))
-
-
-def _parse_kv(items: list[str] | None, what: str) -> dict[str, int] | None:
-    from ..errors import InputError
-
-    if not items:
-        return None
-    out: dict[str, int] = {}
-    for it in items:
-        for part in str(it).split(","):
-            if not part.strip():
-                continue
-            if "=" not in part:
-                raise InputError(f"{what} must look like NAME=N, got {part!r}")
-            k, v = part.rsplit("=", 1)
-            try:
-                out[k.strip()] = int(v)
-            except ValueError:
-                raise InputError(f"{what} {k.strip()!r}: {v!r} is not an integer") from None
-    return out
-
-
 def register(app: typer.Typer) -> None:
     @app.command("tst")
     def tst(
@@ -71,41 +38,26 @@ def register(app: typer.Typer) -> None:
         revision: str | None = typer.Option(None, "--revision", help="Hub revision for --questions."),
     ) -> None:
         """TsT-RF: k-fold random forest on the test set's own text (no images) -> s(x) per question."""
-        import sys
-
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+        from ..api import tst as run
+        from ..api import tst_fold_count
         from ..escape import one_line
-        from ..hub.folders import check_output_target
-        from ..tst.output import write_tst_report
-        from ..tst.rf import run_tst_rf
 
         console = Console(stderr=True)
-        check_output_target(out, command="tst", inputs=[questions, llm])
-        with console.status("reading questions"):
-            frame = _frame(questions, None, None, column_map, revision)
-        total = k * repeats * (2 if group_column else 1) + max(null_permutations, 0)
         with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=console,
                       transient=True) as prog:
-            task = prog.add_task("TsT-RF folds", total=total)
-            res = run_tst_rf(frame, k=k, repeats=repeats, seed=seed, group_column=group_column,
-                             n_estimators=n_estimators, n_jobs=n_jobs, null_permutations=null_permutations,
-                             null_jobs=null_jobs or None, calibrate=calibration,
-                             featurisers=tuple(feature) if feature else ("generic",),
-                             progress=lambda: prog.advance(task))
-        llm_res = None
-        if llm:
-            from ..tst.llm import LlmConfig, run_tst_llm
-
-            llm_res = run_tst_llm(frame, LlmConfig(model=llm, k=k, seed=seed,
-                                                   max_steps=llm_steps or None), group_column=group_column)
-        folder = write_tst_report(frame, res, out, command_line=["benchaudit", *sys.argv[1:]], llm=llm_res)
-        from ..tst.output import summary_lines
-
-        for line in summary_lines(res.summary):
+            task = prog.add_task("reading questions", total=tst_fold_count(k, repeats, group_column, null_permutations))
+            result = run(questions, out=out, k=k, repeats=repeats, seed=seed, group_column=group_column,
+                         n_estimators=n_estimators, n_jobs=n_jobs, null_permutations=null_permutations,
+                         null_jobs=null_jobs, calibration=calibration, featurisers=feature, llm=llm,
+                         llm_max_steps=llm_steps, column_map=column_map, revision=revision,
+                         on_read=lambda: prog.update(task, description="TsT-RF folds"),
+                         on_fold=lambda: prog.advance(task))
+        for line in result.lines():
             typer.echo(line)
-        typer.echo(f"-> {one_line(folder)}")
+        typer.echo(f"-> {one_line(result.folder)}")
 
     @app.command("prune")
     def prune(
@@ -133,33 +85,18 @@ def register(app: typer.Typer) -> None:
         revision: str | None = typer.Option(None, "--revision"),
     ) -> None:
         """Iterative Bias Pruning: remove the questions TsT-RF finds most learnable, re-diagnose, repeat."""
-        import sys
-
         from rich.console import Console
 
+        from ..api import prune as run
         from ..escape import one_line
-        from ..hub.folders import check_output_target
-        from ..tst.output import write_prune_report
-        from ..tst.prune import iterative_bias_pruning
 
         console = Console(stderr=True)
-        check_output_target(out, command="prune", inputs=[questions, *(runs or []), *(blind or [])])
-        with console.status("reading inputs"):
-            frame = _frame(questions, runs, blind, column_map, revision)
-        fl = _parse_kv(floors, "--floors")
-        floors_arg = {c: fl.get(c, floor) for c in frame.category_codes("category")[1]} if fl else floor
-        if fl:
-            unknown = sorted(set(fl) - set(floors_arg))
-            if unknown:
-                from ..errors import InputError
-                raise InputError(f"--floors names unknown categories {unknown}")
-        with console.status("pruning") as st:
-            res = iterative_bias_pruning(
-                frame, budget=budget, budgets=_parse_kv(budgets, "--budgets"), frac=frac, step=step,
-                threshold=threshold, floors=floors_arg, allocation=allocation, random_seeds=random_seeds, seed=seed,
-                tst_kwargs={"k": k, "repeats": repeats, "group_column": group_column,
-                            "n_estimators": n_estimators, "n_jobs": n_jobs},
-                progress=lambda msg: st.update(f"pruning: {msg}"))
-        folder = write_prune_report(frame, res, out, command_line=["benchaudit", *sys.argv[1:]], source=questions)
-        typer.echo(f"removed {len(res.removed)} of {frame.n_questions} questions "
-                   f"(stop: {res.stop_reasons}) -> {one_line(folder)}")
+        with console.status("reading inputs") as st:
+            result = run(questions, out=out, runs=runs, blind=blind, budget=budget, budgets=budgets, frac=frac,
+                         allocation=allocation, step=step, threshold=threshold, floor=floor, floors=floors,
+                         random_seeds=random_seeds, k=k, repeats=repeats, seed=seed, group_column=group_column,
+                         n_estimators=n_estimators, n_jobs=n_jobs, column_map=column_map, revision=revision,
+                         progress=lambda msg: st.update(f"pruning: {msg}"))
+        res = result.engine
+        typer.echo(f"removed {len(res.removed)} of {result.frame.n_questions} questions "
+                   f"(stop: {res.stop_reasons}) -> {one_line(result.folder)}")

@@ -49,23 +49,6 @@ _N_RATED, _SUM_P, _SUM_N, _N_CLOSED, _SUM_P_CLOSED, _SUM_INVK = range(6)
 _NFIX = 6
 
 
-def fleiss_kappa_general(counts: np.ndarray) -> float:
-    """Fleiss' kappa of an (items x categories) count table whose rows may have different totals.
-
-    Rows with fewer than 2 ratings are ignored. Equals statsmodels' ``fleiss_kappa`` for equal totals.
-    """
-    c = np.asarray(counts, dtype=np.float64)
-    n = c.sum(axis=1)
-    c = c[n >= 2]
-    n = n[n >= 2]
-    if len(n) == 0:
-        return float("nan")
-    p_i = ((c * c).sum(axis=1) - n) / (n * (n - 1))
-    p_j = c.sum(axis=0) / n.sum()
-    pe = float((p_j * p_j).sum())
-    return float((p_i.mean() - pe) / (1 - pe)) if pe < 1 else float("nan")
-
-
 def _kappas(s: np.ndarray, fixed_pe: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
     """Fleiss and Randolph kappas from sufficient-statistic rows (..., 6 + D)."""
     with np.errstate(invalid="ignore", divide="ignore"):

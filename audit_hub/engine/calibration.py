@@ -380,9 +380,7 @@ class _LocalCounter:
         return self._lock
 
 
-# the worker process (its start, counters and warm-up imports) is :mod:`audit_hub.engine.worker`'s; these names
-# stay importable from here
-from .worker import WorkerPool, start_worker, worker_helps  # noqa: E402,F401
+from .worker import WorkerProcess  # noqa: E402  (the worker process is engine.worker's)
 
 
 class Calibration:
@@ -396,7 +394,7 @@ class Calibration:
                  n_sims: int = 200, seed: int = 0, field: str = "hit", alpha: float = 0.05,
                  params: dict[str, dict] | None = None, condition_on_gold: bool = True,
                  n_items: int | str | None = "auto", difficulty: bool = True, background: bool = False,
-                 worker: WorkerPool | None = None, progress: Callable[[int, int], None] | None = None):
+                 worker: WorkerProcess | None = None, progress: Callable[[int, int], None] | None = None):
         from threadpoolctl import threadpool_limits
 
         self.runs = _resolve(names)
@@ -414,7 +412,7 @@ class Calibration:
         if (background or worker is not None) and n_sims > 0 and not isinstance(names, dict) \
                 and set(self.runs) <= registered:
             try:
-                wp = worker if worker is not None else WorkerPool()
+                wp = worker if worker is not None else WorkerProcess()
             except OSError:  # no process here: simulate in this one on request
                 wp = None
             if wp is not None:

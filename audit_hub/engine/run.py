@@ -1,6 +1,6 @@
 """Run every detector over one audit frame and assemble the headline summary.
 
-``run_audit`` is pure (no I/O): frame in, :class:`AuditResult` out. The report package turns the
+``run_audit`` is pure (no I/O): frame in, :class:`EngineResult` out. The report package turns the
 result into the output folder; the CLI only wires the two together.
 """
 
@@ -45,7 +45,7 @@ class AuditConfig:
 
 
 @dataclass
-class AuditResult:
+class EngineResult:
     frame: AuditFrame
     config: AuditConfig
     primary_field: str
@@ -96,7 +96,8 @@ def _start_calibration(frame: AuditFrame, config: AuditConfig, primary: str, bac
     a second CPU is free (``background`` None: decide by that), else simulated when its result is asked for."""
     if not config.run_calibration:
         return None
-    from .calibration import Calibration, worker_helps
+    from .calibration import Calibration
+    from .worker import worker_helps
 
     return Calibration(frame, list(config.detectors), n_sims=config.calibration_sims, seed=config.seed,
                        field=primary, params={n: config.detector_params(n) for n in config.detectors},
@@ -127,12 +128,12 @@ def _finish_calibration(cal, frame: AuditFrame, config: AuditConfig, primary: st
 
 def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
               progress: Callable[[str], None] | None = None, *,
-              background_calibration: bool | None = None, calibration_worker=None, threads: int = 1) -> AuditResult:
+              background_calibration: bool | None = None, calibration_worker=None, threads: int = 1) -> EngineResult:
     """Run the configured detectors (judge-dependent ones on both correctness arms when both exist).
 
     ``background_calibration``: simulate the calibration nulls in a worker process while the detectors run
     (None: when a second CPU is available); ``calibration_worker``: a started
-    :class:`~audit_hub.engine.worker.WorkerPool` to use for that; ``threads``: run the detectors on that many
+    :class:`~audit_hub.engine.worker.WorkerProcess` to use for that; ``threads``: run the detectors on that many
     threads. The numbers are the same either way."""
     config = config or AuditConfig()
     primary = primary_field(frame)
@@ -262,7 +263,7 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
 
 
 def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str], None] | None, primary: str,
-               cal, threads: int = 1) -> AuditResult:
+               cal, threads: int = 1) -> EngineResult:
     step = progress or (lambda _msg: None)
     timings: dict[str, float] = {}
     busy = cal.wait_worker if cal is not None and cal.in_worker else None
@@ -298,7 +299,7 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
 
     multiplicity = _multiplicity(results)
     summary = _summary(frame, config, primary, results, alt, skipped, judge, calibration, multiplicity, tst)
-    return AuditResult(frame=frame, config=config, primary_field=primary, results=results, alt_results=alt,
+    return EngineResult(frame=frame, config=config, primary_field=primary, results=results, alt_results=alt,
                        skipped=skipped, judge_dependence=judge, calibration=calibration, summary=summary,
                        timings=timings, tst=tst)
 
@@ -326,3 +327,16 @@ def _version() -> str:
     from .. import __version__
 
     return __version__
+
+
+def exclusion_warning(result) -> str | None:
+    """One line naming every detector that left items out, with the counts (see summary.json ``excluded``)."""
+    parts = []
+    for name, r in result.results.items():
+        exc = (r.summary or {}).get("excluded") or {}
+        if exc:
+            parts.append(f"{name} {sum(int(v) for v in exc.values()):,} "
+                         f"({'; '.join(f'{k}: {int(v):,}' for k, v in exc.items())})")
+    if not parts:
+        return None
+    return "items excluded from some statistics: " + ", ".join(parts) + " (details: summary.json 'excluded', card)"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SIM_COUNTER = None  # in the worker: WorkerPool.counter (set by _init_worker)
+SIM_COUNTER = None  # in the worker: WorkerProcess.counter (set by _init_worker)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -83,7 +83,7 @@ def _init_worker(counter, read_claims=None, parent_pid: int | None = None) -> No
     SIM_COUNTER = counter
     from ..readers import parallel
 
-    parallel.WORKER_CLAIMS = read_claims  # WorkerPool.read_claims, for the reading rounds
+    parallel.WORKER_CLAIMS = read_claims  # WorkerProcess.read_claims, for the reading rounds
 
 
 def _warm_readers() -> None:
@@ -110,7 +110,7 @@ def _warm() -> None:
     import huggingface_hub.repocard  # noqa: F401
 
 
-class WorkerPool:
+class WorkerProcess:
     """One spawned worker process (its interpreter start and imports overlap the caller's). A context
     manager: leaving it stops the worker."""
 
@@ -162,6 +162,16 @@ class WorkerPool:
             return job.get()
         return fn(*args)
 
+    def submit(self, fn: Callable, *args):
+        """``fn(*args)`` started in the worker: an async result (``ready``, ``wait``, ``get``), or None when the
+        worker is stopped (the caller then runs ``fn`` itself)."""
+        if self.pool is None:
+            return None
+        try:
+            return self.pool.apply_async(fn, args)
+        except (ValueError, AttributeError):  # the pool was stopped meanwhile
+            return None
+
     def warm(self) -> None:
         """Queue the imports a simulation and the figures need (once; after any reading job)."""
         if not self._warmed and self.pool is not None:
@@ -192,20 +202,20 @@ class WorkerPool:
             self.pool.join()
             self.pool = None
 
-    def __enter__(self) -> WorkerPool:
+    def __enter__(self) -> WorkerProcess:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
 
-def start_worker(enabled: bool = True) -> WorkerPool | None:
-    """A :class:`WorkerPool` when ``enabled`` and a second CPU is free (None otherwise, or where no process
+def start_worker(enabled: bool = True) -> WorkerProcess | None:
+    """A :class:`WorkerProcess` when ``enabled`` and a second CPU is free (None otherwise, or where no process
     can be started)."""
     if not (enabled and worker_helps()):
         return None
     try:
-        return WorkerPool()
+        return WorkerProcess()
     except OSError:
         return None
 

@@ -428,3 +428,11 @@ def write_hub_folder(folder: str | os.PathLike, configs: dict, card_markdown: st
     if manifest is not None:
         (folder / "manifest.json").write_text(dump_json(manifest), encoding="utf-8")
     return written
+
+
+def card_config_names(folder: str | os.PathLike) -> list[str]:
+    """The ``configs`` a folder's dataset card declares (``README.md`` YAML header), in card order."""
+    from huggingface_hub import DatasetCard
+
+    card = DatasetCard.load(Path(folder) / "README.md")
+    return [str(c["config_name"]) for c in card.data.to_dict().get("configs") or [] if c.get("config_name")]

@@ -187,9 +187,9 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
 
 
 def read_all(specs: Sequence[str], *, arm: str, questions: pd.DataFrame | None, column_map, dataset_hint,
-              model, metric, with_questions: bool = True, pool=None) -> tuple[list[ReadResult], list[dict]]:
-    """Every run file of ``specs`` read, in order, and the files skipped (with why). ``pool``: a started
-    :class:`~audit_hub.engine.worker.WorkerPool` whose process reads some of the files too
+              model, metric, with_questions: bool = True, worker=None) -> tuple[list[ReadResult], list[dict]]:
+    """Every run file of ``specs`` read, in order, and the files skipped (with why). ``worker``: a started
+    :class:`~audit_hub.engine.worker.WorkerProcess` whose process reads some of the files too
     (:mod:`audit_hub.readers.parallel`); the results are the same."""
     from .parallel import read_files
 
@@ -198,7 +198,7 @@ def read_all(specs: Sequence[str], *, arm: str, questions: pd.DataFrame | None, 
     files = _expand(specs)
     kwargs = dict(arm=arm, questions=questions, column_map=column_map, dataset_hint=dataset_hint, model=model,
                   metric=metric, with_questions=with_questions)
-    for (path, _), r in zip(files, read_files(files, _read_run_file, kwargs, pool)):
+    for (path, _), r in zip(files, read_files(files, _read_run_file, kwargs, worker)):
         if isinstance(r, str):
             skipped.append({"path": os.path.abspath(path), "reason": r})
         else:

@@ -139,13 +139,13 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
                 column_map: dict[str, str] | None = None, revision: str | None = None,
                 dataset_hint: str | None = None, model: str | None = None, blind_model: str | None = None,
                 model_map: dict[str, str] | None = None, metric: str | None = None, split: str | None = None,
-                compute_exact: bool = True, allow_unparsed_options: bool = False, pool=None):
+                compute_exact: bool = True, allow_unparsed_options: bool = False, worker=None):
     """Read questions and runs, validate them into an :class:`AuditFrame`, record provenance.
 
     ``questions_spec=None`` derives the questions from the run files. ``compute_exact=False`` skips
     the exact-match extraction (``hit_exact`` stays unknown unless the runs carry it). The dataset name used to split
-    VLMEvalKit file names defaults to the questions file stem (``MMBench_DEV_EN.tsv``). ``pool``: a started
-    :class:`~audit_hub.engine.worker.WorkerPool` that reads some of the run files beside this process.
+    VLMEvalKit file names defaults to the questions file stem (``MMBench_DEV_EN.tsv``). ``worker``: a started
+    :class:`~audit_hub.engine.worker.WorkerProcess` that reads some of the run files beside this process.
     """
     from ..clock import stage
     from ..frame.core import AuditFrame
@@ -160,10 +160,10 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
     with stage("read"):  # parse the files into tables (timed for the manifest and --verbose)
         need_q = questions_spec is None
         full_res, skipped = read_all(runs, arm="full", questions=None, column_map=column_map, dataset_hint=dataset_hint,
-                                      model=model, metric=metric, with_questions=need_q, pool=pool) if runs else ([], [])
+                                      model=model, metric=metric, with_questions=need_q, worker=worker) if runs else ([], [])
         blind_res, skipped_b = read_all(blind, arm="blind", questions=None, column_map=column_map,
                                          dataset_hint=dataset_hint, model=blind_model, metric=metric,
-                                         with_questions=need_q, pool=pool) if blind else ([], [])
+                                         with_questions=need_q, worker=worker) if blind else ([], [])
         if questions_spec is not None:
             questions = load_questions(str(questions_spec), column_map=column_map, revision=revision, split=split,
                                        arrow_options=True)

@@ -2,7 +2,7 @@
 
 Parsing an .xlsx sheet is CPU work in Python (the cell values, the question table each VLMEvalKit sheet
 carries), and a VLMEvalKit results folder holds one sheet per model. While the audit reads its inputs,
-the worker process (:class:`audit_hub.engine.calibration.WorkerPool`) has nothing to do yet, so it reads some of
+the worker process (:class:`audit_hub.engine.worker.WorkerProcess`) has nothing to do yet, so it reads some of
 the sheets too.
 
 Who reads which file is decided as the reading goes: both processes take the next file index from a
@@ -23,12 +23,26 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 WORKER_CLAIMS = None  # in the worker process: the shared [round, next index] array (set at its start)
 SHARE_EXTENSIONS = (".xlsx",)
 SHARE_MAX_BYTES = 64 << 20
 MIN_SHARED = 2
+
+class ReadWorker(Protocol):
+    """What reading needs of the engine's worker process (:class:`audit_hub.engine.worker.WorkerProcess`):
+    the shared ``[round, next file]`` counter, a round started there, a wait that says whether the worker
+    survived, and the warm-up queued when there is nothing to share. The readers hold nothing else of it."""
+
+    read_claims: Any
+
+    def start_round(self, fn: Callable, *args) -> tuple[int, Any] | None: ...
+
+    def wait(self, job) -> bool: ...
+
+    def warm(self) -> None: ...
+
 
 class ReadClaims:
     """Indices ``0 .. n-1`` of one reading round, handed out once each, in increasing order, to whichever
@@ -111,15 +125,15 @@ def shareable(path: str) -> bool:
 class _ReadJob:
     """One reading round in the worker: its claims, and :meth:`collect` for its results."""
 
-    def __init__(self, pool, claims: ReadClaims, job) -> None:
-        self.pool, self.claims, self.job = pool, claims, job
+    def __init__(self, worker, claims: ReadClaims, job) -> None:
+        self.worker, self.claims, self.job = worker, claims, job
 
     def collect(self) -> dict[int, tuple[str, Any]]:
         """{index in this round: ("ok", result) | ("error", exception)} from the worker; what a worker that
         died did not return is missing (the caller reads those files itself)."""
         from ..clock import note_parallel
 
-        if not self.pool.wait(self.job):
+        if not self.worker.wait(self.job):
             return {}
         try:
             out, seconds, _pid = self.job.get()
@@ -129,26 +143,26 @@ class _ReadJob:
         return out
 
 
-def _start(pool, files: list[tuple[str, bool]], read: Callable, kwargs: dict) -> _ReadJob | None:
-    """A reading round over ``files`` started in ``pool``'s worker (None when it cannot start)."""
-    started = pool.start_round(worker_reads, files, read, kwargs)
+def _start(worker, files: list[tuple[str, bool]], read: Callable, kwargs: dict) -> _ReadJob | None:
+    """A reading round over ``files`` started in ``worker``'s process (None when it cannot start)."""
+    started = worker.start_round(worker_reads, files, read, kwargs)
     if started is None:
         return None
     round_id, job = started
-    return _ReadJob(pool, ReadClaims(pool.read_claims, round_id, len(files)), job)
+    return _ReadJob(worker, ReadClaims(worker.read_claims, round_id, len(files)), job)
 
 
 def read_files(files: Sequence[tuple[str, bool]], read: Callable[[str, bool], Any], kwargs: dict,
-               pool=None) -> list[Any]:
+               worker: ReadWorker | None = None) -> list[Any]:
     """``[read(path, explicit) for path, explicit in files]`` (the results in file order), with the
-    shareable files read by this process and ``pool``'s worker together when ``pool`` is given.
+    shareable files read by this process and ``worker``'s process together when ``worker`` is given.
     ``read`` (a module-level function: it is sent to the worker by name) and its keyword arguments ``kwargs``
     are what the worker runs too. The first exception in file order is raised."""
-    shared = [i for i, (p, _) in enumerate(files) if shareable(p)] if pool is not None else []
-    handle = _start(pool, [files[i] for i in shared], read, kwargs) if len(shared) >= MIN_SHARED else None
+    shared = [i for i, (p, _) in enumerate(files) if shareable(p)] if worker is not None else []
+    handle = _start(worker, [files[i] for i in shared], read, kwargs) if len(shared) >= MIN_SHARED else None
     if handle is None:
-        if pool is not None:
-            pool.warm()  # nothing to share: the worker gets on with its imports
+        if worker is not None:
+            worker.warm()  # nothing to share: the worker gets on with its imports
         return [read(p, e, **kwargs) for p, e in files]
     out: dict[int, tuple[str, Any]] = {}
     first_error: int | None = None

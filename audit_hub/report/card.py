@@ -426,7 +426,7 @@ def render_card(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame, 
                 figures: dict[str, str], folder: Path, worker=None) -> str:
     """Render README.md: DatasetCardData YAML + the Jinja body. Validates that the YAML parses back.
 
-    ``worker``: a started :class:`~audit_hub.engine.worker.WorkerPool` whose process is free; the template is
+    ``worker``: a started :class:`~audit_hub.engine.worker.WorkerProcess` whose process is free; the template is
     rendered there (it has imported ``datasets`` and ``huggingface_hub`` while this process audited), from
     the strings and tables computed here. The same text either way."""
     args = (card_header(result, files), build_context(result, questions, summary_df, files=files, figures=figures),

@@ -363,8 +363,3 @@ def render_figures_timed(fi: FigureInputs, out: Path) -> tuple[dict[str, str], f
     t0 = time.perf_counter()
     figs = render_figures(fi, out)
     return figs, time.perf_counter() - t0
-
-
-def make_figures(result: Any, questions: pd.DataFrame, out: Path, summary_df: pd.DataFrame | None = None) -> dict[str, str]:
-    """Render every figure the inputs support into ``out``; return {name: relative path}."""
-    return render_figures(figure_inputs(result, summary_df), out)

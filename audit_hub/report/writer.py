@@ -12,14 +12,27 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
 from .tables import build_questions_table, build_runs_table, build_summary_table
 
 CONFIGS: tuple[str, ...] = ("questions", "summary", "runs")
+
+
+class RenderWorker(Protocol):
+    """What the report needs of the engine's worker process (:class:`audit_hub.engine.worker.WorkerProcess`):
+    a job started there (an async result, or None when it cannot start), a job run there and waited for
+    (here when the worker is gone), and whether it still runs. The report holds nothing else of it."""
+
+    def submit(self, fn: Callable, *args): ...
+
+    def call(self, fn: Callable, *args) -> Any: ...
+
+    def alive(self) -> bool: ...
 
 
 # Target in-memory size of one Parquet shard (datasets.push_to_hub uses 500 MB on disk).
@@ -153,14 +166,11 @@ class EarlyRuns:
 
 def _submit_figures(worker, fi, out: Path):
     """The figures drawn in ``worker``'s process (an async result), or None to draw them here."""
-    if worker is None or getattr(worker, "pool", None) is None:
+    if worker is None:
         return None
     from .figures import render_figures_timed
 
-    try:
-        return worker.pool.apply_async(render_figures_timed, (fi, out))
-    except (ValueError, AttributeError):  # the pool was stopped
-        return None
+    return worker.submit(render_figures_timed, fi, out)
 
 
 def _wait_figures(job, planned: dict[str, str]) -> None:
@@ -182,7 +192,7 @@ CARD_WAIT_S = 0.3
 
 def _card_worker(worker, fig_job):
     """``worker`` when it is free (or frees up within :data:`CARD_WAIT_S`) to render the card, else None."""
-    if worker is None or getattr(worker, "pool", None) is None:
+    if worker is None or not worker.alive():
         return None
     if fig_job is not None:
         fig_job.wait(CARD_WAIT_S)
@@ -193,13 +203,13 @@ def _card_worker(worker, fig_job):
 
 def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[str], inputs: list[dict],
                  figures: bool = True, shard_bytes: int = SHARD_BYTES, early_runs: EarlyRuns | None = None,
-                 worker=None, _hook=None) -> Path:
+                 worker: RenderWorker | None = None, _hook=None) -> Path:
     """Write the whole report folder atomically and return its path.
 
     ``early_runs``: the runs config already being written (:class:`EarlyRuns` of ``result.frame``);
     its shards are moved in instead of writing them again. The caller discards it afterwards.
 
-    ``worker``: a started :class:`~audit_hub.engine.worker.WorkerPool` whose process is free (the calibration
+    ``worker``: a started :class:`~audit_hub.engine.worker.WorkerProcess` whose process is free (the calibration
     is done): the figures are drawn there while this process writes the tables and the card (the same
     files; the card needs only their names).
 

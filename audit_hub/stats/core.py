@@ -181,18 +181,6 @@ def wilson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-def clopper_pearson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
-    """Exact (Clopper-Pearson) interval via the beta distribution."""
-    k = np.asarray(k, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        lo = np.where(k > 0, beta_ppf(alpha / 2, k, n - k + 1), 0.0)
-        hi = np.where(k < n, beta_ppf(1 - alpha / 2, k + 1, n - k), 1.0)
-    lo = np.where(n > 0, lo, np.nan)
-    hi = np.where(n > 0, hi, np.nan)
-    return lo, hi
-
-
 def _adjust_finite(pvalues, adjust) -> np.ndarray:
     """Apply ``adjust`` (sorted-order adjustment of a 1-d array of p-values) to the non-NaN entries;
     NaN entries stay NaN. ``adjust(sorted_p) -> adjusted sorted_p`` before clipping at 1."""

@@ -47,23 +47,6 @@ def matched_pairs(n_rows: int, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
     return i[ok], (i[ok] * mb) // mf
 
 
-def cell_sum_moments(row_margin, col_margin, mask) -> tuple[float, float]:
-    """Null mean and variance of ``sum(mask * X)`` for a table with the given margins (any 0/1 mask)."""
-    r = np.asarray(row_margin, dtype=np.float64)
-    c = np.asarray(col_margin, dtype=np.float64)
-    s = np.asarray(mask, dtype=np.float64)
-    n = r.sum()
-    if not np.isclose(n, c.sum()):
-        raise ValueError("row and column margins must have the same total")
-    mean = float((np.outer(r, c) * s).sum() / n) if n > 0 else 0.0
-    if n <= 1:
-        return mean, 0.0
-    a = n * np.diag(r) - np.outer(r, r)
-    b = n * np.diag(c) - np.outer(c, c)
-    var = float(((s.T @ a @ s) * b).sum() / (n * n * (n - 1)))
-    return mean, max(var, 0.0)
-
-
 def matched_sum_moments(r, c, n) -> tuple[np.ndarray, np.ndarray]:
     """Null mean and variance of the count in matched cells, vectorised over leading axes.
 

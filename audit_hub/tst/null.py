@@ -33,11 +33,6 @@ from ..stats.core import Z95, permutation_p_value
 PERM_STREAM = 0x7E57  # second entry of the permutation generators' seed sequence
 
 
-def default_permutations(alpha: float = 0.01) -> int:
-    """Smallest N whose smallest attainable p-value 1 / (N + 1) is <= alpha (99 for 0.01)."""
-    return int(np.ceil(1.0 / alpha - 1.0 - 1e-9))
-
-
 def strata_codes(kind: np.ndarray, category: np.ndarray, n_choices: np.ndarray,
                  answer_type: np.ndarray) -> np.ndarray:
     """Integer stratum per question (category x format x number of options); -1 for unscored."""

@@ -309,8 +309,8 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
         yaml_configs([("questions", "train", "data/questions-*.parquet"),
                        ("removed", "train", "data/removed-*.parquet"),
                        ("kept", "train", "data/kept-*.parquet"),
-                       ("trace", "train", "data/trace-*.parquet"),
-                       ("gap", "train", "data/gap-*.parquet")]),
+                       ("trace", "train", "data/trace-*.parquet")]
+                     + ([("gap", "train", "data/gap-*.parquet")] if res.gap is not None else [])),
         "# Iterative Bias Pruning (IBP): an audit selection\n",
         "IBP repeatedly ran TsT-RF on the remaining questions and removed those a text-only random forest "
         "scored highest above chance. The removed questions are an *audit selection* to inspect: another "
@@ -382,8 +382,9 @@ def write_prune_report(frame, res, out: str | os.PathLike, *, command_line: list
     if "removed_ids" in trace.columns:
         trace["removed_ids"] = trace["removed_ids"].apply(lambda v: [str(x) for x in v])
     kept = pd.DataFrame({"question_id": res.kept_ids})
-    configs = {"questions": questions, "removed": res.removed, "kept": kept, "trace": trace,
-               "gap": res.gap if res.gap is not None else pd.DataFrame({"model": pd.Series([], dtype=str)})}
+    configs = {"questions": questions, "removed": res.removed, "kept": kept, "trace": trace}
+    if res.gap is not None:  # an empty config would be a Parquet file `datasets` cannot load
+        configs["gap"] = res.gap
     summary = {"prune": as_dict(res)}
     kept_q = frame.questions_table()[res.keep_mask].reset_index(drop=True)
     with atomic_dir(out, command="prune", inputs=source_paths(frame)) as tmp:

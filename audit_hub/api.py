@@ -1,0 +1,603 @@
+"""The library: one function per command, each returning a result to read, save and push.
+
+Every ``benchaudit`` command is a declaration of options plus one call of a function here, so a notebook
+gets exactly what the command line gets::
+
+    >>> import audit_hub as ba
+    >>> res = ba.audit(calibration_sims=0, figures=False)   # no inputs: the bundled MATH-Vision example
+    >>> res.summary["n_questions"]
+    3040
+    >>> sorted(res.to_dataset())
+    ['questions', 'runs', 'summary']
+    >>> res.card().startswith("---")                        # the dataset card, YAML header first
+    True
+
+``audit``, ``tst``, ``prune``, ``curate`` and ``blind`` return an :class:`Output`: ``.summary`` (the
+``summary.json`` dict), ``.questions`` (one row per question, pandas), ``.to_dataset()`` (a
+``datasets.DatasetDict`` of the folder's configs), ``.card()`` (the dataset card, Markdown),
+``.save(dir)`` (the folder the command writes with ``--out dir``) and ``.push_to_hub(repo_id)``. The
+folder is the single representation: ``card()``, ``to_dataset()`` and ``push_to_hub()`` read the saved
+folder (written to a temporary place on first use when ``save`` was not called), so what a notebook
+sees is byte for byte what the command writes and what the Hub receives.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Output", "AuditResult", "TstResult", "PruneResult", "CurateResult", "BlindResult",
+           "audit", "tst", "prune", "curate", "blind"]
+
+
+# ------------------------------------------------------------------------------------------ results
+class Output:
+    """What every command returns. Subclasses say what they are (``command``), how they are written
+    (``_write``) and where their summary and per-question table come from."""
+
+    command: str = ""
+
+    def __init__(self, folder: Path | None = None, command_line: list[str] | None = None) -> None:
+        self._folder = Path(folder).resolve() if folder is not None else None
+        self._tmp: str | None = None
+        self.command_line = list(command_line) if command_line else ["benchaudit", self.command, "(library)"]
+
+    # what subclasses provide
+    def _write(self, out: Path) -> Path:  # pragma: no cover - every subclass overrides it
+        raise NotImplementedError
+
+    @property
+    def summary(self) -> dict:
+        raise NotImplementedError
+
+    @property
+    def questions(self):
+        raise NotImplementedError
+
+    # shared
+    @property
+    def folder(self) -> Path | None:
+        """Where the output was saved (None until :meth:`save`)."""
+        return self._folder
+
+    def save(self, out: str | os.PathLike) -> Path:
+        """Write the output folder at ``out`` (atomically; an existing folder is replaced only when it is an
+        earlier output of the same command) and return its resolved path."""
+        self._folder = Path(self._write(Path(out)))
+        return self._folder
+
+    def _saved(self) -> Path:
+        if self._folder is not None and self._folder.is_dir():
+            return self._folder
+        if self._tmp is None:
+            self._tmp = tempfile.mkdtemp(prefix=f"benchaudit-{self.command}-")
+            weakref.finalize(self, shutil.rmtree, self._tmp, True)
+        target = Path(self._tmp) / "output"
+        if not target.is_dir():
+            self._write(target)
+        return target
+
+    def card(self) -> str:
+        """The dataset card (``README.md``) of the output folder."""
+        return (self._saved() / "README.md").read_text(encoding="utf-8")
+
+    def to_dataset(self):
+        """The folder's configs as a ``datasets.DatasetDict`` (``{config: Dataset}``, each the ``train`` split
+        that ``datasets.load_dataset(folder, config)`` gives)."""
+        import datasets
+
+        from .hub.folders import card_config_names
+
+        folder = self._saved()
+        return datasets.DatasetDict({name: datasets.load_dataset(str(folder), name, split="train")
+                                     for name in card_config_names(folder)})
+
+    def push_to_hub(self, repo_id: str, *, private: bool = False, revision: str | None = None,
+                    create_pr: bool = False, token: str | None = None) -> dict:
+        """Publish the output folder as the Hub dataset ``repo_id`` in one commit (token from ``token``,
+        ``HF_TOKEN`` or the login cache; never printed). Returns what ``benchaudit push`` reports."""
+        from .hub.publish import push_report
+
+        return push_report(self._saved(), repo_id, private=private, revision=revision, create_pr=create_pr,
+                           token=token)
+
+    def __repr__(self) -> str:
+        where = f" at {self._folder}" if self._folder is not None else ""
+        return f"<{type(self).__name__}{where}>"
+
+
+class AuditResult(Output):
+    """The audit of one benchmark: the engine's result (``.engine``), its tables and its folder."""
+
+    command = "audit"
+
+    def __init__(self, engine, inputs: list[dict], *, figures: bool = True, folder: Path | None = None,
+                 command_line: list[str] | None = None, stage_lines: list[str] | None = None) -> None:
+        super().__init__(folder, command_line)
+        self.engine = engine
+        self.inputs = inputs
+        self.figures = figures
+        self.stage_lines = list(stage_lines or [])
+        self._questions = None
+
+    @property
+    def frame(self):
+        return self.engine.frame
+
+    @property
+    def summary(self) -> dict:
+        return self.engine.summary
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        return self.engine.skipped
+
+    @property
+    def questions(self):
+        """One row per question: every detector's score, flag, severity and evidence, the overall severity,
+        rationale and suggested action (the ``questions`` config)."""
+        if self._questions is None:
+            from .report.tables import build_questions_table
+
+            self._questions = build_questions_table(self.engine)
+        return self._questions
+
+    @property
+    def findings(self):
+        """The questions with a finding (any flag, or a severity above ``info``), most severe first."""
+        from .severity import RANK
+
+        q = self.questions
+        rank = q["severity"].map(RANK).fillna(0).astype(int)
+        keep = (q["n_flags"] > 0) | (rank > 0)
+        return q.loc[keep].assign(_rank=rank[keep]).sort_values(
+            ["_rank", "n_flags"], ascending=False, kind="stable").drop(columns="_rank")
+
+    def _write(self, out: Path) -> Path:
+        from .report.writer import write_report
+
+        return write_report(self.engine, out, command_line=self.command_line, inputs=self.inputs,
+                            figures=self.figures)
+
+
+class TstResult(Output):
+    """A TsT-RF run (and TsT-LLM when asked): ``.engine`` is :class:`audit_hub.tst.rf.TstResult`."""
+
+    command = "tst"
+
+    def __init__(self, frame, engine, llm=None, *, folder: Path | None = None,
+                 command_line: list[str] | None = None) -> None:
+        super().__init__(folder, command_line)
+        self.frame, self.engine, self.llm = frame, engine, llm
+
+    @property
+    def summary(self) -> dict:
+        return self.engine.summary
+
+    @property
+    def questions(self):
+        from .tst.output import tst_questions_table
+
+        return tst_questions_table(self.frame, self.engine)
+
+    def lines(self) -> list[str]:
+        """The lines ``benchaudit tst`` prints."""
+        from .tst.output import summary_lines
+
+        return summary_lines(self.engine.summary)
+
+    def _write(self, out: Path) -> Path:
+        from .tst.output import write_tst_report
+
+        return write_tst_report(self.frame, self.engine, out, command_line=self.command_line, llm=self.llm)
+
+
+class PruneResult(Output):
+    """Iterative Bias Pruning: ``.engine`` is :class:`audit_hub.tst.prune.PruneResult`."""
+
+    command = "prune"
+
+    def __init__(self, frame, engine, source: str, *, folder: Path | None = None,
+                 command_line: list[str] | None = None) -> None:
+        super().__init__(folder, command_line)
+        self.frame, self.engine, self.source = frame, engine, source
+
+    @property
+    def summary(self) -> dict:
+        from .tst.prune import as_dict
+
+        return as_dict(self.engine)
+
+    @property
+    def questions(self):
+        """The questions kept (the benchmark written to ``pruned_benchmark/``)."""
+        return self.frame.questions_table()[self.engine.keep_mask].reset_index(drop=True)
+
+    def _write(self, out: Path) -> Path:
+        from .tst.output import write_prune_report
+
+        return write_prune_report(self.frame, self.engine, out, command_line=self.command_line, source=self.source)
+
+
+class CurateResult(Output):
+    """A curated benchmark with its held-out proof: ``.engine`` is :class:`audit_hub.curate.pipeline.CurationResult`."""
+
+    command = "curate"
+
+    def __init__(self, engine, inputs: list[dict], *, figures: bool = True, folder: Path | None = None,
+                 command_line: list[str] | None = None) -> None:
+        super().__init__(folder, command_line)
+        self.engine, self.inputs, self.figures = engine, inputs, figures
+
+    @property
+    def summary(self) -> dict:
+        return self.engine.summary
+
+    @property
+    def questions(self):
+        """The curated questions (the ``curated`` config)."""
+        from .curate.output import curated_table
+
+        return curated_table(self.engine)
+
+    def _write(self, out: Path) -> Path:
+        from .curate.output import write_curation
+
+        return write_curation(self.engine, out, command_line=self.command_line, inputs=self.inputs,
+                              figures=self.figures)
+
+
+class BlindResult(Output):
+    """A blind (text-only) run: written where it was asked (it is resumable there); ``save`` copies it."""
+
+    command = "blind"
+
+    def __init__(self, folder: Path, engine=None, command_line: list[str] | None = None) -> None:
+        super().__init__(folder, command_line)
+        self.engine = engine
+
+    @property
+    def summary(self) -> dict:
+        """What the run reports (counts, accuracy, timings; :class:`audit_hub.blind.common.BlindResult`)."""
+        return dict(getattr(self.engine, "summary", None) or {})
+
+    @property
+    def questions(self):
+        """The blind predictions, one row per question (the ``blind`` config)."""
+        import pandas as pd
+
+        files = sorted((self._folder / "data").glob("blind-*.parquet"))
+        return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True) if files else pd.DataFrame()
+
+    def _write(self, out: Path) -> Path:
+        from .hub.folders import atomic_dir
+
+        if self._folder is not None and Path(out).resolve() == self._folder:
+            return self._folder
+        with atomic_dir(out, command="blind") as tmp:
+            shutil.copytree(self._folder, tmp, dirs_exist_ok=True)
+        return Path(out).resolve()
+
+
+# ---------------------------------------------------------------------------------------- inputs
+def _paths(x: str | os.PathLike | Sequence[str | os.PathLike] | None) -> list[str]:
+    if x is None:
+        return []
+    if isinstance(x, (str, os.PathLike)):
+        return [os.fspath(x)]
+    return [os.fspath(p) for p in x]
+
+
+def _column_map(cmap: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
+    """``{"old": "new"}`` as given, or parsed from ``["old=new", ...]`` (the CLI's ``--map``)."""
+    if isinstance(cmap, Mapping):
+        return {str(k): str(v) for k, v in cmap.items()}
+    from .readers.ingest import parse_column_map
+
+    return parse_column_map(list(cmap or []))
+
+
+def _check_ranges(**values) -> None:
+    """The CLI's ranges (``bounds.RANGES``) at the library boundary: one InputError naming the option."""
+    from .bounds import check_range
+
+    for name, value in values.items():
+        check_range("--" + name.replace("_", "-"), value)
+
+
+def _question_frame(questions: str, runs: list[str], blind: list[str], column_map, revision: str | None):
+    """Questions (+ optional runs) -> AuditFrame (``tst`` and ``prune``)."""
+    from .frame.core import AuditFrame
+    from .readers.ingest import build_frame, load_questions
+
+    cmap = _column_map(column_map)
+    if runs or blind:
+        return build_frame(questions, runs, blind, column_map=cmap, revision=revision)
+    q = load_questions(questions, column_map=cmap, revision=revision)
+    return AuditFrame.from_tables(q, None, questions_source=str(questions), sources=q.attrs.get("sources", []))
+
+
+# ---------------------------------------------------------------------------------------- audit
+def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
+          blind: str | Sequence[str] | None = None, *, out: str | os.PathLike | None = None,
+          column_map: Mapping[str, str] | Sequence[str] | None = None, revision: str | None = None,
+          dataset: str | None = None, blind_model: str | None = None, seed: int = 0, n_permutations: int = 999,
+          calibration_sims: int = 50, stratify: Sequence[str] | None = None, tst: bool = False,
+          figures: bool = True, design_label: str | None = None, allow_unparsed_options: bool = False,
+          threads: int = 1, parallel: bool = True, on_stage: Callable[[str], None] | None = None,
+          command_line: list[str] | None = None) -> AuditResult:
+    """Audit a benchmark from saved evaluation runs (``benchaudit audit``); no inputs: the bundled example.
+
+    ``out``: also write the report folder there (the command always does): the runs config is then written
+    while the detectors run and the figures are drawn in the worker process. ``on_stage(name)`` is called
+    as each stage starts (read, validate, each detector, calibration, report, figures, card). Every other
+    argument is the command's option of the same name.
+    """
+    import sys
+
+    from threadpoolctl import threadpool_limits
+
+    from .clock import StageClock, recording
+    from .engine.worker import start_worker
+
+    _check_ranges(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims)
+    runs_l, blind_l = _paths(runs), _paths(blind)
+    given = [questions, *runs_l, *blind_l]
+    if out is not None:
+        from .hub.folders import check_output_target
+
+        check_output_target(out, command="audit", inputs=given)
+    # the worker process starts first: its interpreter start and imports overlap this one's
+    worker = start_worker(parallel and (calibration_sims > 0 or (figures and out is not None)))
+    command_line = command_line or ["benchaudit", *sys.argv[1:]]
+    clock = StageClock(on_start=on_stage)
+    early: list = []
+    try:
+        with recording(clock), threadpool_limits(limits=threads):
+            frame = _audit_frame(questions, runs_l, blind_l, column_map=column_map, revision=revision,
+                                 dataset=dataset, blind_model=blind_model,
+                                 allow_unparsed_options=allow_unparsed_options, worker=worker)
+            config = _audit_config(frame, seed=seed, n_permutations=n_permutations,
+                                   calibration_sims=calibration_sims, stratify=stratify, tst=tst,
+                                   design_label=design_label)
+            if worker is not None:
+                worker.warm()
+            if out is not None:
+                from .report.writer import EarlyRuns
+
+                early.append(EarlyRuns(frame, out, inputs=[*given, *(r.get("path") for r in frame.sources or [])]))
+                if worker is not None:
+                    worker.after = early[-1].wait
+            from .bounds import detector_threads
+            from .engine.run import run_audit
+
+            engine = run_audit(frame, config, background_calibration=None if parallel else False,
+                               calibration_worker=worker, threads=detector_threads(parallel))
+            result = AuditResult(engine, frame.sources, figures=figures, command_line=command_line)
+            if out is not None:
+                from .report.writer import write_report
+
+                result._folder = write_report(engine, out, command_line=command_line, inputs=frame.sources,
+                                              figures=figures, early_runs=early[0] if early else None,
+                                              worker=worker)
+    finally:
+        for e in early:
+            e.discard()
+        if worker is not None:
+            worker.close()
+    engine.timings = dict(clock.timings)
+    result.stage_lines = clock.lines()
+    return result
+
+
+def _audit_frame(questions: str | None, runs: list[str], blind: list[str], *, column_map, revision, dataset,
+                 blind_model, allow_unparsed_options: bool, worker):
+    from .clock import stage
+    from .errors import InputError
+
+    if questions is None and not runs and not blind:
+        from .readers.example import example_frame
+
+        with stage("read"):
+            return example_frame()
+    if not runs and not blind:
+        raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
+    from .readers.ingest import build_frame
+
+    return build_frame(questions, runs, blind, column_map=_column_map(column_map), revision=revision,
+                       dataset_hint=dataset, blind_model=blind_model,
+                       allow_unparsed_options=allow_unparsed_options, worker=worker)
+
+
+def _audit_config(frame, *, seed: int, n_permutations: int, calibration_sims: int, stratify, tst: bool,
+                  design_label: str | None):
+    """The engine's configuration for this frame, checked against it (memory, design-label column)."""
+    from . import detectors
+    from .bounds import audit_memory_estimate, require_memory
+    from .detectors.strata import cli_stratify
+    from .engine.run import AuditConfig
+    from .errors import InputError
+
+    n_cat = int(frame.questions["category"].nunique()) if "category" in frame.questions else 1
+    require_memory(audit_memory_estimate(frame.n_questions, n_cat, n_permutations, calibration_sims),
+                   f"--n-permutations {n_permutations}")
+    gain = detectors.by_role("image_gain")
+    params: dict[str, dict[str, Any]] = {gain: {"stratify": cli_stratify(list(stratify) if stratify else None)}}
+    if design_label:
+        from .detectors.design_label import parse_design_label
+
+        col = parse_design_label(design_label)[0]
+        if col not in frame.questions.columns:
+            raise InputError(f"--design-label: no question column {col!r}; question columns: "
+                             f"{[c for c in frame.questions.columns if c != 'options']}")
+        params[gain]["design_label"] = design_label
+    return AuditConfig(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims,
+                       run_calibration=calibration_sims > 0, run_tst=tst, params=params)
+
+
+# ---------------------------------------------------------------------------------------- tst, prune
+def tst(questions: str, *, out: str | os.PathLike | None = None, k: int = 5, repeats: int = 3, seed: int = 0,
+        group_column: str | None = None, n_estimators: int = 30, n_jobs: int = 1, null_permutations: int = 99,
+        null_jobs: int = 0, calibration: str = "isotonic", featurisers: Sequence[str] | None = None,
+        llm: str | None = None, llm_max_steps: int = 0, column_map=None, revision: str | None = None,
+        on_read: Callable[[], None] | None = None, on_fold: Callable[[], None] | None = None,
+        command_line: list[str] | None = None) -> TstResult:
+    """TsT-RF (and TsT-LLM with ``llm``) on the test set's own text (``benchaudit tst``)."""
+    import sys
+
+    from .tst.rf import run_tst_rf
+
+    _check_ranges(k=k, repeats=repeats, seed=seed, n_estimators=n_estimators, n_jobs=n_jobs,
+                  llm_max_steps=llm_max_steps)
+    if out is not None:
+        from .hub.folders import check_output_target
+
+        check_output_target(out, command="tst", inputs=[questions, llm])
+    frame = _question_frame(questions, [], [], column_map, revision)
+    if on_read is not None:
+        on_read()
+    res = run_tst_rf(frame, k=k, repeats=repeats, seed=seed, group_column=group_column, n_estimators=n_estimators,
+                     n_jobs=n_jobs, null_permutations=null_permutations, null_jobs=null_jobs or None,
+                     calibrate=calibration, featurisers=tuple(featurisers) if featurisers else ("generic",),
+                     progress=on_fold)
+    llm_res = None
+    if llm:
+        from .tst.llm import LlmConfig, run_tst_llm
+
+        llm_res = run_tst_llm(frame, LlmConfig(model=llm, k=k, seed=seed, max_steps=llm_max_steps or None),
+                              group_column=group_column)
+    result = TstResult(frame, res, llm_res, command_line=command_line or ["benchaudit", *sys.argv[1:]])
+    if out is not None:
+        result.save(out)
+    return result
+
+
+def tst_fold_count(k: int, repeats: int, group_column: str | None, null_permutations: int) -> int:
+    """How many times ``tst``'s ``on_fold`` is called (the progress bar's total)."""
+    return k * repeats * (2 if group_column else 1) + max(null_permutations, 0)
+
+
+def _parse_counts(items: Sequence[str] | Mapping[str, int] | None, what: str) -> dict[str, int] | None:
+    """``["A=3", "B=5"]`` (or a dict) -> ``{"A": 3, "B": 5}``; malformed items raise InputError."""
+    from .errors import InputError
+
+    if not items:
+        return None
+    if isinstance(items, Mapping):
+        return {str(k): int(v) for k, v in items.items()}
+    out: dict[str, int] = {}
+    for it in items:
+        for part in str(it).split(","):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise InputError(f"{what} must look like NAME=N, got {part!r}")
+            key, v = part.rsplit("=", 1)
+            try:
+                out[key.strip()] = int(v)
+            except ValueError:
+                raise InputError(f"{what} {key.strip()!r}: {v!r} is not an integer") from None
+    return out
+
+
+def prune(questions: str, *, out: str | os.PathLike | None = None, runs=None, blind=None, budget: int | None = None,
+          budgets=None, frac: float | None = None, allocation: str = "global", step: int = 50,
+          threshold: float | None = None, floor: int = 0, floors=None, random_seeds: int = 200, k: int = 5,
+          repeats: int = 3, seed: int = 0, group_column: str | None = None, n_estimators: int = 30, n_jobs: int = 1,
+          column_map=None, revision: str | None = None, progress: Callable[[str], None] | None = None,
+          command_line: list[str] | None = None) -> PruneResult:
+    """Iterative Bias Pruning (``benchaudit prune``)."""
+    import sys
+
+    from .errors import InputError
+    from .tst.prune import iterative_bias_pruning
+
+    _check_ranges(budget=budget, frac=frac, step=step, threshold=threshold, floor=floor, random_seeds=random_seeds,
+                  k=k, repeats=repeats, seed=seed, n_estimators=n_estimators, n_jobs=n_jobs)
+    runs_l, blind_l = _paths(runs), _paths(blind)
+    if out is not None:
+        from .hub.folders import check_output_target
+
+        check_output_target(out, command="prune", inputs=[questions, *runs_l, *blind_l])
+    frame = _question_frame(questions, runs_l, blind_l, column_map, revision)
+    fl = _parse_counts(floors, "--floors")
+    floors_arg = {c: fl.get(c, floor) for c in frame.category_codes("category")[1]} if fl else floor
+    if fl:
+        unknown = sorted(set(fl) - set(floors_arg))
+        if unknown:
+            raise InputError(f"--floors names unknown categories {unknown}")
+    res = iterative_bias_pruning(
+        frame, budget=budget, budgets=_parse_counts(budgets, "--budgets"), frac=frac, step=step, threshold=threshold,
+        floors=floors_arg, allocation=allocation, random_seeds=random_seeds, seed=seed,
+        tst_kwargs={"k": k, "repeats": repeats, "group_column": group_column, "n_estimators": n_estimators,
+                    "n_jobs": n_jobs},
+        progress=progress)
+    result = PruneResult(frame, res, str(questions), command_line=command_line or ["benchaudit", *sys.argv[1:]])
+    if out is not None:
+        result.save(out)
+    return result
+
+
+# ---------------------------------------------------------------------------------------- curate
+def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os.PathLike | None = None,
+           target_size: int | None = None, max_rank_loss: float | None = None,
+           stages: Sequence[str] | str = ("text_ablation", "saturation", "anomaly"), thresholds=None,
+           method: str = "point_biserial", category_floor: float = 0.5, folds: int = 3,
+           model_dates: str | None = None, model_order: str | None = None, tst_scores: str | None = None,
+           tst: bool = False, junk: Sequence[float] | None = None, score_budget: int = 100, n_boot: int = 1000,
+           random_draws: int = 200, ibp: str = "auto", seed: int = 0, threads: int = 1, column_map=None,
+           revision: str | None = None, dataset: str | None = None, blind_model: str | None = None,
+           figures: bool = True, progress: Callable[[str], None] | None = None,
+           command_line: list[str] | None = None) -> CurateResult:
+    """A smaller benchmark that keeps model rankings on models it never saw (``benchaudit curate``);
+    no inputs: the bundled example. ``thresholds``: ``["NAME=VALUE", ...]`` or a dict."""
+    import sys
+
+    from .curate.inputs import curation_frame, load_model_dates, stage_thresholds, tst_excess
+    from .curate.pipeline import CurateConfig, run_curation
+
+    _check_ranges(seed=seed)
+    runs_l, blind_l = _paths(runs), _paths(blind)
+    if out is not None:
+        from .hub.folders import check_output_target
+
+        check_output_target(out, command="curate", inputs=[questions, *runs_l, *blind_l, tst_scores])
+    frame = curation_frame(questions, runs_l, blind_l, column_map=_column_map(column_map), revision=revision,
+                           dataset=dataset, blind_model=blind_model)
+    inputs = list(frame.sources)
+    stage_names = [s.strip() for s in stages.split(",")] if isinstance(stages, str) else list(stages)
+    cfg = CurateConfig(stages=tuple(s for s in stage_names if s), thresholds=stage_thresholds(thresholds),
+                       target_size=target_size, max_rank_loss=max_rank_loss, method=method,
+                       floor_share=category_floor, n_folds=folds, n_boot=n_boot, n_random=random_draws,
+                       junk_fractions=tuple(junk) if junk else (0.5,), score_budget=score_budget, ibp=ibp,
+                       seed=seed, threads=threads)
+    cfg.validate(frame.n_questions)
+    dates = load_model_dates(model_dates, model_order)
+    if dates is None and isinstance(frame.meta.get("model_dates"), dict):
+        dates = frame.meta["model_dates"]
+    excess = tst_excess(frame, tst_scores, tst, seed, inputs, progress=progress)
+    engine = run_curation(frame, cfg, tst_excess=excess, model_dates=dates, progress=progress)
+    result = CurateResult(engine, inputs, figures=figures, command_line=command_line or ["benchaudit", *sys.argv[1:]])
+    if out is not None:
+        result.save(out)
+    return result
+
+
+# ---------------------------------------------------------------------------------------- blind
+def blind(model: str, questions: str, out: str | os.PathLike, **options) -> BlindResult:
+    """Text-only (blind) predictions of ``model`` on ``questions`` into ``out`` (``benchaudit blind``;
+    resumable: the same call after a crash skips what is written). ``options``: the fields of
+    :class:`audit_hub.blind.runner.BlindConfig` (the command's options, ``--model-name`` as ``model_name``)."""
+    import sys
+
+    from .blind.runner import BlindConfig, run_blind
+
+    if options.get("column_map") is not None:
+        options["column_map"] = _column_map(options["column_map"])
+    engine = run_blind(BlindConfig(model=model, questions=questions, out=os.fspath(out), **options))
+    return BlindResult(Path(out), engine, command_line=["benchaudit", *sys.argv[1:]])
