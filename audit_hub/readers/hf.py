@@ -72,6 +72,42 @@ def _resolved_sha(repo: str, revision: str | None) -> str | None:
         return None
 
 
+def card_data_patterns(folder: str) -> list[str]:
+    """Every data-file pattern (and ``data_dir``) the ``configs`` of the folder's README.md card names, in any
+    of the forms datasets reads (a string, a list, ``{split, path}`` items, a split mapping)."""
+    card = os.path.join(folder, "README.md")
+    if not os.path.isfile(card):
+        return []
+    try:
+        import yaml
+
+        with open(card, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1 << 20)
+        if not text.startswith("---"):
+            return []
+        meta = yaml.safe_load(text.split("---", 2)[1]) or {}
+    except Exception:  # noqa: BLE001 - an unreadable card is datasets' to report
+        return []
+    out: list[str] = []
+
+    def walk(v) -> None:
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if k != "split":
+                    walk(x)
+
+    for cfg in meta.get("configs") or [] if isinstance(meta, dict) else []:
+        if isinstance(cfg, dict):
+            walk(cfg.get("data_files"))
+            walk(cfg.get("data_dir"))
+    return out
+
+
 def check_data_files_inside(data_files, spec: str, *, local: bool, repo: str) -> None:
     """Every data file the dataset card names (``configs: data_files``, resolved by ``datasets``) lies
     inside the folder (symlinks followed) or, for a Hub id, inside that Hub repository; anything else
@@ -111,6 +147,13 @@ def load_hub_questions(spec: str, *, revision: str | None = None, column_map: di
                              file=spec)
         repo, config, rev = parsed
         rev = revision or rev
+    if local:  # before datasets sees the card: a pattern reaching outside the folder, in any form
+        for pat in card_data_patterns(spec):
+            norm = os.path.normpath(pat)
+            if "://" in pat or os.path.isabs(pat) or norm == ".." or norm.startswith(".." + os.sep):
+                raise InputError(f"the dataset card names data files {pat!r} outside the folder; data files "
+                                 "must lie inside it", file=os.path.join(spec, "README.md"),
+                                 column="configs.data_files")
     try:
         builder = datasets.load_dataset_builder(repo, name=config, revision=rev)
         check_data_files_inside(builder.config.data_files, spec, local=local, repo=repo)

@@ -107,9 +107,6 @@ HUB_CARDS = {
     "absolute_path": "  data_files:\n  - split: test\n    path: {outside}/secret.csv\n",
     "two_splits_one_outside": "  data_files:\n  - split: train\n    path: ../outside/secret.csv\n"
                               "  - split: test\n    path: ../outside/*.csv\n",
-}
-#: card forms datasets itself refuses (also never read): one line, exit 2
-HUB_CARDS_DATASETS_REFUSES = {
     "split_mapping": "  data_files:\n    test: ../outside/secret.csv\n",
     "nested_parent_of_missing_folder": "  data_files:\n  - split: test\n    path: sub/../../outside/secret.csv\n",
 }
@@ -127,14 +124,18 @@ def test_a_card_naming_data_files_outside_its_folder_is_refused(ws, label):
     assert "SECRET-OUTSIDE" not in res.err + res.out
 
 
-@pytest.mark.parametrize("label", sorted(HUB_CARDS_DATASETS_REFUSES))
-def test_card_forms_datasets_refuses_are_one_line_and_never_read(ws, label):
-    folder, runs = _hub_case(ws, HUB_CARDS_DATASETS_REFUSES[label])
-    before = ws.snap()
-    res = ws.cli("audit", "--questions", str(folder), "--runs", str(runs), "--out", "report",
-                 "--calibration-sims", "0", "--n-permutations", "19", "--no-figures")
-    ws.check_refused(res, before)
-    assert "SECRET-OUTSIDE" not in res.err + res.out
+def test_card_data_patterns_reads_every_form():
+    import tempfile
+    from pathlib import Path
+
+    from audit_hub.readers.hf import card_data_patterns
+
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "README.md").write_text(
+            "---\nconfigs:\n- config_name: a\n  data_files: x.csv\n- config_name: b\n  data_files:\n"
+            "  - split: test\n    path: [y1.csv, y2.csv]\n- config_name: c\n  data_files:\n    train: z.csv\n"
+            "- config_name: d\n  data_dir: sub\n  data_files: [w.csv]\n---\n")
+        assert card_data_patterns(d) == ["x.csv", "y1.csv", "y2.csv", "z.csv", "w.csv", "sub"]
 
 
 def test_a_data_file_symlinked_from_outside_is_refused(ws):
