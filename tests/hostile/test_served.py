@@ -179,3 +179,17 @@ def test_the_shard_writer_scrubs_every_text_field_of_local_and_served_rows(tmp_p
     assert w.redacted == 1
     got = pd.read_parquet(path)
     assert list(got["prediction"]) == ["key ***", "A"] and list(got["answer"]) == ["***", "A"]
+
+
+def test_a_looping_prompt_template_is_refused_before_any_request_or_write(ws):
+    """Served runs render their prompts through the same bound, before the output folder exists and before
+    any request is sent."""
+    key = KEYS["OPENAI_API_KEY"]
+    tpl = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ question }}"
+    _questions(ws)
+    before = ws.snap()
+    with StubServer(key) as stub:
+        res = ws.cli(*_args(ws, stub), "--prompt-template", tpl)
+        assert stub.requests == []
+    ws.check_refused(res, before, out="outb")
+    assert "--prompt-template ran longer than" in res.error_lines[0], res
