@@ -547,7 +547,7 @@ def prune(questions: str, *, out: str | os.PathLike | None = None, runs=None, bl
 def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os.PathLike | None = None,
            target_size: int | None = None, max_rank_loss: float | None = None,
            stages: Sequence[str] | str = ("text_ablation", "saturation", "anomaly"), thresholds=None,
-           method: str = "point_biserial", category_floor: float = 0.5, folds: int = 3,
+           method: str = "auto", category_floor: float = 0.5, folds: int = 3,
            model_dates: str | None = None, model_order: str | None = None, tst_scores: str | None = None,
            tst: bool = False, junk: Sequence[float] | None = None, score_budget: int = 100, n_boot: int = 1000,
            random_draws: int = 200, ibp: str = "auto", seed: int = 0, threads: int = 1, column_map=None,

@@ -8,6 +8,7 @@ image; model release dates) as Parquet files, then runs the command a user types
     python benchmarks/curate.py              # 25,000 items x 30 models (target: < 60 s on 2 cores)
     python benchmarks/curate.py --smoke      # 1,500 items x 12 models (the test runs this)
     python benchmarks/curate.py --items 5000 --models 20 --target-size 1500
+    python benchmarks/curate.py --pool /path/to/pool --target-size 600   # a real pool: questions + runs
 """
 
 from __future__ import annotations
@@ -50,13 +51,17 @@ def write_pool(folder: Path, n_items: int, n_models: int, seed: int) -> None:
     (folder / "planted.json").write_text(json.dumps(meta["planted"]))
 
 
-def run(n_items: int, n_models: int, target: int, seed: int, extra: list[str]) -> dict:
+def run(n_items: int, n_models: int, target: int, seed: int, extra: list[str], pool: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="curate-bench-") as td:
         d = Path(td)
-        write_pool(d, n_items, n_models, seed)
+        src = pool
+        if pool is None:
+            write_pool(d, n_items, n_models, seed)
+            src = d
         out = d / "curated"
-        cmd = [sys.executable, "-m", "audit_hub", "curate", "--questions", str(d / "questions.parquet"),
-               "--runs", str(d / "runs.parquet"), "--model-dates", str(d / "model_dates.csv"),
+        dates = ["--model-dates", str(d / "model_dates.csv")] if pool is None else []
+        cmd = [sys.executable, "-m", "audit_hub", "curate", "--questions", str(src / "questions.parquet"),
+               "--runs", str(src / "runs.parquet"), *dates,
                "--target-size", str(target), "--out", str(out), "--seed", str(seed), *extra]
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -69,7 +74,7 @@ def run(n_items: int, n_models: int, target: int, seed: int, extra: list[str]) -
         if proc.returncode != 0:
             raise SystemExit(f"curate failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
         s = json.loads((out / "summary.json").read_text())["curation"]
-        planted = json.loads((d / "planted.json").read_text())
+        planted = json.loads((d / "planted.json").read_text()) if pool is None else {}
         import pandas as pd
 
         kept = set(pd.read_parquet(out / "data" / "test-00000-of-00001.parquet")["question_id"].astype(str))
@@ -94,7 +99,7 @@ def table(res: dict, n_items: int, n_models: int) -> str:
     }
     cis = {"heldout_spearman_rho": s.get("heldout_spearman_rho_ci"), "heldout_kendall_tau": s.get("heldout_kendall_tau_ci"),
            "junk_rho_50": j50["heldout_spearman_rho_ci"] if j50 else None}
-    lines = [f"simulated MMGist-shaped pool: {n_items:,} items x {n_models} models; kept {s['n_after']:,} "
+    lines = [f"{res.get('pool') or 'simulated MMGist-shaped pool'}: {s['n_before']:,} items x {len(s['models'])} models; kept {s['n_after']:,} "
              f"(removed by stage: {s['removed_by_stage']})",
              f"{'target':<24}{'value':>10}  {'95% CI':<20}{'goal':>10}  met"]
     for k, (op, goal) in TARGETS.items():
@@ -107,11 +112,17 @@ def table(res: dict, n_items: int, n_models: int) -> str:
     r = s.get("baselines", {}).get("random_subset", {})
     ri = r.get("spearman_rho_interval")
     ri = f"[{ri[0]:.3f}, {ri[1]:.3f}]" if ri else "n/a"
-    lines.append(f"random subsets, same size (mean over {r.get('n_draws')} draws/fold): rho {r.get('spearman_rho', float('nan')):.3f} "
-                 f"(95% of draws {ri}); curated above random mean: "
-                 f"{'yes' if (s.get('heldout_spearman_rho') or 0) > (r.get('spearman_rho') or 1) else 'NO'}; verdict: {s.get('versus_random')}")
+    if "spearman_rho" in r:
+        lines.append(f"random subsets, same size (mean over {r.get('n_draws')} draws/fold): rho {r.get('spearman_rho', float('nan')):.3f} "
+                     f"(95% of draws {ri}); curated at or above random mean: "
+                     f"{'yes' if (s.get('heldout_spearman_rho') or 0) >= (r.get('spearman_rho') or 1) else 'NO'}")
+    lines.append(f"design: {(s.get('heldout_design') or {}).get('why')}")
+    lines.append(f"verdict: {s.get('versus_random')}")
+    lines.append(f"selection: {(s.get('selection_choice') or {}).get('statement')}")
+    if se.get("versus_random"):
+        lines.append(f"score estimation: {se['versus_random']}; chosen per split {se.get('chosen_per_split')}")
     for name, b in (s.get("baselines") or {}).items():
-        if name != "random_subset":
+        if name != "random_subset" and "spearman_rho" in b:
             lines.append(f"baseline {name:<18} held-out rho {b['spearman_rho']:.3f}  tau {b['kendall_tau']:.3f}")
     if s.get("ibp", {}).get("skipped"):
         lines.append(f"baseline ibp: skipped ({s['ibp']['skipped']})")
@@ -138,12 +149,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target-size", type=int, default=None, help="default: 30%% of the pool (MMGist kept 31%%)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    ap.add_argument("--pool", type=Path, default=None,
+                    help="a real pool folder (questions.parquet, runs.parquet) instead of the simulated one")
     ap.add_argument("extra", nargs="*", help="extra arguments passed to `benchaudit curate` (after --)")
     a = ap.parse_args(argv)
     n_items, n_models = (1_500, 12) if a.smoke else (a.items, a.models)
+    if a.pool is not None:
+        import pandas as pd
+
+        n_items = int(pd.read_parquet(a.pool / "questions.parquet", columns=["question_id"]).shape[0])
     target = a.target_size or int(round(0.30 * n_items))
     extra = list(a.extra) + (["--n-boot", "200", "--no-figures"] if a.smoke else [])
-    res = run(n_items, n_models, target, a.seed, extra)
+    res = run(n_items, n_models, target, a.seed, extra, pool=a.pool)
+    res["pool"] = str(a.pool) if a.pool is not None else None
     print(table(res, n_items, n_models))
     if a.json:
         a.json.write_text(json.dumps({k: v for k, v in res.items() if k != "stdout"}, indent=2, default=str))

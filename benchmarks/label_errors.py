@@ -183,19 +183,48 @@ def cleanlab_scores(frame: AuditFrame, items: np.ndarray):
     return np.asarray(flags, bool), 1.0 - q
 
 
+def crowdlab_scores(frame: AuditFrame, items: np.ndarray) -> np.ndarray:
+    """Suspicion score of the stated gold by cleanlab's CROWDLAB (``cleanlab.multiannotator``): the models
+    and the stated gold are the annotators, ``pred_probs`` the models' smoothed vote fractions (no
+    classifier exists here); the score is 1 - CROWDLAB's quality of the gold annotator's label."""
+    from cleanlab.multiannotator import get_label_quality_multiannotator
+
+    A = frame.answer_codes("full", models=frame.models_in("full"))[items].astype(np.float64)
+    k = np.where(frame.answer_type[items] == "yesno", 2, frame.n_options.astype(np.int64)[items])
+    K = int(k.max())
+    A = np.where((A >= 0) & (A < k[:, None]), A, np.nan)
+    counts = np.stack([(A == t).sum(axis=1) for t in range(K)], axis=1).astype(np.float64)
+    valid = np.arange(K)[None, :] < k[:, None]
+    pp = np.where(valid, counts + SMOOTH, 1e-6)
+    pp /= pp.sum(axis=1, keepdims=True)
+    gold = frame.gold_codes().astype(np.float64)[items]
+    labels = np.column_stack([A, gold])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = get_label_quality_multiannotator(labels, pp, verbose=False, return_annotator_stats=False)
+    q = res["detailed_label_quality"].to_numpy()[:, -1]
+    return 1.0 - np.nan_to_num(q, nan=1.0)
+
+
 def evaluate(frame: AuditFrame, planted: np.ndarray, seed: int, oracle: np.ndarray | None = None) -> dict:
     """Precision, recall and AP of the tool and cleanlab (and AP of the oracle's log odds, if given)."""
     items = np.flatnonzero(frame.answer_type == "mc")
     y = planted[items]
     t = time.perf_counter()
     res = consensus_error.run(frame, seed=seed, recall_sims=0)
+    iss = res.per_question["is_consensus_error_issue"].to_numpy()[items]
     t_ours = time.perf_counter() - t
     pw = np.nan_to_num(res.per_question["consensus_error_p_gold_wrong"].to_numpy()[items], nan=0.0)
     lo = np.nan_to_num(res.per_question["consensus_error_log_odds_gold_wrong"].to_numpy()[items], nan=-1e9)
-    ours_flag = pw >= 0.5
+    ours_flag = iss  # the findings: posterior >= 0.5, identifiable category, supported by the held-out check
     t = time.perf_counter()
     cl_flag, cl_score = cleanlab_scores(frame, items)
     t_cl = time.perf_counter() - t
+    t = time.perf_counter()
+    cw_score = crowdlab_scores(frame, items)
+    t_cw = time.perf_counter() - t
 
     def pr(flag):
         tp = int((flag & y).sum())
@@ -205,6 +234,10 @@ def evaluate(frame: AuditFrame, planted: np.ndarray, seed: int, oracle: np.ndarr
     p2, r2 = pr(cl_flag)
     out = {"ours": {"precision": p1, "recall": r1, "ap": average_precision(lo, y), "seconds": t_ours},
            "cleanlab": {"precision": p2, "recall": r2, "ap": average_precision(cl_score, y), "seconds": t_cl},
+           "crowdlab": {"precision": float("nan"), "recall": float("nan"), "ap": average_precision(cw_score, y),
+                        "seconds": t_cw},
+           "flagged_share": float(iss.mean()), "check_supported": res.summary.get("flags_supported"),
+           "posterior_flags": int(np.nansum(pw >= 0.5)),
            "n_planted": int(y.sum()), "n_items": len(items),
            "test_p": res.summary.get("p_value"), "detection": res.summary.get("detection")}
     if oracle is not None:
@@ -216,13 +249,16 @@ def evaluate(frame: AuditFrame, planted: np.ndarray, seed: int, oracle: np.ndarr
 def summarise(name: str, rows: list[dict]) -> dict:
     out = {"setting": name, "n_plantings": len(rows), "n_items": rows[0]["n_items"],
            "n_planted_each": rows[0]["n_planted"]}
-    for m in ("ours", "cleanlab", "oracle"):
+    for m in ("ours", "cleanlab", "crowdlab", "oracle"):
         if m not in rows[0]:
             continue
         for k in ("precision", "recall", "ap"):
             v = np.array([r[m][k] for r in rows], dtype=np.float64)
             out[f"{m}_{k}"] = [round(float(np.nanmean(v)), 3), round(float(np.nanmin(v)), 3), round(float(np.nanmax(v)), 3)]
     out["plantings_ours_ap_ge_cleanlab"] = int(sum(r["ours"]["ap"] >= r["cleanlab"]["ap"] for r in rows))
+    out["plantings_ours_ap_ge_crowdlab"] = int(sum(r["ours"]["ap"] >= r["crowdlab"]["ap"] for r in rows))
+    out["flagged_share_max"] = round(max(r.get("flagged_share", 0.0) for r in rows), 4)
+    out["plantings_check_supported"] = int(sum(bool(r.get("check_supported")) for r in rows))
     diff = np.array([r["ours"]["ap"] - r["cleanlab"]["ap"] for r in rows])
     from scipy.stats import binomtest
 
@@ -312,6 +348,77 @@ def _codes_of(spec: PoolSpec, rng: np.random.Generator):
     return LabelData([choice], k, np.zeros(len(k), bool), np.array([LETTERS.index(a) for a in q["answer"]]))
 
 
+#: real-pool regimes of the simulator (tests/sim.py; the same as tests/test_label_regimes.py), 600 items x 8
+REGIMES = {
+    "letter_bias": dict(accuracy_full=list(np.linspace(0.45, 0.9, 8)), guess_rate=[0, 0, 0, 0, 0.3, 0.4, 0.5, 0.6],
+                        difficulty_sd=1.0),
+    "chance_category": dict(accuracy_full=list(np.linspace(0.6, 0.9, 8)), guess_rate=0.4, chance_categories=[0],
+                            difficulty_sd=1.0),
+    "families": dict(accuracy_full=list(np.linspace(0.55, 0.9, 8)), family=[0, 0, 0, 1, 1, 1, 2, 2],
+                     family_share=0.6, difficulty_sd=1.0),
+    "mixed_strong_weak": dict(accuracy_full=[0.92, 0.9, 0.88, 0.4, 0.35, 0.3, 0.3, 0.3], difficulty_sd=1.0),
+}
+
+
+def run_regime(name: str, n_sims: int, rate: float, seed: int, n_items: int = 600) -> dict:
+    """Defect-free flagged share and, with ``rate`` planted wrong golds, tool / self-confidence / CROWDLAB."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from sim import simulate_frame
+
+    null_share, rows = [], []
+    for i in range(n_sims):
+        f0 = simulate_frame(n_items, 8, accuracy_blind=None, n_categories=3, seed=1000 * seed + i, **REGIMES[name])
+        null_share.append(float(consensus_error.run(f0, seed=seed, recall_sims=0)
+                                .per_question["is_consensus_error_issue"].mean()))
+        n_le = int(round(rate * n_items))
+        f = simulate_frame(n_items, 8, accuracy_blind=None, n_categories=3, label_errors=n_le,
+                           seed=1000 * seed + i, **REGIMES[name])
+        planted = f.questions["question_id"].isin(f.meta["planted"]["label_errors"]).to_numpy()
+        rows.append(evaluate(f, planted, seed + i))
+    out = summarise(f"regime {name} ({n_items} items x 8 models, {100 * rate:.0f}% planted)", rows)
+    out["defect_free_flagged_share_max"] = round(max(null_share), 4)
+    return out
+
+
+REAL_POOLS = ("blink", "mathvista")
+
+
+def run_real(name: str, q: pd.DataFrame, r: pd.DataFrame, n_plantings: int, rate: float, seed: int) -> dict:
+    """A real pool as released (flagged share, estimated wrong-gold share, identifiability, the check) and with
+    ``rate`` planted wrong golds on the mc items of its identifiable categories (tool / cleanlab / CROWDLAB)."""
+    f0 = AuditFrame.from_tables(q, r)
+    s0 = consensus_error.run(f0, seed=seed, recall_sims=2).summary
+    bad = s0["categories_not_identifiable"]
+    chk = s0["predictive_check"] or {}
+    out = {"pool": name, "n_items": int(len(q)), "n_models_full": int(len(f0.models_in("full"))),
+           "flagged_share": round(s0["n_flagged"] / len(q), 4),
+           "posterior_flags": s0["n_posterior_gold_wrong"],
+           "estimated_wrong_gold_share": round(s0["expected_wrong_gold_share"], 4),
+           "check_supported": chk.get("supported"), "check": {k: (round(v, 3) if isinstance(v, float) else v)
+                                                              for k, v in chk.items() if k != "units"},
+           "categories_not_identifiable": bad, "simulated_detection": s0["detection"]}
+    k_all = q["options"].map(len).to_numpy()
+    ok_gold = np.array([len(str(g)) == 1 and str(g) in LETTERS[:kk] for g, kk in zip(q["answer"], k_all)])
+    mc = (q["answer_type"] == "mc").to_numpy() & ~q["category"].isin(list(bad)).to_numpy() & ok_gold
+    rows = []
+    if mc.sum() < 20:
+        out["planted"] = None
+        return out
+    for i in range(n_plantings):
+        rng = np.random.default_rng([seed, 77, i])
+        sel = np.sort(rng.choice(np.flatnonzero(mc), max(1, int(round(rate * mc.sum()))), replace=False))
+        k = q["options"].map(len).to_numpy()
+        ans = q["answer"].to_numpy()
+        q2 = q.copy()
+        q2.loc[q2.index[sel], "answer"] = [LETTERS[(LETTERS.index(str(ans[j])) + rng.integers(1, k[j])) % k[j]]
+                                           for j in sel]
+        planted = np.zeros(len(q), bool)
+        planted[sel] = True
+        rows.append(evaluate(AuditFrame.from_tables(q2, r), planted, seed + i))
+    out["planted"] = summarise(f"{name} with {100 * rate:.0f}% planted on identifiable mc items", rows)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--plantings", type=int, default=20)
@@ -345,6 +452,18 @@ def main() -> None:
     results.append(s)
     for s in results:
         print(json.dumps(s))
+    regimes = [run_regime(name, 1 if args.smoke else max(2, args.plantings // 4), args.rate, args.seed,
+                          300 if args.smoke else 600) for name in REGIMES]
+    for s in regimes:
+        print(json.dumps(s))
+    real_dir = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real_pools"
+    reals = [run_real("mathv (bundled)", qv, rv, 1 if args.smoke else 3, args.rate, args.seed)]
+    for name in REAL_POOLS if not args.smoke else REAL_POOLS[:1]:
+        reals.append(run_real(name, pd.read_parquet(real_dir / name / "questions.parquet"),
+                              pd.read_parquet(real_dir / name / "runs.parquet"), 1 if args.smoke else 3, args.rate,
+                              args.seed))
+    for s in reals:
+        print(json.dumps(s, default=str))
     nulls = null_fpr(args.null_sims, args.seed)
     for s in nulls:
         print(json.dumps(s))
@@ -360,6 +479,24 @@ def main() -> None:
         print(f"headline test false-positive rate at alpha 0.05, {s['null_regime']}: {s['fpr']:.3f} "
               f"(95% CI {s['fpr_ci95'][0]:.3f}-{s['fpr_ci95'][1]:.3f}, {s['n_sims']} simulations); within +-2 pp: "
               f"{'met' if s['within_2pp'] else 'NOT met'}")
+    print(f"target (a) AP >= CROWDLAB + 0.05: {'met' if a['ours_ap'][0] >= a['crowdlab_ap'][0] + 0.05 else 'NOT met'} "
+          f"({a['ours_ap'][0]:.3f} vs CROWDLAB {a['crowdlab_ap'][0]:.3f})")
+    for s in results[1:] + regimes:
+        print(f"{s['setting']}: AP ours {s['ours_ap'][0]:.3f}, self-confidence {s['cleanlab_ap'][0]:.3f}, CROWDLAB "
+              f"{s['crowdlab_ap'][0]:.3f} (>= CROWDLAB: {'met' if s['ours_ap'][0] >= s['crowdlab_ap'][0] else 'NOT met'})"
+              + (f"; defect-free flagged share max {s['defect_free_flagged_share_max']:.3f} (<= 0.01: "
+                 f"{'met' if s['defect_free_flagged_share_max'] <= 0.01 else 'NOT met'})"
+                 if "defect_free_flagged_share_max" in s else ""))
+    for s in reals:
+        pl = s["planted"] or {"ours_ap": [float("nan")], "cleanlab_ap": [float("nan")], "crowdlab_ap": [float("nan")],
+                              "ours_recall": [float("nan")]}
+        print(f"real pool {s['pool']}: flagged share {s['flagged_share']:.3f} (<= 0.03: "
+              f"{'met' if s['flagged_share'] <= 0.03 else 'NOT met'}), estimated wrong-gold share "
+              f"{s['estimated_wrong_gold_share']:.3f} (<= 0.05: {'met' if s['estimated_wrong_gold_share'] <= 0.05 else 'NOT met'}), "
+              f"{s['posterior_flags']} posterior flags, check supported: {s['check_supported']}, "
+              f"{len(s['categories_not_identifiable'])} categories not identifiable; planted 3%: AP ours "
+              f"{pl['ours_ap'][0]:.3f} (>= 0.5: {'met' if pl['ours_ap'][0] >= 0.5 else 'NOT met'}), self-confidence "
+              f"{pl['cleanlab_ap'][0]:.3f}, CROWDLAB {pl['crowdlab_ap'][0]:.3f}; findings recall {pl['ours_recall'][0]:.2f}")
     n_b, w_b = b["n_plantings"], b["plantings_ours_ap_ge_cleanlab"]
     print(f"target (b) AP never below cleanlab: {'met' if w_b == n_b else 'NOT met'}: ours >= cleanlab in {w_b} of "
           f"{n_b} plantings (mean {b['ours_ap'][0]:.3f} vs {b['cleanlab_ap'][0]:.3f}, paired difference "

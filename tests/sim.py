@@ -67,6 +67,11 @@ def simulate_frame(
     guessing: bool = False,
     distractor_attraction: float = 0.0,
     label_errors: int = 0,
+    guess_rate=0.0,
+    guess_position: int = 0,
+    chance_categories=(),
+    family=None,
+    family_share: float = 0.0,
     seed: int = 0,
 ) -> AuditFrame:
     """Simulate a benchmark with ``n_questions`` items and ``n_models`` models.
@@ -87,6 +92,14 @@ def simulate_frame(
     options). label_errors: number of items whose *stated* gold is changed uniformly to another option
     after the runs are drawn (``meta["planted"]["label_errors"]``; the runs keep answering the true one).
     Categories are ``cat0``... assigned at random.
+
+    Real-pool regimes (issue 25): guess_rate (scalar or per model): share of (item, model) answers, in both
+    arms, that ignore the item and give option position ``guess_position`` (clipped to the item's options):
+    a letter preference shared by the models (``hit`` is then whether that position is the gold).
+    chance_categories: category indices (``cat{c}``) where no model knows anything: every answer is right with
+    probability 1/K, else uniform over the wrong options (before the letter guesses). family: (n_models,) int
+    family of each model (None: none); family_share: share of a family member's wrong answers that go to the
+    family's own attractive distractor of the item (correlated errors within a family, beyond difficulty).
     """
     rng = np.random.default_rng(seed)
     planted = dict(planted or {})
@@ -165,6 +178,11 @@ def simulate_frame(
         arm_models["blind"] = bm
     difficulty = rng.normal(0.0, difficulty_sd, size=Q) if difficulty_sd > 0 else np.zeros(Q)
     attractor = 1 + (rng.random(Q) * (k - 1)).astype(np.int64)  # offset of each item's attractive distractor
+    fam = None if family is None else np.asarray(family, np.int64)
+    fam_att = (1 + (rng.random((Q, int(fam.max()) + 1)) * (k[:, None] - 1)).astype(np.int64)
+               if fam is not None else None)
+    at_chance = np.isin(cats, np.asarray(list(chance_categories), np.int64))
+    g_rate = _per_model(guess_rate, M, "guess_rate")
 
     frames = []
     for arm, names in arm_models.items():
@@ -182,7 +200,20 @@ def simulate_frame(
         if distractor_attraction > 0:
             att = rng.random((Q, Mi)) < distractor_attraction
             off = np.where(att, attractor[:, None], off)
+        if fam is not None and family_share > 0:
+            fm = np.array([fam[int(n.split("_")[1])] if n.split("_")[1].isdigit() and int(n.split("_")[1]) < M
+                           else 0 for n in names])
+            to_fam = rng.random((Q, Mi)) < family_share
+            off = np.where(to_fam, fam_att[:, fm], off)
+        if at_chance.any():  # nobody knows: right with probability 1/K
+            hit = np.where(at_chance[:, None], rng.random((Q, Mi)) < 1.0 / k[:, None], hit)
         choice = np.where(hit, gold[:, None], (gold[:, None] + off) % k[:, None])
+        if np.any(g_rate > 0):  # a shared letter preference: the answer ignores the item
+            gi = np.array([g_rate[int(n.split("_")[1])] if n.split("_")[1].isdigit() and int(n.split("_")[1]) < M
+                           else g_rate[0] for n in names])
+            guess = rng.random((Q, Mi)) < gi[None, :]
+            choice = np.where(guess, np.minimum(guess_position, k - 1)[:, None], choice)
+            hit = choice == gold[:, None]
         bs = sets["blind_solvable"]
         hit[bs] = True
         choice[bs] = gold[bs, None]

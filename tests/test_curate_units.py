@@ -94,8 +94,7 @@ def test_stage_flags_first_flag_attribution_and_overlaps():
         {"correctness_agreement_n_correct": 10},                                   # 2 saturated
         {"visual_dependency_f": 10, "visual_dependency_b": 10,
          "correctness_agreement_n_correct": 10},                                   # 3 both
-        {"correctness_agreement_n_correct": 0, "consensus_error_consensus_share": 0.8,
-         "consensus_error_gold_share": 0.0},                                       # 4 floor + label conflict
+        {"correctness_agreement_n_correct": 0, "is_consensus_error_issue": True},  # 4 floor + label error
         {"distractor_similarity_severity": "critical"},                            # 5 duplicate options
         {"placeholder_gold": True},                                                # 6 placeholder gold
         {"placeholder_n_options": 2},                                              # 7 placeholder distractor only
@@ -120,6 +119,12 @@ def test_stage_flags_first_flag_attribution_and_overlaps():
     assert res3["kept"][1] and not res3["kept"][7]
     assert stage_flags(t, StageThresholds(blind_min_share=0.7, max_gain=0.35))["text_ablation"][0][8]
     assert not stage_flags(t, StageThresholds(blind_min_share=0.7, max_gain=0.25))["text_ablation"][0][8]
+    # the anomaly stage reads the label-error flag only: a strong non-gold consensus without the flag (the
+    # label model's predictive check did not pass) is kept; the negative-discrimination test is off by default
+    t2 = _findings([{"consensus_error_consensus_share": 0.9, "consensus_error_gold_share": 0.0},
+                    {"is_correctness_agreement_issue": True}, {"is_consensus_error_issue": True}])
+    assert list(stage_flags(t2, th, stages=("anomaly",))["anomaly"][0]) == [False, False, True]
+    assert stage_flags(t2, StageThresholds(negative_discrimination=True), stages=("anomaly",))["anomaly"][0][1]
     # TsT s(x): a text-learnable item goes at text ablation
     tst = np.full(len(t), np.nan)
     tst[0] = 0.6

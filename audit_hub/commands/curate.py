@@ -29,7 +29,9 @@ def register(app: typer.Typer) -> None:
                                    help="Stages in order (comma-separated subset of text_ablation, saturation, anomaly)."),
         threshold: list[str] | None = typer.Option(
             None, "--threshold", "-t", help="Stage threshold NAME=VALUE (repeatable), e.g. blind_min_share=0.8."),
-        method: str = typer.Option("point_biserial", "--method", help="Selection score: point_biserial | irt_information."),
+        method: str = typer.Option("auto", "--method", help="Selection: auto (chosen by inner cross-validation) | "
+                                   "point_biserial | irt_information | kmeans_anchors | stratified_difficulty | "
+                                   "stratified_discriminating | random_best | random."),
         category_floor: float = typer.Option(0.5, "--category-floor", **opt("--category-floor"),
                                              help="Each category keeps at least this share of its proportional share."),
         folds: int = typer.Option(3, "--folds", **opt("--folds"), help="Folds over models for the held-out evaluation."),
@@ -81,12 +83,24 @@ def _print(s: dict) -> None:
 
     typer.echo(f"kept {s['n_after']:,} of {s['n_before']:,} items ({100 * (s['reduction'] or 0):.0f}% fewer); "
                "removed by stage: " + ", ".join(f"{k} {v:,}" for k, v in s["removed_by_stage"].items()))
-    typer.echo(f"in-pool rho {f3(s['spearman_rho'])}{ci(s['spearman_rho_ci'])}; held-out rho "
-               f"{f3(s.get('heldout_spearman_rho'))}{ci(s.get('heldout_spearman_rho_ci'))}, tau "
-               f"{f3(s.get('heldout_kendall_tau'))}; random subsets {f3(s.get('random_subset_rho_mean'))}"
-               f"{ci(s.get('random_subset_rho_interval'))}")
+    if s.get("heldout_spearman_rho") is not None:
+        typer.echo(f"in-pool rho {f3(s['spearman_rho'])}{ci(s['spearman_rho_ci'])}; held-out rho "
+                   f"{f3(s.get('heldout_spearman_rho'))}{ci(s.get('heldout_spearman_rho_ci'))}, tau "
+                   f"{f3(s.get('heldout_kendall_tau'))}; random subsets {f3(s.get('random_subset_rho_mean'))}"
+                   f"{ci(s.get('random_subset_rho_interval'))}")
+    else:  # leave-one-model-out: no fold-level rank correlation is a figure (the verdict line has the figures)
+        typer.echo(f"in-pool rho {f3(s['spearman_rho'])}{ci(s['spearman_rho_ci'])}; held out: leave-one-model-out")
     if s.get("versus_random"):
         typer.echo(f"versus random: {s['versus_random']}")
+    ch = s.get("selection_choice") or {}
+    if ch.get("statement"):
+        typer.echo(f"selection: {ch['statement']}")
+    why = (s.get("heldout_design") or {}).get("why")
+    if why and (s.get("heldout_design") or {}).get("mode") != "folds":
+        typer.echo(f"held-out design: {why}")
+    se = s.get("score_estimation") or {}
+    if se.get("versus_random"):
+        typer.echo(f"score estimation: {se['versus_random']}")
     ch = s["discrimination_change"]
     typer.echo("discrimination change: " + ", ".join(
         f"{k} {'n/a' if v is None else f'{100 * v:+.0f}%'}" for k, v in ch.items()))

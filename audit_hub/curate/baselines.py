@@ -17,30 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .draws import stratified_random  # noqa: F401  (re-exported: the random-subset baseline's draws)
 from .measures import point_biserial
 from .select import select_top
-
-
-def stratified_random(categories: np.ndarray, size: int, n_draws: int, rng: np.random.Generator) -> np.ndarray:
-    """(n_draws, Q) float masks: ``size`` items per draw, allocated to categories by largest remainder."""
-    from ..tst.prune import largest_remainder
-
-    Q = len(categories)
-    G = int(categories.max()) + 1 if Q else 0
-    n_c = np.bincount(categories, minlength=G)
-    alloc = largest_remainder(int(size), {str(g): int(n_c[g]) for g in range(G)})
-    out = np.zeros((n_draws, Q), dtype=np.float64)
-    keys = rng.random((n_draws, Q))
-    for g in range(G):
-        members = np.flatnonzero(categories == g)
-        k = alloc[str(g)]
-        if k == 0 or len(members) == 0:
-            continue
-        part = np.argpartition(keys[:, members], k - 1, axis=1)[:, :k] if k < len(members) else \
-            np.broadcast_to(np.arange(len(members)), (n_draws, len(members)))
-        rows = np.repeat(np.arange(n_draws), part.shape[1])
-        out[rows, members[part.ravel()]] = 1.0
-    return out
 
 
 def lime_pass_count(right: np.ndarray, known: np.ndarray, size: int) -> np.ndarray:

@@ -13,13 +13,14 @@ flagged by every pair of stages regardless of order.
 * ``saturation``: the correctness-profile detector's saturated items (share of models right ``>= saturated_share``,
   default 1.0 = every model) and floor items (share right ``<= floor_share``, default 0.0 = none),
   with at least ``min_models`` models known.
-* ``anomaly``: the label-conflict detector's flagged items (unanimous non-gold consensus) and items whose most
-  chosen non-gold answer takes ``>= consensus_share`` of the parseable answers (default 0.6) while the
-  gold takes ``<= consensus_gold_share`` (default 0.2); the option-similarity detector at severity ``>=
-  distractor_severity`` (default high: exact duplicate options; critical when the gold is duplicated);
-  the correctness profile's negative discrimination (weaker models right where stronger fail, one-sided
-  test p < alpha); a placeholder gold option (``nan``, empty, ``None``...: unanswerable as released),
-  and with ``placeholder="any"`` any placeholder option.
+* ``anomaly``: only evidence that holds. The label-error flag ``is_consensus_error_issue`` as the
+  label-conflict detector publishes it (read, never re-derived: the label model makes it true only for
+  flags that pass its predictive check); the option-similarity detector at severity ``>=
+  distractor_severity`` (default high: exact duplicate options; critical when the gold is duplicated); a
+  placeholder gold option (``nan``, empty, ``None``...: unanswerable as released), and with
+  ``placeholder="any"`` any placeholder option. The correctness profile's per-item negative-discrimination
+  test is off by default (``negative_discrimination=false``): one-sided per-item tests over a few dozen
+  models, uncorrected over thousands of items, mostly flag noise.
 """
 
 from __future__ import annotations
@@ -44,16 +45,13 @@ class StageThresholds:
     saturated_share: float = 1.0
     floor_share: float = 0.0
     min_models: int = 2
-    consensus_share: float = 0.6
-    consensus_gold_share: float = 0.2
     distractor_severity: str = "high"
-    negative_discrimination: bool = True
+    negative_discrimination: bool = False
     placeholder: str = "gold"  # "gold" | "any" | "off"
     extra: dict = field(default_factory=dict)
 
     def validate(self) -> None:
-        for name in ("blind_min_share", "max_gain", "saturated_share", "floor_share", "consensus_share",
-                     "consensus_gold_share"):
+        for name in ("blind_min_share", "max_gain", "saturated_share", "floor_share"):
             v = getattr(self, name)
             if not (-1.0 <= float(v) <= 1.0):
                 raise InputError(f"curation threshold {name} must be in [0, 1] (gain: [-1, 1]), got {v}")
@@ -121,13 +119,9 @@ def saturation(t: pd.DataFrame, th: StageThresholds) -> tuple[np.ndarray, np.nda
 def anomaly(t: pd.DataFrame, th: StageThresholds) -> tuple[np.ndarray, np.ndarray]:
     n = len(t)
     parts = []
-    ce_flag = _col(t, roles.issue_column(roles.LABEL_CONFLICT), False).astype(bool)
-    cs = _col(t, roles.column(roles.LABEL_CONFLICT, "consensus_share"), np.nan).astype(np.float64)
-    gs = _col(t, roles.column(roles.LABEL_CONFLICT, "gold_share"), np.nan).astype(np.float64)
-    maj = np.isfinite(cs) & (cs >= th.consensus_share) & np.isfinite(gs) & (gs <= th.consensus_gold_share)
-    parts.append((ce_flag, "label conflict: unanimous non-gold consensus"))
-    parts.append((maj & ~ce_flag, f"label conflict: >= {th.consensus_share:g} of answers on one non-gold option, "
-                                  f"gold <= {th.consensus_gold_share:g}"))
+    col = roles.issue_column(roles.LABEL_CONFLICT)
+    ce_flag = np.asarray(pd.array(_col(t, col, False), dtype="boolean").fillna(False), dtype=bool)
+    parts.append((ce_flag, f"label error: the audit's label-error flag ({col})"))
     sev = _col(t, roles.severity_column(roles.OPTION_SIMILARITY), "info").astype(str)
     rank = np.array([_SEV.index(s) if s in _SEV else 0 for s in sev]) if n else np.zeros(0, int)
     parts.append((rank >= _SEV.index(th.distractor_severity),
@@ -179,3 +173,21 @@ def apply_stages(flags: dict[str, tuple[np.ndarray, np.ndarray]], order: tuple[s
     flagged_by = {s: int(flags[s][0].sum()) for s in names}
     return {"stage": stage, "reason": reason, "kept": stage == "", "removed_by_stage": removed_by,
             "flagged_by_stage": flagged_by, "overlaps": overlaps}
+
+
+def evidence_notes(t: pd.DataFrame, tst_excess: np.ndarray | None, stages: tuple[str, ...]) -> dict[str, str]:
+    """Per stage, what it could not read (a stage without its evidence flags nothing and says so here)."""
+    notes = {}
+    if "text_ablation" in stages:
+        _f, b, _mf, mb = image_counts(t)
+        has_blind = bool(len(t)) and bool(((b >= 0) & (mb > 0)).any())
+        if not has_blind and tst_excess is None:
+            notes["text_ablation"] = ("not run: no blind (text-only) runs and no TsT scores; give --blind runs, "
+                                      "--tst-scores or --tst")
+        elif not has_blind:
+            notes["text_ablation"] = "TsT scores only (no blind runs)"
+        elif tst_excess is None:
+            notes["text_ablation"] = "blind runs only (no TsT scores)"
+    if "anomaly" in stages and roles.issue_column(roles.LABEL_CONFLICT) not in t.columns:
+        notes["anomaly"] = "no label-error flags (the label-conflict detector did not run); broken options only"
+    return notes

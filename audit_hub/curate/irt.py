@@ -46,6 +46,7 @@ class Irt2PL:
     theta: np.ndarray    # (M,) abilities of the fitting models
     n_iter: int
     converged: bool
+    final_change: float = 0.0
 
     def prob(self, theta: np.ndarray) -> np.ndarray:
         """(Q, len(theta)) probabilities."""
@@ -57,29 +58,34 @@ class Irt2PL:
         return (self.a[:, None] ** 2 * p * (1 - p)).sum(axis=1)
 
 
-def fit_2pl(right: np.ndarray, known: np.ndarray, *, n_iter: int = 60, tol: float = 1e-4) -> Irt2PL:
-    """Penalised JML fit of a 2PL to a (Q, M) 0/1 matrix with a known-cell mask."""
+def fit_2pl(right: np.ndarray, known: np.ndarray, *, n_iter: int = 200, tol: float = 1e-4) -> Irt2PL:
+    """Penalised JML fit of a 2PL to a (Q, M) 0/1 matrix with a known-cell mask.
+
+    Each sweep updates the items given the abilities (one 2-D Newton step per item), re-evaluates the
+    probabilities, updates the abilities given the items (one 1-D Newton step per model), then standardises
+    the abilities (mean 0, SD 1; item parameters rescaled so the likelihood is unchanged). Converged when the
+    largest change of any standardised parameter over a sweep is below ``tol``. (Updating both blocks from
+    one evaluation, as a Jacobi sweep, lets the Newton step and the standardisation undo each other: the
+    iterates settle while the per-step change never falls below ``tol``, and on some pools items oscillate.)
+    ``final_change`` records the last sweep's change, so a fit that did not converge says by how much."""
     x = np.asarray(right, dtype=np.float32)
     k = np.asarray(known, dtype=np.float32)
     x = x * k
     Q, M = x.shape
-    # start: abilities from standardised accuracies, intercepts from item means
-    acc = (x * k).sum(axis=0) / np.maximum(k.sum(axis=0), 1)
+    acc = x.sum(axis=0) / np.maximum(k.sum(axis=0), 1)
     theta = ((acc - acc.mean()) / (acc.std() + 1e-9)).astype(np.float32)
-    pm = np.clip(((x * k).sum(axis=1) + 0.5) / (k.sum(axis=1) + 1.0), 0.02, 0.98)
+    pm = np.clip((x.sum(axis=1) + 0.5) / (k.sum(axis=1) + 1.0), 0.02, 0.98)
     d = np.log(pm / (1 - pm)).astype(np.float32)
     a = np.full(Q, A_PRIOR, dtype=np.float32)
     converged = False
+    change = float("inf")
     it = 0
     while it < n_iter:
         it += 1
-        # one evaluation of p per sweep; abilities (1-D Newton per model) and items (2-D Newton per item
-        # on (a, d)) are updated from it together (a Jacobi sweep), then the abilities are standardised
+        a0, d0, t0 = a, d, theta
         p = _sig(a[:, None] * theta[None, :] + d[:, None])
         r = x - k * p
         w = k * p * (1 - p)
-        g = a @ r - theta
-        h = (a * a) @ w + 1.0
         ga = r @ theta - (a - A_PRIOR) / A_SD ** 2
         gd = r.sum(axis=1) - d / D_SD ** 2
         haa = w @ (theta * theta) + 1.0 / A_SD ** 2
@@ -89,21 +95,49 @@ def fit_2pl(right: np.ndarray, known: np.ndarray, *, n_iter: int = 60, tol: floa
         da = (hdd * ga - had * gd) / det
         dd = (haa * gd - had * ga) / det
         step = np.maximum(1.0, np.maximum(np.abs(da), np.abs(dd)))
-        a_new = np.maximum(a + da / step, A_MIN).astype(np.float32)
-        d_new = (d + dd / step).astype(np.float32)
+        a = np.maximum(a + da / step, A_MIN).astype(np.float32)
+        d = (d + dd / step).astype(np.float32)
+        p = _sig(a[:, None] * theta[None, :] + d[:, None])
+        g = a @ (x - k * p) - theta
+        h = (a * a) @ (k * p * (1 - p)) + 1.0
         theta = (theta + np.clip(g / h, -1.0, 1.0)).astype(np.float32)
-        change = max(float(np.max(np.abs(a_new - a))), float(np.max(np.abs(d_new - d))))
-        a, d = a_new, d_new
         mu, sd = theta.mean(), theta.std()
         if sd > 1e-9:
             theta = (theta - mu) / sd
             d = d + a * mu
             a = a * sd
+        change = max(float(np.max(np.abs(a - a0))), float(np.max(np.abs(d - d0))), float(np.max(np.abs(theta - t0))))
         if change < tol:
             converged = True
             break
+    a, d = _items_given(x, k, a, d, theta)
     return Irt2PL(a=a.astype(np.float64), d=d.astype(np.float64), theta=theta.astype(np.float64), n_iter=it,
-                  converged=converged)
+                  converged=converged, final_change=change)
+
+
+def _items_given(x: np.ndarray, k: np.ndarray, a: np.ndarray, d: np.ndarray, theta: np.ndarray,
+                 n_iter: int = 25, tol: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
+    """Item parameters refined to the penalised maximum given the (standardised) abilities: at the joint
+    sweep's fixed point the Newton step and the standardisation balance, so the items are not yet stationary
+    for the abilities the model reports."""
+    for _ in range(n_iter):
+        p = _sig(a[:, None] * theta[None, :] + d[:, None])
+        r = x - k * p
+        w = k * p * (1 - p)
+        ga = r @ theta - (a - A_PRIOR) / A_SD ** 2
+        gd = r.sum(axis=1) - d / D_SD ** 2
+        haa = w @ (theta * theta) + 1.0 / A_SD ** 2
+        had = w @ theta
+        hdd = w.sum(axis=1) + 1.0 / D_SD ** 2
+        det = haa * hdd - had * had
+        da = (hdd * ga - had * gd) / det
+        dd = (haa * gd - had * ga) / det
+        step = np.maximum(1.0, np.maximum(np.abs(da), np.abs(dd)))
+        a = np.maximum(a + da / step, A_MIN).astype(np.float32)
+        d = (d + dd / step).astype(np.float32)
+        if max(float(np.max(np.abs(da))), float(np.max(np.abs(dd)))) < tol:
+            break
+    return a, d
 
 
 def estimate_ability(model: Irt2PL, right: np.ndarray, known: np.ndarray, items: np.ndarray | None = None,
@@ -209,7 +243,7 @@ def estimate_scores(model: Irt2PL, anchors: np.ndarray, weights: np.ndarray, rig
     return {"anchor": anchor, "pirt": pirt, "gpirt": lam * pirt + (1 - lam) * anchor, "theta": theta}
 
 
-def choose_lambda(right: np.ndarray, known: np.ndarray, n_anchors: int, seed: int, n_iter: int = 20) -> float:
+def choose_lambda(right: np.ndarray, known: np.ndarray, n_anchors: int, seed: int, n_iter: int = 200) -> float:
     """The gp-IRT mixing weight, validated on models outside the fit: the fitting models are split in
     two (seeded); a 2PL is fitted to one half, anchors are drawn from it, and lambda (grid of 21) minimises
     the mean absolute error on the other half. (Choosing it on the fitted models themselves favours the

@@ -136,6 +136,8 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
     if nh.get("spearman_rho") is not None:
         ranking.append([f"newest {len(nh['test_models'])} models held out", r3(nh["spearman_rho"]), r3(nh["kendall_tau"])])
     for name, b in (s.get("baselines") or {}).items():
+        if "spearman_rho" not in b:  # leave-one-model-out figures: their own table
+            continue
         extra = (f" (95% of draws: [{b['spearman_rho_interval'][0]:.3f}, {b['spearman_rho_interval'][1]:.3f}])"
                  if "spearman_rho_interval" in b else "")
         ranking.append([f"baseline: {name.replace('_', ' ')}, same size, held out", r3(b.get("spearman_rho")) + extra,
@@ -158,6 +160,25 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
     junk_table = md_table(["junk injected", "junk items", "survived curation", "held-out rho vs clean pool"], junk)
     se = s.get("score_estimation") or {}
     thresholds = md_table(["threshold", "value"], [[md_escape(k), md_escape(v)] for k, v in s["thresholds"].items()])
+    ch = s.get("selection_choice") or {}
+    choice_table = md_table(["candidate (stages / method)", "items", "inner held-out pair tau", "SD of accuracies"],
+                            [[md_escape(t["candidate"]), fmt_num(t["n_items"]), r3(t.get("inner_tau_mean")),
+                              r3(t.get("sd_selecting_models"))] for t in ch.get("candidates") or []],
+                            ["l", "r", "r", "r"]) if ch.get("candidates") else ""
+    lomo = s.get("heldout_lomo") or {}
+    err = lomo.get("accuracy_error_points") or [None] * len(lomo.get("models", []))
+    lomo_table = md_table(["left-out model", "rank on the whole pool", "rank on the curated set", "displacement",
+                           "accuracy error (points)", "selection"],
+                          [[md_escape(m, 60), f"{a:g}", f"{b:g}", f"{d:g}", "n/a" if e is None else f"{e:.2f}",
+                            md_escape(c)] for m, a, b, d, e, c in
+                           zip(lomo.get("models", []), lomo.get("rank_full", []), lomo.get("rank_curated", []),
+                               lomo.get("rank_displacement", []), err, lomo.get("selections", []))],
+                          ["l", "r", "r", "r", "r", "l"]) if lomo else ""
+    by = se.get("by_estimator") or {}
+    score_table = md_table(["estimator", "MAE (points) [95% CI over models]"],
+                           [[md_escape(k), f"{v['mae_points']:.2f} [{v['mae_points_ci'][0]:.2f}, {v['mae_points_ci'][1]:.2f}]"]
+                            for k, v in by.items()], ["l", "r"]) if by else ""
+    evidence = "; ".join(f"{md_escape(k.replace('_', ' '))}: {md_escape(v)}" for k, v in (s.get("stage_evidence") or {}).items())
     bench = result.frame.meta.get("benchmark") or (result.frame.meta.get("dataset") or {}).get("name") or "the input benchmark"
     return {
         "bench": md_escape(bench), "n_before": fmt_num(s["n_before"]), "n_after": fmt_num(s["n_after"]),
@@ -166,7 +187,13 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
         "junk": junk_table, "score": se,
         "score_ci": (f"[{se['mae_points_ci'][0]:.2f}, {se['mae_points_ci'][1]:.2f}]" if se.get("mae_points_ci") else "n/a"),
         "score_by": ", ".join(f"{md_escape(k)} {v:.2f}" for k, v in (se.get("mae_points_by_estimator") or {}).items()), "score_mae": fmt_num(se.get("mae_points")) if se.get("mae_points") is not None else None,
-        "thresholds": thresholds, "statement": s["statement"], "figures": figures, "files": files,
+        "thresholds": thresholds, "statement": s["statement"],
+        "verdict": md_escape(s.get("versus_random") or "not measured", 600),
+        "choice_statement": md_escape(ch.get("statement") or "", 600), "choice_table": choice_table,
+        "design_why": md_escape((s.get("heldout_design") or {}).get("why") or "", 600),
+        "lomo": lomo_table, "score_table": score_table, "evidence": evidence,
+        "score_versus": md_escape(se.get("versus_random") or "", 300),
+        "irt_notes": md_escape("; ".join(x for x in se.get("irt_not_eligible_because") or [] if x), 600), "figures": figures, "files": files,
         "selection": s["selection"], "method": md_escape(s["selection"].get("method") or "none"),
         "models": ", ".join(md_escape(m, 60) for m in s["models"]), "n_models": len(s["models"]),
         "ci": ci, "seed": s["seeds"]["seed"], "version": _version(),

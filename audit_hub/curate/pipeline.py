@@ -33,7 +33,8 @@ import pandas as pd
 
 from ..errors import InputError
 from . import baselines as bl
-from .filters import STAGES, StageThresholds, apply_stages, stage_flags
+from .choose import EXPLICIT_METHODS, build, choose
+from .filters import STAGES, StageThresholds, apply_stages, evidence_notes, saturation, stage_flags
 from .findings import audit_findings, text_columns
 from .measures import (
     discrimination,
@@ -57,7 +58,7 @@ class CurateConfig:
     thresholds: StageThresholds = field(default_factory=StageThresholds)
     target_size: int | None = None
     max_rank_loss: float | None = None
-    method: str = "point_biserial"
+    method: str = "auto"            # auto: chosen by inner cross-validation among candidates (.choose)
     floor_share: float = 0.5
     n_folds: int = 3
     newest_share: float = 1 / 3
@@ -71,6 +72,10 @@ class CurateConfig:
     score_budget: int = 100
     pair_boot: int = 300
     seed: int = 0
+    rank_tolerance: float = 0.01    # auto: inner held-out pair tau within this of the best ties (then the SD)
+    inner_folds: int = 3
+    inner_draws: int = 50
+    min_heldout_models: int = 6     # fewer per fold: leave-one-model-out instead of a fold-level rank correlation
     # BLAS / OpenMP threads while curating (threadpoolctl). One: the work is many modest matrix products and
     # element-wise passes, where extra threads spin-wait; on the 2-core reference machine under load, two
     # threads doubled the wall time of the benchmark (docs/curate.md)
@@ -97,8 +102,8 @@ class CurateConfig:
             raise InputError(f"--target-size must be between 1 and the pool size ({n_items}), got {self.target_size}")
         if self.max_rank_loss is not None and not 0 <= self.max_rank_loss < 1:
             raise InputError(f"--max-rank-loss must be in [0, 1), got {self.max_rank_loss}")
-        if self.method not in METHODS:
-            raise InputError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.method not in ("auto", *EXPLICIT_METHODS):
+            raise InputError(f"--method must be one of auto, {', '.join(EXPLICIT_METHODS)}, got {self.method!r}")
         if not 0 <= self.floor_share <= 1:
             raise InputError(f"--category-floor must be in [0, 1], got {self.floor_share}")
         if self.n_folds < 2:
@@ -166,8 +171,49 @@ class _Pool:
         return self._random[key]
 
 
+def _variant_stages(cfg: CurateConfig) -> dict[str, tuple[str, ...]]:
+    """The stage combinations the automatic choice compares: every configured stage (``stages``), and the
+    anomaly stage alone (``anomaly``: broken keys and options are never worth keeping) or, without it, no
+    stage (``none``)."""
+    out: dict[str, tuple[str, ...]] = {}
+    if cfg.stages:
+        out["stages"] = tuple(cfg.stages)
+    if "anomaly" in cfg.stages:
+        if len(cfg.stages) > 1:
+            out["anomaly"] = ("anomaly",)
+    else:
+        out["none"] = ()
+    return out
+
+
+def _variant_masks(flags: dict, cfg: CurateConfig, Q: int) -> dict[str, np.ndarray]:
+    return {v: apply_stages({s_: flags[s_] for s_ in st}, st, Q)["kept"] for v, st in _variant_stages(cfg).items()}
+
+
+def _inner_variants(pool: _Pool, flags: dict, cfg: CurateConfig, cols: np.ndarray):
+    """``variants_for`` of :func:`.choose.choose`: the variants with the saturation stage re-run on the inner
+    training models (its counts are the correctness profile's: models right / models known, per item); the
+    text-ablation and anomaly flags are those of the selecting models (re-auditing per inner fold would
+    multiply the audit's cost by the inner folds)."""
+    from . import roles
+
+    def variants_for(tr: np.ndarray) -> dict:
+        if "saturation" not in cfg.stages:
+            return _variant_masks(flags, cfg, pool.Q)
+        c = cols[tr]
+        t = pd.DataFrame({roles.column(roles.CORRECTNESS_PROFILE, "n_correct"): (pool.right[:, c] * pool.known[:, c]).sum(1),
+                          roles.column(roles.CORRECTNESS_PROFILE, "n_models"): pool.known[:, c].sum(1)})
+        return _variant_masks({**flags, "saturation": saturation(t, cfg.thresholds)}, cfg, pool.Q)
+
+    return variants_for
+
+
 def _curate(pool: _Pool, findings, cfg: CurateConfig, cols: np.ndarray, tst_excess, *, seed: int) -> dict:
-    """Stages + selection with the models ``cols`` (column indices of the pool's models)."""
+    """Stages + selection with the models ``cols`` (column indices of the pool's models).
+
+    ``method="auto"``: the selection is chosen among candidates (on the stage output and on the whole pool)
+    by inner cross-validation over these models (:func:`.choose.choose`); an explicit method selects within
+    the stage output as before."""
     flags = stage_flags(findings.table, cfg.thresholds, tst_excess, cfg.stages)
     applied = apply_stages(flags, cfg.stages, pool.Q)
     cand = applied["kept"]
@@ -177,14 +223,46 @@ def _curate(pool: _Pool, findings, cfg: CurateConfig, cols: np.ndarray, tst_exce
     if cfg.target_size is not None:
         size = int(cfg.target_size)
     elif cfg.max_rank_loss is not None:
-        size, trace = size_for_rank_loss(cfg.method, r, k, cand, pool.cat, cfg.max_rank_loss, cfg.floor_share,
-                                         seed=seed)
-    if size is not None and size < cand.sum():
-        mask, scores = select(cfg.method, r, k, cand, pool.cat, size, cfg.floor_share)
+        size, trace = size_for_rank_loss(cfg.method if cfg.method in METHODS else "random", r, k, cand, pool.cat,
+                                         cfg.max_rank_loss, cfg.floor_share, seed=seed)
+    choice = None
+    variant, used = "stages", cfg.method
+    if cfg.method == "auto":
+        S = int(size) if size is not None else int(cand.sum())
+        variants = _variant_masks(flags, cfg, pool.Q)
+        choice = choose(r, k, pool.cat, variants, S, cfg.floor_share, seed,
+                        selected=size is not None and size < cand.sum(), k=cfg.inner_folds, n_draws=cfg.inner_draws,
+                        tolerance=cfg.rank_tolerance, variants_for=_inner_variants(pool, flags, cfg, cols))
+        mask, scores = choice["mask"], choice["scores"]
+        variant, used = choice["variant"], choice["method"]
+        selected = used != "all" and int(mask.sum()) < int(variants[variant].sum())
+    elif size is not None and size < cand.sum():
+        if cfg.method in METHODS:
+            mask, scores = select(cfg.method, r, k, cand, pool.cat, size, cfg.floor_share)
+        else:
+            full = weighted_accuracy(np.ones((1, pool.Q)), r, k)[0]
+            mask, scores = build(cfg.method, r, k, cand, pool.cat, size, cfg.floor_share, seed, full_acc=full)
+        selected = True
     else:
-        mask, scores = cand.copy(), None
+        mask, scores, selected = cand.copy(), None, False
+    if variant != "stages":
+        # the chosen selection applies only some stages: the others remove nothing, their flags stay reported
+        st = _variant_stages(cfg)[variant]
+        sub = apply_stages({s_: flags[s_] for s_ in st}, st, pool.Q)
+        applied = {**applied, "stage": sub["stage"], "reason": sub["reason"], "kept": sub["kept"],
+                   "removed_by_stage": {s_: sub["removed_by_stage"].get(s_, 0) for s_ in cfg.stages}}
+        cand = sub["kept"]
     return {"flags": flags, "applied": applied, "candidates": cand, "mask": mask, "scores": scores,
-            "size_trace": trace, "selected": size is not None and size < cand.sum()}
+            "size_trace": trace, "selected": bool(selected), "choice": choice, "variant": variant,
+            "method_used": used}
+
+
+def _choice_brief(cur: dict) -> dict | None:
+    c = cur.get("choice")
+    if c is None:
+        return None
+    return {k: c[k] for k in ("candidate", "variant", "method", "beats_random_inner", "random_inner_tau",
+                              "inner_folds", "inner_pairs", "statement", "tolerance", "candidates")}
 
 
 def _rank_metrics(cur: np.ndarray, full: np.ndarray, names: list[str], top_k: int) -> dict:
@@ -229,51 +307,60 @@ def _boot_rho(pool: _Pool, jobs: list[tuple[np.ndarray, np.ndarray, np.ndarray |
 
 
 def _score_estimation(pool: _Pool, train: np.ndarray, test: np.ndarray, budget: int, seed: int) -> dict:
-    """Full-pool accuracy of each held-out model from ``budget`` items: p-IRT on information anchors (the
-    reported estimator) and tinyBenchmarks' gp-IRT on k-means anchors (the reference), 2PL fitted to the
-    training models; plus a random-items baseline. Absolute errors per held-out model."""
-    from .irt import anchors_kmeans, choose_lambda, estimate_scores, fit_2pl, information_anchors
+    """Every estimator's absolute error on the held-out models and the one chosen by inner CV (:mod:`.estimate`)."""
+    from .estimate import score_split
 
-    r_tr, k_tr = pool.right[:, train], pool.known[:, train]
-    model = fit_2pl(r_tr, k_tr, n_iter=40)
-    r_te, k_te = pool.right[:, test], pool.known[:, test]
-    truth = pool.full_acc[test]
-    info = information_anchors(model, budget)
-    est_i = estimate_scores(model, info, np.full(len(info), 1.0 / len(info)), r_te[info], k_te[info], k_te, 1.0)
-    anchors, w = anchors_kmeans(model, budget, seed)
-    lam = choose_lambda(r_tr, k_tr, budget, seed)
-    est_k = estimate_scores(model, anchors, w, r_te[anchors], k_te[anchors], k_te, lam)
-    rnd = np.random.default_rng([seed, 11]).choice(pool.Q, size=min(budget, pool.Q), replace=False)
-    rand_est = weighted_accuracy(np.isin(np.arange(pool.Q), rnd)[None, :].astype(np.float64), r_te, k_te)[0]
-    return {"abs_err": {"pirt_information": np.abs(est_i["pirt"] - truth), "gpirt": np.abs(est_k["gpirt"] - truth),
-                        "pirt_kmeans": np.abs(est_k["pirt"] - truth), "anchor": np.abs(est_k["anchor"] - truth),
-                        "random": np.abs(rand_est - truth)},
-            "lambda": lam, "irt_converged": model.converged, "irt_iterations": model.n_iter,
-            "estimates": est_i["pirt"]}
+    return score_split(pool.right, pool.known, train, test, budget, seed, pool.cat)
 
 
 # ---------------------------------------------------------------------------------------- splits
+def _design(M: int, cfg: CurateConfig) -> tuple[str, int, str]:
+    """(mode, folds, why): k-fold over models when every fold holds at least ``min_heldout_models`` models
+    (``--folds`` lowered to fit if needed), leave-one-model-out otherwise."""
+    need = int(cfg.min_heldout_models)
+    k = int(min(cfg.n_folds, M // need))
+    if k >= 2:
+        why = (f"{k}-fold over models (at least {need} held-out models per fold)" if k == cfg.n_folds else
+               f"{k}-fold over models instead of {cfg.n_folds}: {cfg.n_folds} folds of {M} models would hold fewer "
+               f"than {need} models each")
+        return "folds", k, why
+    return "leave_one_model_out", M, (
+        f"leave-one-model-out: {M} models cannot make 2 folds of at least {need} held-out models, and a rank "
+        f"correlation over fewer models moves in coarse steps (over 3 models rho is -1, -0.5, 0.5 or 1), so no "
+        f"fold-level rho is presented; each model is left out in turn, the selection is rebuilt from the others, "
+        f"and its rank among all models on the curated set is compared with its rank on the whole pool")
+
+
 def _splits(models: list[str], cfg: CurateConfig, model_dates: dict[str, Any] | None) -> list[tuple[str, np.ndarray]]:
     M = len(models)
     rng = np.random.default_rng([cfg.seed, 3])
-    k = int(min(cfg.n_folds, M // 2)) if M >= 4 else 0
+    mode, k, _why = _design(M, cfg)
     out = []
-    if k >= 2:
+    if mode == "folds":
         for i, te in enumerate(np.array_split(rng.permutation(M), k)):
             out.append((f"fold_{i + 1}", np.sort(te)))
+    else:
+        out = [(f"lomo_{j + 1}", np.array([j])) for j in range(M)]
     if model_dates:
         known = [j for j, m in enumerate(models) if m in model_dates and model_dates[m] is not None]
         if len(known) >= 4:
             order = sorted(known, key=lambda j: (str(model_dates[models[j]]), models[j]))
             n_new = max(2, int(round(cfg.newest_share * len(order))))
-            if len(order) - n_new >= 2:
+            if len(order) - n_new >= 2 and n_new >= cfg.min_heldout_models:
                 out.append(("newest", np.sort(np.array(order[-n_new:]))))
     return out
 
 
+def _ranks_desc(acc: np.ndarray) -> np.ndarray:
+    """Rank 1 = highest accuracy (ties share the mean rank), along the last axis."""
+    from scipy.stats import rankdata
+
+    return rankdata(-np.nan_to_num(np.asarray(acc, dtype=np.float64), nan=-1.0), method="average", axis=-1)
+
+
 def _evaluate_split(pool: _Pool, cfg: CurateConfig, test: np.ndarray, tst_excess, text_cache, *,
                     ref_full: np.ndarray | None = None, with_baselines: bool = True, ibp_mask=None,
-                    score_estimation: bool = True) -> dict:
+                    score_estimation: bool = True, lomo: bool = False) -> dict:
     M = len(pool.models)
     train = np.setdiff1d(np.arange(M), test)
     sub = pool.frame.without_models([pool.models[j] for j in test])
@@ -284,23 +371,49 @@ def _evaluate_split(pool: _Pool, cfg: CurateConfig, test: np.ndarray, tst_excess
     ref = pool.full_acc[test] if ref_full is None else ref_full
     r_te, k_te = pool.right[:, test], pool.known[:, test]
     acc_cur = weighted_accuracy(mask[None, :].astype(np.float64), r_te, k_te)[0]
+    ch = cur.get("choice")
     out = {"test_models": names, "n_train_models": int(len(train)), "n_after": int(mask.sum()),
            "n_after_stages": int(cur["candidates"].sum()), "removed_by_stage": cur["applied"]["removed_by_stage"],
-           "curated_accuracy": dict(zip(names, acc_cur.tolist())), **_rank_metrics(acc_cur, ref, names, cfg.top_k)}
-    out["_job"] = (mask, test, ref_full)
+           "selection": ch["candidate"] if ch else f"{cur['variant']}/{cur['method_used']}",
+           "selection_beats_random_inner": ch["beats_random_inner"] if ch else None,
+           "curated_accuracy": dict(zip(names, acc_cur.tolist()))}
+    if lomo:
+        out.update(_lomo_metrics(pool, cfg, mask, int(test[0])))
+    else:
+        out.update(_rank_metrics(acc_cur, ref, names, cfg.top_k))
+        out["_job"] = (mask, test, ref_full)
     if with_baselines and mask.sum() > 0:
-        out["baselines"] = _baselines(pool, cfg, train, test, int(mask.sum()), ref, names, ibp_mask)
+        out["baselines"] = _baselines(pool, cfg, train, test, int(mask.sum()), ref, names, ibp_mask, lomo=lomo)
     if score_estimation and cfg.score_budget > 0 and len(train) >= 3:
         out["_score"] = _score_estimation(pool, train, test, cfg.score_budget, cfg.seed)
     return out
 
 
-def _baselines(pool: _Pool, cfg: CurateConfig, train, test, size: int, ref, names, ibp_mask) -> dict:
+def _lomo_metrics(pool: _Pool, cfg: CurateConfig, weights: np.ndarray, j: int) -> dict:
+    """The left-out model's rank among all models on the selection vs on the whole pool, and the same for
+    every random stratified draw of the same size (the draws do not depend on the models)."""
+    w = np.asarray(weights, dtype=np.float64)
+    acc = weighted_accuracy(w[None, :], pool.right, pool.known)[0]
+    full_rank = _ranks_desc(pool.full_acc)
+    rank = _ranks_desc(acc)
+    out = {"rank_full": float(full_rank[j]), "rank_curated": float(rank[j]),
+           "rank_displacement": float(abs(rank[j] - full_rank[j])),
+           "curated_accuracy_all": float(acc[j])}
+    size = int((w > 0).sum())
+    ra = pool.random_accuracy(size, cfg.n_random, cfg.seed)
+    out["_rand_disp"] = np.abs(_ranks_desc(ra)[:, j] - full_rank[j])
+    return out
+
+
+def _baselines(pool: _Pool, cfg: CurateConfig, train, test, size: int, ref, names, ibp_mask, *,
+               lomo: bool = False) -> dict:
     r_tr, k_tr = pool.right[:, train], pool.known[:, train]
     r_te, k_te = pool.right[:, test], pool.known[:, test]
     out: dict[str, Any] = {}
     for b in cfg.baselines:
         if b == "random_subset":
+            if lomo:
+                continue  # the random draws are in every left-out model's own figures (_rand_disp)
             acc = pool.random_accuracy(size, cfg.n_random, cfg.seed)[:, test]
             rho = spearman(acc, np.broadcast_to(ref, acc.shape))
             tau = kendall_tau_b(acc, np.broadcast_to(ref, acc.shape))
@@ -319,6 +432,10 @@ def _baselines(pool: _Pool, cfg: CurateConfig, train, test, size: int, ref, name
                 continue
             w = ibp_mask
         else:  # pragma: no cover - validated in the config
+            continue
+        if lomo:
+            m = _lomo_metrics(pool, cfg, w, int(test[0]))
+            out[b] = {"rank_displacement": m["rank_displacement"], "n_items": int((w > 0).sum())}
             continue
         acc = weighted_accuracy(w[None, :], r_te, k_te)[0]
         out[b] = {**_rank_metrics(acc, ref, names, cfg.top_k), "n_items": int((w > 0).sum())}
@@ -376,18 +493,57 @@ def _aggregate(folds: list[dict], cfg: CurateConfig) -> dict:
         agg["random_subset_rho_interval"] = r["spearman_rho_interval"]
         cur = agg["heldout_spearman_rho"]
         lo, hi = r["spearman_rho_interval"]
+        ci = agg["heldout_spearman_rho_ci"]
+        figs = (f"held-out rho {cur:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] vs {r['spearman_rho']:.3f} for random stratified "
+                f"subsets of the same size (95% of draws [{lo:.3f}, {hi:.3f}])" if cur is not None else "")
         if cur is None:
             verdict = "not measured"
         elif cur > hi:
-            verdict = "better than random: held-out rho above the 97.5% quantile of random subsets of the same size"
+            verdict = f"better than random: {figs}"
         elif cur < lo:
-            verdict = ("WORSE than random: held-out rho below the 2.5% quantile of random subsets of the same size; "
-                       "the curated set ranks unseen models less faithfully than a random subset would")
+            verdict = (f"worse than random: {figs}; the curated set ranks unseen models less faithfully than a random "
+                       f"subset would")
         else:
-            verdict = "not distinguishable from random subsets of the same size (within the 95% range of draws)"
+            side = "above" if cur > r["spearman_rho"] else "below" if cur < r["spearman_rho"] else "at"
+            verdict = f"not distinguishable from random: {figs}; {side} the random mean"
         agg["versus_random"] = verdict
         agg["worse_than_random"] = bool(cur is not None and cur < lo)
     return agg
+
+
+def _aggregate_lomo(splits: list[dict], pool: _Pool, cfg: CurateConfig) -> dict:
+    """Leave-one-model-out: mean rank displacement of the left-out model, against random subsets."""
+    disp = np.array([s["rank_displacement"] for s in splits], dtype=np.float64)
+    rand = np.stack([s.pop("_rand_disp") for s in splits])          # (M, draws)
+    per_draw = rand.mean(axis=0)
+    lo, hi = (float(x) for x in np.quantile(per_draw, [0.025, 0.975]))
+    cur = float(disp.mean())
+    idx = np.random.default_rng([cfg.seed, 43]).integers(0, len(disp), size=(2000, len(disp)))
+    ci = [float(x) for x in np.quantile(disp[idx].mean(axis=1), [0.025, 0.975])]
+    figs = (f"left-out model's mean rank displacement {cur:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] ranks vs {per_draw.mean():.2f} "
+            f"for random stratified subsets of the same size (95% of draws [{lo:.2f}, {hi:.2f}]; lower is better)")
+    if cur < lo:
+        verdict = f"better than random: {figs}"
+    elif cur > hi:
+        verdict = f"worse than random: {figs}"
+    else:
+        side = "better" if cur < per_draw.mean() else "worse" if cur > per_draw.mean() else "at"
+        verdict = f"not distinguishable from random: {figs}; {side} than the random mean"
+    base = {}
+    for b in cfg.baselines:
+        v = [s["baselines"][b]["rank_displacement"] for s in splits if b in s.get("baselines", {})]
+        if len(v) == len(splits):
+            base[b] = {"mean_rank_displacement": float(np.mean(v))}
+    base["random_subset"] = {"mean_rank_displacement": float(per_draw.mean()), "interval": [lo, hi],
+                             "n_draws": int(cfg.n_random)}
+    return {"models": [s["test_models"][0] for s in splits], "rank_displacement": disp.tolist(),
+            "rank_full": [s["rank_full"] for s in splits], "rank_curated": [s["rank_curated"] for s in splits],
+            "mean_rank_displacement": cur, "mean_rank_displacement_ci": ci,
+            "exact_rank_share": float(np.mean(disp == 0)),
+            "random_mean_rank_displacement": float(per_draw.mean()), "random_interval": [lo, hi],
+            "baselines": base, "versus_random": verdict, "worse_than_random": bool(cur > hi),
+            "interval": "percentile bootstrap over the left-out models (2000 replicates, seed key [seed, 43])",
+            "selections": [s["selection"] for s in splits]}
 
 
 # ---------------------------------------------------------------------------------------- main entry
@@ -446,6 +602,10 @@ def _run_curation(frame, cfg: CurateConfig, *, tst_excess, model_dates, progress
         pool, cfg, kept, model_dates, tst_excess, text_cache, ibp, step, tick)
 
     score = _pooled_score_error(folds, pool, cfg)
+    if "heldout_lomo" in heldout and folds and all("_score" in f for f in folds):
+        # leave-one-model-out: each left-out model's accuracy error beside its rank displacement
+        heldout["heldout_lomo"]["accuracy_error_points"] = [
+            float(100 * f["_score"]["abs_err"][f["_score"]["chosen"]][0]) for f in folds]
 
     # ---- junk injection
     junk = []
@@ -454,14 +614,14 @@ def _run_curation(frame, cfg: CurateConfig, *, tst_excess, model_dates, progress
         if frac <= 0:
             continue
         step(f"junk injection {frac:.0%}")
-        junk.append(_junk(frame, pool, cfg, frac, model_dates))
+        junk.append(_junk(frame, pool, cfg, frac, model_dates, chosen=(cur["variant"], cur["method_used"])))
     if junk:
         tick("junk", t0)
 
     # ---- outputs
     kept_by, removed = _explain(pool, cur, cfg)
     summary = _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, vd, heldout, folds, newest,
-                       score, junk, ibp_info, fnd)
+                       score, junk, ibp_info, fnd, tst_excess)
     timings["total"] = round(time.perf_counter() - t_all, 3)
     summary["timings_s"] = timings
     scores = pd.DataFrame({"model": pool.models, "accuracy_full": pool.full_acc, "accuracy_curated": acc_cur,
@@ -479,10 +639,12 @@ def _heldout_splits(pool: _Pool, cfg: CurateConfig, kept: np.ndarray, model_date
     t0 = time.perf_counter()
     splits = _splits(pool.models, cfg, model_dates)
     folds, newest = [], None
+    mode, _k, _why = _design(M, cfg)
     for name, test in splits:
         step(f"held-out split {name}")
         res = _evaluate_split(pool, cfg, test, tst_excess, text_cache, ibp_mask=ibp,
-                              score_estimation=name != "newest")  # the score MAE is over the folds
+                              score_estimation=name != "newest",  # the score MAE is over the folds
+                              lomo=name.startswith("lomo_"))
         res["split"] = name
         if name == "newest":
             newest = res
@@ -491,13 +653,18 @@ def _heldout_splits(pool: _Pool, cfg: CurateConfig, kept: np.ndarray, model_date
     tick("heldout", t0)
     t0 = time.perf_counter()
     step("bootstrap intervals")
-    splits_run = [*folds, *([newest] if newest is not None else [])]
+    splits_run = [f for f in [*folds, *([newest] if newest is not None else [])] if "_job" in f]
     boots = _boot_rho(pool, [(kept, np.arange(M), None)] + [f.pop("_job") for f in splits_run], cfg)
     rho_b, tau_b = boots[0]
     for f, b in zip(splits_run, boots[1:]):
         f["_boot"] = b
     tick("bootstrap", t0)
-    heldout = _aggregate(folds, cfg) if folds else {}
+    if mode == "folds":
+        heldout = _aggregate(folds, cfg) if folds else {}
+    else:
+        lomo = _aggregate_lomo(folds, pool, cfg)
+        heldout = {"heldout_spearman_rho": None, "heldout_lomo": lomo, "versus_random": lomo["versus_random"],
+                   "worse_than_random": lomo["worse_than_random"], "baselines": lomo["baselines"]}
     heldout_acc = {}
     for f in folds:
         heldout_acc.update(f["curated_accuracy"])
@@ -525,23 +692,40 @@ def _ibp_baseline(frame, pool: _Pool, cfg: CurateConfig, kept: np.ndarray, step,
 
 
 def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> dict | None:
-    """Each held-out model's whole-pool accuracy estimated from a small item budget, pooled over the folds."""
+    """Each held-out model's whole-pool accuracy estimated from a small item budget, pooled over the splits:
+    every estimator's MAE with a bootstrap-over-models interval, and the reported one (each split's estimator
+    chosen by inner cross-validation on its training models)."""
+    from .estimate import ESTIMATORS
+
     if not folds or not all("_score" in f for f in folds):
         return None
-    keys = tuple(folds[0]["_score"]["abs_err"])
-    errs = {k: np.concatenate([f["_score"]["abs_err"][k] for f in folds]) for k in keys}
-    e = errs["pirt_information"]
+    sc = [f["_score"] for f in folds]
+    errs = {k: np.concatenate([x["abs_err"][k] for x in sc]) for k in ESTIMATORS}
+    chosen = np.concatenate([x["abs_err"][x["chosen"]] for x in sc])
+    by = {k: {"mae_points": float(100 * v.mean()), "mae_points_ci": _mean_ci(v, (cfg.seed, 19, i))}
+          for i, (k, v) in enumerate(errs.items())}
+    mae = float(100 * chosen.mean())
+    rnd = by["random"]["mae_points"]
+    anchors = min(by["anchor_irt"]["mae_points"], by["anchor_calibrated"]["mae_points"])
+    word = "below" if mae < rnd else "above" if mae > rnd else "equal to"
+    names = sorted({x["chosen"] for x in sc})
     return {"n_items": int(min(cfg.score_budget, pool.Q)),
-            "method": "p-IRT on information anchors (2PL fitted to the training models of each fold)",
-            "mae_points": float(100 * e.mean()),
-            "mae_points_ci": _mean_ci(e, (cfg.seed, 19)),
-            "mae_points_by_estimator": {k: float(100 * v.mean()) for k, v in errs.items()},
-            "reference": "gp-IRT: tinyBenchmarks-style k-means anchors, lambda validated on half the training "
-                         "models; random: the accuracy on random items",
-            "max_abs_error_points": float(100 * e.max()),
-            "lambda_per_fold": [f["_score"]["lambda"] for f in folds],
-            "irt_converged_per_fold": [bool(f["_score"]["irt_converged"]) for f in folds],
-            "n_models": int(len(errs["gpirt"])), "target": "each held-out model's accuracy on the whole pool"}
+            "method": "per split, the estimator with the smallest inner cross-validated MAE on its training models "
+                      f"(chosen: {', '.join(names)})",
+            "mae_points": mae, "mae_points_ci": _mean_ci(chosen, (cfg.seed, 19)),
+            "mae_points_by_estimator": {k: v["mae_points"] for k, v in by.items()},
+            "by_estimator": by,
+            "chosen_per_split": [x["chosen"] for x in sc],
+            "inner_mae_points_per_split": [x["inner_mae_points"] for x in sc],
+            "versus_random": (f"reported MAE {mae:.2f} points is {word} plain random items' {rnd:.2f} at the same size "
+                              f"(anchors: {anchors:.2f})"),
+            "beats_random": bool(mae < rnd), "beats_anchors": bool(mae < anchors),
+            "max_abs_error_points": float(100 * chosen.max()),
+            "lambda_per_fold": [x["lambda"] for x in sc],
+            "irt_converged_per_fold": [bool(x["irt_converged"]) for x in sc],
+            "irt_iterations_per_fold": [x["irt_iterations"] for x in sc],
+            "irt_not_eligible_because": [x["irt_not_eligible_because"] for x in sc],
+            "n_models": int(len(chosen)), "target": "each held-out model's accuracy on the whole pool"}
 
 
 def _visual(t: pd.DataFrame, th: StageThresholds, before: np.ndarray, after: np.ndarray) -> dict:
@@ -571,12 +755,26 @@ def _visual(t: pd.DataFrame, th: StageThresholds, before: np.ndarray, after: np.
 def _explain(pool: _Pool, cur: dict, cfg: CurateConfig) -> tuple[np.ndarray, pd.DataFrame]:
     applied = cur["applied"]
     kept = cur["mask"]
-    passed = ("passed " + ", ".join(cfg.stages)) if cfg.stages else "no stages run"
+    if not cfg.stages:
+        passed = "no stages run"
+    elif cur["variant"] != "stages":
+        st = _variant_stages(cfg)[cur["variant"]]
+        passed = (("passed " + ", ".join(st)) if st else "no stage applied") + \
+            " (the chosen selection applies only these stages)"
+    else:
+        passed = "passed " + ", ".join(cfg.stages)
     kept_by = np.where(kept, passed, "").astype(object)
     ids = pool.frame.questions["question_id"].astype(str).to_numpy()
     stage = applied["stage"].copy()
     reason = applied["reason"].copy()
-    if cur["selected"]:
+    if cur["selected"] and cur["scores"] is None:
+        label = f"{cur['variant']}/{cur['method_used']}".replace("_", "-")
+        how = " (chosen by inner cross-validation)" if cur.get("choice") else ""
+        kept_by[kept] = f"{passed}; selected by {label}{how}"
+        dropped = cur["candidates"] & ~kept
+        stage[dropped] = "selection"
+        reason[dropped] = f"not selected by {label}{how} at the target size {int(kept.sum()):,}"
+    elif cur["selected"]:
         sc = cur["scores"]
         cand = cur["candidates"]
         order = np.flatnonzero(cand)[np.lexsort((np.flatnonzero(cand), -np.nan_to_num(sc[cand], nan=-np.inf)))]
@@ -585,7 +783,7 @@ def _explain(pool: _Pool, cur: dict, cfg: CurateConfig) -> tuple[np.ndarray, pd.
         from .select import select_top
 
         _, via_floor = select_top(sc, cand, pool.cat, int(kept.sum()), cfg.floor_share, with_floor=True)
-        label = cfg.method.replace("_", "-")
+        label = cur["method_used"].replace("_", "-")
         k_idx = np.flatnonzero(kept)
         kept_by[k_idx] = [f"{passed}; selected: {label} rank {rank[i]:,} of {len(order):,} (score {sc[i]:.3f})"
                           + (" via its category's floor" if via_floor[i] else "") for i in k_idx]
@@ -605,8 +803,17 @@ def _explain(pool: _Pool, cur: dict, cfg: CurateConfig) -> tuple[np.ndarray, pd.
     return kept_by, removed
 
 
-def _junk(frame, pool: _Pool, cfg: CurateConfig, frac: float, model_dates) -> dict:
+def _junk(frame, pool: _Pool, cfg: CurateConfig, frac: float, model_dates, chosen=None) -> dict:
+    """Curation re-run on the pool with junk. With ``method="auto"`` the candidate chosen on the clean pool is
+    applied as an explicit method (no inner cross-validation on the junk pool: it would double the cost)."""
+    from dataclasses import replace
+
     from .junk import inject_junk
+
+    if cfg.method == "auto" and chosen is not None:
+        variant, method = chosen
+        cfg = replace(cfg, stages=_variant_stages(cfg).get(variant, cfg.stages),
+                      method="point_biserial" if method == "all" else method)
 
     t0 = time.perf_counter()
     jf, ids = inject_junk(frame, frac, seed=cfg.seed)
@@ -628,12 +835,13 @@ def _junk(frame, pool: _Pool, cfg: CurateConfig, frac: float, model_dates) -> di
     text_cache = text_columns(fnd)
     model_pos = {m: j for j, m in enumerate(pool.models)}
     folds = []
-    for _name, test in _splits(jpool.models, cfg, None):
+    lomo = _design(len(jpool.models), cfg)[0] != "folds"
+    for _name, test in ([] if lomo else _splits(jpool.models, cfg, None)):
         ref = pool.full_acc[[model_pos[jpool.models[j]] for j in test]]
         res = _evaluate_split(jpool, cfg, test, None, text_cache, ref_full=ref, with_baselines=False,
                               score_estimation=False)
         folds.append(res)
-    boots = _boot_rho(jpool, [f.pop("_job") for f in folds], cfg)
+    boots = _boot_rho(jpool, [f.pop("_job") for f in folds], cfg) if folds else []
     rho_b = np.nanmean(np.stack([b[0] for b in boots]), axis=0) if folds else np.array([np.nan])
     kept_n = int(cur["mask"].sum())
     return {"fraction": frac, "n_junk": total_j, "n_pool_with_junk": int(jf.n_questions),
@@ -641,15 +849,17 @@ def _junk(frame, pool: _Pool, cfg: CurateConfig, frac: float, model_dates) -> di
             "junk_survival": kept_j / total_j if total_j else None,
             "junk_share_of_curated": kept_j / kept_n if kept_n else None,
             "by_kind": surv, "heldout_spearman_rho": _mean_over(folds, "spearman_rho"),
-            "heldout_spearman_rho_ci": [float(x) for x in np.nanquantile(rho_b, [0.025, 0.975])],
+            "heldout_spearman_rho_ci": [float(x) for x in np.nanquantile(rho_b, [0.025, 0.975])] if folds else None,
             "heldout_kendall_tau": _mean_over(folds, "kendall_tau"),
+            "heldout_not_presented": ("too few models for folds of at least "
+                                      f"{cfg.min_heldout_models} held-out models: survival only") if lomo else None,
             "reference": "held-out models' accuracy on the clean pool (without junk)",
-            "seconds_building_pool": round(t_inject, 3),
+            "seconds_building_pool": round(t_inject, 3), "selection": f"{cfg.method} after {', '.join(cfg.stages) or 'no stage'}",
             "removed_by_stage": cur["applied"]["removed_by_stage"]}
 
 
 def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, vd, heldout, folds, newest, score,
-             junk, ibp_info, fnd) -> dict:
+             junk, ibp_info, fnd, tst_excess=None) -> dict:
     kept = cur["mask"]
     strip = lambda d: {k: v for k, v in d.items() if not k.startswith("_")}  # noqa: E731
     fold_rows = []
@@ -676,9 +886,12 @@ def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, v
         "stage_overlaps": applied["overlaps"],
         "stage_order": list(cfg.stages),
         "thresholds": cfg.thresholds.as_dict(),
-        "selection": {"method": cfg.method if cur["selected"] else None, "target_size": cfg.target_size,
+        "selection": {"method": cur["method_used"] if cur["selected"] else None, "variant": cur["variant"],
+                      "requested": cfg.method, "target_size": cfg.target_size,
                       "max_rank_loss": cfg.max_rank_loss, "category_floor_share": cfg.floor_share,
                       "size_search": cur["size_trace"]},
+        "selection_choice": _choice_brief(cur),
+        "stage_evidence": evidence_notes(fnd.table, tst_excess, cfg.stages),
         "models": pool.models,
         "spearman_rho": inpool["spearman_rho"],
         "spearman_rho_ci": [float(x) for x in np.nanquantile(rho_b, [0.025, 0.975])],
@@ -687,13 +900,16 @@ def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, v
         "top1_agreement": inpool["top1_agreement"],
         "leader_changes_on_drop": inpool["leader_changes_on_drop"],
         **{k: v for k, v in heldout.items() if k != "baselines"},
-        "heldout_design": {"folds": len(folds), "models_per_fold": [len(f["test_models"]) for f in folds],
+        "heldout_design": {"mode": _design(len(pool.models), cfg)[0], "why": _design(len(pool.models), cfg)[2],
+                           "folds": len(folds), "models_per_fold": [len(f["test_models"]) for f in folds],
+                           "selection_per_fold": [f["selection"] for f in folds],
                            "fold_rule": f"numpy default_rng([seed, 3]).permutation over models, {len(folds)} folds",
                            "interval": "percentile bootstrap over items (Poisson(1) weights shared by the folds, n_boot="
                                        f"{cfg.n_boot}); covers item sampling given each fold's selection"},
         "folds": fold_rows,
-        "newest_heldout": newest if newest is not None else {"computed": False,
-                                                             "reason": "no model dates or order given"},
+        "newest_heldout": newest if newest is not None else {
+            "computed": False, "reason": f"no model dates or order given, or the newest third holds fewer than "
+                                         f"{cfg.min_heldout_models} models"},
         "baselines": heldout.get("baselines", {}),
         "ibp": ibp_info,
         "discrimination_before": {k: d_before[k] for k in ("sd", "point_biserial", "significant_pairs")},
@@ -713,6 +929,9 @@ def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, v
         "seeds": {"seed": cfg.seed, "folds": [cfg.seed, 3], "random_subsets": [cfg.seed, 5],
                   "bootstrap": [cfg.seed, 7, "batch"], "pair_bootstrap": [cfg.seed, 13, "batch"],
                   "score_random_baseline": [cfg.seed, 11], "score_mae_interval": [cfg.seed, 19],
+                  "inner_folds": [cfg.seed, 29], "inner_random_draws": [cfg.seed, 23, "variant"],
+                  "stratified_difficulty_draw": [cfg.seed, 37], "score_inner_folds": [cfg.seed, 31],
+                  "lomo_interval": [cfg.seed, 43],
                   "rule": "numpy.random.default_rng(list) with the listed entropy"},
         "statement": ("This is a selection of the original items by the audit, not a new ground truth: gold answers "
                       "are unchanged, and items were removed on evidence from the evaluated models' runs."),

@@ -12,7 +12,8 @@ and the top ``target`` items are kept, subject to a category floor: every catego
 down, at least one item, capped by what it has), so no capability dimension disappears. When the floors
 alone exceed the target, the best-scoring floor items win. Ties break by question code.
 
-``max_rank_loss`` picks the size instead: the smallest size on a geometric grid whose ranking loss
+``max_rank_loss`` picks the size instead (with ``method="auto"`` from stratified random subsets of the
+candidates, the floor the chosen selection must beat in its own inner cross-validation): the smallest size on a geometric grid whose ranking loss
 ``1 - Spearman rho`` is at most ``X`` in an inner k-fold over the selecting models (scores from the
 inner training models, rho on the inner held-out models against their accuracy on the whole pool).
 """
@@ -40,7 +41,7 @@ def item_scores(method: str, right: np.ndarray, known: np.ndarray, candidates: n
     elif method == "irt_information":
         from .irt import fit_2pl
 
-        m = fit_2pl(right[idx], known[idx], n_iter=30)
+        m = fit_2pl(right[idx], known[idx])
         out[idx] = m.information(m.theta)
     else:
         raise InputError(f"unknown selection method {method!r}; use one of {', '.join(METHODS)}")
@@ -112,12 +113,19 @@ def size_for_rank_loss(method: str, right: np.ndarray, known: np.ndarray, candid
     scores = []
     for te in folds:
         tr = np.setdiff1d(np.arange(M), te)
-        scores.append((te, item_scores(method, right[:, tr], known[:, tr], candidates)))
+        scores.append((te, None if method == "random" else item_scores(method, right[:, tr], known[:, tr], candidates)))
     trace = []
     best = sizes[0]
     for size in sizes:
         rhos = []
         for te, sc in scores:
+            if sc is None:  # stratified random subsets of the candidates (method "auto": the floor it must beat)
+                from .draws import random_draws
+
+                draws = random_draws(categories, candidates, size, 20, (seed, 41, size))
+                cur = weighted_accuracy(draws, right[:, te], known[:, te])
+                rhos.append(float(np.nanmean(spearman(cur, np.broadcast_to(full[te], cur.shape)))))
+                continue
             mask = select_top(sc, candidates, categories, size, floor_share)
             cur = weighted_accuracy(mask[None, :].astype(np.float64), right[:, te], known[:, te])[0]
             rhos.append(float(spearman(cur, full[te])))

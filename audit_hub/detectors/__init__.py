@@ -44,7 +44,7 @@ register(
               "n_blind_parseable", "blind_agreement", "duplicates_gold", "p_gold_wrong", "log_odds_gold_wrong",
               "gold_evidence"),
     # the recall simulation is not part of the headline test; 3 EM iterations inside a simulation
-    calibration_params={"recall_sims": 0, "label_iters": 3},
+    calibration_params={"recall_sims": 0, "label_iters": 3, "check": False},
     label="consensus error",
     signal="majority vote vs gold label",
     finding="label-conflict candidates",
@@ -125,8 +125,9 @@ ACTION_RULES: dict[str, str] = {
                           "the consensus option duplicates the gold text; the options need fixing, not the label",
     "relabel": "the gold option is a placeholder text (nan, None, empty, ...: unanswerable as released), or "
                "consensus_error at high or above: posterior >= 0.5 that the gold is wrong under a model of "
-               "per-model reliability, item difficulty and attractive distractors (on open items: every model "
-               "that answered parseably chose the same non-gold answer), so the gold label is the first suspect",
+               "per-model reliability and position bias, item difficulty and attractive distractors, in a "
+               "category whose golds the pool can tell, confirmed by the held-out-model check (on open items: every "
+               "model that answered parseably chose the same non-gold answer), so the gold label is the first suspect",
     "drop": "visual_dependency at high or above: every model solves it without the image and gains nothing from "
             "it, so on a vision benchmark the item does not measure vision",
     "review": "any other finding at medium or above",

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DetectorSkipped
+from ..escape import md_inline
 from ..fmt import ci, fmt_num, fmt_p_fine, num_labels, pct, str_labels
 from ..frame.core import AuditFrame
 from ..schema import LETTERS
@@ -379,7 +380,31 @@ def _label_data(frame: AuditFrame, models: list[str], blind_models: list[str], g
     arms = [clean_codes(frame.answer_codes("full", models=models), k[rows], rows)]
     if blind_models:
         arms.append(clean_codes(frame.answer_codes("blind", models=blind_models), k[rows], rows))
-    return rows, LabelData(arms, k[rows], atype[rows] == "yesno", gold[rows], _gold_evidence(frame)[rows])
+    return rows, LabelData(arms, k[rows], atype[rows] == "yesno", gold[rows], _gold_evidence(frame)[rows],
+                           group=_item_groups(frame, rows, k[rows]))
+
+
+#: closed items a (category, option count) cell needs for its own per-model reliability and position bias
+#: (smaller cells share the pooled class of their option count); at most MAX_GROUP_CELLS cells, the largest,
+#: since every answer class adds a block to each likelihood evaluation
+MIN_GROUP_ITEMS = 100
+MAX_GROUP_CELLS = 24
+
+
+def _item_groups(frame: AuditFrame, rows: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """(len(rows),) label-model group of each closed item: 1 + its category's index where its (category,
+    option count) cell has at least :data:`MIN_GROUP_ITEMS` closed items (the largest
+    :data:`MAX_GROUP_CELLS` cells), 0 (pooled) otherwise."""
+    codes, _ = frame.category_codes("category")
+    c = np.asarray(codes, np.int64)[rows]
+    if not len(c):
+        return c
+    cell = c * (int(k.max()) + 1) + k
+    u, inv, n = np.unique(cell, return_inverse=True, return_counts=True)
+    big = n >= MIN_GROUP_ITEMS
+    if big.sum() > MAX_GROUP_CELLS:
+        big &= n >= np.sort(n[big])[-MAX_GROUP_CELLS]
+    return np.where(big[inv], c + 1, 0)
 
 
 def _gold_evidence(frame: AuditFrame) -> np.ndarray:
@@ -396,9 +421,11 @@ def _gold_evidence(frame: AuditFrame) -> np.ndarray:
 
 
 def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True, recall_sims: int = 2,
-                    fit_items: int = 20000, label_iters: int = 4) -> dict:
-    """Posterior that each closed item's gold is wrong, the likelihood-ratio test and the detection
-    estimate at this pool (see :mod:`audit_hub.stats.label_model`)."""
+                    fit_items: int = 20000, label_iters: int = 4, check: bool = True) -> dict:
+    """Posterior that each closed item's gold is wrong, the likelihood-ratio test, the identifiability of
+    each category, the held-out-model predictive check (``check``) and the detection estimate at this pool
+    (see :mod:`audit_hub.stats.label_model` and :mod:`audit_hub.stats.label_checks`)."""
+    from ..stats import label_checks as lc
     from ..stats import label_model as lm
 
     models = frame.models_in("full")
@@ -406,7 +433,7 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     gold = frame.gold_codes().astype(np.int64)
     rows, data = _label_data(frame, models, blind_models, gold)
     out = {"rows": rows[:0], "p_wrong": np.zeros(0), "log_odds": np.zeros(0), "top": np.zeros(0, np.int64), "test": None, "params": None,
-           "detection": None}
+           "detection": None, "identifiable": np.zeros(0, bool), "identifiability": {}, "check": None}
     if len(rows) < MIN_MODEL_ITEMS:
         return out
     out["rows"] = rows
@@ -423,8 +450,24 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
                                           "eps_evidence": ev,
                                           "n_evidence_items": {lab.replace(" ", "_"): int((data.evidence == g).sum())
                                                                for g, lab in enumerate(EVIDENCE_LABELS) if g}})
-    if recall_sims > 0:
-        out["detection"] = lm.detection_estimate(data, params, n_reps=recall_sims, seed=seed)
+    codes, labels = frame.category_codes("category")
+    cat = np.asarray(codes, np.int64)[rows]
+    ident = lc.identifiability(data.arms[0], data.gold, data.k, cat, [str(x) for x in labels], seed=seed)
+    ok_cat = np.array([ident.get(str(lab), {}).get("identifiable", False) for lab in labels], bool)
+    identifiable = ok_cat[cat] if len(ok_cat) else np.zeros(len(rows), bool)
+    out.update(identifiable=identifiable, identifiability=ident)
+    if check:
+        def fit_predict(d, answers):
+            return lm.held_out_prediction(d, lm.fit(d, n_iter=2, seed=seed), answers)
+
+        out["check"] = lc.predictive_check(data, identifiable, cat, fit_predict, seed=seed,
+                                           flagged=identifiable & (p_wrong >= 0.5))
+        for u in out["check"]["units"]:
+            u["model"] = str(models[u["model"]])
+            u["family"] = [str(models[x]) for x in u["family"]]
+    if recall_sims > 0:  # planted wrong golds on the items whose category the pool can audit
+        dd = data if identifiable.all() or not identifiable.any() else data.subset(np.flatnonzero(identifiable))
+        out["detection"] = lm.detection_estimate(dd, params, n_reps=recall_sims, seed=seed)
     # the test is only as good as the model's fit: a difficulty spread at the edge of the grid, or a pool
     # whose simulated recall is below one half, means the null cannot be trusted on this pool
     why = []
@@ -437,19 +480,28 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
 
 
 def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarray, majority: np.ndarray,
-                    blind_disagrees: np.ndarray, seed: int, use_blind: bool, recall_sims: int, label_iters: int):
+                    blind_disagrees: np.ndarray, seed: int, use_blind: bool, recall_sims: int, label_iters: int,
+                    check: bool = True):
     """Posterior that each closed item's gold is wrong and the severity it implies. Relabel (high /
     critical) needs evidence beyond difficulty and attractive distractors: posterior >= 0.5 on closed
     items; open items have no option structure to model and keep the unanimity rule; a unanimous
     non-gold answer the model explains is medium (review)."""
     Q = frame.n_questions
-    lab = label_posterior(frame, seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters)
+    lab = label_posterior(frame, seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters,
+                          check=check)
     p_wrong = np.full(Q, np.nan)
     p_wrong[lab["rows"]] = lab["p_wrong"]
     log_odds = np.full(Q, np.nan)
     log_odds[lab["rows"]] = lab["log_odds"]
     modelled = ~np.isnan(p_wrong)
-    suspect = modelled & (p_wrong >= 0.5)
+    identifiable = np.zeros(Q, bool)
+    identifiable[lab["rows"]] = lab["identifiable"]
+    raw_suspect = modelled & (p_wrong >= 0.5)
+    # no flag where the category is not identifiable; a flag is a finding only where the held-out check
+    # supports it (not run: calibration simulations, which score the headline test only)
+    suspect = raw_suspect & identifiable
+    chk = lab["check"]
+    supported = (chk is None and not check) or bool(chk and chk.get("supported"))
     if suspect.any():  # the model's most likely true answer, where the gold is suspect and no majority names one
         best = np.full(Q, -1, np.int64)
         best[lab["rows"]] = lab["top"]
@@ -457,13 +509,14 @@ def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarra
     cand = np.flatnonzero((unanimous | suspect) & (cons >= 0))
     dup_gold = np.zeros(Q, bool)
     dup_gold[cand] = _duplicates_gold(frame, cand, cons)
-    strong = np.where(modelled, suspect, unanimous)
+    strong = np.where(modelled, suspect & supported, unanimous)
     sev = np.where(strong, np.where(blind_disagrees | dup_gold, 4, 3),
-                   np.where(unanimous, 2, np.where(majority, 1, 0)))
+                   np.where(unanimous | (suspect & ~supported), 2, np.where(majority, 1, 0)))
     # P(gold right) from the log odds: no saturation at 0, so the ranking has no ties
     score_closed = 1.0 / (1.0 + np.exp(np.clip(np.nan_to_num(log_odds), -700, 700)))
     return {"lab": lab, "p_wrong": p_wrong, "log_odds": log_odds, "modelled": modelled, "suspect": suspect,
-            "cons": cons, "dup_gold": dup_gold, "sev": sev, "score_closed": score_closed}
+            "cons": cons, "dup_gold": dup_gold, "sev": sev, "score_closed": score_closed, "supported": supported,
+            "raw_suspect": raw_suspect, "identifiable": identifiable}
 
 
 def _label_summary(ev: dict, unanimous: np.ndarray, p_indep: float) -> dict:
@@ -483,7 +536,18 @@ def _label_summary(ev: dict, unanimous: np.ndarray, p_indep: float) -> dict:
         "label_model": lab["params"],
         "n_items_modelled": int(ev["modelled"].sum()),
         "n_posterior_gold_wrong": int(ev["suspect"].sum()),
-        "expected_wrong_gold": float(np.nansum(ev["p_wrong"])),
+        "n_posterior_gold_wrong_unsupported": int((ev["suspect"] & ~ev["supported"]).sum()),
+        "n_posterior_gold_wrong_not_identifiable": int((ev["raw_suspect"] & ~ev["identifiable"]).sum()),
+        "n_items_identifiable": int(ev["identifiable"].sum()),
+        # the wrong-gold estimate is identified only where the pool can tell the gold
+        "expected_wrong_gold": float(np.nansum(np.where(ev["identifiable"], ev["p_wrong"], 0.0))),
+        "expected_wrong_gold_share": (float(np.nansum(np.where(ev["identifiable"], ev["p_wrong"], 0.0)))
+                                      / max(int(ev["modelled"].sum()), 1)),
+        "identifiability": lab["identifiability"],
+        "categories_not_identifiable": {c: r.get("reason", "") for c, r in lab["identifiability"].items()
+                                        if not r.get("identifiable")},
+        "predictive_check": lab["check"],
+        "flags_supported": bool(ev["supported"]),
         "detection": det,
         "pool_too_weak": (det["recall"] is not None and det["recall"] < 0.5) if det else None,
         "n_unanimous_explained": int((unanimous & ev["modelled"] & ~ev["suspect"]).sum()),
@@ -523,7 +587,7 @@ def _per_question(frame: AuditFrame, ev: dict, *, n_p: np.ndarray, top_n: np.nda
 
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: int | None = None,
         blind_agree_share: float = 0.5, recall_sims: int = 2, use_blind: bool = True,
-        label_iters: int = 4) -> DetectorResult:
+        label_iters: int = 4, check: bool = True) -> DetectorResult:
     """Rank items by the posterior that the gold is wrong; flag what difficulty and attractive
     distractors do not explain (see the module docstring). ``field`` unused."""
     models = frame.models_in("full")
@@ -549,7 +613,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     blind_disagrees = ~np.isnan(blind_share) & (blind_share < blind_agree_share)
 
     ev = _label_evidence(frame, cons=cons, unanimous=unanimous, majority=majority, blind_disagrees=blind_disagrees,
-                         seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters)
+                         seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters,
+                         check=check)
     cons, dup_gold, sev = ev["cons"], ev["dup_gold"], ev["sev"]
     flagged = sev >= 3
     e, exp_sel, p_item, expected, obs_closed, p_value, n_open_excl = _expected_unanimous(
@@ -570,7 +635,8 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         "notes": ([f"{n_open_excl} eligible numeric/free item(s) are excluded from the expectation "
                    "(no fixed number of options)."] if n_open_excl else []),
         "params": {"min_answered": thr, "blind_agree_share": blind_agree_share, "recall_sims": recall_sims,
-                   "use_blind": use_blind, "label_iters": label_iters},
+                   "use_blind": use_blind, "label_iters": label_iters,
+                   "check": check},
         "seed": seed,
     }
 
@@ -632,6 +698,33 @@ def _notes(ce: dict) -> list[str]:
             txt += (" **The pool is too weak to detect label errors**: 'no findings' here says little about the "
                     "labels; the ranking (`consensus_error_score`) is still the best order to review items in.")
         out.append(txt)
+    out.extend(_check_notes(ce))
+    return out
+
+
+def _check_notes(ce: dict) -> list[str]:
+    """The card lines of the identifiability rule (one per category the pool cannot audit) and of the
+    held-out-model predictive check (beside the simulated recall)."""
+    out = []
+    bad = ce.get("categories_not_identifiable") or {}
+    if bad:
+        lines = "; ".join(f"**{md_inline(c)}**: {r}" for c, r in bad.items())
+        out.append(f"**Categories that cannot be audited for label errors with this pool** (no item of them is "
+                   f"flagged; the answers do not tell the gold there): {lines}.")
+    chk = ce.get("predictive_check")
+    if not isinstance(chk, dict):
+        return out
+    n_raw = ce.get("n_posterior_gold_wrong", 0)
+    if chk.get("supported") is True:
+        out.append(f"**Held-out-model check passed**: models left out of the fit agree with the gold on "
+                   f"{pct(chk.get('observed_agreement'), 0)} of the items their fits flag, as predicted if those golds "
+                   f"are wrong ({pct(chk.get('predicted_agreement'), 0)}; {pct(chk.get('predicted_if_gold_right'), 0)} "
+                   f"if right but hard; elsewhere {pct(chk.get('agreement_elsewhere'), 0)}): the {n_raw} flag(s) are "
+                   f"reported as findings.")
+    elif n_raw:
+        out.append(f"**Held-out-model check failed**: {chk.get('reason', '')}. The {n_raw} item(s) with "
+                   f"posterior >= 0.5 that the gold is wrong are a review order only (`consensus_error_score`), not "
+                   f"findings.")
     return out
 
 

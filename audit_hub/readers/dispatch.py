@@ -21,6 +21,7 @@ from .fileio import (
     read_table,
     refuse_pickle,
 )
+from .harness_logs import LOG_EXTENSIONS, read_harness_file
 from .input_guard import check_input_path, reading, skip_reason
 
 
@@ -129,6 +130,12 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
         if explicit:
             refuse_pickle(path)
         return "pickle cache (never unpickled; export it to .xlsx/.tsv/.parquet to use it)"
+    if ext in TABLE_EXTENSIONS + LOG_EXTENSIONS and os.path.getsize(path) > 0:
+        harness = read_harness_file(path, arm=arm, model=model, metric=metric)  # lm-eval, inspect_ai, ...
+        if isinstance(harness, str) and explicit:
+            raise InputError(f"{harness}; pass that file (or the folder) instead", file=path)
+        if harness is not None:
+            return harness
     if ext not in TABLE_EXTENSIONS:
         if explicit:
             raise InputError(f"unknown file type {ext or '(no extension)'!r}; expected one of "

@@ -125,10 +125,12 @@ def peek_json_line(path: str) -> dict | None:
     return None
 
 
-def load_json_records(path: str) -> tuple[list[dict], list[int]]:
-    """A ``.json`` file holding a list of objects, ``{"data": [...]}``, or ``{id: {...}}`` -> records."""
-    ensure_nonempty(path)
-    raw = open(path, "rb").read()
+def load_json_document(path: str, raw: bytes | None = None):
+    """A whole ``.json`` document (or ``raw``, its bytes, e.g. a member of an archive) parsed with the
+    guards every JSON input passes: UTF-8 (a BOM dropped), the text-head checks, duplicate keys refused."""
+    if raw is None:
+        ensure_nonempty(path)
+        raw = open(path, "rb").read()
     if raw.startswith(codecs.BOM_UTF8):
         raw = raw[3:]
     check_text_encoding_prefix(path, raw[:8])
@@ -141,7 +143,17 @@ def load_json_records(path: str) -> tuple[list[dict], list[int]]:
                          file=path) from None
     if not text.strip():
         raise InputError("the file is empty", file=path)
-    obj = json_loads(text, path)
+    return json_loads(text, path)
+
+
+def load_json_records(path: str) -> tuple[list[dict], list[int]]:
+    """A ``.json`` file holding a list of objects, ``{"data": [...]}``, or ``{id: {...}}`` -> records."""
+    obj = load_json_document(path)
+    return json_records(obj, path)
+
+
+def json_records(obj, path: str) -> tuple[list[dict], list[int]]:
+    """A parsed JSON document -> records (see :func:`load_json_records`)."""
     if isinstance(obj, dict) and isinstance(obj.get("data"), list):
         obj = obj["data"]
     if isinstance(obj, list):

@@ -17,7 +17,7 @@ from ..schema import MISSING, hit_code
 from .cells import ReadResult, constant_categorical
 
 RUN_KIND_PRIORITY = {"vlmevalkit-judged": 0, "vlmevalkit-auxmatch": 1, "vlmevalkit-extract": 2,
-                     "lmms-eval-samples": 3, "mathv-output": 3, "generic": 4, "vlmevalkit-sheet": 5}
+                     "lmms-eval-samples": 3, "lm-eval-samples": 3, "inspect-ai-log": 3, "lighteval-details": 3, "opencompass-predictions": 3, "mathv-output": 3, "generic": 4, "vlmevalkit-sheet": 5}
 
 
 _OPTIONAL_RUN_COLS = ("hit", "hit_exact")

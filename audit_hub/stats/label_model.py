@@ -81,6 +81,12 @@ class LabelData:
     is_yn: np.ndarray
     gold: np.ndarray
     evidence: np.ndarray | None = None  # (Q,) int: 0 none, g >= 1 an evidence group with its own prior rate
+    #: (Q,) int item group (a category with enough items; 0 = the rest): mc answer classes are (group,
+    #: option count), so every model has its own reliability and position preference per category
+    group: np.ndarray | None = None
+    #: the mc class keys (group x (Kmax + 1) + option count) and Kmax to use (a subset keeps its parent's
+    #: classes, so fitted parameters index the same classes)
+    class_keys: tuple | None = None
 
     def __post_init__(self):
         if self.evidence is not None:
@@ -89,20 +95,32 @@ class LabelData:
         self.is_yn = np.asarray(self.is_yn, bool)
         self.gold = np.asarray(self.gold, np.int64)
         self.kmax = int(self.k.max()) if len(self.k) else 2
-        ks = np.unique(self.k[~self.is_yn])
-        self.k_values = ks
-        self.cls_mc = np.searchsorted(ks, self.k)  # class of mc items
-        self.n_cls = len(ks) + 2                    # + yes-truth, no-truth
+        grp = np.zeros(len(self.k), np.int64) if self.group is None else np.asarray(self.group, np.int64)
+        self.group = None if self.group is None else grp
+        if self.class_keys is not None:
+            keys, self.kmax = self.class_keys
+            key = grp * (self.kmax + 1) + self.k
+        else:
+            key = grp * (self.kmax + 1) + self.k
+            keys = np.unique(key[~self.is_yn])
+        self.class_keys = (keys, self.kmax)
+        self.k_values = keys % (self.kmax + 1)       # option count of each mc class
+        self.cls_groups = keys // (self.kmax + 1)    # group of each mc class
+        self.cls_mc = np.minimum(np.searchsorted(keys, key), max(len(keys) - 1, 0))  # class of mc items
+        self.n_cls = len(keys) + 2                   # + yes-truth, no-truth
         # codes outside the item's options count as unparsed
         self.arms = [clean_codes(A, self.k) for A in self.arms]
         self.counts = np.zeros((len(self.k), self.kmax), np.int32)
         for A in self.arms:
             for t in range(self.kmax):
                 self.counts[:, t] += (A == t).sum(axis=1)
+        self.dcounts = self.counts  # the answers the shared distractor term sees (set_distractor_counts)
+        self._dkey = None
 
     def subset(self, idx: np.ndarray) -> LabelData:
         return LabelData([A[idx] for A in self.arms], self.k[idx], self.is_yn[idx], self.gold[idx],
-                         None if self.evidence is None else self.evidence[idx])
+                         None if self.evidence is None else self.evidence[idx],
+                         None if self.group is None else self.group[idx], self.class_keys)
 
     def cls(self, t: int) -> np.ndarray:
         """Answer class of every item if its truth were ``t``."""
@@ -124,7 +142,9 @@ class LabelParams:
     def as_dict(self, models: list[list[str]] | None = None) -> dict:
         out = {"sigma": [float(s) for s in self.sigma], "alpha": float(self.alpha), "eps": float(self.eps),
                "attractor_items_share": float(self.pi_attractor) if self.share_w is not None else 0.0,
-               "max_position_preference": [None if p is None else float(p.max()) for p in self.pref]}
+               "max_position_preference": [None if p is None else float(p.max()) for p in self.pref],
+               "n_biased_model_classes": [0 if p is None or p.ndim != 3 else int((p.sum(axis=2) > 0).sum())
+                                          for p in self.pref]}
         if self.share_w is not None:
             out["attractor_share_mean"] = float(SHARE_GRID @ self.share_w)
         return out
@@ -149,16 +169,17 @@ def _soft_counts(A: np.ndarray, data: LabelData, post: np.ndarray) -> tuple[np.n
     M = A.shape[1]
     corr = np.zeros((M, data.n_cls))
     tri = np.zeros((M, data.n_cls))
-    P = (A >= 0).astype(np.float32)
+    P = A >= 0
+    n_cls = data.n_cls
+    mi = np.arange(M)[None, :]
     for t in range(data.kmax):
         w = post[:, t]
         if not (w > 0).any():
             continue
-        c = data.cls(t)
-        W = np.zeros((len(w), data.n_cls), np.float32)
-        W[np.arange(len(w)), c] = w
-        corr += (A == t).astype(np.float32).T @ W
-        tri += P.T @ W
+        # per (class, model) sums of w over the items (bincount: cost O(n M), whatever the number of classes)
+        idx = (data.cls(t)[:, None] * M + mi).ravel()
+        corr += np.bincount(idx, weights=((A == t) * w[:, None]).ravel(), minlength=n_cls * M).reshape(n_cls, M).T
+        tri += np.bincount(idx, weights=(P * w[:, None]).ravel(), minlength=n_cls * M).reshape(n_cls, M).T
     return corr, tri
 
 
@@ -169,10 +190,65 @@ def _floor(data: LabelData) -> np.ndarray:
     return np.concatenate([1.0 / data.k_values, [0.5, 0.5]]) if len(data.k_values) else np.array([0.5, 0.5])
 
 
-def _knowledge_rate(acc: np.ndarray, data: LabelData) -> np.ndarray:
-    """Accuracy per (model, class) to the rate of knowing: acc = rho + (1 - rho) / K."""
-    g = _floor(data)[None, :]
-    return np.clip((acc - g) / (1 - g), 1e-3, 1 - 1e-3)
+def _knowledge_rate(acc: np.ndarray, data: LabelData, gbar: np.ndarray | None = None) -> np.ndarray:
+    """Accuracy per (model, class) to the rate of knowing: acc = rho + (1 - rho) g, with ``g`` the chance
+    that a guess hits the truth (``gbar``: (M, n_cls) from the model's position preference; else 1/K when
+    :data:`GUESSING`, else 0)."""
+    g = _floor(data)[None, :] if gbar is None else gbar
+    return np.clip((acc - g) / np.maximum(1 - g, 1e-6), 1e-3, 1 - 1e-3)
+
+
+#: a (model, class) gets its own guess distribution over option positions when its answers' position
+#: distribution departs from the unbiased model's (chi-square, df K - 1) at this level
+BIAS_ALPHA = 1e-3
+BIAS_MIN_ANSWERS = 20
+
+
+def fit_guess(A: np.ndarray, data: LabelData, post: np.ndarray, acc: np.ndarray
+              ) -> tuple[np.ndarray | None, np.ndarray]:
+    """Per-model response bias over option positions (MACE's spamming distribution, per answer class).
+
+    For model m in mc class c, with ``P(j)`` the share of truths at position j (posterior), ``f(j)`` the
+    share of its answers there and ``acc`` its accuracy: a knowledge-or-guess model gives
+    ``f(j) = rho P(j) + (1 - rho) g(j)`` and ``acc = rho + (1 - rho) sum_j P(j) g(j)``, so
+    ``rho = (acc - sum_j P(j) f(j)) / (1 - sum_j P(j)^2)`` and ``g = (f - rho P) / (1 - rho)`` (moments).
+    The guess is used only where the data supports a bias: the answer counts reject the unbiased model
+    (a wrong answer uniform over the wrong options, ``f(j) = acc P(j) + (1 - acc)(1 - P(j)) / (K - 1)``) by a
+    chi-square test at :data:`BIAS_ALPHA` with at least :data:`BIAS_MIN_ANSWERS` answers. Elsewhere g = 0
+    (the reliability model without guessing). Returns (pref (M, n_cls, Kmax) or None when no class is
+    biased, gbar (M, n_cls) = the chance a guess hits the truth)."""
+    from .core import chi2_sf
+
+    M = A.shape[1]
+    pref = np.zeros((M, data.n_cls, data.kmax))
+    gbar = np.zeros((M, data.n_cls))
+    any_bias = False
+    for cv, kv in enumerate(data.k_values):
+        sel = np.flatnonzero((data.cls_mc == cv) & ~data.is_yn)
+        kv = int(kv)
+        if len(sel) < BIAS_MIN_ANSWERS or kv < 2:
+            continue
+        As = A[sel]
+        n = np.stack([(As == j).sum(axis=0) for j in range(kv)], axis=1).astype(np.float64)  # (M, kv)
+        tot = n.sum(axis=1)
+        P = post[sel, :kv].mean(axis=0)
+        P = P / max(P.sum(), 1e-12)
+        f = n / np.maximum(tot, 1)[:, None]
+        a = acc[:, cv][:, None]
+        e0 = a * P[None, :] + (1 - a) * (1 - P[None, :]) / (kv - 1)
+        chi = ((n - tot[:, None] * e0) ** 2 / np.maximum(tot[:, None] * e0, 1e-9)).sum(axis=1)
+        biased = (tot >= BIAS_MIN_ANSWERS) & (np.asarray(chi2_sf(chi, kv - 1)) < BIAS_ALPHA)
+        if not biased.any():
+            continue
+        any_bias = True
+        S = float((P ** 2).sum())
+        rho = np.clip((acc[:, cv] - f @ P) / max(1 - S, 1e-6), 0.0, 0.98)
+        g = (f - rho[:, None] * P[None, :]) / (1 - rho[:, None])
+        g = np.maximum(g, 0.05 / kv)
+        g = g / g.sum(axis=1, keepdims=True)
+        pref[biased, cv, :kv] = g[biased]
+        gbar[biased, cv] = (g @ P)[biased]
+    return (pref if any_bias else None), gbar
 
 
 def _fit_sigma(A: np.ndarray, data: LabelData, truth: np.ndarray, acc: np.ndarray) -> tuple[float, np.ndarray]:
@@ -213,7 +289,7 @@ def _fit_sigma(A: np.ndarray, data: LabelData, truth: np.ndarray, acc: np.ndarra
 
 def _fit_alpha(data: LabelData, truth: np.ndarray) -> float:
     """Dirichlet concentration from the coincidence rate of wrong answers (mc items with K >= 3)."""
-    n = data.counts.astype(np.float64).copy()
+    n = data.dcounts.astype(np.float64).copy()
     n[np.arange(len(truth)), truth] = 0
     d = (data.k - 1).astype(np.float64)
     W = n.sum(axis=1)
@@ -251,7 +327,7 @@ def _fit_pref(A: np.ndarray, data: LabelData, truth: np.ndarray) -> np.ndarray:
 
 def _log_dm(data: LabelData, alpha: float) -> np.ndarray:
     """(Q, Kmax) log Dirichlet-multinomial probability of the wrong answers if the truth were t."""
-    n = data.counts.astype(np.float64)
+    n = data.dcounts.astype(np.float64)
     d = (data.k - 1).astype(np.float64)
     valid = np.arange(data.kmax)[None, :] < data.k[:, None]
     g = np.where(valid, gammaln(alpha + n) - gammaln(alpha), 0.0)
@@ -293,7 +369,7 @@ def _attractor_exp(data: LabelData, sel: np.ndarray | slice) -> tuple[np.ndarray
     whole = isinstance(sel, slice) and sel == slice(None)
     if whole and getattr(data, "_attr_cache", None) is not None:
         return data._attr_cache
-    T = _attractor_terms(data.counts[sel], data.k[sel], data.kmax)
+    T = _attractor_terms(data.dcounts[sel], data.k[sel], data.kmax)
     m = T.max(axis=2)
     m = np.where(np.isfinite(m), m, 0.0)
     E = np.exp(T - m[:, :, None])
@@ -382,10 +458,41 @@ def _class_groups(data: LabelData, kk: np.ndarray, is_yn: np.ndarray, cls_mc: np
             yield n_k + t, sel, (t,)
 
 
-def _guess(pref: np.ndarray | None, M: int, kv: int, t: int) -> np.ndarray:
-    """(M,) probability that a model that does not know the answer guesses position t (of kv options)."""
+def set_distractor_counts(data: LabelData, prefs: list) -> None:
+    """Leave out of the shared distractor term the answers of (model, class) pairs with a guess distribution
+    (:func:`fit_guess`): their wrong answers follow their own position preference (MACE), not the item's
+    distractors. Resets the attractor cache when the counts change."""
+    key = tuple(None if p is None else (p.shape, float(p.sum()), float((p * np.arange(p.size).reshape(p.shape)).sum()))
+                for p in prefs)
+    if key == data._dkey:
+        return
+    data._dkey = key
+    data._attr_cache = None
+    if all(p is None or p.ndim != 3 for p in prefs):
+        data.dcounts = data.counts
+        return
+    dc = data.counts.copy()
+    cls = np.where(data.is_yn, data.n_cls - 1, data.cls_mc)
+    for A, p in zip(data.arms, prefs):
+        if p is None or p.ndim != 3:
+            continue
+        biased = p.sum(axis=2) > 0                                   # (M, n_cls)
+        for lo in range(0, len(data.k), CHUNK):
+            mask = biased[:, cls[lo:lo + CHUNK]].T & ~data.is_yn[lo:lo + CHUNK, None]
+            a = A[lo:lo + CHUNK]
+            for t in range(data.kmax):
+                dc[lo:lo + CHUNK, t] -= ((a == t) & mask).sum(axis=1)
+    data.dcounts = dc
+
+
+def _guess(pref: np.ndarray | None, M: int, kv: int, t: int, cv: int = 0) -> np.ndarray:
+    """(M,) probability that a model that does not know the answer guesses position t (of kv options):
+    ``pref`` (M, n_cls, Kmax) per answer class (:func:`fit_guess`; 0 where a model has no guess), or the
+    older (M, Kmax) per model."""
     if pref is None:
         return np.full(M, 1.0 / kv if GUESSING else 0.0)
+    if pref.ndim == 3:
+        return np.clip(pref[:, cv, t], 0.0, 1 - 1e-9)
     return pref[:, t] / pref[:, :kv].sum(axis=1)
 
 
@@ -420,8 +527,15 @@ def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float, pre
     def term(cv: int, kv: int, t: int):
         key = (cv, kv, t)
         if key not in terms:
-            g = _guess(pref, M, kv, t)
+            g = _guess(pref, M, kv, t, cv)
             r = rho[:, cv, :]
+            if pref is not None and pref.ndim == 3:
+                # MACE: a guess picks position j with g(j), wrong or right, so P(answer j | t) = (1 - rho) g(j)
+                # for j != t (the factor g(j) does not depend on t: dropped) and rho + (1 - rho) g(t) for t
+                lgt = np.where(g > 0, np.log(np.maximum(g, 1e-300)), 0.0)[:, None]
+                d = (np.log(r + (1 - r) * g[:, None]) - np.log1p(-r) - lgt).astype(np.float32)
+                terms[key] = (d, None)
+                return terms[key]
             d = (np.log(r + (1 - r) * g[:, None]) - np.log1p(-r) - np.log1p(-g)[:, None]).astype(np.float32)
             lg = np.log1p(-g).astype(np.float32)
             terms[key] = (d, lg if lg.any() else None)  # log1p(-0) = 0 adds nothing (x + 0.0 == x)
@@ -447,6 +561,7 @@ def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float, pre
 
 def log_likelihood(data: LabelData, params: LabelParams) -> np.ndarray:
     """(Q, Kmax) log-likelihood of all answers given truth t (every arm plus the distractor term)."""
+    set_distractor_counts(data, params.pref)
     ll = _log_distractor(data, params)
     for j, (A, a, s) in enumerate(zip(data.arms, params.ability, params.sigma)):
         pref = params.pref[j] if j < len(params.pref) else None
@@ -481,14 +596,15 @@ def log_odds_wrong(data: LabelData, params: LabelParams, ll: np.ndarray) -> np.n
 
 
 def _ml_sigma(j: int, d: LabelData, acc: np.ndarray, rest: np.ndarray, eps: np.ndarray,
-              bracket: tuple[float, float], sub: np.ndarray, ds: LabelData) -> tuple[float, np.ndarray, np.ndarray]:
+              bracket: tuple[float, float], sub: np.ndarray, ds: LabelData, pref: np.ndarray | None = None
+              ) -> tuple[float, np.ndarray, np.ndarray]:
     """Arm ``j``'s difficulty spread maximising the marginal likelihood on the items ``sub`` (abilities
     moment-matched to ``acc`` at each trial spread; ``rest``: the other terms of the log-likelihood).
     ``ds`` = ``d.subset(sub)``. Returns (sigma, ability, the arm's log-likelihood on every item of ``d``)."""
     A, rest, eps = ds.arms[j], rest[sub], eps[sub]
 
     def nll(s):
-        return -marginal_loglik(ds, rest + _arm_loglik(A, ds, solve_ability(acc, s), s), eps)
+        return -marginal_loglik(ds, rest + _arm_loglik(A, ds, solve_ability(acc, s), s, pref), eps)
 
     lo, hi = bracket
     s, best, _ = minimize_bounded(nll, lo, hi, xatol=0.05)
@@ -496,12 +612,12 @@ def _ml_sigma(j: int, d: LabelData, acc: np.ndarray, rest: np.ndarray, eps: np.n
         if abs(s - edge) < 0.1 and nll(edge) < best:
             s = edge
     a = solve_ability(acc, s)
-    return s, a, _arm_loglik(d.arms[j], d, a, s)
+    return s, a, _arm_loglik(d.arms[j], d, a, s, pref)
 
 
 def _informative(d: LabelData) -> np.ndarray:
     """Items whose wrong answers say something about distractors: mc with K >= 3 and two or more answers."""
-    return (d.k >= 3) & ~d.is_yn & (d.counts.sum(axis=1) >= 2)
+    return (d.k >= 3) & ~d.is_yn & (d.dcounts.sum(axis=1) >= 2)
 
 
 def _fit_distractors(d: LabelData, post: np.ndarray, arms_ll: np.ndarray, eps: np.ndarray,
@@ -584,11 +700,14 @@ def fit_and_test(data: LabelData, *, n_iter: int = 4, fit_items: int = 20000, se
 
 
 def fit(data: LabelData, *, n_iter: int = 4, fit_items: int = 20000, seed: int = 0,
-        eps0: float = 0.02, position_preferences: bool = False, null: bool = False) -> LabelParams:
+        eps0: float = 0.02, position_preferences: bool = False, null: bool = False,
+        position_bias: bool = True) -> LabelParams:
     """EM on a subsample of at most ``fit_items`` items: abilities moment-matched to each model's (soft)
     accuracy per class; each arm's difficulty spread, the Dirichlet concentration and the wrong-gold rate
     by marginal likelihood; the attractor/Dirichlet mixture of wrong answers (:func:`_fit_distractors`).
-    ``null``: the wrong-gold rate fixed at 0 (the headline test's null fit)."""
+    ``null``: the wrong-gold rate fixed at 0 (the headline test's null fit). ``position_bias``: each
+    model's guess distribution over option positions per answer class where the data supports one
+    (:func:`fit_guess`), refitted every iteration."""
     rng = np.random.default_rng(seed)
     d = fit_subset(data, fit_items, seed)
     q = len(d.k)
@@ -609,26 +728,35 @@ def fit(data: LabelData, *, n_iter: int = 4, fit_items: int = 20000, seed: int =
     params.alpha = _fit_alpha(d, d.gold)
     sub = np.sort(rng.permutation(q)[:HYPER_FIT_ITEMS])  # likelihood searches (spreads, distractors): a subsample
     ds = d if len(sub) == q else d.subset(sub)
+    prefs = [None] * len(d.arms)
     for it in range(n_iter):
         eps_i = item_eps(d, params)
         for j, A in enumerate(d.arms):
             corr, tri = _soft_counts(A, d, post)
-            acc = _knowledge_rate((corr + 0.5) / (tri + 1.0), d)
+            raw = (corr + 0.5) / (tri + 1.0)
+            gbar = None
+            if position_bias:
+                prefs[j], gbar = fit_guess(A, d, post, raw)
+            acc = _knowledge_rate(raw, d, gbar if prefs[j] is not None else None)
+            pr = prefs[j]
             if A.shape[1] < 2:  # one model: its item difficulty is not identified (any sigma fits alike)
                 sig[j], abil[j] = 0.0, solve_ability(acc, 0.0)
-                arm_ll[j] = _arm_loglik(A, d, abil[j], 0.0)
+                arm_ll[j] = _arm_loglik(A, d, abil[j], 0.0, pr)
             elif it == 0 or it == n_iter - 1:  # first with the stated gold, last at the fitted rate
                 rest = D + sum(x for i, x in enumerate(arm_ll) if i != j)
                 # first: below the moment estimate against the stated gold (wrong golds inflate it)
                 br = ((max(0.0, sig[j] - 1.2), min(SIGMA_MAX, sig[j] + 0.3)) if it == 0
                       else (max(0.0, sig[j] - 0.2), min(SIGMA_MAX, sig[j] + 0.2)))
-                sig[j], abil[j], arm_ll[j] = _ml_sigma(j, d, acc, rest, eps_i, br, sub, ds)
+                sig[j], abil[j], arm_ll[j] = _ml_sigma(j, d, acc, rest, eps_i, br, sub, ds, pr)
             else:
                 abil[j] = solve_ability(acc, sig[j])
-                arm_ll[j] = _arm_loglik(A, d, abil[j], sig[j])
+                arm_ll[j] = _arm_loglik(A, d, abil[j], sig[j], pr)
+        set_distractor_counts(d, prefs)
+        if ds is not d:
+            set_distractor_counts(ds, prefs)
         pi, alpha, share_w = _fit_distractors(ds, post[sub], sum(arm_ll)[sub], eps_i[sub], params)
         params = LabelParams(ability=list(abil), sigma=list(sig), alpha=alpha, eps=params.eps,
-                             history=params.history, pref=[None] * len(d.arms), pi_attractor=pi, share_w=share_w,
+                             history=params.history, pref=list(prefs), pi_attractor=pi, share_w=share_w,
                              eps_evidence=params.eps_evidence)
         D = _log_distractor(d, params)
         post, _ = posterior(d, params, sum(arm_ll) + D)
@@ -708,16 +836,23 @@ def simulate(data: LabelData, params: LabelParams, rng: np.random.Generator, *, 
     cq = np.cumsum(q, axis=1)
     arms = []
     c_true = np.where(data.is_yn, len(data.k_values) + np.minimum(truth, 1), data.cls_mc)
-    for A, a, s in zip(data.arms, params.ability, params.sigma):
+    for j, (A, a, s) in enumerate(zip(data.arms, params.ability, params.sigma)):
         M = A.shape[1]
         u = rng.normal(0, s, size=Q)
         know = rng.random((Q, M)) < expit(a.T[c_true] - u[:, None])   # (Q, M)
+        pr = params.pref[j] if j < len(params.pref) else None
         hit = know | (rng.random((Q, M)) < (1.0 / k[:, None] if GUESSING else 0.0))  # a lucky guess
         r = rng.random((Q, M))
         off = 1 + np.minimum((r[:, :, None] > cq[:, None, :]).sum(axis=2), (k - 2)[:, None])
         ch = np.where(hit, truth[:, None], (truth[:, None] + off) % k[:, None])
+        if pr is not None and pr.ndim == 3:  # MACE: a model with a position preference guesses by it
+            G = np.transpose(pr[:, c_true, :], (1, 0, 2))                 # (Q, M, Kmax)
+            biased = G.sum(axis=2) > 0
+            guess = (rng.random((Q, M))[:, :, None] > np.cumsum(G, axis=2)).sum(axis=2)
+            guess = np.minimum(guess, (k - 1)[:, None])
+            ch = np.where(biased & ~know, guess, ch)
         arms.append(np.where(A >= 0, ch, -1))
-    return LabelData(arms, k, data.is_yn, gold), planted
+    return LabelData(arms, k, data.is_yn, gold, group=data.group, class_keys=data.class_keys), planted
 
 
 def average_precision(score_suspicious: np.ndarray, planted: np.ndarray) -> float:
@@ -753,3 +888,38 @@ def detection_estimate(data: LabelData, params: LabelParams, *, n_items: int = 2
             "recall": float(np.mean(rec)) if rec else None,
             "precision": float(np.nanmean(prec)) if rec and not np.isnan(prec).all() else None,
             "average_precision": float(np.mean(ap)) if ap else None, "threshold": threshold}
+
+
+def held_out_prediction(data: LabelData, params: LabelParams, answers: np.ndarray) -> dict:
+    """Posterior predictive of a model left out of the fit (``answers``: its (Q,) codes on ``data``'s items)
+    agreeing with the stated gold, from the fit ``params`` on the others: with the item's truth ``t`` and
+    full-arm difficulty node ``z`` drawn from their joint posterior given the others' answers, the left-out
+    model knows the truth with ``expit(a_c - sigma z)`` (its ability ``a`` per class from its accuracy against
+    the fit's posterior truth), else answers one wrong option uniformly. Returns (Q,) arrays ``p_wrong`` (the
+    fit's posterior that the gold is wrong), ``pred`` (predicted agreement with the gold) and ``pred_if_right``
+    (the same if the gold were right: only the item's difficulty lowers it)."""
+    Q = len(data.k)
+    set_distractor_counts(data, params.pref)
+    rest = _log_distractor(data, params)
+    for j in range(1, len(data.arms)):
+        rest = rest + _arm_loglik(data.arms[j], data, params.ability[j], params.sigma[j],
+                                  params.pref[j] if j < len(params.pref) else None)
+    A0, a0, s0 = data.arms[0], params.ability[0], params.sigma[0]
+    p0 = params.pref[0] if params.pref else None
+    lq = np.stack([_arm_loglik(A0, data, a0 - s0 * z, 0.0, p0) for z in NODES], axis=2)   # (Q, Kmax, nq)
+    z = lq + (rest + _log_prior(data, item_eps(data, params)))[:, :, None] + LOGW[None, None, :]
+    z = np.where(np.isfinite(z), z, -np.inf)
+    post = np.exp(z - logsumexp(z.reshape(Q, -1), axis=1)[:, None, None])                  # (Q, Kmax, nq)
+    tpost = post.sum(axis=2)
+    Au = clean_codes(np.asarray(answers).reshape(-1, 1), data.k)
+    corr, tri = _soft_counts(Au, data, tpost)
+    a_u = solve_ability(np.clip((corr + 0.5) / (tri + 1.0), 1e-3, 1 - 1e-3), s0)[0]        # (n_cls,)
+    c_g = np.where(data.is_yn, len(data.k_values) + np.minimum(data.gold, 1), data.cls_mc)
+    rho = expit(a_u[c_g][:, None] - s0 * NODES[None, :])                                     # (Q, nq)
+    at_g = post[np.arange(Q), data.gold]                                                     # (Q, nq)
+    other = post.sum(axis=1) - at_g
+    km1 = np.maximum(data.k - 1, 1)[:, None]
+    pred = (at_g * rho + other * (1 - rho) / km1).sum(axis=1)
+    cond = at_g / np.maximum(at_g.sum(axis=1, keepdims=True), 1e-300)
+    pred_right = (cond * rho).sum(axis=1)
+    return {"p_wrong": 1.0 - tpost[np.arange(Q), data.gold], "pred": pred, "pred_if_right": pred_right}

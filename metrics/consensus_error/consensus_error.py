@@ -33,7 +33,7 @@ Args (one row per (question, model) pair; every list has one entry per row):
     answer_types, categories (`list` of `str`, optional): answer type and category of the question.
     seed (`int`): seed, default 0.
     return_per_question (`bool`): also return the per-question table as a list of dicts.
-    Detector parameters (min_answered, blind_agree_share, recall_sims, use_blind, label_iters; None = the detector's default) go to
+    Detector parameters (min_answered, blind_agree_share, recall_sims, use_blind, label_iters, check; None = the detector's default) go to
     `audit_hub.detectors.consensus_error.run`; any other keyword is a TypeError.
 
 Returns:
@@ -65,7 +65,7 @@ class ConsensusError(metric_adapter.DeclaredInputs, evaluate.Metric):
     def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
                  hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,
                  field="hit", seed=0, return_per_question=False, min_answered=None, blind_agree_share=None,
-                 recall_sims=None, use_blind=None, label_iters=None):
+                 recall_sims=None, use_blind=None, label_iters=None, check=None):
         """Every keyword is named here: a misspelled one is a TypeError. Detector parameters left at
         None take the detector's default."""
         return metric_adapter.compute(
@@ -74,4 +74,4 @@ class ConsensusError(metric_adapter.DeclaredInputs, evaluate.Metric):
             options=options, n_options=n_options, answer_types=answer_types, categories=categories, field=field,
             seed=seed, return_per_question=return_per_question,
             params={"min_answered": min_answered, "blind_agree_share": blind_agree_share, "recall_sims": recall_sims,
-                    "use_blind": use_blind, "label_iters": label_iters})
+                    "use_blind": use_blind, "label_iters": label_iters, "check": check})

@@ -1,0 +1,224 @@
+"""The default selection, chosen by inner cross-validation over the selecting models.
+
+A selection that maximises discrimination can trade away exactly what a curated benchmark promises to keep:
+the ranking of models it never saw. So the default (``method="auto"``) does not trust one item score. It
+builds several candidate selections of the same size and keeps the one that ranks *inner held-out* models
+best:
+
+* candidates: ``stratified_difficulty`` (a random draw stratified by category and by the item's pass-rate
+  quintile among the selecting models: stratifying on a covariate of the models' scores narrows the spread
+  of each model's subset accuracy around its whole-pool accuracy), ``stratified_discriminating`` (the same
+  draw among the items whose item-rest point-biserial is positive: items that measure nothing or the
+  opposite of the rest go, without concentrating the set on the most discriminative items), ``random_best`` (the best of ``n_draws``
+  stratified random draws by Spearman rho on the selecting models), ``kmeans_anchors`` (tinyBenchmarks-style anchors, :func:`.baselines.kmeans_anchors`),
+  ``irt_information`` and ``point_biserial`` (:mod:`.select`), each on the items left by the stages
+  (variant ``stages``) and on the items left by the anomaly stage alone (``anomaly``; without that stage, on the
+  whole pool: ``none``); with no final selection the stage output
+  itself (``stages/all``) competes with the whole-pool candidates at its size;
+* inner cross-validation: the selecting models are split into ``k`` inner folds (seeded); each candidate is
+  built from the inner training models and scored by Spearman rho between the inner held-out models'
+  accuracy on it and their accuracy on the whole pool, averaged over the inner folds;
+* the reference: stratified random subsets of the same size from the whole pool (``n_draws`` draws, the
+  same in every inner fold), mean inner rho;
+* the rule: candidates whose inner rho is not above the random reference are not eligible; among the
+  eligible, those within one standard error (over the inner folds, at least ``tolerance``) of the best
+  inner figure tie (Breiman's one-standard-error rule), and the tie goes to the most
+  discriminative (the SD of the selecting models' accuracies on the candidate built from all of them),
+  then to the candidate order. When no candidate beats random the result is the best stratified random
+  draw (``random_best``), and the statement says so.
+
+The stages are re-run on each inner fold's training models (``variants_for``): flags computed with every
+selecting model would have seen the inner held-out models, and a stage that removes the items only a
+held-out model solves (the floor items of the others) or fails (their saturated items) shifts exactly
+that model's score.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import baselines as bl
+from .draws import random_draws
+from .measures import spearman, weighted_accuracy
+from .select import select
+
+CANDIDATE_METHODS = ("stratified_difficulty", "stratified_discriminating", "random_best", "kmeans_anchors", "irt_information", "point_biserial")
+EXPLICIT_METHODS = ("point_biserial", "irt_information", "kmeans_anchors", "stratified_difficulty",
+                    "stratified_discriminating", "random_best", "random")
+DIFFICULTY_BINS = 5
+
+
+def _acc(mask: np.ndarray, right: np.ndarray, known: np.ndarray) -> np.ndarray:
+    return weighted_accuracy(np.asarray(mask, dtype=np.float64)[None, :], right, known)[0]
+
+
+def build(method: str, right: np.ndarray, known: np.ndarray, allowed: np.ndarray, cat: np.ndarray, size: int,
+          floor_share: float, seed: int, *, full_acc: np.ndarray | None = None,
+          draws: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(mask, per-item scores or None) of one candidate selection built from the models in ``right``.
+
+    ``full_acc``: those models' accuracy on the whole pool (``random_best`` ranks its draws by rho against
+    it); ``draws``: the stratified draws among ``allowed`` (``random_best`` / ``random``)."""
+    allowed = np.asarray(allowed, dtype=bool)
+    size = int(min(size, allowed.sum()))
+    if method == "all" or size >= allowed.sum():
+        return allowed.copy(), None
+    if method in ("point_biserial", "irt_information"):
+        return select(method, right, known, allowed, cat, size, floor_share)
+    if method == "kmeans_anchors":
+        idx = np.flatnonzero(allowed)
+        w = bl.kmeans_anchors(right[idx], known[idx], size, seed)
+        mask = np.zeros(len(allowed), dtype=bool)
+        mask[idx[w > 0]] = True
+        return mask, None
+    if method == "stratified_discriminating":
+        from .measures import point_biserial
+
+        pb = point_biserial(right, known)
+        keep = allowed & np.isfinite(pb) & (pb > 0)
+        if keep.sum() < size:  # too few: the best of the rest fill up
+            order = np.flatnonzero(allowed & ~keep)[np.argsort(-np.nan_to_num(pb[allowed & ~keep], nan=-2.0),
+                                                               kind="stable")]
+            keep = keep.copy()
+            keep[order[: size - int(keep.sum())]] = True
+        return build("stratified_difficulty", right, known, keep, cat, size, floor_share, seed)
+    if method == "stratified_difficulty":
+        kn = known.sum(axis=1)
+        p = np.where(kn > 0, (right * known).sum(axis=1) / np.maximum(kn, 1), 0.5)
+        edges = np.quantile(p[allowed], np.linspace(0, 1, DIFFICULTY_BINS + 1)[1:-1])
+        strata = cat.astype(np.int64) * (DIFFICULTY_BINS + 1) + np.searchsorted(edges, p, side="right")
+        _, strata = np.unique(strata, return_inverse=True)
+        return random_draws(strata, allowed, size, 1, (seed, 37))[0] > 0, None
+    if draws is None:
+        draws = random_draws(cat, allowed, size, 50, (seed, 23))
+    if method == "random":
+        return draws[0] > 0, None
+    if method == "random_best":
+        acc = weighted_accuracy(draws, right, known)
+        ref = full_acc if full_acc is not None else _acc(np.ones(len(allowed)), right, known)
+        rho = np.nan_to_num(spearman(acc, np.broadcast_to(ref, acc.shape)), nan=-2.0)
+        sd = np.nan_to_num(np.nanstd(acc, axis=1), nan=0.0)
+        best = int(np.lexsort((np.arange(len(rho)), -sd, -rho))[0])
+        return draws[best] > 0, None
+    raise ValueError(f"unknown candidate method {method!r}")
+
+
+def candidates(variants: dict[str, np.ndarray], size: int, selected: bool,
+               methods: tuple[str, ...] = CANDIDATE_METHODS) -> list[tuple[str, str]]:
+    """(variant, method) pairs: every method on every variant; without a final selection the stage output
+    (``stages/all``) instead of selecting within it."""
+    out = []
+    for v in variants:
+        if v == "stages" and not selected:
+            out.append(("stages", "all"))
+            continue
+        out += [(v, m) for m in methods]
+    return out
+
+
+def heldout_pair_tau(cur: np.ndarray, full: np.ndarray, test: np.ndarray, *, test_only: bool = False) -> np.ndarray:
+    """Kendall tau (tau-a) over the model pairs that involve at least one held-out model: the share of those
+    pairs ordered alike by ``cur`` (accuracy on the selection, every model of the inner split) and ``full``
+    (accuracy on the whole pool) minus the share ordered oppositely. Vectorised over leading axes of ``cur``.
+    With three or four held-out models per inner fold a Spearman over them moves in steps of 0.2 or more;
+    the pairs with the inner training models place each held-out model among all of them. Those pairs favour a
+    selection fitted to the training models' order (their side of the pair is in-sample), so with
+    ``test_only`` (used when every inner fold holds at least 4 models) only held-out pairs count."""
+    cur = np.asarray(cur, dtype=np.float64)
+    M = cur.shape[-1]
+    is_te = np.zeros(M, dtype=bool)
+    is_te[test] = True
+    iu = np.triu_indices(M, 1)
+    use = (is_te[iu[0]] & is_te[iu[1]]) if test_only else (is_te[iu[0]] | is_te[iu[1]])
+    i, j = iu[0][use], iu[1][use]
+    dc = np.sign(cur[..., i] - cur[..., j])
+    df = np.sign(full[i] - full[j])
+    with np.errstate(invalid="ignore"):
+        return np.nanmean(dc * df, axis=-1) if len(i) else np.full(cur.shape[:-1], np.nan)
+
+
+def inner_folds(n_models: int, k: int, seed: int) -> list[np.ndarray]:
+    if n_models < 4:
+        return []
+    k = int(min(k, n_models // 2))
+    return [np.sort(te) for te in np.array_split(np.random.default_rng([seed, 29]).permutation(n_models), k)]
+
+
+def choose(right: np.ndarray, known: np.ndarray, cat: np.ndarray, variants: dict[str, np.ndarray], size: int,
+           floor_share: float, seed: int, *, selected: bool = True, methods: tuple[str, ...] = CANDIDATE_METHODS,
+           k: int = 3, n_draws: int = 50, tolerance: float = 0.01, variants_for=None) -> dict:
+    """Choose the selection among the candidates by inner cross-validation over the models of ``right``.
+
+    ``variants``: name -> allowed-items mask (``stages``: the items the stages kept; ``none``: every item).
+    ``variants_for(train)``: the same masks with the stages re-run on the inner training models ``train``
+    (column indices of ``right``); without it the inner folds reuse ``variants`` (the stage flags then saw the
+    inner held-out models: a stage that removes what only they solve looks harmless).
+    Returns the chosen candidate's mask and scores, and every candidate's inner figures."""
+    Q, M = right.shape
+    full = _acc(np.ones(Q), right, known)
+    every = np.ones(Q, dtype=bool)
+    cands = candidates(variants, size, selected, methods)
+    draws = {v: random_draws(cat, a, size, n_draws, (seed, 23, i)) for i, (v, a) in enumerate(variants.items())}
+    ref_draws = draws["none"] if "none" in variants else random_draws(cat, every, size, n_draws, (seed, 23, 9))
+    folds = inner_folds(M, k, seed)
+    test_only = bool(folds) and min(len(te) for te in folds) >= 4
+    rows = {c: [] for c in cands}
+    random_ref = []
+    for te in folds:
+        tr = np.setdiff1d(np.arange(M), te)
+        r_tr, k_tr = right[:, tr], known[:, tr]
+        inner_v = variants_for(tr) if variants_for is not None else variants
+        acc_r = weighted_accuracy(ref_draws, right, known)
+        random_ref.append(float(np.nanmean(heldout_pair_tau(acc_r, full, te, test_only=test_only))))
+        for v, m in cands:
+            dv = draws[v] if inner_v is variants else None
+            mask, _ = build(m, r_tr, k_tr, inner_v[v], cat, size, floor_share, seed + 1 + len(random_ref),
+                            full_acc=full[tr], draws=dv)
+            acc = _acc(mask, right, known)
+            rows[(v, m)].append((float(heldout_pair_tau(acc, full, te, test_only=test_only)),
+                                 float(spearman(acc[te], full[te])) if len(te) >= 3 else None))
+    final = {}
+    table = []
+    for v, m in cands:
+        mask, scores = build(m, right, known, variants[v], cat, size, floor_share, seed, full_acc=full, draws=draws[v])
+        final[(v, m)] = (mask, scores)
+        acc = _acc(mask, right, known)
+        taus = np.array([t for t, _ in rows[(v, m)]], dtype=np.float64)
+        rhos = [r for _, r in rows[(v, m)]]
+        table.append({"candidate": f"{v}/{m}", "variant": v, "method": m, "n_items": int(mask.sum()),
+                      "inner_tau_mean": float(np.nanmean(taus)) if np.isfinite(taus).any() else None,
+                      "inner_tau_per_fold": [float(t) for t in taus],
+                      "inner_spearman_per_fold": rhos,
+                      "sd_selecting_models": float(np.nanstd(acc, ddof=1)) if np.isfinite(acc).sum() > 1 else None})
+    ref = float(np.nanmean(random_ref)) if random_ref else None
+    eligible = [t for t in table if t["inner_tau_mean"] is not None and ref is not None and t["inner_tau_mean"] > ref]
+    if eligible:
+        top = max(eligible, key=lambda t: t["inner_tau_mean"])
+        best = top["inner_tau_mean"]
+        per = np.array(top["inner_tau_per_fold"], dtype=np.float64)
+        per = per[np.isfinite(per)]
+        se = float(np.std(per, ddof=1) / np.sqrt(len(per))) if len(per) > 1 else 0.0
+        tolerance = max(tolerance, se)
+        tied = [t for t in eligible if t["inner_tau_mean"] >= best - tolerance - 1e-9]
+        pick = max(tied, key=lambda t: (t["sd_selecting_models"] or 0.0, -table.index(t)))
+        statement = (f"chosen by inner {len(folds)}-fold cross-validation over {M} models: {pick['candidate']} "
+                     f"(inner held-out pair tau {pick['inner_tau_mean']:.3f} vs {ref:.3f} for random subsets of "
+                     f"the same size; candidates within {tolerance:.3f} of the best (one standard error over the inner folds) go to the "
+                     f"larger SD of model accuracies)")
+        beats = True
+    else:
+        v = next((x for x in ("none", "anomaly") if x in variants), next(iter(variants)))
+        if (v, "random_best") not in final:
+            final[(v, "random_best")] = build("random_best", right, known, variants[v], cat, size, floor_share, seed,
+                                              full_acc=full, draws=draws[v])
+        pick = next((t for t in table if t["candidate"] == f"{v}/random_best"),
+                    {"candidate": f"{v}/random_best", "variant": v, "method": "random_best"})
+        why = ("too few models to cross-validate (fewer than 4)" if not folds else
+               f"no candidate beat random subsets in inner cross-validation (random: inner held-out pair tau {ref:.3f})")
+        statement = f"{why}: the best of {n_draws} stratified random draws ({pick['candidate']}) is used"
+        beats = False
+    mask, scores = final[(pick["variant"], pick["method"])]
+    return {"mask": mask, "scores": scores, "variant": pick["variant"], "method": pick["method"],
+            "candidate": pick["candidate"], "beats_random_inner": beats, "random_inner_tau": ref,
+            "inner_folds": len(folds), "inner_pairs": "held-out pairs only" if test_only else
+            "pairs with at least one held-out model", "candidates": table, "statement": statement, "tolerance": tolerance}

@@ -1,0 +1,122 @@
+"""Score estimation: a held-out model's whole-pool accuracy from ``budget`` items, chosen by inner CV.
+
+Estimators (each sees only the held-out model's answers on its own ``budget`` items; everything else comes
+from the training models):
+
+* ``pirt_information``: p-IRT (observed answers on the anchors + 2PL probabilities elsewhere) on the items
+  most informative across the training models' ability range (metabench-style anchors);
+* ``gpirt``: tinyBenchmarks' gp-IRT on k-means anchors of the 2PL item parameters (lambda validated on
+  half the training models);
+* ``anchor_irt``: the cluster-weighted accuracy on those k-means anchors;
+* ``random``: the plain accuracy on a stratified random draw of items;
+* ``random_calibrated``: that accuracy mapped through the least-squares line ``full ~ a + b * subset``
+  fitted on the training models (their whole-pool accuracy is known): a regression estimator that removes
+  the draw's own difficulty offset;
+* ``anchor_calibrated``: the same line on tinyBenchmarks-style anchors of the correctness vectors
+  (:func:`.baselines.kmeans_anchors`, cluster-size weights).
+
+The reported estimator of a fold is the one with the smallest mean absolute error in an inner
+cross-validation over the fold's training models (the estimators are refitted on each inner training
+split). The IRT-based estimators are eligible only where every 2PL fit involved converged; the reason is
+recorded when not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .measures import weighted_accuracy
+
+ESTIMATORS = ("pirt_information", "gpirt", "anchor_irt", "random", "random_calibrated", "anchor_calibrated")
+IRT_BASED = ("pirt_information", "gpirt", "anchor_irt")
+
+
+def _acc(w: np.ndarray, right: np.ndarray, known: np.ndarray) -> np.ndarray:
+    return weighted_accuracy(np.asarray(w, dtype=np.float64)[None, :], right, known)[0]
+
+
+def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares ``y ~ a + b x``; slope 1 through the mean offset when ``x`` does not vary."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(x) == 0:
+        return 0.0, 1.0
+    vx = float(np.var(x))
+    if len(x) < 3 or vx < 1e-12:
+        return float(np.mean(y - x)), 1.0
+    b = float(np.mean((x - x.mean()) * (y - y.mean())) / vx)
+    return float(y.mean() - b * x.mean()), b
+
+
+def estimate_all(right: np.ndarray, known: np.ndarray, train: np.ndarray, test: np.ndarray, budget: int,
+                 seed: int, cat: np.ndarray | None = None) -> dict:
+    """Every estimator's estimate (len(test),) of the test models' whole-pool accuracy, and the IRT fit facts."""
+    from . import baselines as bl
+    from .irt import anchors_kmeans, choose_lambda, estimate_scores, fit_2pl, information_anchors
+
+    Q = right.shape[0]
+    n = int(min(budget, Q))
+    r_tr, k_tr, r_te, k_te = right[:, train], known[:, train], right[:, test], known[:, test]
+    full_tr = _acc(np.ones(Q), r_tr, k_tr)
+    out: dict[str, np.ndarray] = {}
+    model = fit_2pl(r_tr, k_tr)
+    info = information_anchors(model, n)
+    est_i = estimate_scores(model, info, np.full(len(info), 1.0 / len(info)), r_te[info], k_te[info], k_te, 1.0)
+    out["pirt_information"] = est_i["pirt"]
+    anchors, w = anchors_kmeans(model, n, seed)
+    lam_model = None
+    lam = 1.0
+    if len(train) >= 4:
+        lam = choose_lambda(r_tr, k_tr, n, seed)
+        lam_model = True
+    est_k = estimate_scores(model, anchors, w, r_te[anchors], k_te[anchors], k_te, lam)
+    out["gpirt"], out["anchor_irt"] = est_k["gpirt"], est_k["anchor"]
+    cats = np.zeros(Q, dtype=np.int64) if cat is None else cat
+    rnd = bl.stratified_random(cats, n, 1, np.random.default_rng([seed, 11]))[0]
+    out["random"] = _acc(rnd, r_te, k_te)
+    a, b = _line(_acc(rnd, r_tr, k_tr), full_tr)
+    out["random_calibrated"] = np.clip(a + b * out["random"], 0, 1)
+    wk = bl.kmeans_anchors(r_tr, k_tr, n, seed)
+    a, b = _line(_acc(wk, r_tr, k_tr), full_tr)
+    out["anchor_calibrated"] = np.clip(a + b * _acc(wk, r_te, k_te), 0, 1)
+    return {"estimates": out, "irt_converged": bool(model.converged), "irt_iterations": int(model.n_iter),
+            "irt_final_change": float(model.final_change), "lambda": lam if lam_model else None}
+
+
+def score_split(right: np.ndarray, known: np.ndarray, train: np.ndarray, test: np.ndarray, budget: int, seed: int,
+                cat: np.ndarray | None = None, inner_k: int = 3) -> dict:
+    """Absolute errors of every estimator on ``test`` and the estimator chosen by inner CV on ``train``."""
+    Q = right.shape[0]
+    truth = _acc(np.ones(Q), right[:, test], known[:, test])
+    outer = estimate_all(right, known, train, test, budget, seed, cat)
+    abs_err = {k: np.abs(v - truth) for k, v in outer["estimates"].items()}
+    # inner cross-validation over the training models
+    inner_err: dict[str, list[np.ndarray]] = {k: [] for k in ESTIMATORS}
+    inner_conv = []
+    if len(train) >= 6:
+        perm = np.random.default_rng([seed, 31]).permutation(len(train))
+        for te_i in np.array_split(perm, int(min(inner_k, len(train) // 3))):
+            tr_i = np.setdiff1d(np.arange(len(train)), te_i)
+            t_i = _acc(np.ones(Q), right[:, train[te_i]], known[:, train[te_i]])
+            e = estimate_all(right, known, train[tr_i], train[te_i], budget, seed, cat)
+            inner_conv.append(e["irt_converged"])
+            for k, v in e["estimates"].items():
+                inner_err[k].append(np.abs(v - t_i))
+    inner_mae = {k: (float(100 * np.concatenate(v).mean()) if v else None) for k, v in inner_err.items()}
+    irt_ok = outer["irt_converged"] and all(inner_conv)
+    why = None
+    if not irt_ok:
+        why = (f"the 2PL fit did not converge (largest parameter change {outer['irt_final_change']:.2g} after "
+               f"{outer['irt_iterations']} sweeps" + (", or in an inner fold" if outer["irt_converged"] else "")
+               + "): the IRT-based estimators are not eligible")
+    eligible = [k for k in ESTIMATORS if inner_mae[k] is not None and (irt_ok or k not in IRT_BASED)]
+    if eligible:
+        chosen = min(eligible, key=lambda k: (inner_mae[k], ESTIMATORS.index(k)))
+        rule = "smallest inner cross-validated MAE over the training models"
+    else:
+        chosen = "random_calibrated" if len(train) >= 3 else "random"
+        rule = "too few training models for an inner cross-validation (fewer than 6): the calibrated random draw"
+    return {"abs_err": abs_err, "chosen": chosen, "chosen_rule": rule, "inner_mae_points": inner_mae,
+            "irt_converged": outer["irt_converged"], "irt_iterations": outer["irt_iterations"],
+            "irt_final_change": outer["irt_final_change"], "irt_not_eligible_because": why,
+            "lambda": outer["lambda"], "estimates": outer["estimates"][chosen]}

@@ -1,0 +1,213 @@
+"""Checks on the data itself before a label-error flag becomes a finding (the label-conflict detector).
+
+**Identifiability per category** (:func:`identifiability`). A wrong gold can only be seen where the pool's
+answers carry information about the gold. In each category the models are ranked on one random half of its
+items by their kappa against their own *position-bias baseline* (``base_m = sum_j f_m(j) P_gold(j)``: the
+accuracy of a model answering with its own letter frequencies ``f_m``, independently of the item), and the
+best :data:`TOP_MODELS` are scored on the other half (and the halves swapped): ``h_i`` = how many of them give
+the gold, ``e_i`` = its expectation under "answers independent of the gold given each model's letter
+frequencies". ``z = sum (h - e) / sqrt(sum (h - e)^2)`` (item-level, so the models' correlation on an item is
+kept), one-sided. A category is identifiable when ``p <= ALPHA / n_categories`` (Bonferroni) and the best
+model's out-of-sample kappa over its baseline is at least :data:`KAPPA_MIN`: below that even the best model's
+agreement with the gold is mostly its letter preference.
+
+**Held-out-model predictive check** (:func:`predictive_check`). Leave one model (with its *family*: the
+models whose answers agree with it on at least :data:`FAMILY_AGREEMENT` of the items both answered) out, fit
+the label model on the rest, and look at the left-out model on the items the fit flags (as many as the
+full fit flags among the checked items: its highest posteriors): if the flagged golds
+are wrong, its agreement with the stated gold there is what the fit predicts (``P``: the posterior predictive
+with the item's truth and difficulty drawn from their posterior given the others' answers), well below what
+it would be if those golds were right and the items merely hard (``P0``: the same with the truth fixed at the
+gold, so difficulty shared with the other models is accounted for). Pooled over the :data:`HELD_OUT`
+strongest models (observed ``O``, its agreement elsewhere ``E``: same category, unflagged items, reported
+beside). It *supports* the flags when ``O`` is significantly below ``P0`` (``z = (P0 - O) / sqrt(sum
+p0 (1 - p0)) >= Z_MIN``) and realises at least :data:`REALISED_MIN` of the predicted drop
+(``(P0 - O) / (P0 - P)``). Flags the check does not support are a review order only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .core import norm_cdf
+
+TOP_MODELS = 3
+ALPHA = 0.05
+KAPPA_MIN = 0.2
+MIN_ITEMS = 20
+MAX_ITEMS_PER_CATEGORY = 20000
+FAMILY_AGREEMENT = 0.85
+HELD_OUT = 5
+CHECK_ITEMS = 4000
+Z_MIN = 2.0
+REALISED_MIN = 0.5
+MIN_CHECK_FLAGS = 5
+
+
+def _freq(A: np.ndarray, kmax: int) -> np.ndarray:
+    """(M, kmax) share of the items on which each model answered each position (unparsed: none)."""
+    n = max(len(A), 1)
+    return np.stack([(A == j).sum(axis=0) for j in range(kmax)], axis=1) / n
+
+
+def identifiability(A: np.ndarray, gold: np.ndarray, k: np.ndarray, cat: np.ndarray, labels: list[str],
+                    seed: int = 0) -> dict:
+    """Per category: can the pool's answers (``A`` (Q, M) codes, -1 unparsed) tell the gold? See the module
+    docstring. ``cat``: (Q,) category index into ``labels``. Returns {label: {...}} with ``identifiable`` and a
+    one-line ``reason`` where not."""
+    rng = np.random.default_rng([seed, 41])
+    M = A.shape[1]
+    kmax = int(k.max()) if len(k) else 2
+    present = [c for c in range(len(labels)) if (cat == c).any()]
+    n_cat = max(len(present), 1)
+    out = {}
+    for c in present:
+        idx = np.flatnonzero(cat == c)
+        if len(idx) > MAX_ITEMS_PER_CATEGORY:
+            idx = np.sort(rng.choice(idx, MAX_ITEMS_PER_CATEGORY, replace=False))
+        n = len(idx)
+        row = {"n_items": int((cat == c).sum()), "identifiable": False}
+        if n < MIN_ITEMS or M < 1:
+            row["reason"] = f"too few items to tell ({n} < {MIN_ITEMS})"
+            out[labels[c]] = row
+            continue
+        Ac, g = A[idx], gold[idx]
+        half = rng.permutation(n) < n // 2
+        D = V = 0.0
+        acc_b = base_b = w_b = 0.0
+        best_names = []
+        for pick, ev in ((half, ~half), (~half, half)):
+            Ap, gp, Ae, ge = Ac[pick], g[pick], Ac[ev], g[ev]
+            pg = np.bincount(gp, minlength=kmax)[:kmax] / max(len(gp), 1)
+            acc = (Ap == gp[:, None]).mean(axis=0)
+            base = _freq(Ap, kmax) @ pg
+            kap = (acc - base) / np.maximum(1 - base, 1e-9)
+            top = np.argsort(-kap, kind="stable")[:TOP_MODELS]
+            fe = _freq(Ae[:, top], kmax)                          # (T, kmax) on the evaluation half
+            h = (Ae[:, top] == ge[:, None]).sum(axis=1)
+            e = fe[:, ge].sum(axis=0)
+            D += float((h - e).sum())
+            V += float(((h - e) ** 2).sum())
+            b = top[0]
+            pe = np.bincount(ge, minlength=kmax)[:kmax] / max(len(ge), 1)
+            acc_b += float((Ae[:, b] == ge).sum())
+            base_b += float(_freq(Ae[:, [b]], kmax)[0] @ pe) * len(ge)
+            w_b += len(ge)
+            best_names.append(int(b))
+        z = D / np.sqrt(V) if V > 0 else 0.0
+        p = float(1.0 - norm_cdf(z))
+        acc1, base1 = acc_b / w_b, base_b / w_b
+        kap1 = (acc1 - base1) / max(1 - base1, 1e-9)
+        ok = p <= ALPHA / n_cat and kap1 >= KAPPA_MIN
+        row.update({"identifiable": bool(ok), "p_value": p, "z": float(z), "best_models": best_names,
+                    "best_accuracy_out_of_sample": acc1, "position_baseline": base1, "kappa_out_of_sample": kap1})
+        if not ok:
+            if p > ALPHA / n_cat:
+                row["reason"] = (f"the best models do not beat their position-bias baseline out of sample (best "
+                                 f"{100 * acc1:.0f}% vs baseline {100 * base1:.0f}%, p = {p:.2g})")
+            else:
+                row["reason"] = (f"the best models barely beat their position-bias baseline out of sample (best "
+                                 f"{100 * acc1:.0f}% vs baseline {100 * base1:.0f}%, kappa {kap1:.2f} < {KAPPA_MIN})")
+        out[labels[c]] = row
+    return out
+
+
+def families(A: np.ndarray, threshold: float = FAMILY_AGREEMENT) -> list[list[int]]:
+    """For each model, itself and the models whose answers agree with it on at least ``threshold`` of the
+    items both answered (near-duplicates: fine-tunes of one base, one model under two prompts)."""
+    M = A.shape[1]
+    both = (A >= 0).astype(np.float32)
+    nb = both.T @ both
+    same = np.zeros((M, M))
+    for j in range(M):
+        same[j] = ((A == A[:, [j]]) & (A >= 0)).sum(axis=0)
+    agree = same / np.maximum(nb, 1)
+    return [[j] + [v for v in range(M) if v != j and agree[j, v] >= threshold] for j in range(M)]
+
+
+def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_predict, *, seed: int = 0,
+                     held_out: int = HELD_OUT, max_items: int = CHECK_ITEMS, flagged: np.ndarray | None = None
+                     ) -> dict:
+    """The held-out-model check of the module docstring on :class:`~audit_hub.stats.label_model.LabelData`
+    ``data`` (the full arm first). ``identifiable_item``: (Q,) items whose category passed
+    :func:`identifiability` (only they can be flagged); ``cat``: (Q,) category index; ``fit_predict(d,
+    answers)``: fit on ``d`` and return :func:`~audit_hub.stats.label_model.held_out_prediction` for the
+    left-out model's ``answers``. Returns the pooled figures, the verdict (``supported``: True / False; None
+    when there is nothing to check) and one row per held-out model (its index into the full arm).
+    ``flagged``: (Q,) the full fit's flags; each held-out fit then flags as many of the checked items (its
+    highest posteriors, at least those >= 0.5), so a fit on fewer models is not judged on fewer flags."""
+    rng = np.random.default_rng([seed, 43])
+    A = data.arms[0]
+    M = A.shape[1]
+    out = {"supported": None, "n_held_out": 0, "units": [], "observed_agreement": None,
+           "predicted_agreement": None, "predicted_if_gold_right": None, "agreement_elsewhere": None,
+           "z": None, "realised_share": None, "n_flagged_checked": 0,
+           "method": ("leave each of the strongest models (with its family) out, fit on the rest, compare its "
+                      "agreement with the gold on the items the fit flags with the fit's prediction")}
+    if M < 3 or not identifiable_item.any():
+        out["reason"] = "fewer than 3 models" if M < 3 else "no category is identifiable"
+        return out
+    rows = np.flatnonzero(identifiable_item)
+    if len(rows) > max_items:
+        rows = np.sort(rng.choice(rows, max_items, replace=False))
+    sub = data.subset(rows)
+    n_target = int(np.asarray(flagged)[rows].sum()) if flagged is not None else 0
+    As, gs, cs = sub.arms[0], sub.gold, cat[rows]
+    acc = (As == gs[:, None]).mean(axis=0)
+    fam = families(As)
+    order = np.argsort(-acc, kind="stable")
+    Obs = E = P = P0 = V = 0.0
+    n_flag = 0
+    done: set[int] = set()
+    n_cat = int(cat.max()) + 1 if len(cat) else 1
+    for u in order:
+        if len(out["units"]) >= held_out:
+            break
+        if int(u) in done:
+            continue
+        f = fam[int(u)]
+        done.update(f)
+        keep = np.setdiff1d(np.arange(M), f)
+        if len(keep) < 2:
+            continue
+        d = type(sub)([sub.arms[0][:, keep]] + list(sub.arms[1:]), sub.k, sub.is_yn, sub.gold, sub.evidence,
+                      sub.group, sub.class_keys)
+        pr = fit_predict(d, As[:, u])
+        pw = np.asarray(pr["p_wrong"])
+        answered = As[:, u] >= 0
+        top = np.zeros(len(pw), bool)
+        if n_target:
+            top[np.argsort(-pw, kind="stable")[:n_target]] = True
+        flag = ((pw >= 0.5) | top) & answered
+        hit = As[:, u] == gs
+        # agreement elsewhere: the held-out model's rate on unflagged items of the same category
+        n_c = np.bincount(cs, weights=~flag & answered, minlength=n_cat)
+        h_c = np.bincount(cs, weights=hit & ~flag, minlength=n_cat)
+        e = np.where(n_c > 0, (h_c + 0.5) / (n_c + 1.0), acc[u])[cs][flag]
+        pred, pred0 = np.asarray(pr["pred"])[flag], np.asarray(pr["pred_if_right"])[flag]
+        o = hit[flag]
+        Obs, E, P, P0 = Obs + float(o.sum()), E + float(e.sum()), P + float(pred.sum()), P0 + float(pred0.sum())
+        V += float((pred0 * (1 - pred0)).sum())
+        n_flag += int(flag.sum())
+        out["units"].append({"model": int(u), "family": [int(x) for x in f], "n_flagged": int(flag.sum()),
+                             "agreement_on_flagged": float(o.mean()) if flag.any() else None,
+                             "predicted_on_flagged": float(pred.mean()) if flag.any() else None,
+                             "predicted_if_gold_right": float(pred0.mean()) if flag.any() else None,
+                             "agreement_elsewhere": float(e.mean()) if flag.any() else None})
+    out["n_held_out"] = len(out["units"])
+    out["n_flagged_checked"] = n_flag
+    if n_flag < MIN_CHECK_FLAGS:
+        out["reason"] = f"the held-out fits flag {n_flag} item(s) (< {MIN_CHECK_FLAGS}): nothing to check"
+        return out
+    z = (P0 - Obs) / np.sqrt(V) if V > 0 else 0.0
+    realised = (P0 - Obs) / (P0 - P) if P0 - P > 1e-9 else 0.0
+    ok = z >= Z_MIN and realised >= REALISED_MIN
+    out.update({"observed_agreement": Obs / n_flag, "predicted_agreement": P / n_flag,
+                "predicted_if_gold_right": P0 / n_flag, "agreement_elsewhere": E / n_flag,
+                "z": float(z), "realised_share": float(realised), "supported": bool(ok)})
+    if not ok:
+        out["reason"] = (f"left-out models agree with the gold on {100 * Obs / n_flag:.0f}% of the items their fits "
+                         f"flag: the fits predict {100 * P / n_flag:.0f}% if those golds are wrong and "
+                         f"{100 * P0 / n_flag:.0f}% if they are right but hard (elsewhere {100 * E / n_flag:.0f}%); "
+                         f"realised {realised:.2f} of the predicted drop (z = {z:.1f})")
+    return out

@@ -1,0 +1,145 @@
+"""Build the real multi-model pools (tests/fixtures/real_pools/<name>/) from public repositories.
+
+    .venv/bin/python scripts/build_real_pools.py BLINK_GIT_DIR MATHVISTA_GIT_DIR [OUT_DIR]
+
+Each argument is a git directory (a bare clone or ``.git``) of:
+
+* ``blink``: github.com/zeyofu/BLINK_Benchmark (Apache-2.0), commit 2d6a779be4aa1ad0d38d7aa539bcb43b6dd81592.
+  ``eval/saved_outputs/<model>/<subtask>.json``: the validation split (1,901 items, 14 subtasks) answered by
+  the 19 models of the paper (the two "concatenate images" variants are left out: their items are
+  re-ordered, so their golds differ). The repository has no question or option texts (they are in the
+  Hugging Face dataset): questions carry the item ID and options are the letters, their count per subtask
+  from the BLINK paper (2, 3 or 4). ``answer`` is the repository's extracted choice (``prediction``); its
+  "(Z)" (no choice found) and letters beyond the item's options are unparsed; ``hit`` is the repository's
+  own criterion (extracted choice == gold).
+* ``mathvista``: github.com/lupantech/MathVista (CC BY-SA 4.0), commit 53d525874bdde205128e6b160b7357a88277d479.
+  ``results/*/output_*.json`` on testmini (1,000 items: 540 multiple choice with their option texts, 460
+  free form). Question and option texts are not copied (their copyright stays with the source datasets'
+  authors, per MathVista's licence section): questions carry the item ID, options are their letters. Full arm: the eight image-enabled runs; blind arm: the three text-only LLM runs without
+  captions or OCR (ChatGPT, Claude, GPT-4, zero-shot). ``answer`` is the chosen option's letter (from the
+  repository's ``prediction``, the option text) on mc items and the repository's ``prediction`` on free-form
+  items; ``hit`` its ``true_false``.
+
+The full model outputs (``full_prediction`` / ``response``) are kept in ``prediction`` truncated to 300
+characters, which keeps each Parquet file well under 1 MB.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+BLINK_COMMIT = "2d6a779be4aa1ad0d38d7aa539bcb43b6dd81592"
+MATHVISTA_COMMIT = "53d525874bdde205128e6b160b7357a88277d479"
+#: options per BLINK subtask (the paper's Table 1; the golds and the strong models' answers agree)
+BLINK_OPTIONS = {"Art_Style": 2, "Counting": 4, "Forensic_Detection": 4, "Functional_Correspondence": 4,
+                 "IQ_Test": 4, "Jigsaw": 2, "Multi-view_Reasoning": 2, "Object_Localization": 2,
+                 "Relative_Depth": 2, "Relative_Reflectance": 3, "Semantic_Correspondence": 4,
+                 "Spatial_Relation": 2, "Visual_Correspondence": 4, "Visual_Similarity": 2}
+MATHVISTA_FULL = ["bard/output_bard.json", "idefics/output_idefics_9b_instruct.json",
+                  "instruct_blip2/output_instruct_blip2_vicuna_13b.json",
+                  "llama_adapter_v2/output_llama_adapter_v2.json", "llava/output_llava_llama_2_13b.json",
+                  "llavar/output_llavar.json", "minigpt4/output_minigpt4_llama2.json",
+                  "mplugowl/output_mplugowl_7b_ft.json"]
+MATHVISTA_BLIND = ["chatgpt/output_chatgpt.json", "claude/output_claude.json", "gpt4/output_gpt4.json"]
+TRUNC = 300
+
+
+def _git(gd: str, *args: str) -> bytes:
+    return subprocess.run(["git", "--git-dir", gd, *args], capture_output=True, check=True).stdout
+
+
+def _letter(s: str) -> str:
+    """The choice letter of a BLINK extracted answer ("(B)", "(B) the third image"); "" when none."""
+    s = str(s).strip()
+    return s[1] if len(s) >= 3 and s[0] == "(" and s[2] == ")" and s[1] in LETTERS and s[1] != "Z" else ""
+
+
+def build_blink(gd: str, commit: str = BLINK_COMMIT) -> tuple[pd.DataFrame, pd.DataFrame]:
+    files = [f for f in _git(gd, "ls-tree", "-r", "--name-only", commit, "eval/saved_outputs").decode().split("\n")
+             if f.endswith(".json") and "concatenate" not in f]
+    gold: dict[str, str] = {}
+    rows = []
+    for f in sorted(files):
+        model = f.split("/")[2]
+        for r in json.loads(_git(gd, "show", f"{commit}:{f}"))["val"]:
+            g = _letter(r["answer"])
+            if gold.setdefault(r["idx"], g) != g:
+                raise SystemExit(f"{f}: gold of {r['idx']} differs between models")
+            a = _letter(r["prediction"])
+            rows.append({"question_id": r["idx"], "model": model, "arm": "full",
+                         "prediction": str(r.get("full_prediction", ""))[:TRUNC], "answer": a,
+                         "hit": r["prediction"] == r["answer"]})
+    runs = pd.DataFrame(rows)
+    qids = sorted(gold, key=lambda s: ("_".join(s.split("_")[1:-1]), int(s.rsplit("_", 1)[1])))
+    task = ["_".join(q.split("_")[1:-1]) for q in qids]
+    q = pd.DataFrame({"question_id": qids,
+                      "question": [f"BLINK {t} item {i.rsplit('_', 1)[1]} (question text not in the source)"
+                                   for i, t in zip(qids, task)],
+                      "options": [list(LETTERS[:BLINK_OPTIONS[t]]) for t in task],
+                      "answer": [gold[i] for i in qids], "answer_type": "mc", "category": task})
+    # answers beyond the item's options are unparsed (a model answered "(C)" on a 2-option item)
+    k = dict(zip(q["question_id"], [len(o) for o in q["options"]]))
+    beyond = runs["answer"].map(lambda a: LETTERS.index(a) if a else -1) >= runs["question_id"].map(k)
+    runs.loc[beyond, "answer"] = ""
+    return q, runs
+
+
+def build_mathvista(gd: str, commit: str = MATHVISTA_COMMIT) -> tuple[pd.DataFrame, pd.DataFrame]:
+    qrows, rows = {}, []
+    for arm, files in (("full", MATHVISTA_FULL), ("blind", MATHVISTA_BLIND)):
+        for f in files:
+            model = f.split("/")[1][len("output_"):-len(".json")]
+            d = json.loads(_git(gd, "show", f"{commit}:results/{f}"))
+            for pid, r in d.items():
+                mc = r["question_type"] == "multi_choice"
+                ch = list(r["choices"] or [])
+                if pid not in qrows:
+                    md = r.get("metadata") or {}
+                    # question and option texts belong to the source datasets' authors (MathVista's licence
+                    # note): not copied; the options are their letters, the gold and answers letters too
+                    qrows[pid] = {"question_id": str(pid),
+                                  "question": f"MathVista testmini item {pid} (question text not copied)",
+                                  "options": list(LETTERS[:len(ch)]) if mc else [],
+                                  "answer": (LETTERS[ch.index(r["answer"])] if mc and r["answer"] in ch
+                                             else str(r["answer"])),
+                                  "answer_type": "mc" if mc else ("numeric" if r["answer_type"] in ("integer", "float")
+                                                                  else "free"),
+                                  "category": str(md.get("task", "")), "l2_category": str(md.get("context", ""))}
+                pred = r.get("prediction")
+                a = (LETTERS[ch.index(pred)] if mc and pred in ch else "") if mc else ("" if pred is None else str(pred))
+                rows.append({"question_id": str(pid), "model": model, "arm": arm,
+                             "prediction": str(r.get("response", ""))[:TRUNC], "answer": a,
+                             "hit": bool(r.get("true_false", False))})
+    q = pd.DataFrame(sorted(qrows.values(), key=lambda x: int(x["question_id"])))
+    return q, pd.DataFrame(rows)
+
+
+def write(name: str, q: pd.DataFrame, runs: pd.DataFrame, out: Path) -> None:
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    runs = runs.astype({"question_id": str, "model": str, "arm": str, "prediction": str, "answer": str})
+    runs["hit"] = runs["hit"].astype("boolean")
+    q.to_parquet(d / "questions.parquet", index=False, compression="zstd")
+    runs.to_parquet(d / "runs.parquet", index=False, compression="zstd", compression_level=19)
+    for f in ("questions.parquet", "runs.parquet"):
+        print(f"{d / f}: {(d / f).stat().st_size / 1e6:.2f} MB")
+    print(f"{name}: {len(q)} questions, {runs['model'].nunique()} models, {len(runs)} run rows")
+
+
+def main() -> None:
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    out = Path(sys.argv[3]) if len(sys.argv) > 3 else ROOT / "tests" / "fixtures" / "real_pools"
+    write("blink", *build_blink(sys.argv[1]), out)
+    write("mathvista", *build_mathvista(sys.argv[2]), out)
+
+
+if __name__ == "__main__":
+    main()
