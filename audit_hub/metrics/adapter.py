@@ -64,7 +64,7 @@ ANSWER_COLUMNS = ("predictions", "blind_predictions", "references")
 HIT_COLUMNS = ("hits", "blind_hits")
 #: arguments that must be True or False (None: the detector's default)
 BOOL_ARGUMENTS = ("return_per_question", "leave_one_out", "power", "secondary_permutations", "use_blind",
-                  "per_category")
+                  "per_category", "check")
 FIELDS = ("hit", "hit_exact")
 
 
