@@ -30,6 +30,11 @@ def register(app: typer.Typer) -> None:
         dataset: str | None = typer.Option(
             None, "--dataset", help="Dataset name inside VLMEvalKit file names ({model}_{dataset}.xlsx) when it "
                                     "cannot be inferred (default: the questions file's stem)."),
+        benchmark: list[str] | None = typer.Option(
+            None, "--benchmark",
+            help="Audit only this benchmark of a harness output folder (a VLMEvalKit work_dir, an lmms-eval run "
+                 "folder hold several); repeatable. Without it every benchmark found is audited on its own: "
+                 "--out then holds one report per benchmark and an index (README.md, index.json)."),
         blind_model: str | None = typer.Option(
             None, "--blind-model", help="Model name to give the blind runs (pairs a single blind file with a "
                                         "full-arm model of that name)."),
@@ -92,8 +97,20 @@ def register(app: typer.Typer) -> None:
                          blind_model=blind_model, seed=seed, n_permutations=n_permutations,
                          calibration_sims=calibration_sims, stratify=stratify, tst=tst, figures=figures,
                          design_label=design_label, allow_unparsed_options=allow_unparsed_options, threads=threads,
-                         parallel=parallel, on_stage=on_stage)
+                         parallel=parallel, on_stage=on_stage, benchmark=benchmark,
+                         on_benchmark=lambda name: prog.update(task, completed=0, description=f"{name[:28]:<28}"))
             prog.update(task, completed=len(plan))
+        if hasattr(result, "results"):  # several benchmarks: one report each and the index
+            if verbose:
+                console.print("stage timings (wall):")
+                for line in result.stage_lines:
+                    console.print("  " + line, highlight=False)
+            for name, r in result.results.items():
+                console.print(f"[bold]{console_text(name)}[/bold]: {r.frame.n_questions:,} questions, "
+                              f"{len(r.frame.models)} model(s) -> {console_text(result.folders[name])}/")
+                _print_headlines(console, r.engine)
+            typer.echo(f"reports: {one_line(result.folder)} (index: README.md, index.json; one folder per benchmark)")
+            return
         note = (result.summary.get("pool") or {}).get("note")
         if note:
             console.print(f"[yellow]note:[/yellow] {console_text(note)}")
@@ -106,22 +123,17 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_headlines(console, result) -> None:
-    from .. import detectors
-
-    s = result.summary
-    lines = []
-    for spec in detectors.specs():
-        line = getattr(spec.load(), "console_line", None)
-        sm = s.get(spec.name, {})
-        if line is not None and not sm.get("skipped"):
-            lines.append(line(sm))
-    for name, reason in result.skipped.items():
-        lines.append(f"skipped {name}: {reason}")
+    from ..engine.run import exclusion_warning, headline_lines
     from ..escape import console_text
 
-    for line in lines:
+    for line in headline_lines(result):
         console.print(console_text(line))
-    from ..engine.run import exclusion_warning
+    gd = ((result.summary or {}).get("circular") or {}).get("gold_disagreement") or {}
+    if gd.get("n_groups"):
+        ids = ", ".join(str(g.get("group_id")) for g in gd.get("groups", [])[:5])
+        line = (f"input defect: {gd['n_groups']} CircularEval group(s) whose copies disagree on the gold option "
+                f"(group {ids}); details: summary.json circular.gold_disagreement")
+        console.print(f"[yellow]warning:[/yellow] {console_text(line)}", soft_wrap=True)
 
     warning = exclusion_warning(result)
     if warning:

@@ -253,7 +253,8 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
     summary["judge_dependence"] = judge
     summary["calibration"] = calibration
     summary["accuracy"] = frame.accuracy_table().to_dict(orient="records")
-    for key in ("circular", "unparsed_options"):  # how items were counted (CircularEval groups, unread options)
+    # how items were counted (CircularEval groups, unread options) and the defects of the input files
+    for key in ("circular", "unparsed_options", "input_defects"):
         if frame.meta.get(key):
             summary[key] = frame.meta[key]
     if tst is not None:
@@ -327,6 +328,21 @@ def _version() -> str:
     from .. import __version__
 
     return __version__
+
+
+def headline_lines(result) -> list[str]:
+    """The headline lines of one audit, as the CLI prints them and the work_dir index lists them (one per
+    detector that ran, one per skipped detector)."""
+    s = result.summary
+    lines = []
+    for spec in detectors.specs():
+        line = getattr(spec.load(), "console_line", None)
+        sm = s.get(spec.name, {})
+        if line is not None and not sm.get("skipped"):
+            lines.append(line(sm))
+    for name, reason in result.skipped.items():
+        lines.append(f"skipped {name}: {reason}")
+    return lines
 
 
 def exclusion_warning(result) -> str | None:

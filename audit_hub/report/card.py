@@ -340,6 +340,12 @@ def _limitations(result: Any) -> list[str]:
         lims.append(f"CircularEval: {circ['n_copies']:,} option-shifted copies were read as {circ['n_groups']:,} "
                     "questions; a question is right only when every copy is right and readable, in both the "
                     "judged and the exact-match arm (the per-copy rows are in circular_copies.parquet).")
+    gd = circ.get("gold_disagreement") or {}
+    if gd.get("n_groups"):
+        names = ", ".join(md_escape(g.get("group_id"), 40) for g in gd.get("groups", [])[:10])
+        lims.append(f"Input defect: in {gd['n_groups']:,} CircularEval group(s) the option-shifted copies disagree on "
+                    f"the gold option ({names}" + (" ..." if gd["n_groups"] > 10 else "") + "); each copy was scored "
+                    "against its own gold, as the harness does (summary.json `circular.gold_disagreement`).")
     return lims
 
 
