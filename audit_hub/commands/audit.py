@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
             help="Audit items whose gold is an option letter but whose options cannot be read (counted and "
                  "named in the report) instead of stopping."),
         threads: int = typer.Option(
-            1, "--threads", min=1, max=1024,
+            1, "--threads", **opt("--threads"),
             help="BLAS/OpenMP threads while auditing (1: fastest on a shared machine; the last digits of "
                  "iteratively fitted figures can differ with the thread count)."),
         parallel: bool = typer.Option(

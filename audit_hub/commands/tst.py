@@ -26,9 +26,9 @@ def register(app: typer.Typer) -> None:
         n_estimators: int = typer.Option(30, "--n-estimators", **opt("--n-estimators"), help="Trees per random forest."),
         n_jobs: int = typer.Option(1, "--n-jobs", **opt("--n-jobs"), help="Parallel jobs for fitting the forests (-1 = all cores)."),
         null_permutations: int = typer.Option(
-            99, "--null-permutations", min=0, max=100_000,
+            99, "--null-permutations", **opt("--null-permutations"),
             help="Label permutations of the null (p-value); 99 resolves p <= 0.01; 0 skips the null."),
-        null_jobs: int = typer.Option(0, "--null-jobs", min=0, max=4096, help="Threads for the null (0 = cores, at most 4)."),
+        null_jobs: int = typer.Option(0, "--null-jobs", **opt("--null-jobs"), help="Threads for the null (0 = cores, at most 4)."),
         calibration: str = typer.Option("isotonic", "--calibration", help="s(x) calibration: isotonic | power | none."),
         feature: list[str] | None = typer.Option(None, "--featuriser",
                                                  help="Registered featuriser(s) to use (default: generic)."),

@@ -203,9 +203,9 @@ def _finalise(tmp: Path, command: str | None) -> None:
     """Before the swap: no links or special files, credentials scrubbed from text files (the manifest's
     hashes kept true), the manifest stamped with ``output_of``, and no secret in any byte of any file."""
     from ..errors import OutputError
-    from ..scrub import find_secret, find_secret_in_file, scrub, secret_values
+    from ..scrub import find_secret, find_secret_in_file, known_secrets, scrub
 
-    secrets = bool(secret_values())
+    secrets = bool(known_secrets())
     changed: set[str] = set()
     for p in sorted(tmp.rglob("*")):
         rel = p.relative_to(tmp).as_posix()
