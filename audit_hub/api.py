@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Output", "AuditResult", "TstResult", "PruneResult", "CurateResult", "BlindResult",
+__all__ = ["Output", "AuditResult", "AuditSetResult", "TstResult", "PruneResult", "CurateResult", "BlindResult",
            "audit", "tst", "prune", "curate", "blind"]
 
 
@@ -163,6 +163,58 @@ class AuditResult(Output):
 
         return write_report(self.engine, out, command_line=self.command_line, inputs=self.inputs,
                             figures=self.figures)
+
+
+class AuditSetResult(Output):
+    """The audits of a harness output folder holding several benchmarks: ``.results`` (benchmark name ->
+    :class:`AuditResult`, each audited on its own), ``.summary`` (the index: one row per benchmark with items,
+    models, headline figures and the report's path, and the files not read); its folder holds one complete
+    report per benchmark (``<folder>/<benchmark>/``) and the index (``README.md``, ``index.json``)."""
+
+    command = "audit"
+
+    def __init__(self, results: dict[str, AuditResult], folders: dict[str, str], skipped_files: list[dict], *,
+                 command_line: list[str] | None = None) -> None:
+        super().__init__(None, command_line)
+        self.results = dict(results)
+        self.folders = dict(folders)
+        self.skipped_files = list(skipped_files)
+        self.stage_lines: list[str] = []
+
+    def _rows(self) -> list[dict]:
+        from .engine.run import headline_lines
+        from .report.index import index_row
+
+        return [index_row(name, self.folders[name], r.engine, headline_lines(r.engine))
+                for name, r in self.results.items()]
+
+    @property
+    def summary(self) -> dict:
+        return {"benchmarks": self._rows(), "skipped_files": self.skipped_files}
+
+    @property
+    def questions(self):
+        """Every benchmark's per-question table, stacked, with a ``benchmark`` column first."""
+        import pandas as pd
+
+        return pd.concat([r.questions.assign(benchmark=name)[["benchmark", *r.questions.columns]]
+                          for name, r in self.results.items()], ignore_index=True)
+
+    def _write(self, out: Path) -> Path:
+        from .report.index import write_report_set
+
+        def write_each(tmp: Path) -> list[dict]:
+            for name, r in self.results.items():
+                r._write(tmp / self.folders[name])
+            return self._rows()
+
+        folder = write_report_set(out, command_line=self.command_line,
+                                  inputs=[s for r in self.results.values() for s in (x.get("path") for x in r.inputs)
+                                          if s],
+                                  write_each=write_each, skipped_files=self.skipped_files)
+        for name, r in self.results.items():
+            r._folder = Path(folder) / self.folders[name]
+        return folder
 
 
 class TstResult(Output):
@@ -322,18 +374,27 @@ def _question_frame(questions: str, runs: list[str], blind: list[str], column_ma
 
 # ---------------------------------------------------------------------------------------- audit
 def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
-          blind: str | Sequence[str] | None = None, *, out: str | os.PathLike | None = None,
+          blind: str | Sequence[str] | None = None, *, base: str | Sequence[str] | None = None,
+          out: str | os.PathLike | None = None,
           column_map: Mapping[str, str] | Sequence[str] | None = None, revision: str | None = None,
           dataset: str | None = None, blind_model: str | None = None, seed: int = 0, n_permutations: int = 999,
           calibration_sims: int = 50, stratify: Sequence[str] | None = None, tst: bool = False,
           figures: bool = True, design_label: str | None = None, allow_unparsed_options: bool = False,
           threads: int = 1, parallel: bool = True, on_stage: Callable[[str], None] | None = None,
-          command_line: list[str] | None = None) -> AuditResult:
+          on_progress: Callable[[str, int, int, float], None] | None = None,
+          command_line: list[str] | None = None, benchmark: Sequence[str] | None = None,
+          on_benchmark: Callable[[str], None] | None = None) -> AuditResult | AuditSetResult:
     """Audit a benchmark from saved evaluation runs (``benchaudit audit``); no inputs: the bundled example.
+
+    Run files of several benchmarks (a VLMEvalKit work_dir, an lmms-eval run folder) are read once and each
+    benchmark is audited on its own: the result is then an :class:`AuditSetResult` (one :class:`AuditResult`
+    per benchmark; its folder holds one report per benchmark and an index). ``benchmark``: the names to audit
+    (``--benchmark``); ``on_benchmark(name)`` is called as each one starts.
 
     ``out``: also write the report folder there (the command always does): the runs config is then written
     while the detectors run and the figures are drawn in the worker process. ``on_stage(name)`` is called
-    as each stage starts (read, validate, each detector, calibration, report, figures, card). Every other
+    as each stage starts (read, validate, each detector, calibration, report, figures, card), and
+    ``on_progress(stage, done, total, seconds_left)`` within a long stage (the calibration simulations). Every other
     argument is the command's option of the same name.
     """
     import sys
@@ -344,8 +405,8 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     from .engine.worker import start_worker
 
     _check_ranges(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims)
-    runs_l, blind_l = _paths(runs), _paths(blind)
-    given = [questions, *runs_l, *blind_l]
+    runs_l, blind_l, base_l = _paths(runs), _paths(blind), _paths(base)
+    given = [questions, *runs_l, *blind_l, *base_l]
     if out is not None:
         from .hub.folders import check_output_target
 
@@ -353,13 +414,42 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     # the worker process starts first: its interpreter start and imports overlap this one's
     worker = start_worker(parallel and (calibration_sims > 0 or (figures and out is not None)))
     command_line = command_line or ["benchaudit", *sys.argv[1:]]
-    clock = StageClock(on_start=on_stage)
+    clock = StageClock(on_start=on_stage, on_progress=on_progress)
     early: list = []
     try:
         with recording(clock), threadpool_limits(limits=threads):
-            frame = _audit_frame(questions, runs_l, blind_l, column_map=column_map, revision=revision,
+            groups, skipped = [None], []
+            if questions is not None or runs_l or blind_l:  # the run files, read once and split by benchmark
+                from .readers.ingest import read_benchmarks
+
+                groups, skipped = read_benchmarks(questions, runs_l, blind_l, column_map=_column_map(column_map),
+                                                  dataset=dataset, blind_model=blind_model, benchmark=benchmark,
+                                                  worker=worker)
+            if len(groups) > 1 and base_l:
+                from .errors import InputError
+
+                raise InputError(f"--base is read for one benchmark at a time, but the runs hold {len(groups)}: "
+                                 f"{', '.join(str(g.name) for g in groups)}; add --benchmark NAME")
+            if len(groups) > 1:  # several benchmarks: each audited on its own, one report each + an index
+                if worker is not None:  # it read the files; the audits run without it
+                    worker.close()
+                    worker = None
+                result = _audit_set(groups, skipped, questions=questions, given=given, column_map=column_map,
+                                    revision=revision, dataset=dataset,
+                                    allow_unparsed_options=allow_unparsed_options,
+                                    config=dict(seed=seed, n_permutations=n_permutations,
+                                                calibration_sims=calibration_sims, stratify=stratify, tst=tst,
+                                                design_label=design_label),
+                                    figures=figures, parallel=parallel, command_line=command_line,
+                                    on_benchmark=on_benchmark)
+                if out is not None:
+                    result.save(out)
+                result.stage_lines = clock.lines()
+                return result
+            frame = _audit_frame(questions, runs_l, blind_l, base_l, column_map=column_map, revision=revision,
                                  dataset=dataset, blind_model=blind_model,
-                                 allow_unparsed_options=allow_unparsed_options, worker=worker)
+                                 allow_unparsed_options=allow_unparsed_options, worker=worker,
+                                 group=groups[0], skipped=skipped)
             config = _audit_config(frame, seed=seed, n_permutations=n_permutations,
                                    calibration_sims=calibration_sims, stratify=stratify, tst=tst,
                                    design_label=design_label)
@@ -393,10 +483,28 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     return result
 
 
-def _audit_frame(questions: str | None, runs: list[str], blind: list[str], *, column_map, revision, dataset,
-                 blind_model, allow_unparsed_options: bool, worker):
+def _audit_frame(questions: str | None, runs: list[str], blind: list[str], base: list[str], *, column_map, revision,
+                 dataset, blind_model, allow_unparsed_options: bool, worker, group=None, skipped=()):
     from .clock import stage
     from .errors import InputError
+
+    if group is not None:  # one benchmark's run files, already read (readers.ingest.read_benchmarks)
+        from .readers.cells import stem_of
+        from .readers.ingest import frame_from_results
+
+        hint = dataset
+        if hint is None and questions is not None and os.path.isfile(str(questions)):
+            hint = stem_of(str(questions))
+        if hint is None and group.name is not None:
+            hint = group.name
+        from .readers.ingest import read_base_files
+
+        base_res, skipped_t = read_base_files(base, column_map=_column_map(column_map), dataset_hint=hint,
+                                              worker=worker)
+        return frame_from_results(questions, group.full, group.blind, list(skipped) + skipped_t,
+                                  column_map=_column_map(column_map), revision=revision, dataset_hint=hint,
+                                  allow_unparsed_options=allow_unparsed_options, specs=[*runs, *blind, *base],
+                                  base_res=base_res)
 
     if questions is None and not runs and not blind:
         from .readers.example import example_frame
@@ -407,9 +515,37 @@ def _audit_frame(questions: str | None, runs: list[str], blind: list[str], *, co
         raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
     from .readers.ingest import build_frame
 
-    return build_frame(questions, runs, blind, column_map=_column_map(column_map), revision=revision,
+    return build_frame(questions, runs, blind, base=base, column_map=_column_map(column_map), revision=revision,
                        dataset_hint=dataset, blind_model=blind_model,
                        allow_unparsed_options=allow_unparsed_options, worker=worker)
+
+
+def _audit_set(groups, skipped: list[dict], *, questions, given, column_map, revision, dataset,
+               allow_unparsed_options: bool, config: dict, figures: bool, parallel: bool, command_line,
+               on_benchmark=None) -> AuditSetResult:
+    """Each benchmark's frame, validated and audited on its own (never pooled), in turn."""
+    from .bounds import detector_threads
+    from .engine.run import run_audit
+    from .readers.grouping import concerns, folder_name
+
+    results: dict[str, AuditResult] = {}
+    folders: dict[str, str] = {}
+    taken: set[str] = set()
+    runs_given = [g for g in given[1:] if g]
+    for g in groups:
+        name = str(g.name if g.name is not None else (dataset or "benchmark"))
+        if on_benchmark is not None:
+            on_benchmark(name)
+        frame = _audit_frame(questions, runs_given, [], [], column_map=column_map, revision=revision,
+                             dataset=dataset if g.name is None else g.name, blind_model=None,
+                             allow_unparsed_options=allow_unparsed_options, worker=None, group=g,
+                             skipped=[s for s in skipped if concerns(s, g.name)])
+        g.full, g.blind = [], []  # this benchmark's tables live on in its frame only
+        engine = run_audit(frame, _audit_config(frame, **config), background_calibration=None if parallel else False,
+                           calibration_worker=None, threads=detector_threads(parallel))
+        results[name] = AuditResult(engine, frame.sources, figures=figures, command_line=command_line)
+        folders[name] = folder_name(name, taken)
+    return AuditSetResult(results, folders, skipped, command_line=command_line)
 
 
 def _audit_config(frame, *, seed: int, n_permutations: int, calibration_sims: int, stratify, tst: bool,

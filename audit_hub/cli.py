@@ -21,6 +21,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # help text is printed as written: no Rich markup (it ate `.[vision]` and `[@REVISION]`), wrapped to
+    # the terminal width at word boundaries by click
+    rich_markup_mode=None,
 )
 
 # Command modules: each exposes register(app). Missing optional modules are skipped so that a
@@ -50,6 +53,81 @@ for _name in _COMMAND_MODULES:
             raise
         continue
     _mod.register(app)
+
+
+#: metavars that say what an option's value is, by option name (the rest by type: :func:`_type_metavar`)
+METAVARS = {
+    "--questions": "FILE|DIR|ORG/NAME", "--runs": "PATH", "--blind": "PATH", "--base": "PATH", "--out": "DIR", "--map": "OLD=NEW",
+    "--revision": "REV", "--budgets": "GROUP=N", "--floors": "CATEGORY=N", "--model": "FOLDER|ORG/NAME",
+    "--llm": "FOLDER", "--design-label": "COLUMN=VALUE", "--dataset": "NAME", "--blind-model": "NAME",
+    "--model-name": "NAME", "--name": "NAME", "--namespace": "ORG", "--repo-id": "ORG/NAME",
+    "--push-to-hub": "ORG/NAME", "--stratify": "COLUMN", "--group-column": "COLUMN",
+    "--prompt-template": "TEXT|FILE", "--mode": "logprob|generate", "--dtype": "auto|bfloat16|float16|float32",
+    "--truncate": "error|left", "--prompt-style": "STYLE", "--image-mode": "none|blank", "--device-map": "auto",
+    "--max-memory": "DEVICE=SIZE,...", "--backend": "transformers|openai", "--base-url": "URL",
+    "--api-key-env": "VARIABLE", "--calibration": "isotonic|power|none", "--featuriser": "NAME",
+    "--allocation": "global|per_format|per_category", "--tst-scores": "PATH", "--message": "MESSAGE",
+    "--stages": "STAGE,...", "--method": "NAME", "--model-dates": "FILE",
+    "--model-order": "MODEL,...", "--ibp": "auto|on|off", "--benchmark": "NAME",
+}
+
+
+def _annotation(param):
+    """The value type of an option (``list[int] | None`` -> int): typer's descriptor, else click's type."""
+    import typing
+
+    ann = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    for _ in range(3):
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        if not args:
+            break
+        ann = args[0]
+    return ann
+
+
+def _type_metavar(param) -> str:
+    from pathlib import Path
+
+    ann = _annotation(param)
+    if ann is not None:
+        return ("INT" if ann is int else "NUMBER" if ann is float else "PATH" if ann is Path else "TEXT")
+    name = getattr(getattr(param, "type", None), "name", "") or ""
+    return "INT" if "integer" in name else "NUMBER" if "float" in name else "PATH" if name == "path" else "TEXT"
+
+
+def _is_flag(param) -> bool:
+    return bool(getattr(param, "is_flag", False)) or _annotation(param) is bool
+
+
+def set_metavars(command) -> None:
+    """Give every option that takes a value a metavar that says what the value is (:data:`METAVARS`, a
+    NAME=VALUE form named in the help text, else the type); flags get none (no ``<bool>``)."""
+    import re
+
+    for param in getattr(command, "params", []):
+        if not getattr(param, "opts", None) or getattr(param, "param_type_name", "option") != "option":
+            continue
+        if _is_flag(param):
+            param.metavar = None
+            continue
+        if getattr(param, "metavar", None):
+            continue
+        long = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+        kv = re.search(r"\b([A-Z][A-Z_]*=[A-Z][A-Z_]*)\b", getattr(param, "help", None) or "")
+        by_type = _type_metavar(param)
+        param.metavar = METAVARS.get(long) or (kv.group(1) if kv and by_type == "TEXT" else by_type)
+    for sub in (getattr(command, "commands", None) or {}).values():
+        if not getattr(sub, "short_help", None) and getattr(sub, "help", None):
+            # the command list shows the whole first sentence (click cut it at 45 characters with "...")
+            sub.short_help = " ".join(sub.help.split("\n\n")[0].split())
+        set_metavars(sub)
+
+
+def build_command(typer_app: typer.Typer):
+    """The click command of ``typer_app`` with :func:`set_metavars` applied (what :func:`run_app` runs)."""
+    cmd = typer.main.get_command(typer_app)
+    set_metavars(cmd)
+    return cmd
 
 
 PROG = "benchaudit"
@@ -212,7 +290,7 @@ def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | 
     code = 0
     try:
         try:
-            rv = typer_app(args=argv, prog_name=prog_name, standalone_mode=False)
+            rv = build_command(typer_app)(args=argv, prog_name=prog_name, standalone_mode=False)
             if isinstance(rv, int) and rv == 130:  # typer turned a KeyboardInterrupt into Exit(130)
                 typer.echo(interrupted, err=True)
             code = rv if isinstance(rv, int) else 0

@@ -22,10 +22,13 @@ PARALLEL = " (parallel)"
 class StageClock:
     """Accumulates wall seconds per stage name (first-start order) and announces each stage."""
 
-    def __init__(self, on_start: Callable[[str], None] | None = None) -> None:
+    def __init__(self, on_start: Callable[[str], None] | None = None,
+                 on_progress: Callable[[str, int, int, float], None] | None = None) -> None:
         self.timings: dict[str, float] = {}
         self.current: str | None = None
         self._on_start = on_start
+        self._on_progress = on_progress
+        self._started: dict[str, float] = {}
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -39,6 +42,21 @@ class StageClock:
         finally:
             self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
             self.current = outer
+
+    def progress(self, done: int, total: int) -> None:
+        """Announce ``done`` of ``total`` units of the current stage with an estimate of the seconds left
+        (from the pace since its first announcement); a no-op without an ``on_progress`` display."""
+        if self._on_progress is None or self.current is None:
+            return
+        now = time.perf_counter()
+        t0 = self._started.setdefault(self.current, now)
+        first = self._started.get(self.current + "#done", None)
+        if first is None:
+            self._started[self.current + "#done"] = done
+            first = done
+        rate = (done - first) / (now - t0) if now > t0 and done > first else None
+        left = (total - done) / rate if rate else float("nan")
+        self._on_progress(self.current, int(done), int(total), left)
 
     def lines(self) -> list[str]:
         """``name  seconds  share`` lines for the console (``--verbose``); work done in parallel with the
@@ -69,6 +87,13 @@ def stage(name: str):
     """Context manager timing one stage into the installed clock (a no-op without one)."""
     clock = _CURRENT.get()
     return clock.stage(name) if clock is not None else nullcontext()
+
+
+def progress(done: int, total: int) -> None:
+    """Report progress within the current stage to the installed clock (a no-op without one)."""
+    clock = _CURRENT.get()
+    if clock is not None:
+        clock.progress(done, total)
 
 
 def note_parallel(name: str, seconds: float) -> None:

@@ -1,7 +1,9 @@
 """Text formatting for every place a number or an input-derived string lands in the report.
 
-Scalars for the card (``pct``, ``pp``, ``fmt_p``, ``fmt_num``, ``ci``), Markdown tables (``md_table``;
-input-derived cells are escaped by the caller with :func:`audit_hub.escape.md_inline`) and the vectorised labels of the per-question evidence phrases
+The one number formatter of the CLI, the card and the figures (``pct``, ``pp``, ``fmt_p``, ``fmt_num``,
+``ci``: significant digits for shares, p-values at the permutation resolution, intervals at the
+precision of their estimate), Markdown tables (``md_table``; input-derived
+cells are escaped by the caller with :func:`audit_hub.escape.md_inline`) and the vectorised labels of the per-question evidence phrases
 (``num_labels``, ``str_labels``). Used by the report and by the detectors' report phrases.
 """
 
@@ -18,48 +20,109 @@ def isnum(x: Any) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(float(x))
 
 
-def pct(x: Any, digits: int = 1) -> str:
-    return f"{100 * float(x):.{digits}f}%" if isnum(x) else "n/a"
+def share_decimals(x: Any) -> int:
+    """Decimals of a share printed as a percentage: one for 1% and above (three significant digits at
+    10-99%), two significant digits below 1% (0.94%, 0.029%), at most four; one for zero."""
+    if not isnum(x):
+        return 1
+    v = abs(100 * float(x))
+    if v == 0 or v >= 1:
+        return 1
+    return min(4, 1 - math.floor(math.log10(v)))
 
 
-def pp(x: Any, digits: int = 1) -> str:
-    return f"{100 * float(x):+.{digits}f} pp" if isnum(x) else "n/a"
+def num_decimals(x: Any, sig: int = 3) -> int:
+    """Decimals that show ``x`` to ``sig`` significant digits (0 for integers and numbers >= 10**sig)."""
+    if not isnum(x) or float(x) == 0:
+        return 0 if isnum(x) and float(x).is_integer() else sig - 1
+    x = float(x)
+    if x.is_integer() and abs(x) >= 1:
+        return 0
+    return max(0, min(8, sig - 1 - math.floor(math.log10(abs(x)))))
 
 
-def fmt_p(p: Any) -> str:
+def pct(x: Any, digits: int | None = None) -> str:
+    """A share as a percentage at :func:`share_decimals` (or ``digits``) decimals: ``42.3%``, ``0.94%``."""
+    if not isnum(x):
+        return "n/a"
+    d = share_decimals(x) if digits is None else digits
+    return f"{100 * float(x):.{d}f}%"
+
+
+def pp(x: Any, digits: int | None = None) -> str:
+    """A difference of shares in percentage points, signed: ``+1.1 pp``, ``+0.029 pp``."""
+    if not isnum(x):
+        return "n/a"
+    d = share_decimals(x) if digits is None else digits
+    return f"{100 * float(x):+.{d}f} pp"
+
+
+def fmt_p(p: Any, n_permutations: int | None = None) -> str:
+    """A p-value. A permutation p ``(1 + #) / (B + 1)`` is printed at its resolution ``1 / (B + 1)``
+    (``B = 999``: three decimals, ``0.001`` is the smallest it can be); an analytic p with two
+    significant digits and at most three decimals, ``< 0.001`` below 0.001."""
     if not isnum(p):
         return "n/a"
     p = float(p)
+    if n_permutations:
+        d = max(1, math.ceil(math.log10(int(n_permutations) + 1) - 1e-9))
+        return f"{p:.{d}f}"
     if p < 0.001:
         return "< 0.001"
-    return f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+    return f"{p:.{min(3, num_decimals(p, 2))}f}"  # 0.001 (never 0.0010), 0.012, 0.32
 
 
-def fmt_p_fine(p: Any) -> str:
-    """A p-value with four decimals below 0.01 (card notes that compare two tests' p-values)."""
-    if not isnum(p):
-        return "n/a"
-    p = float(p)
-    return "< 0.0001" if p < 1e-4 else f"{p:.4f}" if p < 0.01 else f"{p:.3f}"
+def fmt_p_fine(p: Any, n_permutations: int | None = None) -> str:
+    """The same as :func:`fmt_p` (kept for the detectors' card phrases that call it by this name)."""
+    return fmt_p(p, n_permutations)
 
 
 def fmt_num(x: Any, digits: int = 3) -> str:
+    """A count with thousands separators, any other number with ``digits`` significant digits
+    (``0.000167``, ``7.69``, ``1,738``)."""
     if not isnum(x):
         return "n/a"
     x = float(x)
-    return f"{int(x):,}" if x.is_integer() and abs(x) < 1e15 else f"{x:.{digits}g}"
+    if x.is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    if abs(x) >= 10 ** digits:
+        return f"{x:,.0f}"
+    return f"{x:.{num_decimals(x, digits)}f}"
 
 
-def ci(pair: Any, kind: str = "pct") -> str:
-    """Format a two-element interval as a percentage / pp / plain range."""
+def ci(pair: Any, kind: str = "pct", estimate: Any = None) -> str:
+    """A two-element interval as a percentage (``kind="pct"``), percentage points (``"pp"``) or plain
+    numbers (``"num"``), at the precision of its ``estimate`` (the number printed beside it; without
+    one, at the precision of the interval's own width)."""
     if not isinstance(pair, (list, tuple, np.ndarray)) or len(pair) != 2 or not all(isnum(v) for v in pair):
         return "n/a"
     lo, hi = (float(v) for v in pair)
+    ref = estimate if isnum(estimate) else (hi - lo) / 2 if hi != lo else lo
     if kind == "pct":
-        return f"[{100 * lo:.1f}, {100 * hi:.1f}]%"
+        d = share_decimals(ref)
+        return f"[{100 * lo:.{d}f}, {100 * hi:.{d}f}]%"
     if kind == "pp":
-        return f"[{100 * lo:+.1f}, {100 * hi:+.1f}] pp"
-    return f"[{lo:.3g}, {hi:.3g}]"
+        d = share_decimals(ref)
+        return f"[{100 * lo:+.{d}f}, {100 * hi:+.{d}f}] pp"
+    d = num_decimals(ref)
+    return f"[{lo:.{d}f}, {hi:.{d}f}]"
+
+
+def plain(x: Any) -> str:
+    """A value for a sentence a person reads, never a Python repr: a mapping as ``key: value, ...``
+    (``{'choice': 'budget'}`` -> ``choice: budget``), a sequence as ``a, b``, None as ``none``, a number
+    through :func:`fmt_num`."""
+    if x is None:
+        return "none"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, dict):
+        return ", ".join(f"{k}: {plain(v)}" for k, v in x.items()) if x else "none"
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return ", ".join(plain(v) for v in x) if x else "none"
+    if isnum(x):
+        return fmt_num(x)
+    return str(x)
 
 
 def md_table(header: list[str], rows: list[list[Any]], align: list[str] | None = None) -> str:

@@ -18,7 +18,15 @@ import pandas as pd
 
 from .errors import InputError
 
-ARMS: tuple[str, ...] = ("full", "blind")
+#: The arms of an audit: ``full`` the model with the image, ``blind`` the same model with the image removed
+#: (``benchaudit blind``, ``--blind``), ``base`` its language backbone alone, text only (``--base``). Arm
+#: codes in the frame are the positions in this tuple.
+ARMS: tuple[str, ...] = ("full", "blind", "base")
+#: What each arm is, in words (CLI, card) and as MMStar's symbol for its score (Chen et al. 2024,
+#: MMStar-Benchmark/MMStar eval/README.md: S_v with images, S_wv the LVLM without images, S_t the LLM base).
+ARM_DESCRIPTIONS: dict[str, str] = {"full": "with the image", "blind": "the same model, image removed",
+                                    "base": "the language backbone alone, text only"}
+ARM_SYMBOLS: dict[str, str] = {"full": "S_v", "blind": "S_wv", "base": "S_t"}
 
 
 ANSWER_TYPES: tuple[str, ...] = ("mc", "yesno", "numeric", "free")

@@ -6,9 +6,11 @@ What counts as a credential:
 * Hugging Face tokens (``hf_...``) and ``Bearer``/``Authorization`` header values;
 * the value of any environment variable whose name looks secret (``*_TOKEN``, ``*_API_KEY``, ``*_KEY``,
   ``*_SECRET``, ``*PASSWORD*``, ``*_PAT``, ``*CREDENTIAL*``) and is at least 6 characters long,
-  wherever it appears, plus the user-info of URLs held in any environment variable.
+  wherever it appears, plus the user-info of URLs held in any environment variable;
+* the known secrets of the run: every key a command read, whatever the variable's name
+  (:func:`register_secret`; e.g. ``blind --api-key-env NAME``).
 
-:func:`scrub` works on text, :func:`scrub_obj` on JSON-like structures, :func:`secret_values` lists the
+:func:`scrub` works on text, :func:`redact` also says whether anything was removed, :func:`scrub_obj` on JSON-like structures, :func:`secret_values` lists the
 exact byte strings that must never reach an output (used by the output-folder check in
 :mod:`audit_hub.hub.folders`), and :class:`ScrubbingStream` wraps ``sys.stdout``/``sys.stderr`` in the CLI.
 """
@@ -70,13 +72,23 @@ def secret_values(environ: dict[str, str] | None = None) -> list[str]:
 
 
 _cache: tuple[tuple, list[str]] | None = None
+_RUN_SECRETS: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Add a secret this run read (an API key from the variable the user named) to the known secrets:
+    from now on it is removed from every text, stream and file like an environment secret. Values shorter
+    than 6 characters (``EMPTY`` for a server without authentication) are not secrets."""
+    if isinstance(value, str) and len(value) >= _MIN_SECRET_LEN:
+        _RUN_SECRETS.add(value)
 
 
 def _current_secrets() -> list[str]:
     global _cache
     key = tuple(sorted((k, v) for k, v in os.environ.items() if v and (is_secret_name(k) or "@" in v)))
+    key = (key, tuple(sorted(_RUN_SECRETS)))
     if _cache is None or _cache[0] != key:
-        _cache = (key, secret_values())
+        _cache = (key, sorted(set(secret_values()) | _RUN_SECRETS, key=len, reverse=True))
     return _cache[1]
 
 
@@ -94,6 +106,17 @@ def scrub(text: Any, _secrets: list[str] | None = None) -> Any:
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
     text = _KEYLIKE.sub(MASK, text)
     return text
+
+
+def known_secrets() -> list[str]:
+    """Every secret value of this run: the environment's (:func:`secret_values`) and the registered ones."""
+    return list(_current_secrets())
+
+
+def redact(text: Any) -> tuple[Any, bool]:
+    """``(scrub(text), whether anything was removed)``: for answers, whose redactions are counted."""
+    clean = scrub(text)
+    return clean, isinstance(text, str) and clean != text
 
 
 def scrub_obj(obj: Any, _secrets: list[str] | None = None) -> Any:
@@ -158,5 +181,5 @@ class ScrubbingStream:
         return getattr(self._inner, name)
 
 
-__all__ = ["MASK", "scrub", "scrub_obj", "secret_values", "find_secret", "find_secret_in_file", "is_secret_name",
+__all__ = ["MASK", "scrub", "redact", "register_secret", "known_secrets", "scrub_obj", "secret_values", "find_secret", "find_secret_in_file", "is_secret_name",
            "ScrubbingStream"]

@@ -3,8 +3,13 @@
 Each request's user message carries ``id=<question id>``; ``plan[qid]`` is a list of faults served to
 that question's successive requests before a normal answer: ``"429"`` (with ``Retry-After: 1``),
 ``"500"``, ``"stall"`` (no answer for ``stall_s`` seconds), ``"malformed"`` (a 200 whose body is not
-JSON); ``"down"`` fails with 500 on every request (a permanent failure). Every request is recorded
-(time, question ID, body, authorization header).
+JSON); ``"down"`` fails with 500 on every request (a permanent failure). Hostile servers (the same
+``plan`` entries): ``"echo_auth"`` answers with the request's ``Authorization`` header in the text (and in
+``id`` and ``model``); ``"drip"`` sends a 200 with a chunked body that never ends (one byte every 0.2 s
+until the stub is closed); ``"surrogate"`` answers with a lone surrogate (``\\ud800``) in the text;
+``"bad_usage"`` reports ``usage.prompt_tokens`` as ``"12abc"``; ``"forever"`` marks a fault served on every
+request of that question (``["forever", "surrogate"]``). Every request is recorded (time, question ID,
+body, authorization header).
 """
 
 from __future__ import annotations
@@ -99,7 +104,13 @@ class StubServer:
                     if self.headers.get("Authorization") != f"Bearer {stub.key}":
                         fault = "401"
                     elif stub.plan.get(qid):
-                        fault = stub.plan[qid][0] if stub.plan[qid][0] == "down" else stub.plan[qid].pop(0)
+                        steps = stub.plan[qid]
+                        if steps[0] == "down":
+                            fault = "down"
+                        elif steps[0] == "forever":
+                            fault = steps[1]
+                        else:
+                            fault = steps.pop(0)
                 err = {"error": {"message": "stub fault", "type": "server_error"}}
                 if fault == "401":
                     given = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
@@ -115,6 +126,8 @@ class StubServer:
                     return self._send(500, err)
                 if fault == "malformed":
                     return self._send(200, None, raw=b'{"id": "x", "choices": [ {"message": ')
+                if fault == "drip":
+                    return self._drip()
                 if stub.reject_logprobs and body.get("logprobs"):
                     return self._send(400, {"error": {"message": "logprobs is not supported with this model",
                                                       "type": "invalid_request_error", "param": "logprobs"}})
@@ -131,8 +144,36 @@ class StubServer:
                                                                         for t, lp in top[:k]]}]}
                 else:
                     choice["logprobs"] = None
-                self._send(200, {"id": "cmpl-1", "object": "chat.completion", "created": 0, "model": stub.model,
-                                 "choices": [choice],
-                                 "usage": {"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42}})
+                usage = {"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42}
+                payload = {"id": "cmpl-1", "object": "chat.completion", "created": 0, "model": stub.model,
+                           "choices": [choice], "usage": usage}
+                if fault == "echo_auth":
+                    auth = self.headers.get("Authorization") or ""
+                    choice["message"]["content"] = f"You sent {auth}; key {auth.removeprefix('Bearer ')}. {text}"
+                    choice["logprobs"] = None
+                    payload["id"] = auth
+                    payload["model"] = auth.removeprefix("Bearer ")
+                elif fault == "surrogate":
+                    choice["message"]["content"] = "broken \ud800 answer " + text
+                    choice["logprobs"] = None
+                elif fault == "bad_usage":
+                    usage["prompt_tokens"] = "12abc"
+                self._send(200, payload)
+
+            def _drip(self):
+                """A 200 whose chunked body never ends (one byte every 0.2 s until the stub closes)."""
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    self.wfile.write(b"1\r\n{\r\n")
+                    self.wfile.flush()
+                    while not stub.release.wait(0.2):
+                        self.wfile.write(b"1\r\n \r\n")
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
 
         return Handler

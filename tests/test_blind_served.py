@@ -140,6 +140,9 @@ def test_permanent_failures_exit_nonzero_and_rerun_asks_only_for_missing(qfile, 
         n_first = len(stub.requests)
         stub.plan.clear()  # the server recovers
         assert blind_main(args) == 0
+        done = capsys.readouterr().out
+        # issue 27: the summary line says its settings in words, never a Python repr
+        assert "blind: 14 questions" in done and "scoring " in done and "{'" not in done and "%" in done
         second = stub.requests[n_first:]
         assert sorted(r["qid"] for r in second) == ["q007", "y001"]  # only the missing questions
     merged = pd.read_parquet(out / "data" / "blind-00000-of-00001.parquet")

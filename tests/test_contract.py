@@ -219,6 +219,108 @@ def test_metric_module_runs_examples_and_returns_the_detector_summary(name, tmp_
     assert np.isfinite(out["n_questions"])
 
 
+# ---------------------------------------------------------------------------------- bad arguments
+#: the same bad-argument table for every module: (argument, bad value, words the ValueError must contain);
+#: a module is asked only about the arguments its ``_compute`` takes
+BAD_ARGUMENTS = [
+    ("n_permutations", -3, ["n_permutations", "1..10000000", "-3"]),
+    ("n_permutations", 2.5, ["n_permutations", "integer"]),
+    ("seed", "x", ["seed", "integer", "0..4294967295"]),
+    ("seed", -1, ["seed", "0..4294967295", "-1"]),
+    ("seed", 2**32, ["seed", "0..4294967295"]),
+    ("alpha", 2.0, ["alpha", "(0.0, 1.0) exclusive", "2.0"]),
+    ("alpha", float("nan"), ["alpha", "(0.0, 1.0) exclusive", "nan"]),
+    ("alpha", 0.0, ["alpha", "exclusive"]),
+    ("alpha", "0.05", ["alpha", "a number"]),
+    ("n_boot", 0, ["n_boot", "1..1000000"]),
+    ("n_mc", -1, ["n_mc", "1..10000000"]),
+    ("blind_agree_share", 1.5, ["blind_agree_share", "0.0..1.0"]),
+    ("recall_sims", -2, ["recall_sims", "0..100000"]),
+    ("label_iters", 0, ["label_iters", "1..1000"]),
+    ("lev_threshold", 90.0, ["lev_threshold", "0.0..1.0"]),
+    ("token_set_threshold", -1.0, ["token_set_threshold", "0.0..100.0"]),
+    ("workers", -5, ["workers", "-1..4096"]),
+    ("max_units", 0, ["max_units", "1..100000000"]),
+    ("field", "hits", ["field", "'hit', 'hit_exact'"]),
+    ("return_per_question", "yes", ["return_per_question", "True or False"]),
+    ("per_category", 1, ["per_category", "True or False"]),
+    ("hits", "nan", ["hits[1]", "0, 1, True, False or None"]),
+    ("hits", "yesno", ["hits[0]", "'yes'", "0, 1, True, False or None"]),
+    ("blind_hits", "nan", ["blind_hits[1]", "0, 1, True, False or None"]),
+    ("predictions", "list", ["predictions[0]", "list", "None"]),
+]
+
+
+def _bad_value(arg: str, value, n: int):
+    if arg in ("hits", "blind_hits") and value == "nan":
+        return [1, float("nan")] + [0] * (n - 2)
+    if arg in ("hits", "blind_hits") and value == "yesno":
+        return ["yes", "no"] * (n // 2)
+    if arg == "predictions" and value == "list":
+        return [["A"]] + ["A"] * (n - 1)
+    return value
+
+
+def _bad_cases():
+    out = []
+    for name in NAMES:
+        _, cls = _metric_class(name)
+        params = inspect.signature(cls._compute).parameters
+        out += [pytest.param(name, arg, value, words, id=f"{name}-{arg}={value!r}")
+                for arg, value, words in BAD_ARGUMENTS if arg in params]
+    return out
+
+
+@pytest.mark.parametrize("name,arg,value,words", _bad_cases())
+def test_every_module_refuses_the_same_bad_arguments_at_its_boundary(name, arg, value, words, tmp_path):
+    """A bad argument is a ValueError naming it and its allowed values, raised by the module before evaluate
+    or datasets convert anything (no 'negative dimensions', no SeedSequence or int() conversion errors)."""
+    _, cls = _metric_class(name)
+    metric = cls(cache_dir=str(tmp_path), keep_in_memory=True)
+    rows = _example_rows()
+    kwargs = {k: v for k, v in rows.items() if k in metric.features}
+    if arg in ("hits", "blind_hits") or arg == "predictions" and "predictions" not in metric.features:
+        if arg not in inspect.signature(cls._compute).parameters:
+            pytest.skip("not an argument of this module")
+    kwargs[arg] = _bad_value(arg, value, len(rows["question_ids"]))
+    with pytest.raises(ValueError) as info:
+        metric.compute(**kwargs)
+    msg = str(info.value)
+    for w in words:
+        assert w in msg, msg
+    assert name in msg
+
+
+def test_blind_predictions_all_none_are_accepted_as_the_cards_say(tmp_path):
+    """visual_dependency: every blind answer missing (None) counts every blind row wrong, as documented."""
+    _, cls = _metric_class("visual_dependency")
+    metric = cls(cache_dir=str(tmp_path), keep_in_memory=True)
+    rows = {k: v for k, v in _example_rows().items() if k in metric.features}
+    rows["blind_predictions"] = [None] * len(rows["question_ids"])
+    out = metric.compute(**rows, n_permutations=99)
+    # with every blind answer wrong, b = 0 everywhere: zero gain exactly where no model is right with the image
+    f = {}
+    for q, p, r in zip(rows["question_ids"], rows["predictions"], rows["references"]):
+        f[q] = f.get(q, 0) + (p == r)
+    assert out["zero_gain_share"] == pytest.approx(sum(v == 0 for v in f.values()) / len(f))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_card_lists_the_accepted_argument_types(name):
+    """Each card's 'Accepted argument types' section is the one metrics.adapter builds from the tables the
+    checks use (regenerate it with argument_types_markdown when an argument changes)."""
+    import re
+
+    from audit_hub.metrics.adapter import ARGUMENT_TYPES_HEADING, argument_types_markdown
+
+    _, cls = _metric_class(name)
+    args = [p for p in inspect.signature(cls._compute).parameters if p != "self"]
+    card = (METRICS / name / "README.md").read_text(encoding="utf-8")
+    m = re.search(re.escape(ARGUMENT_TYPES_HEADING) + r".*?(?=\n## )", card, flags=re.S)
+    assert m, f"metrics/{name}/README.md has no '{ARGUMENT_TYPES_HEADING}' section"
+    assert m.group(0).rstrip("\n") == argument_types_markdown(name, args).rstrip("\n")
+
+
 def test_library_doctests():
     """The library's notebook example (``audit_hub.api``'s docstring) runs as written."""
     import doctest

@@ -77,7 +77,9 @@ def test_hand_cases_tiers_and_severity():
     s = r.summary
     assert s["n_exact_duplicates"] == 3 and s["n_exact_duplicates_with_gold"] == 2
     assert s["n_near_duplicates"] == 2 and s["n_near_duplicates_with_gold"] == 1
-    assert s["n_bare_letter_option_items"] == 2 and s["n_contrastive_pairs"] == 1
+    # contrastive pairs: item 4 "II only"/"III only" (changed numeral), item 5 the 6 pairs of 4/5/6/7 cm
+    # (changed numbers), item 6 the negating prefix
+    assert s["n_bare_letter_option_items"] == 2 and s["n_contrastive_pairs"] == 1 + 6 + 1
     assert s["n_items_compared"] == 8 and s["p_value"] is None and s["n_flagged"] == 5
     assert any("bare-letter" in n for n in s["notes"])
     t = r.table
@@ -109,3 +111,21 @@ def test_works_without_runs_and_with_one_model():
     r1 = ds.run(f0)
     assert r0.summary["n_exact_duplicates"] == r1.summary["n_exact_duplicates"] == 5
     assert len(r0.per_question) == 200
+
+
+def test_swapped_words_and_changed_numbers_are_contrastive_not_duplicates():
+    """Issue 27 (MATH-Vision Q302): "40 black and 41 white ones" vs "40 white and 41 black ones" have the
+    same token set (token-set ratio 100) but are opposite answers; an order-aware check makes them
+    contrastive. A real near duplicate in the same benchmark is still found."""
+    f = _frame([
+        ["none", "40 of each colour", "40 black and 41 white ones", "41 of each colour",
+         "40 white and 41 black ones"],                                  # 0 Q302: permutation
+        ["the cat sat on the mat", "the mat sat on the cat", "a dog", "a bird"],  # 1 swapped words
+        ["the red car is fast", "the red car is fasts", "blue", "green"],  # 2 real near duplicate
+    ], ["E", "A", "A"])
+    pq = ds.run(f).per_question
+    assert pq["distractor_similarity_severity"].tolist() == ["info", "info", "medium"]
+    assert pq["distractor_similarity_tier"].tolist()[:2] == ["contrastive", "contrastive"]
+    assert pq["distractor_similarity_n_near_pairs"].tolist() == [0, 0, 1]
+    # "none" before real options is an answer, not a placeholder distractor
+    assert pq["distractor_similarity_n_placeholder_distractors"].tolist() == [0, 0, 0]

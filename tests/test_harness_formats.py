@@ -10,7 +10,7 @@ import pytest
 from audit_hub.cli import expand_multi_path_options
 from audit_hub.detectors.accounting import item_accounting
 from audit_hub.detectors.design_label import auc_discrete, parse_design_label
-from audit_hub.detectors.placeholders import is_placeholder
+from audit_hub.detectors.placeholders import is_missing, is_placeholder, placeholder_mask
 from audit_hub.detectors.strata import effective_option_count
 from audit_hub.errors import InputError
 from audit_hub.frame.core import AuditFrame
@@ -87,6 +87,37 @@ def _frame(questions: dict, runs: dict | None = None) -> AuditFrame:
 def test_placeholder_texts():
     assert all(is_placeholder(t) for t in ("", " nan ", "NaN", "None", "null", "N/A", None, float("nan")))
     assert not any(is_placeholder(t) for t in ("Na", "none of the above", "0", "No"))
+    assert all(is_missing(t) for t in ("", "  ", " nan ", "NaN", "<NA>", None, float("nan")))
+    assert not any(is_missing(t) for t in ("None", "null", "N/A"))
+
+
+@pytest.mark.parametrize("options,expected", [
+    # MATH-Vision Q758 "How many of the following flags ...?": "None" is an answer among counts
+    (["None", "One", "Two", "Three", "Four"], [False] * 5),
+    (["1", "2", "3", "None"], [False] * 4),                    # a single trailing "None" among numbers
+    (["none", "40 of each colour", "41 of each colour"], [False] * 3),  # before real options: an answer
+    (["cat", "dog", "None", "None"], [False, False, True, True]),  # str(None) padding
+    (["1", "2", "None", "None"], [False, False, True, True]),     # a run of two is padding even among numbers
+    (["cat", "dog", "null"], [False, False, True]),              # trailing, not a quantity item
+    (["cat", "nan", "dog"], [False, True, False]),               # a missing value wherever it stands
+    (["cat", "", "dog", " "], [False, True, False, True]),
+])
+def test_placeholder_mask_decides_from_the_item(options, expected):
+    assert placeholder_mask(options) == expected
+
+
+def test_none_as_a_real_answer_is_not_a_placeholder_finding():
+    from audit_hub.detectors import distractor_similarity as ds
+
+    f = _frame({"question_id": ["758", "pad"],
+                "options": [["None", "One", "Two", "Three", "Four"], ["cat", "dog", "None", "None"]],
+                "answer": ["C", "A"]})
+    np.testing.assert_array_equal(effective_option_count(f), [5, 2])
+    pq = ds.run(f).per_question.set_index("question_id")
+    assert pq.loc["758", "distractor_similarity_severity"] == "info"
+    assert pq.loc["758", "distractor_similarity_n_placeholder_distractors"] == 0
+    assert pq.loc["pad", "distractor_similarity_severity"] == "high"
+    assert pq.loc["pad", "distractor_similarity_n_placeholder_distractors"] == 2
 
 
 def test_placeholder_distractors_and_gold():

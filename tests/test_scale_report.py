@@ -81,7 +81,7 @@ def test_judge_disagreement_counts_by_hand():
     c = judge_disagreement_counts(f)
     m0, m1 = f.models.index("m0"), f.models.index("m1")
     M = f.n_models
-    assert c["n_all"].tolist() == [4] * 4
+    assert c["n_all"].tolist() == [4] * 4 + [0] * M  # one slot per (arm, model); no base-arm runs here
     assert c["n_both"][0 * M + m1] == 3 and c["n_both"][0 * M + m0] == 4  # m1 full: one unknown verdict
     assert c["n_dis"][0 * M + m0] == 1 and c["n_dis"].sum() == 1
     assert c["unparsed"][1 * M + m1] == 1 and c["unparsed"].sum() == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -90,6 +91,12 @@ def test_tst_report_card_and_printed_lines(tmp_path):
     assert [ln.split()[0] for ln in lines[1:4]] == ["choice", "numeric", "all"]
     assert all("null test" in ln and "p = " in ln and "chance" in ln for ln in lines[1:4])
     assert "excess = null test - null mean" in lines[4]
+    # issue 27: each line leads with the excess over the null; the score sits beside chance in words
+    for ln in lines[1:4]:
+        assert ln.index("excess over the null") < ln.index("chance")
+        assert re.search(r"(above|at|below) chance \(\d+\.\d%\)", ln), ln
+    # 9 permutations: p at its resolution 1/10, one decimal
+    assert all(re.search(r"p = [01]\.\d \(null test", ln) for ln in lines[1:4]), lines
     out = write_tst_report(f, res, tmp_path / "t", command_line=["benchaudit", "tst"])
     card = (out / "README.md").read_text()
     assert "![Reliability of TsT-RF P(gold)](figures/tst_reliability.png)" in card

@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..cli import run_app
     from ..commands.blind import register
 
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
     register(app)  # a single command: typer runs it without a sub-command name
     return run_app(app, list(sys.argv[1:] if argv is None else argv), prog_name="python -m audit_hub.blind",
                    interrupted="interrupted; rerun the same command to resume")

@@ -108,7 +108,11 @@ def blank_prompt_text(processor, chat, prompt: str) -> tuple[str, bool]:
     Returns ``(text, templated)``."""
     if getattr(processor, "chat_template", None):
         msgs = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
-        out = processor.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        from .prompt import template_bounds
+
+        with template_bounds("the processor's chat template") as bound:
+            out = processor.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+            bound["text"] = out if isinstance(out, str) else None
         return (out[0] if isinstance(out, list) else out), True
     token = getattr(processor, "image_token", None) or "<image>"
     return chat(f"{token}\n{prompt}"), chat.active

@@ -34,7 +34,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +131,77 @@ def default_prompt(question: str, options: Sequence[str], answer_type: str, hint
     return _STYLE_FN[check_style(style)](_clean(question), list(options), answer_type, _clean(hint).strip())
 
 
+#: bounds of one rendering of a chat template or of a Jinja --prompt-template (real ones take well under
+#: a millisecond and emit a few kilobytes)
+TEMPLATE_SECONDS = 2.0
+TEMPLATE_MAX_CHARS = 4 << 20
+
+
+class _TemplateBound(BaseException):
+    """Raised inside a template's own frames (a BaseException: template code cannot catch it)."""
+
+
+@contextmanager
+def template_bounds(what: str, seconds: float = TEMPLATE_SECONDS, max_chars: int = TEMPLATE_MAX_CHARS) -> Iterator[dict]:
+    """Bound the rendering of Jinja templates inside the block: at most ``seconds`` and ``max_chars``
+    characters of output, or one :class:`InputError` naming ``what``. The block stores its rendered text in
+    ``bound["text"]`` (the yielded dict) for the size check.
+
+    The time bound: on the main thread a one-shot ``SIGALRM`` timer (no cost per line) whose handler raises
+    inside the template's Python frames; elsewhere (or when a real-time timer is already in use) a trace
+    function on the template's own frames (Jinja compiles a template to Python whose frames carry the file
+    name ``<template>``), checking the clock every 256 lines and counting the characters they yield. The
+    sandbox (jinja2.sandbox, which transformers also uses) keeps its own checks."""
+    import signal
+    import threading
+
+    deadline = time.monotonic() + seconds
+    state = {"lines": 0, "chars": 0, "text": None}
+    use_alarm = (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+                 and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
+
+    def local(frame, event, arg):
+        if event == "line":
+            state["lines"] += 1
+            if not state["lines"] & 255 and time.monotonic() > deadline:
+                raise _TemplateBound(f"ran longer than {seconds:g} s")
+        elif event == "return" and isinstance(arg, str):
+            state["chars"] += len(arg)
+            if state["chars"] > max_chars:
+                raise _TemplateBound(f"emitted more than {max_chars:,} characters")
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code.co_filename == "<template>" else None
+
+    def on_alarm(signum, frame):
+        raise _TemplateBound(f"ran longer than {seconds:g} s")
+
+    previous_trace = sys.gettrace()
+    previous_handler = None
+    if use_alarm:
+        previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    else:
+        sys.settrace(tracer)
+    try:
+        yield state
+        text = state["text"]
+        if isinstance(text, str) and len(text) > max_chars:
+            raise _TemplateBound(f"emitted more than {max_chars:,} characters")
+    except _TemplateBound as e:
+        raise InputError(f"{what} {e} while rendering one prompt and was stopped; refusing a template that "
+                         "loops or explodes (pass --no-chat-template or a --prompt-template)") from None
+    except MemoryError:
+        raise InputError(f"{what} ran out of memory while rendering one prompt; refusing it") from None
+    finally:
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous_handler)
+        else:
+            sys.settrace(previous_trace)
+
+
 @dataclass(frozen=True)
 class PromptBuilder:
     """Renders question rows into prompt strings; ``template=None`` means the default prompt."""
@@ -188,7 +262,13 @@ class PromptBuilder:
         }
         try:
             tpl = self._compiled()
-            return tpl.render(**fields) if tpl is not None else self.template.format(**fields)
+            if tpl is None:
+                return self.template.format(**fields)
+            with template_bounds("--prompt-template") as bound:
+                bound["text"] = tpl.render(**fields)
+            return bound["text"]
+        except InputError:
+            raise
         except (KeyError, IndexError, ValueError) as e:
             raise InputError(f"--prompt-template cannot be rendered for question {question_id!r}: "
                              f"{type(e).__name__}: {e}; fields are {sorted(fields)}") from None
@@ -235,8 +315,12 @@ class ChatFormatter:
         last: Exception | None = None
         for content in forms:
             try:
-                out = self.owner.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                                     add_generation_prompt=True)
+                with template_bounds("the chat template") as bound:
+                    out = self.owner.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                                         add_generation_prompt=True)
+                    bound["text"] = out if isinstance(out, str) else None
+            except InputError:
+                raise
             except Exception as e:  # template rejected this content form
                 last = e
                 continue

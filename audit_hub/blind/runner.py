@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import InputError
+from ..fmt import pct
 from ..schema import LETTERS
 from . import shards as sh
 from .common import BlindResult, Progress, QuestionLists, exact_hit, load_question_table, parse_max_memory
@@ -111,12 +112,11 @@ class BlindConfig:
             raise InputError(f"--truncate must be one of {TRUNCATE}, got {self.truncate!r}")
         if self.dtype not in DTYPES:
             raise InputError(f"--dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
-        if self.batch_size < 1:
-            raise InputError("--batch-size must be at least 1")
-        if self.max_new_tokens < 1:
-            raise InputError("--max-new-tokens must be at least 1")
-        if self.limit is not None and self.limit < 1:
-            raise InputError("--limit must be at least 1")
+        from ..bounds import check_range
+
+        for name, value in (("--batch-size", self.batch_size), ("--max-new-tokens", self.max_new_tokens),
+                            ("--limit", self.limit), ("--max-length", self.max_length)):
+            check_range(name, value)
 
 
 # ---------------------------------------------------------------------------------------- inputs
@@ -256,6 +256,17 @@ def load_model(cfg: BlindConfig, config, device, state=None):
             is_vlm = True
     except ImportError as e:
         raise InputError(f"cannot load {cfg.model!r}: {str(e).splitlines()[0]}") from None
+    except (InputError, MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - corrupt weights (a bogus safetensors header), wrong shapes, ...
+        from ..escape import one_line
+
+        if offload_dir:
+            import shutil
+
+            shutil.rmtree(offload_dir, ignore_errors=True)
+        raise InputError(f"cannot load the weights of {cfg.model!r} ({type(e).__name__}: "
+                         f"{one_line(str(e) or type(e).__name__, 200)}); nothing written") from None
     if cfg.device_map:
         devs = {v for v in getattr(model, "hf_device_map", {}).values()}
         ints = sorted(d for d in devs if isinstance(d, int))
@@ -423,19 +434,27 @@ def _logprob_row(it: dict, r: int, lt, yt, qs: QuestionLists, model_name: str) -
     return row
 
 
+def _answer_tokens(tok, qs: QuestionLists, items: list[dict]) -> tuple:
+    """The token groups of the option letters and of yes/no that logprob scoring reads (None where no item
+    needs them); letters without a single-token form, or sharing one, are refused here, before the weights
+    are loaded and before anything is written."""
+    kmax = max([len(qs.options[it["i"]]) for it in items if qs.atype[it["i"]] == "mc" and not it["gen"]],
+               default=0)
+    letters = AnswerTokens.letters(tok, kmax) if kmax else None
+    yes_no = (AnswerTokens.yes_no(tok) if any(qs.atype[it["i"]] == "yesno" and not it["gen"] for it in items)
+              else None)
+    return letters, yes_no
+
+
 class _Scorer:
     """Scores batches of work items with one loaded model and writes their rows to this process's shards."""
 
     def __init__(self, cfg: BlindConfig, model, tok, forward: ForwardFn, in_device, shared, qs: QuestionLists,
-                 model_name: str, items: list[dict]):
+                 model_name: str, answer_tokens: tuple):
         self.cfg, self.model, self.tok, self.forward, self.in_device, self.shared = (
             cfg, model, tok, forward, in_device, shared)
         self.qs, self.model_name, self.writer, self.progress = qs, model_name, None, None
-        kmax = max([len(qs.options[it["i"]]) for it in items if qs.atype[it["i"]] == "mc" and not it["gen"]],
-                   default=0)
-        self.letter_tokens = AnswerTokens.letters(tok, kmax) if kmax else None
-        self.yn_tokens = (AnswerTokens.yes_no(tok)
-                          if any(qs.atype[it["i"]] == "yesno" and not it["gen"] for it in items) else None)
+        self.letter_tokens, self.yn_tokens = answer_tokens
 
     def _collate(self, batch: list[dict]):
         return collate([it["ids"] for it in batch], [it["extra"] for it in batch], self.shared,
@@ -505,6 +524,9 @@ def _finish(cfg: BlindConfig, state, model, qid: list[str], summary: dict) -> Bl
             "mean_gold_prob": round(float(gp.astype(float).mean()), 6) if len(gp) else None,
             "n_truncated": int(df["truncated"].fillna(False).astype(bool).sum()),
         })
+        rc = sh.read_run_config(out) or {}
+        rc["n_redacted"] = int(rc.get("n_redacted", 0)) + int(summary.get("n_redacted") or 0)  # summed over reruns
+        sh.write_run_config(out, rc)
         sh.finish_output(out, summary, cfg.questions, inputs=[cfg.questions], command_line=["benchaudit", "blind"])
         result.table = df
         if cfg.push_to_hub:
@@ -515,8 +537,7 @@ def _finish(cfg: BlindConfig, state, model, qid: list[str], summary: dict) -> Bl
         qps = summary["questions_per_s"]
         print(f"blind: {summary['n_questions']} questions in {out / sh.MERGED_REL} "
               f"({summary['n_new']} new, {summary['n_resumed']} already done) on {state.num_processes} process(es), "
-              f"{summary['elapsed_s']:.1f} s, {qps or 0:.1f} q/s; exact-match accuracy "
-              f"{'n/a' if acc is None else f'{acc:.4f}'}"
+              f"{summary['elapsed_s']:.1f} s, {qps or 0:.1f} q/s; exact-match accuracy {pct(acc)}"
               + (f"; {summary['n_truncated']} truncated" if summary["n_truncated"] else "")
               + (f"; pushed to {result.url}" if result.url else ""), file=sys.stdout, flush=True)
     state.wait_for_everyone()
@@ -570,18 +591,21 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     # Tokenise this process's share and check image tokens and the context limit before loading the model.
     enc = _encode_share(cfg, state, mconfig, tok, processor, chat, qs, mine)
     items = _fit_items(cfg, state, enc, mine, qs, limit)
-    _prepare_output(cfg, state, fp, builder, chat, rows, merged_rows)
 
-    if not state.is_main_process:
+    answer_tokens = _answer_tokens(tok, qs, items)
+    if not (state.is_main_process and cfg.progress):
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()  # one set of loading bars, not one per process
+        hf_logging.disable_progress_bar()  # one set of loading bars, not one per process; none with --no-progress
     if cfg.model_object is not None:
         model, is_vlm, in_device = cfg.model_object, False, next(cfg.model_object.parameters()).device
     else:
         model, is_vlm, in_device = load_model(cfg, mconfig, state.device, state)
     scorer = _Scorer(cfg, model, tok, ForwardFn(model, pass_position_ids=not is_vlm), in_device, enc.shared, qs,
-                     model_name, items)
+                     model_name, answer_tokens)
+    # the weights loaded and the answer tokens are usable (letters that share a token are refused): only now
+    # is anything written to the output folder
+    _prepare_output(cfg, state, fp, builder, chat, rows, merged_rows)
     fail_after = os.environ.get(FAIL_HOOK_ENV)
     writer = sh.ShardWriter(out, state.process_index, fail_after=int(fail_after) if fail_after else None)
     progress = Progress(cfg.progress and state.is_main_process, len(items),
@@ -593,9 +617,10 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
         progress.close()
     elapsed = time.perf_counter() - t0
     n_new = int(sum(gather_object([len(items)]) if state.num_processes > 1 else [len(items)]))
+    n_redacted = int(sum(gather_object([writer.redacted]) if state.num_processes > 1 else [writer.redacted]))
     state.wait_for_everyone()
     summary = {"model": model_name, "n_new": n_new, "n_resumed": len(questions) - len(pending),
                "image_mode": cfg.image_mode, "prompt_style": None if builder.template is not None else builder.style,
                "processes": state.num_processes, "elapsed_s": elapsed,
-               "questions_per_s": n_new / elapsed if elapsed > 0 else None}
+               "questions_per_s": n_new / elapsed if elapsed > 0 else None, "n_redacted": n_redacted}
     return _finish(cfg, state, model, qs.qid, summary)

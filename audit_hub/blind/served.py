@@ -45,6 +45,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .. import __version__
 from ..errors import BenchauditError, InputError
+from ..fmt import pct, plain
 from ..schema import LETTERS
 from . import shards as sh
 from .prompt import PromptBuilder
@@ -68,7 +69,33 @@ class ServerRejected(BenchauditError):
 
 
 class MalformedResponse(Exception):
-    """A 2xx response whose body is not a chat completion (retryable)."""
+    """A 2xx response whose body is not a chat completion, or one of whose fields is malformed (retryable)."""
+
+
+class RequestTimedOut(Exception):
+    """No complete response (headers and body) within ``--request-timeout`` (retryable)."""
+
+
+def _check_text(value, where: str) -> None:
+    """A text field of a response must be valid Unicode (a lone surrogate such as ``\\ud800`` is not)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise MalformedResponse(f"malformed response: {where} is not valid Unicode (lone surrogate at "
+                                    f"position {e.start})") from None
+
+
+def _token_count(value, name: str) -> int | None:
+    """``usage.<name>`` as a non-negative integer (None when absent)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        from ..escape import one_line
+
+        raise MalformedResponse(f"malformed response: usage.{name} is {one_line(repr(value), 40)}, not a "
+                                "non-negative integer")
+    return value
 
 
 # ---------------------------------------------------------------------------------------- validation
@@ -92,6 +119,9 @@ def validate_served(cfg) -> None:
         raise InputError(f"--base-url is not a valid URL ({e})") from None
     if p.scheme not in ("http", "https") or not p.hostname:
         raise InputError(f"--base-url must be an http:// or https:// URL, got {clean_base_url(cfg.base_url)!r}")
+    from ..scrub import register_secret
+
+    register_secret(os.environ.get(cfg.api_key_env or ""))  # never written or printed, answers included
     if not cfg.api_key_env or not os.environ.get(cfg.api_key_env):
         raise InputError(f"--backend openai needs an API key in the environment variable {cfg.api_key_env or '?'} "
                          "(any value, e.g. EMPTY, for a server without authentication; --api-key-env names "
@@ -100,14 +130,10 @@ def validate_served(cfg) -> None:
         raise InputError("--image-mode blank is for local models: a served blind run never sends an image")
     if cfg.device_map is not None or cfg.max_memory is not None:
         raise InputError("--device-map/--max-memory are for local models, not --backend openai")
-    if cfg.concurrency < 1:
-        raise InputError("--concurrency must be at least 1")
-    if not cfg.request_timeout > 0:
-        raise InputError("--request-timeout must be positive")
-    if cfg.max_retries < 0:
-        raise InputError("--max-retries must be 0 or more")
-    if not 0 <= cfg.top_logprobs <= 20:
-        raise InputError("--top-logprobs must be between 0 and 20")
+    from ..bounds import check_range
+
+    for name in ("--concurrency", "--request-timeout", "--max-retries", "--top-logprobs"):
+        check_range(name, getattr(cfg, name[2:].replace("-", "_")))
 
 
 # ---------------------------------------------------------------------------------------- scoring
@@ -181,12 +207,13 @@ def _status(exc: BaseException) -> int | None:
     return getattr(exc, "status_code", None)
 
 
-def _describe(exc: BaseException, secret: str | None = None) -> str:
-    """One line for a failed request; ``secret`` (the API key) is masked should a server echo it."""
+def _describe(exc: BaseException) -> str:
+    """One line for a failed request (the run's key, registered with :mod:`audit_hub.scrub`, is masked
+    should a server echo it)."""
+    from ..scrub import scrub
+
     st = _status(exc)
-    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if secret:
-        msg = msg.replace(secret, "***")
+    msg = scrub(str(exc).splitlines()[0]) if str(exc).strip() else type(exc).__name__
     if len(msg) > 200:
         msg = msg[:197] + "..."
     return f"HTTP {st}: {msg}" if st else f"{type(exc).__name__}: {msg}"
@@ -202,9 +229,10 @@ class _Stats:
     total_tokens: int = 0
     server_models: set = field(default_factory=set)
     adaptations: list = field(default_factory=list)
+    redacted: int = 0  # answers from which a known secret (the API key) was removed before writing
 
     def as_dict(self) -> dict:
-        return {"requests": self.requests, "retries": self.retries,
+        return {"requests": self.requests, "retries": self.retries, "n_redacted": self.redacted,
                 "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                           "total_tokens": self.total_tokens},
                 "server_models": sorted(self.server_models), "adaptations": list(self.adaptations)}
@@ -216,6 +244,7 @@ def _merge_stats(old: dict | None, new: dict) -> dict:
     out = dict(new)
     out["requests"] = old.get("requests", 0) + new["requests"]
     out["retries"] = old.get("retries", 0) + new["retries"]
+    out["n_redacted"] = old.get("n_redacted", 0) + new["n_redacted"]
     out["usage"] = {k: old.get("usage", {}).get(k, 0) + v for k, v in new["usage"].items()}
     out["server_models"] = sorted(set(old.get("server_models", [])) | set(new["server_models"]))
     out["adaptations"] = sorted(set(old.get("adaptations", [])) | set(new["adaptations"]))
@@ -285,6 +314,7 @@ def run_served(cfg):
         progress.close()
     elapsed = time.perf_counter() - t0
     rc = sh.read_run_config(out) or old_rc
+    stats.redacted = writer.redacted
     rc["served"] = _merge_stats(rc.get("served"), stats.as_dict())
     rc["base_urls"] = sorted(set(rc.get("base_urls", [])) | {base_url})
     sh.write_run_config(out, rc)
@@ -300,7 +330,7 @@ def run_served(cfg):
                "processes": 1, "elapsed_s": elapsed, "backend": "openai", "image_mode": "none",
                "prompt_style": None if builder.template is not None else builder.style,
                "questions_per_s": writer.written_rows / elapsed if elapsed > 0 else None,
-               "requests": stats.requests, "n_failed": len(failures)}
+               "requests": stats.requests, "n_failed": len(failures), "n_redacted": rc["served"]["n_redacted"]}
     if failures:
         first_q, first_e = failures[0]
         raise ServedRunFailed(
@@ -332,8 +362,11 @@ def _finish_served(cfg, qid: list[str], summary: dict, stats: _Stats, base_url: 
     acc = summary["accuracy_exact"]
     print(f"blind: {summary['n_questions']} questions in {out / sh.MERGED_REL} ({summary['n_new']} new, "
           f"{summary['n_resumed']} already done) from {base_url} ({', '.join(stats.server_models) or cfg.model}), "
-          f"{stats.requests} requests, {summary['elapsed_s']:.1f} s; scoring {summary['scoring']}; exact-match accuracy "
-          f"{'n/a' if acc is None else f'{acc:.4f}'}" + (f"; pushed to {result.url}" if result.url else ""),
+          f"{stats.requests} requests, {summary['elapsed_s']:.1f} s; scoring {plain(summary['scoring'])}; "
+          f"exact-match accuracy {pct(acc)}"
+          + (f"; {summary['n_redacted']} answer(s) carried the API key, removed before writing (n_redacted in "
+             f"{sh.CONFIG_NAME})" if summary.get("n_redacted") else "")
+          + (f"; pushed to {result.url}" if result.url else ""),
           file=sys.stdout, flush=True)
     return result
 
@@ -357,11 +390,9 @@ class _Requester:
         self.last_flush = time.monotonic()
         self.flush_every = max(8, cfg.concurrency)
         self.retryable = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-                          openai.APIConnectionError, openai.APIResponseValidationError, MalformedResponse)
+                          openai.APIConnectionError, openai.APIResponseValidationError, MalformedResponse,
+                          RequestTimedOut)
         self.client = None
-
-    def _secret(self) -> str | None:
-        return os.environ.get(self.cfg.api_key_env)
 
     def request_kwargs(self, i: int, want_lp: bool) -> dict:
         kw: dict[str, Any] = {"model": self.cfg.model, "messages": [{"role": "user", "content": self.qs.prompts[i]}],
@@ -428,8 +459,41 @@ class _Requester:
         return isinstance(e, self.retryable) or (
             isinstance(e, self.openai.APIStatusError) and (_status(e) in RETRY_STATUS or (_status(e) or 0) >= 500))
 
+    async def _request(self, i: int, want_lp: bool):
+        """One request, bounded as a whole (connection, headers and body) by ``--request-timeout``: a body
+        that never ends is a timeout like any other. Returns the question's row and the reported usage."""
+        async def call():
+            raw = await self.client.chat.completions.with_raw_response.create(**self.request_kwargs(i, want_lp))
+            return _parse_completion(raw)
+
+        try:
+            comp = await asyncio.wait_for(call(), self.cfg.request_timeout)
+        except asyncio.TimeoutError:
+            raise RequestTimedOut(f"no complete response within --request-timeout {self.cfg.request_timeout:g} s "
+                                  "(headers and body)") from None
+        return self.checked_row(i, comp, want_lp)
+
+    def checked_row(self, i: int, comp, want_lp: bool):
+        """The row and usage of a 2xx completion; a malformed field (text that is not valid Unicode, a
+        token count that is not a non-negative integer, a shape the scorer cannot read) is a
+        :class:`MalformedResponse` of this question only."""
+        usage = getattr(comp, "usage", None)
+        counts = {k: _token_count(getattr(usage, k, None), k) for k in
+                  ("prompt_tokens", "completion_tokens", "total_tokens")} if usage is not None else {}
+        model = getattr(comp, "model", None)
+        _check_text(model, "model")
+        try:
+            row = self.row_for(i, comp, want_lp)
+        except MalformedResponse:
+            raise
+        except Exception as e:  # noqa: BLE001 - an unexpected shape inside a 2xx body
+            raise MalformedResponse(f"unreadable response ({type(e).__name__}: {str(e)[:120]})") from None
+        for k in ("prediction", "answer"):
+            _check_text(row.get(k), "choices[0].message.content")
+        return row, counts, (str(model) if model else None)
+
     async def _complete(self, i: int):
-        """The completion of question ``i`` and whether logprobs were asked, or None when it failed or the run stopped."""
+        """The row of question ``i`` and its usage, or None when it failed or the run stopped."""
         openai, attempt = self.openai, 0
         while True:
             if self.fatal is not None:
@@ -437,43 +501,35 @@ class _Requester:
             want_lp = self.logprobs and self.qs.atype[i] in ("mc", "yesno")
             self.stats.requests += 1
             try:
-                raw = await self.client.chat.completions.with_raw_response.create(**self.request_kwargs(i, want_lp))
-                return _parse_completion(raw), want_lp
+                return await self._request(i, want_lp)
             except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as e:
                 if self.fatal is None:
                     what = ("the API key in $" + self.cfg.api_key_env if _status(e) in (401, 403)
                             else f"model {self.cfg.model!r}")
                     self.fatal = (f"{clean_base_url(self.cfg.base_url)} rejected {what} "
-                                  f"({_describe(e, self._secret())}); no further requests were sent")
+                                  f"({_describe(e)}); no further requests were sent")
                 return None
             except openai.BadRequestError as e:
                 if self.adapt(e):
                     continue
-                self.failures.append((self.qs.qid[i], _describe(e, self._secret())))
+                self.failures.append((self.qs.qid[i], _describe(e)))
                 return None
             except Exception as e:
                 if not self._is_retryable(e) or attempt >= self.cfg.max_retries:
-                    self.failures.append((self.qs.qid[i], _describe(e, self._secret())))
+                    self.failures.append((self.qs.qid[i], _describe(e)))
                     return None
                 self.stats.retries += 1
                 # the slot stays taken while waiting: a server asking to slow down gets fewer requests
                 await asyncio.sleep(backoff_s(attempt, self.cfg.retry_base_s, self.rng, retry_after_s(e)))
                 attempt += 1
 
-    def _record(self, i: int, comp, want_lp: bool) -> None:
+    def _record(self, i: int, row: dict, counts: dict, model: str | None) -> None:
         stats = self.stats
-        usage = getattr(comp, "usage", None)
-        if usage is not None:
-            stats.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
-            stats.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
-            stats.total_tokens += int(getattr(usage, "total_tokens", 0) or 0)
-        if getattr(comp, "model", None):
-            stats.server_models.add(str(comp.model))
-        try:
-            row = self.row_for(i, comp, want_lp)
-        except Exception as e:  # an unexpected shape inside a 2xx body: this question fails, the run goes on
-            self.failures.append((self.qs.qid[i], f"unreadable response ({type(e).__name__}: {e})"))
-            return
+        stats.prompt_tokens += counts.get("prompt_tokens") or 0
+        stats.completion_tokens += counts.get("completion_tokens") or 0
+        stats.total_tokens += counts.get("total_tokens") or 0
+        if model:
+            stats.server_models.add(model)
         self.writer.add([row])
         self.progress.advance(1)
         now = time.monotonic()

@@ -34,6 +34,9 @@ COLUMNS = ("question_id", "model", "arm", "prediction", "answer", "hit_exact", "
            "gold_prob", "letter_mass", "scoring", "n_prompt_tokens", "truncated", "options_missing")
 
 
+TEXT_FIELDS = ("question_id", "model", "prediction", "answer", "scoring")
+
+
 def arrow_schema():
     import pyarrow as pa
 
@@ -238,12 +241,23 @@ class ShardWriter:
         self.rank = rank
         self.seq = next_seq(out, rank)
         self.rows: list[dict] = []
+        self.redacted = 0  # rows whose text carried a known secret (scrubbed before anything is written)
         self.written_rows = 0
         self.written_shards = 0
         self.fail_after = fail_after
 
     def add(self, rows: Iterable[dict]) -> None:
-        self.rows.extend(rows)
+        """Queue rows; every text field passes :func:`audit_hub.scrub.redact` first (a model or server that
+        echoes a key never gets it written), and the rows it changed are counted in :attr:`redacted`."""
+        from ..scrub import redact
+
+        for row in rows:
+            hit = False
+            for k in TEXT_FIELDS:
+                row[k], changed = redact(row.get(k))
+                hit = hit or changed
+            self.redacted += hit
+            self.rows.append(row)
 
     def flush(self) -> Path | None:
         if not self.rows:

@@ -21,7 +21,14 @@ def register(app: typer.Typer) -> None:
             None, "--runs", "-r",
             help="Full-arm (image-enabled) run files, folders or globs; repeat the option for several."),
         blind: list[str] | None = typer.Option(
-            None, "--blind", "-b", help="Blind-arm (text-only) run files, folders or globs; pair with --runs by model name."),
+            None, "--blind", "-b",
+            help="Blind-arm run files, folders or globs (the same models with the image removed, e.g. "
+                 "`benchaudit blind` output); paired with the --runs models by model name, else model id."),
+        base: list[str] | None = typer.Option(
+            None, "--base",
+            help="Base-arm run files, folders or globs: each model's language backbone alone, text only (e.g. "
+                 "`benchaudit blind --model BACKBONE --model-name FULL-ARM-NAME`); adds MMStar's multimodal gain "
+                 "and leakage per model to the card."),
         out: Path = typer.Option(Path("audit_report"), "--out", "-o",
                                  help="Output folder, written atomically. An existing one is replaced only if it is an earlier `benchaudit audit` output; anything else is refused."),
         column_map: list[str] | None = typer.Option(
@@ -30,6 +37,11 @@ def register(app: typer.Typer) -> None:
         dataset: str | None = typer.Option(
             None, "--dataset", help="Dataset name inside VLMEvalKit file names ({model}_{dataset}.xlsx) when it "
                                     "cannot be inferred (default: the questions file's stem)."),
+        benchmark: list[str] | None = typer.Option(
+            None, "--benchmark",
+            help="Audit only this benchmark of a harness output folder (a VLMEvalKit work_dir, an lmms-eval run "
+                 "folder hold several); repeatable. Without it every benchmark found is audited on its own: "
+                 "--out then holds one report per benchmark and an index (README.md, index.json)."),
         blind_model: str | None = typer.Option(
             None, "--blind-model", help="Model name to give the blind runs (pairs a single blind file with a "
                                         "full-arm model of that name)."),
@@ -54,7 +66,7 @@ def register(app: typer.Typer) -> None:
             help="Audit items whose gold is an option letter but whose options cannot be read (counted and "
                  "named in the report) instead of stopping."),
         threads: int = typer.Option(
-            1, "--threads", min=1, max=1024,
+            1, "--threads", **opt("--threads"),
             help="BLAS/OpenMP threads while auditing (1: fastest on a shared machine; the last digits of "
                  "iteratively fitted figures can differ with the thread count)."),
         parallel: bool = typer.Option(
@@ -77,23 +89,42 @@ def register(app: typer.Typer) -> None:
         detector_names = list(AuditConfig().detectors) if detector_threads(parallel) == 1 else ["detectors"]
         plan = (["read", "validate"] + detector_names + ["judge dependence"]
                 + (["calibration"] if calibration_sims > 0 else []) + (["tst"] if tst else [])
-                + ["report"] + (["figures"] if figures else []) + ["card"])
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                + ["report"] + (["figures"] if figures else []) + ["card"])  # the order the stages start
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("stage {task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=console, transient=True) as prog:
             task = prog.add_task("starting", total=len(plan))
 
             def on_stage(name: str) -> None:
                 done = plan.index(name) if name in plan else None
+                label = name
                 if done is not None:  # a stage re-entered later (the report waits for its runs) keeps the bar
+                    if done < int(prog.tasks[0].completed):
+                        label = f"{name} (finishing)"
                     done = max(done, int(prog.tasks[0].completed))
-                prog.update(task, description=f"{name:<28}", completed=done)
+                prog.update(task, description=f"{label:<28}", completed=done)
 
-            result = run(questions, runs, blind, out=out, column_map=column_map, revision=revision, dataset=dataset,
+            def on_progress(name: str, done: int, total: int, left: float) -> None:
+                eta = f", about {left:.0f} s left" if left == left and left < 1e5 else ""
+                prog.update(task, description=f"{name} {done}/{total}{eta}"[:60].ljust(28))
+
+            result = run(questions, runs, blind, base=base, out=out, column_map=column_map, revision=revision, dataset=dataset,
                          blind_model=blind_model, seed=seed, n_permutations=n_permutations,
                          calibration_sims=calibration_sims, stratify=stratify, tst=tst, figures=figures,
                          design_label=design_label, allow_unparsed_options=allow_unparsed_options, threads=threads,
-                         parallel=parallel, on_stage=on_stage)
+                         parallel=parallel, on_stage=on_stage, on_progress=on_progress, benchmark=benchmark,
+                         on_benchmark=lambda name: prog.update(task, completed=0, description=f"{name[:28]:<28}"))
             prog.update(task, completed=len(plan))
+        if hasattr(result, "results"):  # several benchmarks: one report each and the index
+            if verbose:
+                console.print("stage timings (wall):")
+                for line in result.stage_lines:
+                    console.print("  " + line, highlight=False)
+            for name, r in result.results.items():
+                console.print(f"[bold]{console_text(name)}[/bold]: {r.frame.n_questions:,} questions, "
+                              f"{len(r.frame.models)} model(s) -> {console_text(result.folders[name])}/")
+                _print_headlines(console, r.engine)
+            typer.echo(f"reports: {one_line(result.folder)} (index: README.md, index.json; one folder per benchmark)")
+            return
         note = (result.summary.get("pool") or {}).get("note")
         if note:
             console.print(f"[yellow]note:[/yellow] {console_text(note)}")
@@ -106,23 +137,19 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_headlines(console, result) -> None:
-    from .. import detectors
-
-    s = result.summary
-    lines = []
-    for spec in detectors.specs():
-        line = getattr(spec.load(), "console_line", None)
-        sm = s.get(spec.name, {})
-        if line is not None and not sm.get("skipped"):
-            lines.append(line(sm))
-    for name, reason in result.skipped.items():
-        lines.append(f"skipped {name}: {reason}")
+    from ..engine.run import exclusion_warning, headline_lines
     from ..escape import console_text
 
-    for line in lines:
+    for line in headline_lines(result):
         console.print(console_text(line))
-    from ..engine.run import exclusion_warning
+    gd = ((result.summary or {}).get("circular") or {}).get("gold_disagreement") or {}
+    if gd.get("n_groups"):
+        ids = ", ".join(str(g.get("group_id")) for g in gd.get("groups", [])[:5])
+        line = (f"input defect: {gd['n_groups']} CircularEval group(s) whose copies disagree on the gold option "
+                f"(group {ids}); details: summary.json circular.gold_disagreement")
+        console.print(f"[yellow]warning:[/yellow] {console_text(line)}", soft_wrap=True)
 
     warning = exclusion_warning(result)
     if warning:
-        console.print(f"[yellow]warning:[/yellow] {console_text(warning)}", soft_wrap=True)
+        # wrapped at word boundaries to the terminal width (rich), like every other line
+        console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")

@@ -72,12 +72,12 @@ def register(app: typer.Typer) -> None:
                                                "http://localhost:8000/v1."),
         api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable that "
                                         "holds the API key (never written anywhere)."),
-        concurrency: int = typer.Option(16, "--concurrency", help="Requests in flight (--backend openai)."),
-        request_timeout: float = typer.Option(120.0, "--request-timeout", help="Seconds before a request is "
+        concurrency: int = typer.Option(16, "--concurrency", **opt("--concurrency"), help="Requests in flight (--backend openai)."),
+        request_timeout: float = typer.Option(120.0, "--request-timeout", **opt("--request-timeout"), help="Seconds before a request is "
                                               "abandoned and retried (--backend openai)."),
-        max_retries: int = typer.Option(6, "--max-retries", help="Retries per request on 429/5xx/timeouts/"
+        max_retries: int = typer.Option(6, "--max-retries", **opt("--max-retries"), help="Retries per request on 429/5xx/timeouts/"
                                         "malformed bodies (--backend openai)."),
-        top_logprobs: int = typer.Option(20, "--top-logprobs", help="top_logprobs asked of the server in "
+        top_logprobs: int = typer.Option(20, "--top-logprobs", **opt("--top-logprobs"), help="top_logprobs asked of the server in "
                                          "logprob mode (0 = generate and parse only)."),
     ) -> None:
         """Text-only (blind) predictions; launch with `accelerate launch -m audit_hub.blind` for several GPUs."""

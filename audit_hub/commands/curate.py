@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from ..bounds import opt
+
 
 def register(app: typer.Typer) -> None:
     @app.command("curate")
@@ -18,21 +20,23 @@ def register(app: typer.Typer) -> None:
         runs: list[str] | None = typer.Option(None, "--runs", "-r", help="Full-arm run files, folders or globs."),
         blind: list[str] | None = typer.Option(None, "--blind", "-b", help="Blind-arm (text-only) run files."),
         out: Path = typer.Option(Path("curated_benchmark"), "--out", "-o",
-                                 help="Output folder (written atomically; replaced if it exists)."),
-        target_size: int | None = typer.Option(None, "--target-size", "-n",
+                                 help="Output folder, written atomically. An existing one is replaced only if it is an earlier "
+                                      "`benchaudit curate` output; anything else is refused."),
+        target_size: int | None = typer.Option(None, "--target-size", "-n", **opt("--target-size"),
                                                help="Final selection to this many items (ranking-preserving)."),
         max_rank_loss: float | None = typer.Option(
-            None, "--max-rank-loss", help="Final selection: smallest size whose inner-cross-validated 1 - rho <= X."),
+            None, "--max-rank-loss", **opt("--max-rank-loss"), help="Final selection: smallest size whose inner-cross-validated 1 - rho <= X."),
         stages: str = typer.Option("text_ablation,saturation,anomaly", "--stages",
                                    help="Stages in order (comma-separated subset of text_ablation, saturation, anomaly)."),
         threshold: list[str] | None = typer.Option(
-            None, "--threshold", "-t", help="Stage threshold NAME=VALUE (repeatable), e.g. blind_min_share=0.8."),
+            None, "--threshold", "-t", help="Stage threshold NAME=VALUE (repeatable), e.g. blind_min_share=0.8 (curate has many "
+                 "thresholds, so each is named; `prune --threshold` is the one stopping value of pruning)."),
         method: str = typer.Option("auto", "--method", help="Selection: auto (chosen by inner cross-validation) | "
                                    "point_biserial | irt_information | kmeans_anchors | stratified_difficulty | "
                                    "stratified_discriminating | random_best | random."),
-        category_floor: float = typer.Option(0.5, "--category-floor",
+        category_floor: float = typer.Option(0.5, "--category-floor", **opt("--category-floor"),
                                              help="Each category keeps at least this share of its proportional share."),
-        folds: int = typer.Option(3, "--folds", help="Folds over models for the held-out evaluation."),
+        folds: int = typer.Option(3, "--folds", **opt("--folds"), help="Folds over models for the held-out evaluation."),
         model_dates: str | None = typer.Option(None, "--model-dates",
                                                help="CSV/TSV with model,date: adds a newest-models-held-out split."),
         model_order: str | None = typer.Option(None, "--model-order",
@@ -40,13 +44,13 @@ def register(app: typer.Typer) -> None:
         tst_scores: str | None = typer.Option(None, "--tst-scores",
                                               help="TsT s(x) for the text-ablation stage: a `benchaudit tst` folder or table."),
         tst: bool = typer.Option(False, "--tst", help="Run TsT-RF here and use its s(x) in the text-ablation stage."),
-        junk: list[float] | None = typer.Option(None, "--junk", help="Junk-injection fractions (default 0.5; 0 = off)."),
-        score_budget: int = typer.Option(100, "--score-budget", help="Anchor items for IRT score estimation (0 = off)."),
-        n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap replicates over items for rho / tau intervals."),
-        random_draws: int = typer.Option(200, "--random-draws", help="Random stratified subsets per fold (>= 200 advised)."),
+        junk: list[float] | None = typer.Option(None, "--junk", **opt("--junk"), help="Junk-injection fractions (default 0.5; 0 = off)."),
+        score_budget: int = typer.Option(100, "--score-budget", **opt("--score-budget"), help="Anchor items for IRT score estimation (0 = off)."),
+        n_boot: int = typer.Option(1000, "--n-boot", **opt("--n-boot"), help="Bootstrap replicates over items for rho / tau intervals."),
+        random_draws: int = typer.Option(200, "--random-draws", **opt("--random-draws"), help="Random stratified subsets per fold (>= 200 advised)."),
         ibp: str = typer.Option("auto", "--ibp", help="Iterative Bias Pruning baseline: auto (pools <= 10,000 items) | on | off."),
-        seed: int = typer.Option(0, "--seed", help="Seed for every random draw (recorded)."),
-        threads: int = typer.Option(1, "--threads", help="BLAS/OpenMP threads while curating (1: fastest on a shared machine)."),
+        seed: int = typer.Option(0, "--seed", **opt("--seed"), help="Seed for every random draw (recorded)."),
+        threads: int = typer.Option(1, "--threads", **opt("--threads"), help="BLAS/OpenMP threads while curating (1: fastest on a shared machine)."),
         column_map: list[str] | None = typer.Option(None, "--map", help="Column rename OLD=NEW; repeatable."),
         revision: str | None = typer.Option(None, "--revision", help="Hub revision for --questions."),
         dataset: str | None = typer.Option(None, "--dataset", help="Dataset name inside VLMEvalKit file names."),

@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
         name="metrics",
         help="The evaluate modules of the six detectors (evaluate.load('benchaudit/<name>')).",
         no_args_is_help=True,
+        rich_markup_mode=None,
     )
 
     @metrics_app.command("install")

@@ -26,9 +26,9 @@ def register(app: typer.Typer) -> None:
         n_estimators: int = typer.Option(30, "--n-estimators", **opt("--n-estimators"), help="Trees per random forest."),
         n_jobs: int = typer.Option(1, "--n-jobs", **opt("--n-jobs"), help="Parallel jobs for fitting the forests (-1 = all cores)."),
         null_permutations: int = typer.Option(
-            99, "--null-permutations", min=0, max=100_000,
+            99, "--null-permutations", **opt("--null-permutations"),
             help="Label permutations of the null (p-value); 99 resolves p <= 0.01; 0 skips the null."),
-        null_jobs: int = typer.Option(0, "--null-jobs", min=0, max=4096, help="Threads for the null (0 = cores, at most 4)."),
+        null_jobs: int = typer.Option(0, "--null-jobs", **opt("--null-jobs"), help="Threads for the null (0 = cores, at most 4)."),
         calibration: str = typer.Option("isotonic", "--calibration", help="s(x) calibration: isotonic | power | none."),
         feature: list[str] | None = typer.Option(None, "--featuriser",
                                                  help="Registered featuriser(s) to use (default: generic)."),
@@ -72,17 +72,24 @@ def register(app: typer.Typer) -> None:
                                        help="global | per_format (choice/numeric) | per_category."),
         step: int = typer.Option(50, "--step", **opt("--step"), help="Questions removed per iteration (b)."),
         threshold: float | None = typer.Option(None, "--threshold", **opt("--threshold"),
-                                               help="Stop a group when its largest s(x)-chance is below this."),
+                                               help="Stop pruning a group when its largest s(x) - chance is below this number (prune's one "
+                                                    "threshold; curate names its several as NAME=VALUE)."),
         floor: int = typer.Option(0, "--floor", **opt("--floor"), help="Minimum questions kept per category."),
         floors: list[str] | None = typer.Option(None, "--floors", help="Per-category floors CATEGORY=N (repeatable)."),
         random_seeds: int = typer.Option(200, "--random-seeds", **opt("--random-seeds"), help="Seeds of the random-removal baseline."),
-        k: int = typer.Option(5, "--k", **opt("--k")), repeats: int = typer.Option(3, "--repeats", **opt("--repeats")),
-        seed: int = typer.Option(0, "--seed", **opt("--seed")),
-        group_column: str | None = typer.Option(None, "--group-column"),
-        n_estimators: int = typer.Option(30, "--n-estimators", **opt("--n-estimators")),
-        n_jobs: int = typer.Option(1, "--n-jobs", **opt("--n-jobs")),
+        k: int = typer.Option(5, "--k", **opt("--k"), help="TsT-RF folds per diagnosis (k-fold cross-validation)."),
+        repeats: int = typer.Option(3, "--repeats", **opt("--repeats"),
+                                    help="TsT-RF repeats of the k folds per diagnosis (different fold splits)."),
+        seed: int = typer.Option(0, "--seed", **opt("--seed"),
+                                 help="Seed for the folds, the forests and the random-removal baseline (recorded)."),
+        group_column: str | None = typer.Option(None, "--group-column",
+                                                help="Question column whose groups stay in one fold (e.g. a shared image)."),
+        n_estimators: int = typer.Option(30, "--n-estimators", **opt("--n-estimators"),
+                                         help="Trees per random forest."),
+        n_jobs: int = typer.Option(1, "--n-jobs", **opt("--n-jobs"),
+                                   help="Parallel jobs for fitting the forests (-1 = all cores)."),
         column_map: list[str] | None = typer.Option(None, "--map", help="Column rename OLD=NEW; repeatable."),
-        revision: str | None = typer.Option(None, "--revision"),
+        revision: str | None = typer.Option(None, "--revision", help="Hub revision for --questions."),
     ) -> None:
         """Iterative Bias Pruning: remove the questions TsT-RF finds most learnable, re-diagnose, repeat."""
         from rich.console import Console
@@ -98,5 +105,7 @@ def register(app: typer.Typer) -> None:
                          n_estimators=n_estimators, n_jobs=n_jobs, column_map=column_map, revision=revision,
                          progress=lambda msg: st.update(f"pruning: {msg}"))
         res = result.engine
+        from ..fmt import plain
+
         typer.echo(f"removed {len(res.removed)} of {result.frame.n_questions} questions "
-                   f"(stop: {res.stop_reasons}) -> {one_line(result.folder)}")
+                   f"(stop: {plain(res.stop_reasons)}) -> {one_line(result.folder)}")

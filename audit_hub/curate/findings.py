@@ -19,10 +19,6 @@ import pandas as pd
 from .. import detectors as reg
 from . import roles
 
-# Option texts that are not options: what a pandas round trip or a padding slot leaves behind
-# (documented in docs/curate.md; compared after strip + casefold).
-PLACEHOLDER_TEXTS = frozenset({"", "nan", "none", "null", "n/a", "na", "<na>", "nat", "undefined"})
-
 
 @dataclass
 class Findings:
@@ -36,23 +32,15 @@ class Findings:
 
 
 def placeholder_options(frame) -> pd.DataFrame:
-    """Per question: number of placeholder option texts and whether the gold option is one.
+    """Per question: number of placeholder options and whether the gold option is one, by the audit's
+    one placeholder rule (:mod:`audit_hub.detectors.placeholders`: a missing value wherever it stands;
+    ``None``/``null``/``N/A`` only as trailing padding, not among quantities)."""
+    from ..detectors.placeholders import placeholder_table
 
-    Uses the audit's own placeholder finding when a detector provides one (a per-question column
-    ``*_placeholder_gold``); otherwise checks the option texts against :data:`PLACEHOLDER_TEXTS`.
-    """
-    opts = frame.questions["options"].tolist()
-    gold = frame.gold_index
-    n_ph = np.zeros(len(opts), dtype=np.int64)
-    gold_ph = np.zeros(len(opts), dtype=bool)
-    for i, o in enumerate(opts):
-        if o is None or len(o) == 0:
-            continue
-        flags = [str(t).strip().casefold() in PLACEHOLDER_TEXTS for t in o]
-        n_ph[i] = sum(flags)
-        g = int(gold[i])
-        gold_ph[i] = 0 <= g < len(flags) and flags[g]
-    return pd.DataFrame({"placeholder_n_options": n_ph, "placeholder_gold": gold_ph})
+    ph = placeholder_table(frame)
+    gold_ph = ph["gold_placeholder"] & (np.asarray(frame.gold_index) >= 0)
+    return pd.DataFrame({"placeholder_n_options": ph["n_placeholders"].astype(np.int64),
+                         "placeholder_gold": gold_ph.astype(bool)})
 
 
 def audit_findings(frame, *, seed: int = 0, text_cache: pd.DataFrame | None = None,

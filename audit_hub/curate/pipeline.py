@@ -82,6 +82,14 @@ class CurateConfig:
     threads: int = 1
 
     def validate(self, n_items: int) -> None:
+        from ..bounds import check_range
+
+        for name, value in (("--n-boot", self.n_boot), ("--random-draws", self.n_random),
+                            ("--score-budget", self.score_budget), ("--seed", self.seed), ("--folds", self.n_folds),
+                            ("--category-floor", self.floor_share), ("--threads", self.threads)):
+            check_range(name, value)
+        for f in self.junk_fractions:
+            check_range("--junk", f)
         self.thresholds.validate()
         bad = [s for s in self.stages if s not in STAGES]
         if bad or len(set(self.stages)) != len(self.stages):

@@ -23,6 +23,7 @@ register(
     signal="full vs blind accuracy",
     finding="no-gain-from-image items",
     audit_params=("n_permutations", "alpha"),
+    compares_arms=True,
     # 199 permutations inside a simulation (p resolution 0.005); power, the per-category and the
     # unstratified permutation nulls are not part of the headline test
     calibration_params={"leave_one_out": False, "n_boot": 0, "power": False, "n_permutations": 199,
@@ -123,7 +124,7 @@ register(
 ACTION_RULES: dict[str, str] = {
     "rewrite distractor": "distractor_similarity at medium or above (identical or near-identical options), or "
                           "the consensus option duplicates the gold text; the options need fixing, not the label",
-    "relabel": "the gold option is a placeholder text (nan, None, empty, ...: unanswerable as released), or "
+    "relabel": "the gold option is a placeholder (a missing value: empty, nan, or None as trailing padding; unanswerable as released), or "
                "consensus_error at high or above: posterior >= 0.5 that the gold is wrong under a model of "
                "per-model reliability and position bias, item difficulty and attractive distractors, in a "
                "category whose golds the pool can tell, confirmed by the held-out-model check (on open items: every "

@@ -748,5 +748,5 @@ def lede_line(s: dict) -> str:
 
 def console_line(s: dict) -> str:
     """One line for the terminal after an audit."""
-    return (f"unanimous non-gold consensus: {s.get('n_unanimous_non_gold')} items "
-            f"(expected under independence {s.get('expected_under_independence')})")
+    return (f"unanimous non-gold consensus: {fmt_num(s.get('n_unanimous_non_gold'))} items "
+            f"(expected under independence {fmt_num(s.get('expected_under_independence'))})")

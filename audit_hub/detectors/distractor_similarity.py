@@ -12,8 +12,10 @@ letter prefixes such as ``"A."``/``"(B)"`` stripped, light LaTeX clean-up, numbe
   numerically only); texts that differ only in their numbers (same *skeleton*, e.g. "4 cm" vs "5 cm");
   token-set matches where one token set is a strict subset of the other ("I and II" vs
   "I, II and III": token-set ratio is 100 for any subset, so it says nothing there);
-  **contrastive** pairs (left/right, above/below, increase/decrease, more/less, true/false, ...
-  or a negation present in only one text) are reported as contrastive (severity info), never duplicate.
+  **contrastive** pairs are reported as contrastive (severity info), never duplicate: an antonym
+  (left/right, above/below, increase/decrease, more/less, true/false, ...), a negation present in only
+  one text, the same words in a different order ("40 black and 41 white ones" vs "40 white and 41 black
+  ones": the similarity is order-aware), or changed numbers (same skeleton, "4 cm" vs "5 cm").
 * Options whose text is just their own letter (``["A", "B", "C", "D", "E"]`` in MATH-Vision: the real
   options are in the image) are *bare-letter* options. They are excluded from text comparison;
   ``n_bare_letter_option_items`` counts items whose options are all bare letters. Empty texts are
@@ -91,6 +93,14 @@ def _is_contrastive(a: str, b: str) -> bool:
                 if x == p + y or y == p + x:
                     return True
     return False
+
+
+def _is_permutation(a: str, b: str) -> bool:
+    """True when two texts have the same words in a different order ("40 black and 41 white ones" vs
+    "40 white and 41 black ones"): swapped words make opposite options, which an order-blind token-set
+    similarity scores 100."""
+    wa, wb = _WORD_RE.findall(a), _WORD_RE.findall(b)
+    return wa != wb and sorted(wa) == sorted(wb)
 
 
 def _is_token_subset(a: str, b: str) -> bool:
@@ -206,7 +216,9 @@ def _score_near_pairs(ca, cb, exact, sim, near, contrast, norm_texts, chars, tok
             sk_codes = np.full(n_norm, -1, np.int64)
             sk = pa.array(skeletons(pa.array(norm_texts[involved], type=pa.string())), type=pa.string())
             sk_codes[involved] = sk.dictionary_encode().indices.to_numpy(zero_copy_only=False)
-            cand = cand[sk_codes[ulo[cand]] != sk_codes[uhi[cand]]]
+            same_sk = sk_codes[ulo[cand]] == sk_codes[uhi[cand]]
+            ucls[cand[same_sk]] = 2  # changed numbers: contrastive options, never near duplicates
+            cand = cand[~same_sk]
         if len(cand):
             from rapidfuzz import fuzz, process
             from rapidfuzz.distance import Levenshtein
@@ -226,7 +238,7 @@ def _score_near_pairs(ca, cb, exact, sim, near, contrast, norm_texts, chars, tok
             s = np.where(e_lev[cand], lev, 0.0)
             for j in np.flatnonzero(lev_ok | tok_ok):
                 ta, tb = qa[j], qb[j]
-                if _is_contrastive(ta, tb):
+                if _is_contrastive(ta, tb) or _is_permutation(ta, tb):
                     ucls[cand[j]] = 2
                     s[j] = 0.0
                 elif lev_ok[j]:
@@ -453,6 +465,15 @@ def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
     return out.where(~gold_inv, out + ", one of them gold")
 
 
+def limitation_lines(s: dict) -> list[str]:
+    """The card's limitations this detector's summary ``s`` states (its own counts)."""
+    n = s.get("n_bare_letter_option_items") or 0
+    if not n:
+        return []
+    return [f"{fmt_num(n)} multiple-choice items have options that are bare letters ('A'..'E', '(A)', ...: the "
+            "real options are drawn in the image); option-text detectors skip those items and say so."]
+
+
 def card_line(s: dict) -> str:
     """The card's one-line finding on this detector's summary ``s``."""
     txt = (f"**{NAME}**: {fmt_num(s.get('n_exact_duplicates'))} question(s) with exact-duplicate "
@@ -460,7 +481,7 @@ def card_line(s: dict) -> str:
     if isnum(s.get("n_bare_letter_option_items")) and s.get("n_bare_letter_option_items"):
         txt += (f"; {fmt_num(s.get('n_bare_letter_option_items'))} questions whose options are bare letters "
                 "(the real options are in the image) were not compared")
-    txt += (f"; placeholder options (nan, None, empty, ...): {fmt_num(s.get('n_placeholder_gold') or 0)} "
+    txt += (f"; placeholder options (missing values: empty, nan, None as trailing padding, ...): {fmt_num(s.get('n_placeholder_gold') or 0)} "
             f"question(s) whose **gold** is a placeholder (unanswerable as released: relabel) and "
             f"{fmt_num(s.get('n_placeholder_distractor_items') or 0)} with placeholder distractors "
             "(rewrite; they are left out of every option count)")

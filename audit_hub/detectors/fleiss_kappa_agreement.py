@@ -340,7 +340,7 @@ def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
 
 def card_line(s: dict) -> str:
     """The card's one-line finding on this detector's summary ``s``."""
-    txt = f"**{NAME}**: Fleiss kappa {fmt_num(s.get('kappa'))} (95% CI {ci(s.get('kappa_ci'), 'plain')})"
+    txt = f"**{NAME}**: Fleiss kappa {fmt_num(s.get('kappa'))} (95% CI {ci(s.get('kappa_ci'), 'plain', s.get('kappa'))})"
     if isnum(s.get("randolph_kappa")):
         txt += f"; Randolph free-marginal kappa {fmt_num(s.get('randolph_kappa'))}"
     return txt + "."

@@ -51,7 +51,7 @@ import pandas as pd
 
 from ..errors import DetectorSkipped
 from ..escape import md_inline
-from ..fmt import fmt_p, fmt_p_fine, num_labels, pct, pp
+from ..fmt import fmt_num, fmt_p, isnum, num_labels, pct, pp
 from ..frame.core import AuditFrame
 from ..severity import severity_array
 from ..stats.core import benjamini_hochberg, permutation_p_value, table_bootstrap, wilson_ci
@@ -634,10 +634,11 @@ def headline_notes(vd: dict) -> list[str]:
     if vd.get("null_hypothesis"):
         out.append(f"**Null of the headline test** ({vd.get('n_strata', 1)} strata): {vd['null_hypothesis']}")
     un = vd.get("unstratified")
+    B = vd.get("n_permutations")
     if isinstance(un, dict):
         txt = (f"Unstratified (one benchmark-wide shuffle, the paper's number): null mean {pct(un.get('null_mean'))}, "
-               f"excess {pp(un.get('excess'))}, p = {fmt_p_fine(un.get('p_value'))}; stratified headline: excess "
-               f"{pp(vd.get('excess'))}, p = {fmt_p_fine(vd.get('p_value'))}.")
+               f"excess {pp(un.get('excess'))}, p = {fmt_p(un.get('p_value'), B)}; stratified headline: excess "
+               f"{pp(vd.get('excess'))}, p = {fmt_p(vd.get('p_value'), B)}.")
         if un.get("disagrees"):
             txt = "**The two nulls disagree.** " + txt + " The headline is the stratified test: " + str(un.get("why", ""))
         out.append(txt)
@@ -730,11 +731,66 @@ def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
             + num_labels(p[f"{NAME}_b"]) + "/" + num_labels(p[f"{NAME}_mb"]) + " right blind)")
 
 
+def _cells(s: dict) -> list[dict]:
+    cells = s.get("diagonal_cells")
+    return [c for c in cells if isinstance(c, dict) and isnum(c.get("excess"))] if isinstance(cells, list) else []
+
+
+def _cell_kind(c: dict, s: dict) -> str:
+    lab = str(c.get("label", ""))
+    if "blind-solvable" in lab:
+        return "blind-solvable"
+    if c.get("f") == 0 and c.get("b") == 0:
+        return "unsolved"
+    return "partly solved"
+
+
+def excess_location(s: dict) -> str:
+    """Where the zero-gain excess sits, in words: the diagonal cell that carries most of it, what that
+    cell means, and the blind-solvable cell (the only cell that is evidence of text-answerability)."""
+    cells = _cells(s)
+    total = s.get("excess")
+    if not cells or not isnum(total) or float(total) <= 0:
+        return ""
+    top = max(cells, key=lambda c: float(c["excess"]))
+    kind = _cell_kind(top, s)
+    solv = [c for c in cells if _cell_kind(c, s) == "blind-solvable"]
+    share = float(top["excess"]) / float(total)
+    how = ("all of it" if share >= 0.95 else "most of it" if share >= 0.5 else f"{pct(share)} of it")
+    where = {"unsolved": "items no model solves with or without the image, which is not evidence of "
+                         "text-answerability",
+             "blind-solvable": "items every model answers correctly without the image: text-answerability",
+             "partly solved": "items some models solve equally often with and without the image"}[kind]
+    txt = (f"Where the excess is: {how} ({pp(top['excess'])}: {fmt_num(top.get('observed'))} observed, "
+           f"{fmt_num(top.get('expected'))} expected) sits in {where}")
+    if kind != "blind-solvable" and solv:
+        c = solv[0]
+        txt += (f"; blind-solvable items add {pp(c['excess'])} ({fmt_num(c.get('observed'))} observed, "
+                f"{fmt_num(c.get('expected'))} expected)")
+    return txt + "."
+
+
+def decomposition_line(s: dict) -> str:
+    """The card's line under the headline table: the excess of each zero-gain cell with its counts."""
+    cells = _cells(s)
+    if not cells:
+        return ""
+    mf, mb = len(s.get("models_full") or []) or s.get("n_models"), len(s.get("models_blind") or []) or None
+    rule = (f"f/{mf} = b/{mb}: the share of full-arm models right equals the share of blind models right"
+            if s.get("pool_level") and mb else "f = b: as many models right with the image as without")
+    parts = [f"{md_inline(c.get('label', '?'), 80)}: {pp(c['excess'])} ({fmt_num(c.get('observed'))} observed, "
+             f"{fmt_num(c.get('expected'))} expected)" for c in cells[:8]]
+    return f"Excess by zero-gain cell ({rule}): " + "; ".join(parts) + "."
+
+
 def lede_line(s: dict) -> str:
-    """The card's opening line on this detector's summary ``s``."""
+    """The card's opening line on this detector's summary ``s``: the share, the null, the excess and
+    where the excess sits."""
+    loc = excess_location(s)
     return (f"{pct(s.get('zero_gain_share'))} of questions show zero aggregate accuracy gain from the image; "
             f"an item-matched permutation null accounts for {pct(s.get('null_mean'))}, leaving "
-            f"{pp(s.get('excess'))} (p = {fmt_p(s.get('p_value'))}).")
+            f"{pp(s.get('excess'))} (p = {fmt_p(s.get('p_value'), s.get('n_permutations'))})."
+            + (" " + loc if loc else ""))
 
 
 def card_line(s: dict) -> str:
@@ -763,7 +819,7 @@ def card_line(s: dict) -> str:
 
 def console_line(s: dict) -> str:
     """One line for the terminal after an audit."""
-    def share(x):
-        return "n/a" if x is None else f"{100 * x:.1f}%"
-    return (f"zero-gain share {share(s.get('zero_gain_share'))} (null {share(s.get('null_mean'))}, "
-            f"excess {100 * (s.get('excess') or 0):+.1f} pp, p = {s.get('p_value')})")
+    loc = excess_location(s)
+    return (f"zero-gain share {pct(s.get('zero_gain_share'))} (null {pct(s.get('null_mean'))}, "
+            f"excess {pp(s.get('excess'))}, p = {fmt_p(s.get('p_value'), s.get('n_permutations'))})"
+            + (". " + loc if loc else ""))

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from scipy.special import expit
 
 from .. import detectors
 from ..columns import ARROW_STR
@@ -85,12 +86,11 @@ def accuracy_classes(frame: AuditFrame, condition_on_gold: bool = True) -> np.nd
 
 
 def class_accuracies(frame: AuditFrame, field: str, cls: np.ndarray, n_cls: int) -> tuple[np.ndarray, np.ndarray]:
-    """(2 arms, n_models, n_cls) accuracy in ``field`` (a model's pooled accuracy where a class is
+    """(2 arms, n_models, n_cls) accuracy in ``field``, per arm (an arm with no value in ``field`` is read in the
+    other correctness field; a model's pooled accuracy where a class is
     empty) and the (2, Q, M) int8 dense correctness matrices (-1 unknown / absent run)."""
     M, Q = frame.n_models, frame.n_questions
-    fld = field
-    if not (frame.runs[field].to_numpy() >= 0).any():
-        fld = "hit_exact" if field == "hit" else "hit"
+    other = "hit_exact" if field == "hit" else "hit"
     acc = np.zeros((2, M, n_cls))
     dense = []
     order = np.argsort(cls, kind="stable")
@@ -99,6 +99,9 @@ def class_accuracies(frame: AuditFrame, field: str, cls: np.ndarray, n_cls: int)
         if not frame.has_arm(arm):
             dense.append(np.full((Q, M), -1, np.int8))
             continue
+        # an arm without values in ``field`` is simulated from the other field (a judged full arm against
+        # `benchaudit blind` reruns, which carry exact matching only, as the audit compares them)
+        fld = field if (frame.known_counts(field)[frame.arm_code(arm)] > 0).any() else other
         C = frame.correctness(arm, fld)
         dense.append(C)
         nk = np.zeros((M, n_cls))
@@ -143,7 +146,7 @@ def item_difficulty(C: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndar
 
     def gap(sig):
         a = solve_ability(acc, sig)
-        p = 1 / (1 + np.exp(-(a[:, :, None] - sig * NODES)))          # (n, M, nq)
+        p = expit(a[:, :, None] - sig * NODES)                          # (n, M, nq)
         S = np.einsum("nm,nmq->nq", known, p)
         V = np.einsum("nm,nmq->nq", known, p * (1 - p))
         e = S @ w
@@ -244,7 +247,8 @@ class NullSimulator:
             u = np.zeros((S, n))
         full = self.ra == 0
         p = np.empty((S, len(self.rq)))
-        p[:, full] = 1 / (1 + np.exp(-(self.ability[self.rq[full], self.rm[full]] - u[:, self.rq[full]])))
+        # expit, not 1 / (1 + exp(-x)): an extreme ability (an arm every model gets right) overflowed exp
+        p[:, full] = expit(self.ability[self.rq[full], self.rm[full]] - u[:, self.rq[full]])
         p[:, ~full] = self.p_blind[self.rq[~full], self.rm[~full]]
         hit = rng.random((S, len(self.rq))) < p
         kq = self.k_eff[self.rq]
@@ -536,7 +540,11 @@ def _simulate(sim: NullSimulator, runs: dict[str, Callable], *, n_sims: int, see
     claims = claims if claims is not None else SimClaims(None, n_sims)
     source = _FrameSource(sim, seed, n_sims)
     out: dict[int, dict] = {}
+    from ..clock import progress as stage_progress
+
     while (s := claims.next()) is not None:
+        # claims are handed out in index order across processes: s + 1 simulations are under way or done
+        stage_progress(s, n_sims)
         f = source.frame(s)
         row: dict[str, tuple] = {}
         for name, fn in runs.items():

@@ -19,6 +19,7 @@ from ..clock import stage
 from ..detectors.base import DetectorResult
 from ..errors import DetectorSkipped
 from ..frame.core import AuditFrame
+from ..schema import ARMS
 
 DETECTORS: tuple[str, ...] = detectors.names()
 
@@ -81,11 +82,13 @@ def run_detectors(frame: AuditFrame, names: tuple[str, ...], *, seed: int = 0,
     Holm or summary. For callers that read the per-question tables alone (curation's per-fold re-audits).
     Returns (results, skipped reasons, primary field)."""
     field = primary_field(frame)
+    arms = arm_field(frame)
     results: dict[str, DetectorResult] = {}
     skipped: dict[str, str] = {}
     for name in names:
         try:
-            results[name] = detectors.get(name).load().run(frame, field=field, seed=seed, **(params or {}).get(name, {}))
+            results[name] = detectors.get(name).load().run(frame, field=_fields(frame, name, field, arms), seed=seed,
+                                                           **(params or {}).get(name, {}))
         except DetectorSkipped as e:
             skipped[name] = str(e)
     return results, skipped, field
@@ -145,19 +148,28 @@ def run_audit(frame: AuditFrame, config: AuditConfig | None = None,
             cal.close()
 
 
+def _fields(frame: AuditFrame, name: str, primary: str, arms: dict) -> str:
+    """The correctness field detector ``name`` reads first: the arms' shared field when it compares them."""
+    return arms["field"] if detectors.get(name).compares_arms else primary
+
+
 def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callable[[str], None],
-              timings: dict[str, float], threads: int = 1, busy: Callable[[], None] | None = None):
-    """Every configured detector on the primary field, and judge-dependent ones also on exact match.
+              timings: dict[str, float], threads: int = 1, busy: Callable[[], None] | None = None,
+              arms: dict | None = None):
+    """Every configured detector on its field (the primary one; for detectors that compare the arms, the field
+    both arms share, :func:`arm_field`), and judge-dependent ones read first on ``hit`` also on exact match.
 
     ``threads`` > 1 runs these detector calls on up to that many threads (:mod:`audit_hub.engine.scheduler`:
     the detectors are pure functions of the frame, which fills its shared caches once under a lock;
     the longest first by the registry's ``ns_per_cell``; side by side within a memory budget of about two of the heaviest at once; one thread fewer while ``busy()``,
     the calibration worker, holds a CPU). The results are the same as one after another."""
+    arms = arms or arm_field(frame)
     has_exact = bool((frame.runs["hit_exact"].to_numpy() >= 0).any())
     modules = {name: detectors.get(name).load() for name in config.detectors}
-    calls = [(name, primary) for name in config.detectors]
+    first_field = {name: _fields(frame, name, primary, arms) for name in config.detectors}
+    calls = [(name, first_field[name]) for name in config.detectors]
     calls += [(name, "hit_exact") for name in config.detectors
-              if detectors.get(name).judge_dependent and primary == "hit" and has_exact]
+              if detectors.get(name).judge_dependent and first_field[name] == "hit" and has_exact]
     lock = threading.Lock()
 
     def call(c: tuple[str, str]):
@@ -186,9 +198,10 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
     else:
         out = {}
         for c in calls:
-            if c[1] != primary and isinstance(out[(c[0], primary)], DetectorSkipped):
+            first = (c[0], first_field[c[0]])
+            if c != first and isinstance(out[first], DetectorSkipped):
                 continue
-            if c[1] == primary:
+            if c == first:
                 step(c[0])
             with stage(c[0]):
                 out[c] = call(c)
@@ -196,17 +209,55 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
     alt: dict[str, DetectorResult] = {}
     skipped: dict[str, str] = {}
     for name in config.detectors:
-        first = out[(name, primary)]
+        first = out[(name, first_field[name])]
         if isinstance(first, DetectorSkipped):
             skipped[name] = str(first)
             continue
         results[name] = first
-        second = out.get((name, "hit_exact"))
+        second = out.get((name, "hit_exact")) if first_field[name] == "hit" else None
         if isinstance(second, DetectorSkipped):
             skipped[name] = str(second)
         elif second is not None:
             alt[name] = second
     return results, alt, skipped, modules
+
+
+def arm_field(frame: AuditFrame) -> dict[str, Any]:
+    """The correctness field on which the full and the blind arm are compared, and why.
+
+    The judged field (``hit``) when every model of the compared pool has judged correctness in both arms
+    (the exact-match field is then compared as well: judge dependence); otherwise exact matching
+    (``hit_exact``) in both arms. ``benchaudit blind`` runs no judge, so a judged full arm against its
+    blind reruns is compared on exact matching, the full arm's exact-match correctness being computed from
+    its predictions by the same parser (:mod:`audit_hub.answers`) that scored the blind arm. Returns
+    ``{"field", "why", "judged_too", "exact_source", "models_without_judge": {arm: [names]}}``."""
+    full, blind = frame.models_in("full"), frame.models_in("blind")
+    paired = frame.paired_models()
+    mf, mb = (paired, paired) if paired else (full, blind)
+    src = frame.meta.get("hit_exact_source", "parser")
+    how = ("exact-match correctness is computed from each arm's predictions by the same parser (audit_hub.answers)"
+           if src == "parser" else "exact-match correctness as the run files give it (hit_exact)")
+    if not mf or not mb:
+        return {"field": primary_field(frame), "why": "no blind arm to compare with", "judged_too": False,
+                "exact_source": src, "models_without_judge": {}}
+    hk = frame.known_counts("hit")
+    idx = {m: i for i, m in enumerate(frame.models)}
+    without = {"full": [m for m in mf if hk[0, idx[m]] == 0], "blind": [m for m in mb if hk[1, idx[m]] == 0]}
+    if not without["full"] and not without["blind"]:
+        return {"field": "hit", "judged_too": True, "exact_source": src, "models_without_judge": without,
+                "why": "both arms carry judged correctness (hit) for every compared model: the arms are compared "
+                       f"on the judged field and again on exact matching; {how}"}
+    if len(without["full"]) == len(mf):
+        why = f"the full arm has no judged correctness, so both arms are compared on exact matching; {how}"
+    else:
+        who = without["blind"] or without["full"]
+        arm = "blind" if without["blind"] else "full"
+        why = (f"the {arm} arm has no judged correctness for {len(who)} of {len(mb if arm == 'blind' else mf)} "
+               f"compared model(s): {', '.join(who[:5])}{' ...' if len(who) > 5 else ''}"
+               + (" (`benchaudit blind` scores by exact matching and runs no judge)" if arm == "blind" else "")
+               + f", so both arms are compared on exact matching; {how}")
+    return {"field": "hit_exact", "why": why, "judged_too": False, "exact_source": src,
+            "models_without_judge": without}
 
 
 def _multiplicity(results: dict[str, DetectorResult]) -> dict:
@@ -223,16 +274,18 @@ def _multiplicity(results: dict[str, DetectorResult]) -> dict:
 
 def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict[str, DetectorResult],
              alt: dict[str, DetectorResult], skipped: dict[str, str], judge: dict, calibration: dict,
-             multiplicity: dict, tst) -> dict[str, Any]:
+             multiplicity: dict, tst, arms: dict | None = None) -> dict[str, Any]:
     """The audit's ``summary.json``: the pool, each detector's summary (with its exact-match arm and
     calibration), skips, multiplicity, judge dependence, accuracies and the configuration."""
     summary: dict[str, Any] = {
         "benchaudit_version": _version(),
         "n_questions": frame.n_questions,
-        "models": {"full": frame.models_in("full"), "blind": frame.models_in("blind")},
-        "pool": frame.meta.get("pool") or pool_summary(frame.models_in("full"), frame.models_in("blind")),
+        "models": {arm: frame.models_in(arm) for arm in ARMS if arm != "base" or frame.has_arm(arm)},
+        "pool": frame.meta.get("pool") or pool_summary(frame.models_in("full"), frame.models_in("blind"),
+                                                       frame.meta.get("pairing")),
         "judges": frame.meta.get("judges", {}),
         "primary_field": primary,
+        "arm_comparison": arms or arm_field(frame),
         "seed": config.seed,
         "seeds": {"detectors": config.seed, "calibration": config.seed},
         "n_permutations": config.n_permutations,
@@ -241,6 +294,8 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
     for name in config.detectors:
         if name in results:
             entry = dict(results[name].summary)
+            if detectors.get(name).compares_arms and arms:
+                entry["field_why"] = arms.get("why")  # which correctness the arms were compared on, and why
             if name in alt:
                 entry["exact_match_arm"] = alt[name].summary
             if name in calibration:
@@ -253,7 +308,11 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
     summary["judge_dependence"] = judge
     summary["calibration"] = calibration
     summary["accuracy"] = frame.accuracy_table().to_dict(orient="records")
-    for key in ("circular", "unparsed_options"):  # how items were counted (CircularEval groups, unread options)
+    from .per_model import per_model_table
+
+    summary["per_model"] = per_model_table(frame, arms or arm_field(frame), alpha=config.alpha)
+    # how items were counted (CircularEval groups, unread options) and the defects of the input files
+    for key in ("circular", "unparsed_options", "input_defects"):
         if frame.meta.get(key):
             summary[key] = frame.meta[key]
     if tst is not None:
@@ -267,16 +326,26 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
     step = progress or (lambda _msg: None)
     timings: dict[str, float] = {}
     busy = cal.wait_worker if cal is not None and cal.in_worker else None
-    results, alt, skipped, modules = _run_each(frame, config, primary, step, timings, threads, busy)
+    arms = arm_field(frame)
+    results, alt, skipped, modules = _run_each(frame, config, primary, step, timings, threads, busy, arms)
 
     judge = {}
     for name in results:
         fn_name = detectors.get(name).judge_dependence
-        if fn_name is not None and name in alt:
+        if fn_name is not None and (name in alt or (primary == "hit" and results[name].summary.get("field") == "hit_exact")):
             step("judge dependence")
             t0 = time.perf_counter()
             with stage("judge dependence"):
-                judge = getattr(modules[name], fn_name)(frame, results[name], alt[name])
+                if name in alt:
+                    judge = getattr(modules[name], fn_name)(frame, results[name], alt[name])
+                else:  # compared on exact matching only: the judge-vs-exact disagreement per model and arm
+                    judge = getattr(modules[name], fn_name)(frame, None, None)
+                    judge["note"] = (f"{name} compared the full and blind arms on exact matching only: not every "
+                                     "compared model has judged correctness in both arms (summary.json "
+                                     "arm_comparison), so the zero-gain shares could not be compared under the judge; "
+                                     "the table shows how often the judge and the parser disagree where both scored. "
+                                     "Give blind runs with judged correctness to compare both.")
+                    judge["exact_only"] = True
             timings["judge dependence"] = time.perf_counter() - t0
 
     calibration: dict = {}
@@ -298,35 +367,64 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
         timings["tst"] = time.perf_counter() - t0
 
     multiplicity = _multiplicity(results)
-    summary = _summary(frame, config, primary, results, alt, skipped, judge, calibration, multiplicity, tst)
+    summary = _summary(frame, config, primary, results, alt, skipped, judge, calibration, multiplicity, tst, arms)
     return EngineResult(frame=frame, config=config, primary_field=primary, results=results, alt_results=alt,
                        skipped=skipped, judge_dependence=judge, calibration=calibration, summary=summary,
                        timings=timings, tst=tst)
 
 
-def pool_summary(full_models: Sequence[str], blind_models: Sequence[str]) -> dict:
-    """Which models pair by name across arms; a note when the blind pool is a different set."""
+def pool_summary(full_models: Sequence[str], blind_models: Sequence[str], pairing: dict | None = None) -> dict:
+    """Which models pair by name across arms; a note naming every blind run that pairs with no full-arm
+    model (``pairing``: :func:`audit_hub.readers.pairing.pair_arms`'s record, how each pair was made)."""
     full, blind = list(full_models), list(blind_models)
     paired = [m for m in full if m in set(blind)]
+    pb = (pairing or {}).get("blind") or {}
+    unmatched = [u["model"] for u in pb.get("unmatched", [])] or [m for m in blind if m not in set(full)]
     # the zero-gain audit pairs models by name; only with no model in both arms does it fall back to
     # comparing the two pools' mean accuracies (pool level)
     pool_level = bool(blind) and bool(full) and not paired
     note = None
+
+    def names(xs):
+        return ", ".join(xs[:8]) + (f" and {len(xs) - 8} more" if len(xs) > 8 else "")
+
     if pool_level:
-        note = (f"no model appears in both arms (full: {len(full)}, blind: {len(blind)}); full-vs-blind "
-                "comparisons are made at pool level (pool means), not per model")
+        note = (f"no blind run pairs with a full-arm model (blind: {names(unmatched or blind)}; full: {names(full)}); "
+                "full-vs-blind comparisons are made at pool level (pool means), not per model. Give each blind "
+                "run the full-arm model's name (`benchaudit blind --model-name`) to compare per model")
     elif blind and set(blind) != set(full):
-        unpaired = [m for m in full + blind if m not in set(paired)]
-        note = (f"the blind pool ({len(blind)} model(s)) differs from the full pool ({len(full)} model(s)); "
-                f"{detectors.by_role('image_gain')} pairs the {len(paired)} model(s) present in both arms and leaves out "
-                f"{unpaired[:5]}" + (" ..." if len(unpaired) > 5 else ""))
-    return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level, "note": note}
+        without = [m for m in full if m not in set(paired)]
+        note = (f"{detectors.by_role('image_gain')} pairs the {len(paired)} model(s) present in both arms"
+                + (f"; blind runs paired with no full-arm model, left out: {names(unmatched)}" if unmatched else "")
+                + (f"; full-arm models without a blind run: {names(without)}" if without else ""))
+    return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level,
+            "unmatched_blind": unmatched, "pairing": pairing or {}, "note": note}
 
 
 def _version() -> str:
     from .. import __version__
 
     return __version__
+
+
+def headline_lines(result) -> list[str]:
+    """The headline lines of one audit, as the CLI prints them and the work_dir index lists them (one per
+    detector that ran, one per skipped detector)."""
+    s = result.summary
+    lines = []
+    for spec in detectors.specs():
+        line = getattr(spec.load(), "console_line", None)
+        sm = s.get(spec.name, {})
+        if line is not None and not sm.get("skipped"):
+            lines.append(line(sm))
+    for name, reason in result.skipped.items():
+        lines.append(f"skipped {name}: {reason}")
+    arms = s.get("arm_comparison") or {}
+    if result.frame.has_arm("blind") and arms.get("field") and result.frame.has_arm("full"):
+        fields = "judged correctness (hit) and exact matching" if arms.get("judged_too") else (
+            "exact matching (hit_exact)" if arms["field"] == "hit_exact" else "judged correctness (hit)")
+        lines.append(f"full vs blind compared on {fields}: {arms.get('why', '')}")
+    return lines
 
 
 def exclusion_warning(result) -> str | None:

@@ -17,10 +17,69 @@ from collections.abc import Callable
 from typing import Any
 
 SIM_COUNTER = None  # in the worker: WorkerProcess.counter (set by _init_worker)
+_PR_SET_PDEATHSIG = 1
 
 
-def _init_worker(counter, read_claims=None) -> None:
+def _die_with_parent(parent_pid: int | None) -> None:
+    """Make the worker end, quietly, the moment the audit process is gone (SIGKILL, an OOM kill): on Linux
+    the kernel sends it SIGKILL when its parent dies (``prctl(PR_SET_PDEATHSIG)``), elsewhere a thread
+    watches the parent pid. No BrokenPipeError from a result it can no longer hand back; whatever it
+    wrote is inside the killed run's temporary folder, which the next run removes."""
+    import os
+    import signal
+    import sys
+
+    if parent_pid is None:
+        return
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(0)
+    if not armed:
+        import threading
+        import time
+
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(0.2)
+            os._exit(0)
+
+        threading.Thread(target=watch, name="benchaudit-parent-watch", daemon=True).start()
+
+
+def _quiet_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (before the first semaphore) with warnings off. After a
+    SIGKILL of the audit the tracker still unlinks every semaphore the run created; its only output would
+    be the 'leaked semaphore objects' warning, printed into the user's terminal."""
+    import os
+    from multiprocessing import resource_tracker
+
+    tracker = getattr(resource_tracker, "_resource_tracker", None)
+    if tracker is None or getattr(tracker, "_fd", None) is not None:
+        return  # already running (or another implementation): nothing to do
+    old = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = "ignore"
+    try:
+        resource_tracker.ensure_running()
+    except Exception:  # noqa: BLE001 - the tracker starts on first use anyway
+        pass
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONWARNINGS", None)
+        else:
+            os.environ["PYTHONWARNINGS"] = old
+
+
+def _init_worker(counter, read_claims=None, parent_pid: int | None = None) -> None:
     global SIM_COUNTER
+    _die_with_parent(parent_pid)
     SIM_COUNTER = counter
     from ..readers import parallel
 
@@ -57,12 +116,14 @@ class WorkerProcess:
 
     def __init__(self) -> None:
         import multiprocessing
+        import os
 
+        _quiet_resource_tracker()
         ctx = multiprocessing.get_context("spawn")
         self.counter = ctx.Value("q", 0)  # the next simulation index to run (calibration.SimClaims)
         # [round, next file index]: the input files read beside the caller (readers.parallel)
         self.read_claims = ctx.Array("q", 2)
-        self.pool = ctx.Pool(1, initializer=_init_worker, initargs=(self.counter, self.read_claims))
+        self.pool = ctx.Pool(1, initializer=_init_worker, initargs=(self.counter, self.read_claims, os.getpid()))
         self.pool.apply_async(_warm_readers)
         self._pids = {p.pid for p in getattr(self.pool, "_pool", [])}
         self._warmed = False

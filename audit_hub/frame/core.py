@@ -90,7 +90,10 @@ class AuditFrame:
         parsed = r.attrs.pop("_answer_codes", None)
         if parsed is not None:  # the parser's codes, kept as they are
             cache.update(answer_space=parsed, answer_codes=parsed.codes, gold_codes=parsed.gold)
-        return cls(questions=q, runs=r, models=tuple(models), sources=list(sources or []), meta=dict(meta or {}),
+        meta = dict(meta or {})
+        # where hit_exact came from: the parser, on every row's prediction, or the run files' own column
+        meta.setdefault("hit_exact_source", "parser" if parsed is not None else "input")
+        return cls(questions=q, runs=r, models=tuple(models), sources=list(sources or []), meta=meta,
                    cache=cache)
 
     # ------------------------------------------------------------------ basic facts
@@ -143,6 +146,26 @@ class AuditFrame:
         """Models present in both arms (the zero-gain audit pairs by model name)."""
         blind = set(self.models_in("blind"))
         return [m for m in self.models_in("full") if m in blind]
+
+    def known_counts(self, field: str) -> np.ndarray:
+        """(len(ARMS), n_models) number of run rows with a known (0/1) value in ``field``; computed once."""
+        if field not in ("hit", "hit_exact"):
+            raise ValueError("field must be 'hit' or 'hit_exact'")
+
+        def compute():
+            a, m, v = self.runs["arm"].to_numpy(), self.runs["m"].to_numpy(), self.runs[field].to_numpy()
+            M = len(self.models)
+            counts = np.zeros(len(ARMS) * M, np.int64)
+            step = 1 << 22
+            for lo in range(0, len(a), step):
+                sel = v[lo:lo + step] >= 0
+                counts += np.bincount((a[lo:lo + step][sel].astype(np.int32) * M + m[lo:lo + step][sel]),
+                                      minlength=len(ARMS) * M)
+            out = counts.reshape(len(ARMS), M)
+            out.setflags(write=False)
+            return out
+
+        return self.cached(("known_counts", field), compute)
 
     def has_judged(self, arm: str = "full") -> bool:
         return bool((self.correctness(arm, "hit") >= 0).any())
@@ -305,7 +328,8 @@ class AuditFrame:
         """Per model and arm: n items, judged and exact-match accuracy, unparseable share."""
         r = self.runs
         M = len(self.models)
-        size = 2 * M
+        A = len(ARMS)
+        size = A * M
         arm, mod = r["arm"].to_numpy(), r["m"].to_numpy()
         h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
         unp = r["answer"].isna().to_numpy() if len(r) else np.zeros(0, bool)
@@ -324,7 +348,7 @@ class AuditFrame:
         unparsed = cnt[..., 1].sum(axis=(1, 2))
         rows = []
         for mm in range(M):  # groupby order: model code, then arm
-            for aa in range(2):
+            for aa in range(A):
                 k = aa * M + mm
                 if n_items[k] == 0:
                     continue

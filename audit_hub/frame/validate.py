@@ -350,8 +350,9 @@ def _check_no_duplicates(qcodes: np.ndarray, mcodes: np.ndarray, acodes: np.ndar
         return (acodes[lo:hi].astype(np.int64) * nm + mcodes[lo:hi]) * nq + qcodes[lo:hi]
 
     step = 1 << 23
-    if nq * nm * 2 <= 1_000_000_000:
-        seen = np.zeros(nq * nm * 2, dtype=np.bool_)
+    n_arms = int(acodes.max()) + 1 if n else 1  # the arms present (codes are ARMS positions)
+    if nq * nm * n_arms <= 1_000_000_000:
+        seen = np.zeros(nq * nm * n_arms, dtype=np.bool_)
         for lo in range(0, n, step):
             seen[keys(lo, lo + step)] = True
         has_dup = int(np.count_nonzero(seen)) != n

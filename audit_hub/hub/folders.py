@@ -210,9 +210,9 @@ def _finalise(tmp: Path, command: str | None) -> None:
     A folder may hold reports with manifests of their own (an index of reports): each manifest is
     updated, deepest first, so that a parent's record of a child's manifest stays true."""
     from ..errors import OutputError
-    from ..scrub import find_secret, find_secret_in_file, scrub, secret_values
+    from ..scrub import find_secret, find_secret_in_file, known_secrets, scrub
 
-    secrets = bool(secret_values())
+    secrets = bool(known_secrets())
     changed: set[str] = set()
     manifests: list[str] = []
     for p in sorted(tmp.rglob("*")):

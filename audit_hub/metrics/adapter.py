@@ -57,6 +57,127 @@ class MetricInputError(InputError, ValueError):
     (what users of ``evaluate`` expect from ``compute``)."""
 
 
+# ---------------------------------------------------------------------------------- arguments
+#: the columns that carry answers (text): None, NaN or "" = no parseable answer
+ANSWER_COLUMNS = ("predictions", "blind_predictions", "references")
+#: the columns of judged correctness
+HIT_COLUMNS = ("hits", "blind_hits")
+#: arguments that must be True or False (None: the detector's default)
+BOOL_ARGUMENTS = ("return_per_question", "leave_one_out", "power", "secondary_permutations", "use_blind",
+                  "per_category", "check")
+FIELDS = ("hit", "hit_exact")
+
+
+def _is_nan(v) -> bool:
+    return isinstance(v, float) and v != v or (type(v).__module__ == "numpy" and getattr(v, "dtype", None) is not None
+                                               and v.dtype.kind == "f" and bool(v != v))
+
+
+def _hit_ok(v) -> bool:
+    import numbers
+
+    if v is None:
+        return True
+    if isinstance(v, (bool, np.bool_)):
+        return True
+    return isinstance(v, numbers.Real) and not _is_nan(v) and v in (0, 1)
+
+
+def check_arguments(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of module ``name`` checked with the CLI's rules (ranges from
+    :data:`audit_hub.bounds.ARGUMENT_RANGES`, the messages of :func:`audit_hub.bounds.check_range`); a bad
+    one is a :class:`MetricInputError` (a ``ValueError``) naming it and its allowed values. Returns the
+    arguments with no-answer cells (None, NaN) in the answer columns written as ``""`` (what ``evaluate``'s
+    string features accept; the same meaning, as the cards say)."""
+    import numbers
+
+    from ..bounds import ARGUMENT_RANGES, check_range
+
+    out = dict(args)
+    for key, value in args.items():
+        if value is None:
+            continue
+        if key in ARGUMENT_RANGES:
+            try:
+                check_range(key, value, ARGUMENT_RANGES)
+            except InputError as e:
+                raise MetricInputError(f"{name}: {e.detail}") from None
+        elif key in BOOL_ARGUMENTS:
+            if not isinstance(value, (bool, np.bool_)):
+                raise MetricInputError(f"{name}: {key} must be True or False, got {value!r}")
+        elif key == "field":
+            if value not in FIELDS:
+                raise MetricInputError(f"{name}: field must be one of {', '.join(map(repr, FIELDS))}, got {value!r}")
+        elif key in HIT_COLUMNS:
+            vals = _as_list(key, value, name)
+            bad = next((i for i, v in enumerate(vals) if not _hit_ok(v)), None)
+            if bad is not None:
+                raise MetricInputError(f"{name}: {key}[{bad}] is {vals[bad]!r}; allowed values are 0, 1, True, "
+                                       "False or None (not judged)")
+        elif key in ANSWER_COLUMNS:
+            vals = _as_list(key, value, name)
+            clean = []
+            for i, v in enumerate(vals):
+                if v is None or _is_nan(v):
+                    v = ""
+                elif isinstance(v, (bool, np.bool_)) or not isinstance(v, (str, numbers.Real)):
+                    raise MetricInputError(f"{name}: {key}[{i}] is {type(v).__name__} {v!r}; allowed values are "
+                                           "a string (option letter, yes/no or a value), a number, or None / "
+                                           "\"\" (no parseable answer)")
+                clean.append(v)
+            out[key] = clean
+    return out
+
+
+def _as_list(key: str, value, name: str) -> list:
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__len__"):
+        raise MetricInputError(f"{name}: {key} must be a list with one entry per row, got {type(value).__name__}",
+                               column=key)
+    return list(value.tolist() if hasattr(value, "tolist") else value)
+
+
+def argument_types_markdown(module: str, arguments: Sequence[str]) -> str:
+    """The card section that lists the accepted types of every argument of ``module`` (``arguments``: the
+    keywords of its ``_compute``), from the same tables :func:`check_arguments` uses."""
+    from ..bounds import ARGUMENT_RANGES, range_text
+
+    fixed = {
+        "question_ids": "list of str (one per row)",
+        "models": "list of str (one per row)",
+        "predictions": "list of str, number or None; None, NaN or \"\" = no parseable answer (wrong)",
+        "blind_predictions": "list of str, number or None; None, NaN or \"\" = no parseable answer (wrong); "
+                             "all None is accepted",
+        "references": "list of str or number (the gold answer of the row's question)",
+        "hits": "list of 0, 1, True, False or None (not judged); NaN and strings such as 'yes' are refused",
+        "blind_hits": "list of 0, 1, True, False or None (not judged); NaN and strings such as 'yes' are refused",
+        "options": "list of lists of str (the option texts of the row's question)",
+        "n_options": "list of int",
+        "answer_types": "list of str: 'mc', 'yesno', 'numeric' or 'free'",
+        "categories": "list of str",
+        "field": "'hit' or 'hit_exact'",
+        "stratify": "'auto', 'none' or the detector's other strata (see above)",
+        "design_label": "str 'COLUMN[:VALUE]' or None",
+    }
+    lines = [ARGUMENT_TYPES_HEADING, "", "Every argument is checked before anything is computed; a value outside "
+             "these is a `ValueError` naming the argument and its allowed values.", "",
+             "| Argument | Accepted |", "| :--- | :--- |"]
+    for a in arguments:
+        if a in ARGUMENT_RANGES:
+            lo, hi = ARGUMENT_RANGES[a]
+            kind = "int" if isinstance(lo, int) and (hi is None or isinstance(hi, int)) else "float"
+            text = f"{kind} in {range_text(a, ARGUMENT_RANGES)}" + (", default 0" if a == "seed" else
+                                                                  ", or None (the default)")
+        elif a in BOOL_ARGUMENTS:
+            text = "True or False" + ("" if a == "return_per_question" else ", or None (the default)")
+        else:
+            text = fixed.get(a, "see above")
+        lines.append(f"| `{a}` | {text} |")
+    return "\n".join(lines) + "\n"
+
+
+ARGUMENT_TYPES_HEADING = "## Accepted argument types"
+
+
 # ---------------------------------------------------------------------------------- the frame
 class DeclaredInputs:
     """Base of every evaluate module here, before ``evaluate.Metric``: ``Metric.compute`` takes
@@ -65,7 +186,11 @@ class DeclaredInputs:
 
     def compute(self, *, predictions=None, references=None, **kwargs):
         """Compute the module's result from the inputs (evaluate's ``compute``; see the arguments below).
-        """
+        Every argument is checked here first (:func:`check_arguments`): a bad one is a ValueError naming it
+        and its allowed values, before ``evaluate`` or ``datasets`` convert anything."""
+        given = check_arguments(self.name, {"predictions": predictions, "references": references, **kwargs})
+        predictions, references = given.pop("predictions"), given.pop("references")
+        kwargs = given
         declared = set(self._feature_names())
         dropped = [n for n, v in (("predictions", predictions), ("references", references))
                    if v is not None and n not in declared]
@@ -211,6 +336,9 @@ def compute(name: str, *, question_ids: Sequence, models: Sequence | None = None
     of None means the detector's default, a key its ``run`` does not take is a TypeError naming it.
     See :func:`build_frame` for the column conventions.
     """
+    checked = check_arguments(name, {"field": field, "seed": seed, "return_per_question": return_per_question,
+                                     "hits": hits, "blind_hits": blind_hits, **dict(params or {})})
+    del checked
     given = {"models": models, "predictions": predictions, "blind_predictions": blind_predictions,
              "references": references, "hits": hits, "blind_hits": blind_hits, "options": options,
              "n_options": n_options}

@@ -47,6 +47,10 @@ class ReadResult:
     judges: dict[str, str] = field(default_factory=dict)  # model -> judge name
     rows: int = 0
     info: dict[str, Any] = field(default_factory=dict)
+    #: the benchmark the file belongs to, as the harness named it (the key that splits a work_dir into one
+    #: audit per benchmark; None: the file names none). Every reader sets it; where each harness keeps the
+    #: name is listed in :mod:`audit_hub.readers.grouping`.
+    benchmark: str | None = None
 
 
 def options_are_bare_letters(options: Sequence[str] | None) -> bool:

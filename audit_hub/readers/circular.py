@@ -23,6 +23,10 @@ are the circular groups:
   a copy's prediction is missing from the runs (pass the prediction sheet with all copies);
 * the group's ``prediction``/``answer`` are the original's; the answer is null (unparseable) when
   any copy's answer could not be read;
+* copies of one group that disagree on the gold option *text* (one copy says "green", the others "red") are
+  an input defect: the groups are named in ``frame.meta["circular"]["gold_disagreement"]`` and counted in
+  ``frame.meta["input_defects"]["circular_gold_disagreement"]`` (summary.json, the card, the CLI); each copy
+  is still scored against its own gold, as VLMEvalKit's circular evaluation does;
 * the per-copy rows are kept, in ``frame.meta["_circular_copies"]`` (question_id, group_id, model,
   arm, prediction, answer, hit, hit_exact; written to the report as ``circular_copies.parquet``), and the
   counts in ``frame.meta["circular"]``.
@@ -62,6 +66,32 @@ def circular_groups(questions: pd.DataFrame) -> np.ndarray:
         if all(text[r] == text[main] and sorted(str(o).strip() for o in opts[r]) == key for r in rows):
             out[rows] = main
     return out
+
+
+def gold_disagreements(questions: pd.DataFrame, main_of: np.ndarray, limit: int = 100) -> tuple[int, list[dict]]:
+    """Circular groups whose copies do not all give the same gold option text (an input defect: the copies of
+    one question must agree on its answer). Returns (number of groups, up to ``limit`` of them as
+    ``{"group_id", "golds": {copy question_id: gold option text}}``)."""
+    if "gold_index" not in questions.columns or not (main_of >= 0).any():
+        return 0, []
+    gi = pd.to_numeric(questions["gold_index"], errors="coerce").to_numpy(dtype=np.float64)
+    opts = questions["options"].tolist()
+    qid = questions["question_id"].astype(str).to_numpy()
+    gold = np.full(len(questions), None, dtype=object)
+    for i in np.flatnonzero(main_of >= 0):
+        o = opts[i]
+        if np.isfinite(gi[i]) and o is not None and 0 <= int(gi[i]) < len(o):
+            gold[i] = str(o[int(gi[i])]).strip()
+    bad: list[dict] = []
+    n = 0
+    for g in np.unique(main_of[main_of >= 0]):
+        rows = np.flatnonzero(main_of == g)
+        texts = {gold[r] for r in rows}
+        if len(texts) > 1:
+            n += 1
+            if len(bad) < limit:
+                bad.append({"group_id": str(qid[g]), "golds": {str(qid[r]): gold[r] for r in rows}})
+    return n, bad
 
 
 def collapse_circular(frame: AuditFrame) -> AuditFrame:
@@ -122,6 +152,10 @@ def collapse_circular(frame: AuditFrame) -> AuditFrame:
         "n_questions_before": int(Q),
         "rule": "a circular question is right only when every option-shifted copy is right and readable",
     }
+    n_bad, bad = gold_disagreements(frame.questions, main_of)
+    if n_bad:  # each copy is still scored against its own gold (as the harness does); the group is named
+        meta["circular"]["gold_disagreement"] = {"n_groups": n_bad, "groups": bad}
+        meta["input_defects"] = {**(meta.get("input_defects") or {}), "circular_gold_disagreement": n_bad}
     meta["_circular_copies"] = copies
     return AuditFrame(questions=questions, runs=base, models=frame.models, sources=frame.sources, meta=meta)
 

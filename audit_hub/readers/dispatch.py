@@ -198,17 +198,21 @@ def read_all(specs: Sequence[str], *, arm: str, questions: pd.DataFrame | None, 
     """Every run file of ``specs`` read, in order, and the files skipped (with why). ``worker``: a started
     :class:`~audit_hub.engine.worker.WorkerProcess` whose process reads some of the files too
     (:mod:`audit_hub.readers.parallel`); the results are the same."""
+    from .grouping import newest_runs
     from .parallel import read_files
 
     results: list[ReadResult] = []
-    skipped: list[dict] = []
-    files = _expand(specs)
+    files, skipped = newest_runs(_expand(specs), dataset_hint=dataset_hint)  # older runs of a model: skipped
     kwargs = dict(arm=arm, questions=questions, column_map=column_map, dataset_hint=dataset_hint, model=model,
                   metric=metric, with_questions=with_questions)
     for (path, _), r in zip(files, read_files(files, _read_run_file, kwargs, worker)):
         if isinstance(r, str):
             skipped.append({"path": os.path.abspath(path), "reason": r})
         else:
+            if r.benchmark is None and r.kind == "generic":
+                from .grouping import blind_output_benchmark
+
+                r.benchmark = blind_output_benchmark(path)
             results.append(r)
     if not results:
         where = ", ".join(map(str, specs))

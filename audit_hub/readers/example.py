@@ -54,9 +54,7 @@ def example_frame():
         "note": ("MATH-Vision ships no same-model text-only runs: the blind arm is GPT-4 (text only), "
                  "compared with the image-enabled pool at pool level, not per model"),
     }
-    frame.meta["notes"] = [
-        "395 multiple-choice items have options that are bare letters 'A'..'E' (the real options are drawn "
-        "in the image); option-text detectors skip those items and say so.",
-        "1,508 items are free-form (numeric or text answers) with no options.",
-    ]
+    # counts come from the data (the bare-letter option count is the option detector's own line on the card)
+    n_free = int((frame.n_options == 0).sum())
+    frame.meta["notes"] = [f"{n_free:,} items are free-form (numeric or text answers) with no options."]
     return frame

@@ -72,6 +72,64 @@ def _resolved_sha(repo: str, revision: str | None) -> str | None:
         return None
 
 
+def card_data_patterns(folder: str) -> list[str]:
+    """Every data-file pattern (and ``data_dir``) the ``configs`` of the folder's README.md card names, in any
+    of the forms datasets reads (a string, a list, ``{split, path}`` items, a split mapping)."""
+    card = os.path.join(folder, "README.md")
+    if not os.path.isfile(card):
+        return []
+    try:
+        import yaml
+
+        with open(card, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1 << 20)
+        if not text.startswith("---"):
+            return []
+        meta = yaml.safe_load(text.split("---", 2)[1]) or {}
+    except Exception:  # noqa: BLE001 - an unreadable card is datasets' to report
+        return []
+    out: list[str] = []
+
+    def walk(v) -> None:
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if k != "split":
+                    walk(x)
+
+    for cfg in meta.get("configs") or [] if isinstance(meta, dict) else []:
+        if isinstance(cfg, dict):
+            walk(cfg.get("data_files"))
+            walk(cfg.get("data_dir"))
+    return out
+
+
+def check_data_files_inside(data_files, spec: str, *, local: bool, repo: str) -> None:
+    """Every data file the dataset card names (``configs: data_files``, resolved by ``datasets``) lies
+    inside the folder (symlinks followed) or, for a Hub id, inside that Hub repository; anything else
+    (``../outside/*.csv``, an absolute path, another repository, a URL) is an :class:`InputError`."""
+    root = os.path.realpath(spec) if local else None
+    for split, paths in (data_files or {}).items():
+        for f in paths or ():
+            f = str(f)
+            if local:
+                real = os.path.realpath(f)
+                inside = real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+                shown = os.path.relpath(real, root) if os.path.isabs(real) else f
+            else:
+                inside = f.startswith((f"hf://datasets/{repo}@", f"hf://datasets/{repo}/"))
+                shown = f
+            if not inside:
+                raise InputError(f"the dataset card names data file {shown!r} (split {split!r}) outside "
+                                 f"{'the folder' if local else 'the repository ' + repr(repo)}; data files must "
+                                 "lie inside it", file=os.path.join(spec, "README.md") if local else spec,
+                                 column="configs.data_files")
+
+
 def load_hub_questions(spec: str, *, revision: str | None = None, column_map: dict[str, str] | None = None,
                        split: str | None = None) -> tuple[pd.DataFrame, dict]:
     """Load questions from the Hub or a local Hub-layout folder; returns (questions, source info)."""
@@ -89,8 +147,20 @@ def load_hub_questions(spec: str, *, revision: str | None = None, column_map: di
                              file=spec)
         repo, config, rev = parsed
         rev = revision or rev
+    if local:  # before datasets sees the card: a pattern reaching outside the folder, in any form
+        for pat in card_data_patterns(spec):
+            norm = os.path.normpath(pat)
+            if "://" in pat or os.path.isabs(pat) or norm == ".." or norm.startswith(".." + os.sep):
+                raise InputError(f"the dataset card names data files {pat!r} outside the folder; data files "
+                                 "must lie inside it", file=os.path.join(spec, "README.md"),
+                                 column="configs.data_files")
     try:
-        dd = datasets.load_dataset(repo, name=config, revision=rev)
+        builder = datasets.load_dataset_builder(repo, name=config, revision=rev)
+        check_data_files_inside(builder.config.data_files, spec, local=local, repo=repo)
+        builder.download_and_prepare()
+        dd = builder.as_dataset()
+    except InputError:
+        raise
     except FileNotFoundError as e:
         raise InputError(f"dataset not found ({e})", file=spec) from None
     except Exception as e:  # noqa: BLE001 - datasets raises many types; one clear message

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ import pandas as pd
 
 from ..errors import InputError
 from ..hub.folders import sha256_file
-from .cells import stem_of
+from ..schema import ARMS
+from .cells import constant_categorical, stem_of
 from .dispatch import materialise_hub_specs, read_all, read_questions
 from .mathv import restore_non_mc_answers
 from .merge import (
@@ -104,8 +106,8 @@ def load_runs(specs: Sequence[str] | str, *, arm: str = "full", questions: pd.Da
     """
     if isinstance(specs, (str, os.PathLike)):
         specs = [str(specs)]
-    if arm not in ("full", "blind"):
-        raise InputError(f"arm must be 'full' or 'blind', got {arm!r}")
+    if arm not in ARMS:
+        raise InputError(f"arm must be one of {ARMS}, got {arm!r}")
     specs, hub = materialise_hub_specs(specs)
     results, skipped = read_all(specs, arm=arm, questions=questions, column_map=column_map,
                                  dataset_hint=dataset_hint, model=model, metric=metric, with_questions=False)
@@ -135,62 +137,114 @@ def questions_from_runs(specs: Sequence[str] | str, *, column_map: dict[str, str
 
 
 # ---------------------------------------------------------------------------------------- the frame
-def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence[str] = (), *,
+def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence[str] = (), *, base: Sequence[str] = (),
                 column_map: dict[str, str] | None = None, revision: str | None = None,
                 dataset_hint: str | None = None, model: str | None = None, blind_model: str | None = None,
                 model_map: dict[str, str] | None = None, metric: str | None = None, split: str | None = None,
                 compute_exact: bool = True, allow_unparsed_options: bool = False, worker=None):
     """Read questions and runs, validate them into an :class:`AuditFrame`, record provenance.
 
-    ``questions_spec=None`` derives the questions from the run files. ``compute_exact=False`` skips
-    the exact-match extraction (``hit_exact`` stays unknown unless the runs carry it). The dataset name used to split
-    VLMEvalKit file names defaults to the questions file stem (``MMBench_DEV_EN.tsv``). ``worker``: a started
-    :class:`~audit_hub.engine.worker.WorkerProcess` that reads some of the run files beside this process.
+    ``blind``: the same models with the image removed; ``base``: their language backbones alone, text only
+    (every row of these files is read as that arm). Their runs are paired with the full-arm models by
+    :func:`~audit_hub.readers.pairing.pair_arms` and renamed to the full-arm names; ``meta['pairing']`` records
+    how, and which runs paired with no full-arm model. ``questions_spec=None`` derives the questions from the run
+    files. ``compute_exact=False`` skips the exact-match extraction (``hit_exact`` stays unknown unless the runs
+    carry it). The dataset name used to split VLMEvalKit file names defaults to the questions file stem
+    (``MMBench_DEV_EN.tsv``). ``worker``: a started :class:`~audit_hub.engine.worker.WorkerProcess` that reads
+    some of the run files beside this process.
     """
     from ..clock import stage
-    from ..frame.core import AuditFrame
 
     runs = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs or [])
     blind = [blind] if isinstance(blind, (str, os.PathLike)) else list(blind or [])
+    base = [base] if isinstance(base, (str, os.PathLike)) else list(base or [])
     if not runs and not blind:
         raise InputError("no run files given")
-    sources: list[dict] = []
     if dataset_hint is None and questions_spec is not None and os.path.isfile(str(questions_spec)):
         dataset_hint = stem_of(str(questions_spec))
     with stage("read"):  # parse the files into tables (timed for the manifest and --verbose)
-        need_q = questions_spec is None
-        full_res, skipped = read_all(runs, arm="full", questions=None, column_map=column_map, dataset_hint=dataset_hint,
-                                      model=model, metric=metric, with_questions=need_q, worker=worker) if runs else ([], [])
-        blind_res, skipped_b = read_all(blind, arm="blind", questions=None, column_map=column_map,
-                                         dataset_hint=dataset_hint, model=blind_model, metric=metric,
-                                         with_questions=need_q, worker=worker) if blind else ([], [])
+        full_res, blind_res, skipped = read_run_files(
+            runs, blind, column_map=column_map, dataset_hint=dataset_hint, model=model, blind_model=blind_model,
+            metric=metric, with_questions=questions_spec is None, worker=worker)
+        base_res, skipped_t = read_base_files(base, column_map=column_map, dataset_hint=dataset_hint,
+                                              metric=metric, worker=worker)
+    return frame_from_results(questions_spec, full_res, blind_res, skipped + skipped_t, column_map=column_map,
+                              revision=revision, dataset_hint=dataset_hint, model_map=model_map, split=split,
+                              compute_exact=compute_exact, allow_unparsed_options=allow_unparsed_options,
+                              specs=runs + blind + base, base_res=base_res)
+
+
+def read_base_files(base: Sequence[str], *, column_map: dict[str, str] | None = None,
+                    dataset_hint: str | None = None, metric: str | None = None, worker=None) -> tuple[list, list[dict]]:
+    """The ``--base`` run files (language backbones, text only), read once: (results, files skipped)."""
+    if not base:
+        return [], []
+    return read_all(list(base), arm="base", questions=None, column_map=column_map, dataset_hint=dataset_hint,
+                    model=None, metric=metric, with_questions=False, worker=worker)
+
+
+def read_run_files(runs: Sequence[str], blind: Sequence[str] = (), *, column_map: dict[str, str] | None = None,
+                   dataset_hint: str | None = None, model: str | None = None, blind_model: str | None = None,
+                   metric: str | None = None, with_questions: bool = True, worker=None,
+                   ) -> tuple[list, list, list[dict]]:
+    """Every run file of both arms read once: (full-arm results, blind-arm results, files skipped)."""
+    full_res, skipped = read_all(runs, arm="full", questions=None, column_map=column_map, dataset_hint=dataset_hint,
+                                 model=model, metric=metric, with_questions=with_questions, worker=worker) \
+        if runs else ([], [])
+    blind_res, skipped_b = read_all(blind, arm="blind", questions=None, column_map=column_map,
+                                    dataset_hint=dataset_hint, model=blind_model, metric=metric,
+                                    with_questions=with_questions, worker=worker) if blind else ([], [])
+    return full_res, blind_res, skipped + skipped_b
+
+
+def frame_from_results(questions_spec: str | None, full_res: list, blind_res: list, skipped: list[dict], *,
+                       column_map: dict[str, str] | None = None, revision: str | None = None,
+                       dataset_hint: str | None = None, model_map: dict[str, str] | None = None,
+                       split: str | None = None, compute_exact: bool = True, allow_unparsed_options: bool = False,
+                       specs: Sequence[str] | None = None, base_res: Sequence = ()):
+    """The validated :class:`AuditFrame` of run files already read (:func:`read_run_files`), all of one
+    benchmark; ``specs``: what the user named, for messages (default: the files); ``base_res``: the base arm's."""
+    from ..clock import stage
+    from ..frame.core import AuditFrame
+
+    sources: list[dict] = []
+    base_res = list(base_res)
+    if specs is None:
+        specs = [r.path for r in full_res + blind_res + base_res]
+    with stage("read"):
         if questions_spec is not None:
             questions = load_questions(str(questions_spec), column_map=column_map, revision=revision, split=split,
                                        arrow_options=True)
             sources.extend(questions.attrs.get("sources", []))
             qsrc = str(questions_spec)
-            restore_non_mc_answers(full_res + blind_res, questions)
+            restore_non_mc_answers(full_res + blind_res + base_res, questions)
         else:
             questions = questions_from_results(full_res + blind_res)
             qsrc = "<questions from the run files>"
         unparsed = _check_unparsed_options(questions, qsrc, allow_unparsed_options)
         full_df, full_judges = runs_from_results(full_res, model_map) if full_res else (None, {})
         blind_df, blind_judges = runs_from_results(blind_res, model_map) if blind_res else (None, {})
-        runs_source = ", ".join(map(str, runs + blind))
-        if full_df is not None and blind_df is not None:
-            full_df = with_provenance(full_df, full_res[0].path)  # implicit rows only when one file per arm
-            blind_df = with_provenance(blind_df, blind_res[0].path)
-        elif "source_row" not in (full_df if full_df is not None else blind_df).columns:
-            runs_source = (full_res or blind_res)[0].path  # one file: row i of the table is its data row i + 1
-        runs_df = concat_runs([d for d in (full_df, blind_df) if d is not None])
-        del full_df, blind_df
-        for r in full_res + blind_res:
+        base_df, _ = runs_from_results(base_res, model_map) if base_res else (None, {})
+        if base_df is not None:
+            base_df["arm"] = constant_categorical("base", len(base_df))  # a `benchaudit blind` folder given as --base says arm = blind
+        blind_df, base_df, pairing = _pair_with_full(full_df, blind_df, base_df, blind_res, base_res)
+        blind_judges = {pairing.get("blind", {}).get("renames", {}).get(k, k): v for k, v in blind_judges.items()}
+        runs_source = ", ".join(map(str, specs))
+        parts = [(d, res) for d, res in ((full_df, full_res), (blind_df, blind_res), (base_df, base_res))
+                 if d is not None]
+        if len(parts) > 1:
+            parts = [(with_provenance(d, res[0].path), res) for d, res in parts]  # implicit rows only: one file per arm
+        elif "source_row" not in parts[0][0].columns:
+            runs_source = parts[0][1][0].path  # one file: row i of the table is its data row i + 1
+        runs_df = concat_runs([d for d, _ in parts])
+        del full_df, blind_df, base_df, parts
+        for r in full_res + blind_res + base_res:
             sources.append(_source(r.path, r.kind, r.rows, r.info))
     with stage("validate"):  # check and encode the audit frame
         frame = AuditFrame.from_tables(
             questions, runs_df, questions_source=qsrc, runs_source=runs_source,
             sources=sources, compute_exact=compute_exact,
-            meta={"judges": full_judges, "judges_blind": blind_judges, "skipped": skipped + skipped_b,
+            meta={"judges": full_judges, "judges_blind": blind_judges, "skipped": list(skipped), "pairing": pairing,
                   "column_map": dict(column_map or {}), "dataset_hint": dataset_hint,
                   "dataset": _dataset_meta(questions_spec, dataset_hint, sources)},
         )
@@ -201,6 +255,122 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
             frame.meta["unparsed_options"] = unparsed
     frame.meta["benchmark"] = frame.meta["dataset"]["name"]
     return frame
+
+
+@dataclass
+class BenchmarkInputs:
+    """The run files of one benchmark, read (:func:`split_by_benchmark`); ``name`` is the harness's name for
+    it (:attr:`ReadResult.benchmark <audit_hub.readers.cells.ReadResult.benchmark>`; None: the files name none)."""
+
+    name: str | None
+    full: list = field(default_factory=list)
+    blind: list = field(default_factory=list)
+
+
+def split_by_benchmark(full_res: list, blind_res: list, *, wanted: Sequence[str] | None = None,
+                       dataset: str | None = None, questions_spec: str | None = None,
+                       ) -> tuple[list[BenchmarkInputs], list[dict]]:
+    """Read run files -> one :class:`BenchmarkInputs` per benchmark to audit (never pooled), and the files
+    left out because their benchmark was not selected (``{"path", "reason"}``).
+
+    Selection: ``wanted`` (``--benchmark``, repeatable) when given; else, when the runs hold several
+    benchmarks, the one named by ``dataset`` (``--dataset``) or by the questions file's stem, if it is one of
+    them; else all. One ``--questions`` file serves one benchmark: several selected with it is an error.
+    Blind files are matched by benchmark name; blind files whose benchmark matches none of the full arm's go
+    with the full arm's benchmark when exactly one is selected (a ``benchaudit blind`` output names its
+    questions file, not always the harness's name), and are an error otherwise."""
+    from .grouping import group_by_benchmark, select
+
+    full_g = group_by_benchmark(full_res)
+    blind_g = group_by_benchmark(blind_res)
+    found = list(full_g) if full_g else list(blind_g)
+    named = [f for f in found if f is not None]
+    if wanted:
+        chosen = select(found, wanted)
+    elif len(found) > 1 and dataset and dataset in named:
+        chosen = [dataset]
+    elif len(found) > 1 and questions_spec and stem_of(str(questions_spec)) in named:
+        chosen = [stem_of(str(questions_spec))]
+    else:
+        chosen = found
+    if questions_spec is not None and len(chosen) > 1:
+        raise InputError(f"--questions gives the questions of one benchmark, but the runs hold {len(chosen)}: "
+                         f"{', '.join(str(c) for c in chosen)}; add --benchmark NAME (or leave out --questions: "
+                         "the harness sheets carry the questions)")
+    left: list[dict] = []
+
+    def leave(results: list, why: str) -> None:
+        left.extend({"path": os.path.abspath(r.path), "reason": why} for r in results)
+
+    groups = [BenchmarkInputs(c, list(full_g.get(c, [])), list(blind_g.get(c, []))) for c in chosen]
+    for name, res in (full_g.items() if full_g else blind_g.items()):
+        if name not in chosen:
+            leave(res, f"benchmark {name!r} not selected (--benchmark)")
+    if full_g:
+        for name, res in blind_g.items():
+            if name in chosen:
+                continue
+            if name in full_g:
+                leave(res, f"blind runs of benchmark {name!r}, not selected (--benchmark)")
+            elif len(chosen) == 1:
+                groups[0].blind.extend(res)
+            else:
+                files = ", ".join(os.path.basename(r.path) for r in res[:3])
+                what = f"name benchmark {name!r}" if name is not None else "name no benchmark"
+                raise InputError(f"the blind files {files} {what}, and the full runs hold several "
+                                 f"({', '.join(str(c) for c in chosen)}); pass --benchmark NAME to audit the one "
+                                 "they belong to", file=res[0].path)
+    return groups, left
+
+
+def read_benchmarks(questions_spec: str | None, runs: Sequence[str], blind: Sequence[str] = (), *,
+                    column_map: dict[str, str] | None = None, dataset: str | None = None,
+                    blind_model: str | None = None, benchmark: Sequence[str] | None = None, worker=None,
+                    ) -> tuple[list[BenchmarkInputs], list[dict]]:
+    """Every run file read once (``worker`` reads some beside this process) and split by benchmark
+    (:func:`split_by_benchmark`): ``(groups, files skipped)``. ``dataset`` is ``--dataset`` (the name hint for
+    VLMEvalKit file names, and a selection among several benchmarks)."""
+    from ..clock import stage
+
+    runs, blind = list(runs or []), list(blind or [])
+    if not runs and not blind:
+        raise InputError("give at least one --runs (or --blind) file; --questions alone has no runs to audit")
+    hint = dataset
+    if hint is None and questions_spec is not None and os.path.isfile(str(questions_spec)):
+        hint = stem_of(str(questions_spec))
+    with stage("read"):
+        full_res, blind_res, skipped = read_run_files(runs, blind, column_map=column_map, dataset_hint=hint,
+                                                      blind_model=blind_model,
+                                                      with_questions=questions_spec is None, worker=worker)
+        groups, left = split_by_benchmark(full_res, blind_res, wanted=benchmark, dataset=dataset,
+                                          questions_spec=questions_spec)
+    return groups, skipped + left
+
+
+def _pair_with_full(full_df, blind_df, base_df, blind_res, base_res):
+    """The blind and base runs renamed to the full-arm model each pairs with (:func:`pairing.pair_arms`),
+    and the pairing record; without a full arm nothing is renamed."""
+    from .pairing import model_ids_of, pair_arms, rename_models
+
+    if full_df is None or (blind_df is None and base_df is None):
+        return blind_df, base_df, {}
+
+    def names(df) -> list[str]:  # in first-appearance order, without a string per row
+        col = df["model"]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            codes = pd.unique(col.cat.codes.to_numpy())
+            return [str(col.cat.categories[c]) for c in codes if c >= 0]
+        return [str(m) for m in pd.unique(col)]
+
+    full_models = names(full_df)
+    others = {arm: names(df) for arm, df in (("blind", blind_df), ("base", base_df)) if df is not None}
+    ids = {"blind": model_ids_of([r.path for r in blind_res]), "base": model_ids_of([r.path for r in base_res])}
+    pairing = pair_arms(full_models, others, ids)
+    if blind_df is not None:
+        blind_df = rename_models(blind_df, pairing["blind"]["renames"])
+    if base_df is not None:
+        base_df = rename_models(base_df, pairing["base"]["renames"])
+    return blind_df, base_df, pairing
 
 
 def _check_unparsed_options(questions: pd.DataFrame, file: str, allow: bool) -> dict | None:

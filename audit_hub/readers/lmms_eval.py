@@ -39,6 +39,7 @@ Mapping:
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -84,11 +85,25 @@ def task_name(path: str) -> str:
 
 
 def model_name_for(path: str) -> str:
-    """Model name from a sibling ``*results*.json`` (``model_name`` / ``pretrained=``), else the folder."""
+    """Model name from a sibling ``*results*.json`` (``model_name`` / ``pretrained=``), else the folder. A run
+    folder holds one samples file per task beside the same results files: each is read once per folder
+    (cached on the files' names, sizes and modification times)."""
     folder = os.path.dirname(os.path.abspath(path))
+    stamp = []
     for cand in sorted(glob.glob(os.path.join(folder, "*results*.json"))):
         try:
-            if os.path.getsize(cand) > 50_000_000:
+            st = os.stat(cand)
+        except OSError:
+            continue
+        stamp.append((cand, st.st_size, st.st_mtime_ns))
+    return _model_name_in(folder, tuple(stamp)) or os.path.basename(folder) or stem_of(path)
+
+
+@functools.lru_cache(maxsize=256)
+def _model_name_in(folder: str, stamp: tuple) -> str | None:
+    for cand, size, _mtime in stamp:
+        try:
+            if size > 50_000_000:
                 continue
             with open(cand, encoding="utf-8") as fh:
                 obj = json.load(fh)
@@ -104,7 +119,7 @@ def model_name_for(path: str) -> str:
                 m = re.search(r"pretrained=([^,]+)", args)
                 if m:
                     return m.group(1).strip()
-    return os.path.basename(folder) or stem_of(path)
+    return None
 
 
 def _first_text(v):
@@ -277,4 +292,4 @@ def read_samples(path: str, *, arm: str = "full", model: str | None = None, metr
     judges = {model_name: f"lmms-eval:{chosen}"} if chosen else {}
     return ReadResult(path=path, kind="lmms-eval-samples", runs=runs, questions=questions, judges=judges, rows=n,
                       info={"model": model_name, "task": task_name(path), "metric": chosen,
-                            "metric_fields": metric_keys})
+                            "metric_fields": metric_keys}, benchmark=task_name(path))

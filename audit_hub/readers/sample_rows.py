@@ -81,5 +81,6 @@ def result_from_samples(path: str, kind: str, samples: list[Sample], *, model: s
     if "answer" in qdf.columns and qdf["answer"].notna().any():
         questions = normalise_questions(qdf, path)
     judges = {model: judge} if judge and "hit" in runs.columns else {}
+    task = info.get("task")
     return ReadResult(path=path, kind=kind, runs=runs, questions=questions, judges=judges, rows=n,
-                      info={"model": model, **info})
+                      info={"model": model, **info}, benchmark=str(task) if task else None)

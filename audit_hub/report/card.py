@@ -20,6 +20,7 @@ from ..escape import md_code, md_inline, safe_link
 from ..fmt import ci, fmt_num, fmt_p, isnum, md_table, pct, pp
 from ..hub.card import configs as hub_configs
 from ..hub.card import dataset_info, render, yaml_text
+from ..schema import ARM_DESCRIPTIONS, ARMS
 from ..severity import DESCRIPTIONS, LEVELS
 from .tables import ACTION_RULES, ACTIONS, judge_disagreement_counts
 
@@ -69,9 +70,10 @@ def _headline(result: Any) -> dict:
     out: dict[str, Any] = {"vd": None, "lomo": [], "others": []}
     if vd and not vd.get("skipped"):
         rows = [["All models" + (" (pool level)" if vd.get("pool_level") else ""),
-                 fmt_num(vd.get("n_items")), pct(vd.get("zero_gain_share")), ci(vd.get("share_ci")),
-                 pct(vd.get("null_mean")), pp(vd.get("excess")), ci(vd.get("excess_ci"), "pp"),
-                 fmt_p(vd.get("p_value"))]]
+                 fmt_num(vd.get("n_items")), pct(vd.get("zero_gain_share")),
+                 ci(vd.get("share_ci"), estimate=vd.get("zero_gain_share")), pct(vd.get("null_mean")),
+                 pp(vd.get("excess")), ci(vd.get("excess_ci"), "pp", vd.get("excess")),
+                 fmt_p(vd.get("p_value"), vd.get("n_permutations"))]]
         lomo = vd.get("leave_one_model_out") or []
         if isinstance(lomo, dict):
             lomo = lomo.get("rows") or lomo.get("results") or []
@@ -79,16 +81,17 @@ def _headline(result: Any) -> dict:
             if not isinstance(r, dict):
                 continue
             rows.append([f"without {md_inline(r.get('dropped_model', r.get('model', '?')), 60)}",
-                         fmt_num(r.get("n_items")), pct(r.get("zero_gain_share")), ci(r.get("share_ci")),
-                         pct(r.get("null_mean")), pp(r.get("excess")), ci(r.get("excess_ci"), "pp"),
-                         fmt_p(r.get("p_value"))])
+                         fmt_num(r.get("n_items")), pct(r.get("zero_gain_share")),
+                         ci(r.get("share_ci"), estimate=r.get("zero_gain_share")), pct(r.get("null_mean")),
+                         pp(r.get("excess")), ci(r.get("excess_ci"), "pp", r.get("excess")),
+                         fmt_p(r.get("p_value"), vd.get("n_permutations"))])
         out["vd"] = md_table(["Model pool", "Items", "Observed", "95% CI", "Null mean", "Excess", "Excess 95% CI",
                               "p"], rows)
         raw = [float(r["zero_gain_share"]) for r in lomo if isinstance(r, dict) and isnum(r.get("zero_gain_share"))]
         exc = [float(r["excess"]) for r in lomo if isinstance(r, dict) and isnum(r.get("excess"))]
         if len(raw) >= 2 and len(exc) >= 2:
-            out["lomo_spread"] = (f"Across leave-one-model-out pools the raw share spans {100 * (max(raw) - min(raw)):.1f} pp "
-                                  f"and the excess {100 * (max(exc) - min(exc)):.1f} pp.")
+            out["lomo_spread"] = (f"Across leave-one-model-out pools the raw share spans {pp(max(raw) - min(raw))[1:]} "
+                                  f"and the excess {pp(max(exc) - min(exc))[1:]}.")
         frag = vd.get("fragile")
         if frag is None and isinstance(vd.get("leave_one_model_out"), dict):
             frag = vd["leave_one_model_out"].get("fragile")
@@ -96,11 +99,10 @@ def _headline(result: Any) -> dict:
             reason = md_inline(vd.get("fragile_reason") or "", 300)
             out["fragile"] = ("**Fragile**: the conclusion changes when one model is left out" + (f" ({reason})" if reason else "")
                               + ".") if frag else "The conclusion is stable when any one model is left out."
-        decomp = vd.get("diagonal_decomposition") or vd.get("excess_by_cell")
-        if isinstance(decomp, dict):
-            parts = [f"{k}: {pp(v)}" for k, v in decomp.items() if isnum(v)]
-            if parts:
-                out["decomp"] = "Excess by diagonal cell (f = b): " + ", ".join(parts[:8]) + "."
+        decomp_fn = getattr(detectors.get(gain).load(), "decomposition_line", None)
+        decomp = decomp_fn(vd) if decomp_fn else ""
+        if decomp:
+            out["decomp"] = decomp
         out["vd_summary"] = vd
         notes_fn = getattr(detectors.get(gain).load(), "headline_notes", None)
         notes = notes_fn(vd) if notes_fn else []
@@ -148,7 +150,8 @@ def _per_category(result: Any, summary_df: pd.DataFrame) -> str:
         if e is not None:
             est = e["estimate"]
             if str(e["statistic"]).endswith("share") and isnum(est) and isnum(e["n_items"]):
-                ce_txt = f"{round(float(est) * float(e['n_items'])):,} ({pct(est)})"
+                # the share's own denominator: the category's items with enough parseable answers
+                ce_txt = f"{round(float(est) * float(e['n_items'])):,} of {fmt_num(e['n_items'])} ({pct(est)})"
             else:
                 ce_txt = fmt_num(est)
         rows.append((float(v["excess"]) if v is not None and isnum(v["excess"]) else -np.inf, [
@@ -157,7 +160,8 @@ def _per_category(result: Any, summary_df: pd.DataFrame) -> str:
             pp(v["excess"]) if v is not None else "n/a", fmt_p(v["p_adjusted"]) if v is not None else "n/a",
             ce_txt]))
     rows.sort(key=lambda t: -t[0])
-    return md_table(["Category", "Items", "Zero-gain share", "Null mean", "Excess", "p (BH)", "Unanimous non-gold"],
+    return md_table(["Category", "Items", "Zero-gain share", "Null mean", "Excess", "p (BH)",
+                     "Unanimous non-gold (of eligible items)"],
                     [r for _, r in rows])
 
 
@@ -176,7 +180,7 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
     rows = []
     for k in np.flatnonzero(n_all):
         a, mm = divmod(int(k), frame.n_models)
-        rows.append([md_inline(frame.models[mm], 50), ("full", "blind")[a], fmt_num(n_both[k]), fmt_num(n_dis[k]),
+        rows.append([md_inline(frame.models[mm], 50), ARMS[a], fmt_num(n_both[k]), fmt_num(n_dis[k]),
                      pct(n_dis[k] / n_both[k]) if n_both[k] else "n/a", pct(unparsed[k] / n_all[k])])
     out["per_model"] = md_table(["Model", "Arm", "Items scored both ways", "Judge != exact match", "Share",
                                  "Unparseable answers"], rows)
@@ -184,8 +188,8 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
     if total_dis:
         top = int(np.argmax(n_dis))
         out["top"] = (f"{total_dis:,} (model, item) scores differ between the judge and exact matching; "
-                      f"{md_inline(frame.models[top % frame.n_models], 50)} ({('full', 'blind')[top // frame.n_models]} arm) "
-                      f"accounts for {100 * n_dis[top] / total_dis:.0f}% of them.")
+                      f"{md_inline(frame.models[top % frame.n_models], 50)} ({ARMS[top // frame.n_models]} arm) "
+                      f"accounts for {pct(n_dis[top] / total_dis)} of them.")
     a = _role_rows(summary_df, "image_gain", True)
     b = _role_rows(summary_df, "image_gain", False)
     if len(a) and len(b):
@@ -193,23 +197,43 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
             b[["category", "estimate"]].drop_duplicates("category"), on="category", suffixes=("_judge", "_exact"))
         if len(m2):
             diff = (m2["estimate_judge"] - m2["estimate_exact"]).abs()
-            out["max_shift"] = (f"Zero-gain shares move by at most {100 * float(diff.max()):.1f} pp between the judged "
+            out["max_shift"] = (f"Zero-gain shares move by at most {pp(float(diff.max()))[1:]} between the judged "
                                 f"and the exact-match correctness (largest in {md_inline(m2['category'].iloc[int(diff.values.argmax())], 50)}).")
     jd = result.judge_dependence or {}
     ov = jd.get("overall") if isinstance(jd, dict) else None
     if isinstance(ov, dict) and isnum(ov.get("hit")) and isnum(ov.get("hit_exact")):
         txt = (f"Overall zero-gain share: {pct(ov['hit'])} judged vs {pct(ov['hit_exact'])} with exact matching")
         if isnum(ov.get("excess_hit")) and isnum(ov.get("excess_exact")):
-            txt += (f"; excess over the null {pp(ov['excess_hit'])} (p = {fmt_p(ov.get('p_hit'))}) vs "
-                    f"{pp(ov['excess_exact'])} (p = {fmt_p(ov.get('p_exact'))})")
+            B = getattr(getattr(result, "config", None), "n_permutations", None)
+            txt += (f"; excess over the null {pp(ov['excess_hit'])} (p = {fmt_p(ov.get('p_hit'), B)}) vs "
+                    f"{pp(ov['excess_exact'])} (p = {fmt_p(ov.get('p_exact'), B)})")
         changes = jd.get("conclusion_changes")
         if changes is not None:
             txt += (". **The conclusion changes with the scoring rule.**" if changes
                     else ". The conclusion does not change with the scoring rule.")
         out["overall"] = txt
     if isinstance(jd, dict) and jd.get("note"):
-        out["note"] = str(jd["note"])
+        out["note"] = md_inline(jd["note"], 1000)
+    if isinstance(jd, dict) and jd.get("exact_only"):
+        out["intro"] = ("The full arm was scored both ways on identical predictions: with the harness's judged "
+                        "correctness and with exact matching of the extracted answer.")
     return out
+
+
+def calibration_status(c: dict) -> str:
+    """The calibration table's status word: out of calibration (the detector's verdict), conservative
+    when the whole interval of the false-positive rate lies below the nominal rate (it flags fewer items
+    than it expects to: findings are not inflated, but its power is lower than its nominal rate says),
+    within calibration when the interval covers the nominal rate, descriptive without a nominal rate."""
+    ooc = c.get("out_of_calibration")
+    if ooc:
+        return "**out of calibration**"
+    if ooc is None or not isnum(c.get("nominal")):
+        return "descriptive (no nominal rate)"
+    lo_hi = c.get("fpr_ci")
+    if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and isnum(lo_hi[1]) and float(lo_hi[1]) < float(c["nominal"]):
+        return "conservative (below nominal)"
+    return "within calibration"
 
 
 def _calibration(result: Any) -> str:
@@ -218,11 +242,10 @@ def _calibration(result: Any) -> str:
     for name, c in cal.items():
         if not isinstance(c, dict):
             continue
-        ooc = c.get("out_of_calibration")
-        status = ("**out of calibration**" if ooc else "within calibration" if ooc is not None
-                  else "descriptive (no nominal rate)")
-        rows.append([name, pct(c.get("fpr")), ci(c.get("fpr_ci")) if c.get("fpr_ci") else "", pct(c.get("nominal")),
-                     fmt_num(c.get("n_sims")), status, md_inline(c.get("note", ""), 160)])
+        status = calibration_status(c)
+        rows.append([name, pct(c.get("fpr")), ci(c.get("fpr_ci"), estimate=c.get("fpr")) if c.get("fpr_ci") else "",
+                     pct(c.get("nominal")),
+                     fmt_num(c.get("n_sims")), status, md_inline(c.get("note", ""), 1000)])
     from .stat_notes import calibration_lead
 
     lead = calibration_lead(cal)
@@ -305,6 +328,11 @@ def _limitations(result: Any) -> list[str]:
                     "accuracies: " + ", ".join(bad) + ". Treat their p-values and flag counts with caution.")
     for name, reason in (result.skipped or {}).items():
         lims.append(f"`{name}` was skipped: {md_inline(reason, 300)}.")
+    for spec in detectors.specs():
+        fn = getattr(spec.load(), "limitation_lines", None)
+        sm = s.get(spec.name) or {}
+        if fn is not None and sm and not sm.get("skipped"):
+            lims.extend(fn(sm))
     for note in result.frame.meta.get("notes", []) or []:
         lims.append(str(note))
     unparsed = result.frame.meta.get("unparsed_options") or {}
@@ -318,6 +346,12 @@ def _limitations(result: Any) -> list[str]:
         lims.append(f"CircularEval: {circ['n_copies']:,} option-shifted copies were read as {circ['n_groups']:,} "
                     "questions; a question is right only when every copy is right and readable, in both the "
                     "judged and the exact-match arm (the per-copy rows are in circular_copies.parquet).")
+    gd = circ.get("gold_disagreement") or {}
+    if gd.get("n_groups"):
+        names = ", ".join(md_inline(g.get("group_id"), 40) for g in gd.get("groups", [])[:10])
+        lims.append(f"Input defect: in {gd['n_groups']:,} CircularEval group(s) the option-shifted copies disagree on "
+                    f"the gold option ({names}" + (" ..." if gd["n_groups"] > 10 else "") + "); each copy was scored "
+                    "against its own gold, as the harness does (summary.json `circular.gold_disagreement`).")
     return lims
 
 
@@ -330,7 +364,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
     ds = meta.get("dataset") or {}
     full, blind = frame.models_in("full"), frame.models_in("blind")
     judges = meta.get("judges") or s.get("judges") or {}
-    judge_names = sorted({md_inline(v, 60) for v in judges.values()}) if isinstance(judges, dict) else []
+    judge_names = sorted({md_inline(v, 200) for v in judges.values()}) if isinstance(judges, dict) else []
     sev_counts = questions["severity"].value_counts()
     act_counts = questions["suggested_action"].value_counts()
     cats = questions["category"].nunique(dropna=True) if "category" in questions else 0
@@ -375,6 +409,8 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "judge": _judge(result, summary_df),
         "calibration": _calibration(result),
         "tst": _tst_section(s.get("tst")),
+        "per_model": per_model_section(s.get("per_model")),
+        "arm_field": _arm_field_line(s.get("arm_comparison")),
         "severity_table": md_table(["Level", "Meaning", "Questions"],
                                    [[f"**{lv}**", DESCRIPTIONS[lv], fmt_num(int(sev_counts.get(lv, 0)))]
                                     for lv in reversed(LEVELS)], ["l", "l", "r"]),
@@ -389,6 +425,67 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "question_columns": [c for c in questions.columns],
         "skipped": {k: md_inline(v, 300) for k, v in (result.skipped or {}).items()},
     }
+
+
+def _arm_field_line(arms: Any) -> str:
+    """The card's line saying on which correctness field the full and blind arms were compared, and why."""
+    if not isinstance(arms, dict) or not arms.get("field") or arms.get("why") == "no blind arm to compare with":
+        return ""
+    what = ("judged (`hit`) and exact match (`hit_exact`)" if arms.get("judged_too")
+            else "exact match (`hit_exact`)" if arms["field"] == "hit_exact" else "judged (`hit`)")
+    return f"{what}: {md_inline(arms.get('why', ''), 600)}"
+
+
+# ---------------------------------------------------------------------------------------------- per-model table
+def _acc_cell(p: Any, pair: Any, n: Any) -> str:
+    return f"{pct(p)} {ci(pair)}" if isnum(p) and n else "n/a"
+
+
+def per_model_section(pm: Any) -> str:
+    """The card's per-model section from ``summary['per_model']`` (:mod:`audit_hub.engine.per_model`): accuracy
+    per model and arm, the image gain of each paired model, and MMStar's MG / ML with a base arm."""
+    if not isinstance(pm, dict) or not pm.get("rows"):
+        return ""
+    level = int(round(100 * (1 - float(pm.get("alpha", 0.05)))))
+    name = {"hit": "judged", "hit_exact": "exact match"}
+    rows = [[md_inline(r["model"], 50), f"{md_inline(r['arm'], 10)}", fmt_num(r["n_items"]),
+             _acc_cell(r.get("accuracy_judged"), r.get("accuracy_judged_ci"), r.get("n_judged")),
+             _acc_cell(r.get("accuracy_exact"), r.get("accuracy_exact_ci"), r.get("n_exact")),
+             pct(r.get("unparseable_share"))] for r in pm["rows"]]
+    arms = sorted({r["arm"] for r in pm["rows"]}, key=lambda a: list(ARM_DESCRIPTIONS).index(a)
+                  if a in ARM_DESCRIPTIONS else 99)
+    out = [f"Accuracy of each model in each arm ({', '.join(f'{a}: {ARM_DESCRIPTIONS.get(a, a)}' for a in arms)}), "
+           f"with {level}% {pm.get('accuracy_interval', 'Wilson score interval')}s over the items scored in that field; "
+           "an empty or unreadable answer counts as wrong and is also counted as unparseable.", "",
+           md_table(["Model", "Arm", "Items", "Judged accuracy", "Exact-match accuracy", "Unparseable"], rows,
+                    ["l", "l", "r", "r", "r", "r"])]
+    gains = pm.get("gains") or []
+    if gains:
+        out += ["", f"**Image gain per model** (full - blind, on the items both arms scored; {level}% "
+                f"{pm.get('gain_interval', '')}). Compared on {' and '.join(name.get(f, f) for f in pm.get('fields', []))}"
+                + (f": {md_inline(pm['field_why'], 600)}." if pm.get("field_why") else "."), "",
+                md_table(["Model", "Correctness", "Items", "With image", "Without image", "Image gain",
+                          "Right only with / only without"],
+                         [[md_inline(g["model"], 50), name.get(g["field"], g["field"]), fmt_num(g["n_items"]),
+                           pct(g["accuracy_full"]), pct(g["accuracy_blind"]), f"{pp(g['gain'])} {ci(g['gain_ci'], 'pp')}",
+                           f"{fmt_num(g['n_right_only_with_image'])} / {fmt_num(g['n_right_only_blind'])}"]
+                          for g in gains], ["l", "l", "r", "r", "r", "r", "r"])]
+    missing = pm.get("models_without_blind") or []
+    if missing and any(r["arm"] == "blind" for r in pm["rows"]):
+        out += ["", "Full-arm models without a paired blind run (no image gain): "
+                + ", ".join(md_inline(m, 50) for m in missing[:20]) + (" ..." if len(missing) > 20 else "") + "."]
+    mm = pm.get("mmstar") or []
+    if mm:
+        out += ["", "**Multimodal gain and leakage** as MMStar defines them (Chen et al. 2024, MMStar eval/README.md): "
+                "MG = S_v - S_wv and ML = max(0, S_wv - S_t), where S_v is the model's score with the image (full arm), "
+                "S_wv without it (blind arm) and S_t its language backbone's, text only (base arm). MG on the items "
+                "the full and blind arms both scored, ML on those the blind and base arms both scored; "
+                f"{level}% paired intervals (ML's clipped at 0 like the estimate).", "",
+                md_table(["Model", "Correctness", "S_v", "S_wv", "S_t", "MG", "ML"],
+                         [[md_inline(r["model"], 50), name.get(r["field"], r["field"]), pct(r["S_v"]), pct(r["S_wv"]),
+                           pct(r["S_t"]), f"{pp(r['MG'])} {ci(r['MG_ci'], 'pp')}", f"{pp(r['ML'])} {ci(r['ML_ci'], 'pp')}"]
+                          for r in mm], ["l", "l", "r", "r", "r", "r", "r"])]
+    return "\n".join(out)
 
 
 def _tst_section(tst_summary: Any) -> str:

@@ -25,7 +25,9 @@ import numpy as np
 import pandas as pd
 
 from .. import detectors
+from ..fmt import fmt_p, isnum, pct, pp
 from ..hub.figures import pyplot_agg, save_png
+from ..schema import ARMS
 
 MAX_POINTS = 30_000
 BLUE, ORANGE, GREY, RED = "#3b6ea8", "#e07b24", "#9a9a9a", "#c0392b"
@@ -100,7 +102,7 @@ def fig_full_vs_blind(fi: FigureInputs, path: Path) -> None:
     ax.scatter(x[idx][~z] + jx[~z], y[idx][~z] + jy[~z], s=7, alpha=alpha, color=BLUE, lw=0,
                label="gain differs from zero")
     ax.scatter(x[idx][z] + jx[z], y[idx][z] + jy[z], s=7, alpha=alpha, color=ORANGE, lw=0,
-               label=f"zero gain ({int(zero.sum()):,} questions, {100 * zero.sum() / ok.sum():.1f}%)")
+               label=f"zero gain ({int(zero.sum()):,} questions, {pct(zero.sum() / ok.sum())})")
     ax.plot([0, 1], [0, 1], color=GREY, lw=0.8, ls="--", zorder=0, label="equal accuracy with and without")
     # cell counts when the grid is small enough to read
     if mf <= 12 and mb <= 12:
@@ -122,11 +124,13 @@ def fig_full_vs_blind(fi: FigureInputs, path: Path) -> None:
         ax.set_xlabel(f"accuracy with the image (share of {mf} full-arm models)")
         ax.set_ylabel(f"accuracy without it (share of {mb} blind-arm models)")
     ax.set_title(f"Full vs blind accuracy per question ({what}; jittered)\nnumbers: questions per cell")
-    leg = ax.legend(loc="upper left", frameon=True, fontsize=8, markerscale=2.5)
+    # below the axes: inside, the legend covered the top row's count labels
+    leg = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False, fontsize=8,
+                    markerscale=2.5)
     for h in leg.legend_handles:
         h.set_alpha(1)
     if len(idx) < ok.sum():
-        ax.text(1.0, -0.11, f"random sample of {len(idx):,} of {int(ok.sum()):,} questions", transform=ax.transAxes,
+        ax.text(1.0, -0.24, f"random sample of {len(idx):,} of {int(ok.sum()):,} questions", transform=ax.transAxes,
                 ha="right", fontsize=7, color=GREY)
     save_png(fig, path)
 
@@ -143,7 +147,7 @@ def _null_draws(result: Any) -> np.ndarray | None:
     return None
 
 
-_NULL_KEYS = ("zero_gain_share", "null_mean", "null_sd", "p_value", "excess", "n_items")
+_NULL_KEYS = ("zero_gain_share", "null_mean", "null_sd", "p_value", "excess", "n_items", "n_permutations")
 
 
 def fig_null(fi: FigureInputs, path: Path) -> None:
@@ -166,13 +170,13 @@ def fig_null(fi: FigureInputs, path: Path) -> None:
         ax.fill_between(100 * xs, np.exp(-0.5 * ((xs - mu) / sd) ** 2), color=GREY, alpha=0.6,
                         label="null (normal approx., exact mean and SD)")
         ax.set_yticks([])
-    ax.axvline(100 * mu, color="black", ls="--", lw=1, label=f"null mean {100 * mu:.1f}%")
-    ax.axvline(100 * obs, color=RED, lw=2, label=f"observed {100 * obs:.1f}%")
+    ax.axvline(100 * mu, color="black", ls="--", lw=1, label=f"null mean {pct(mu)}")
+    ax.axvline(100 * obs, color=RED, lw=2, label=f"observed {pct(obs)}")
     p = vd.get("p_value")
     ex = vd.get("excess")
     ttl = "Zero-gain share against the item-matched null"
     if ex is not None:
-        ttl += f"\nexcess {100 * ex:+.1f} pp" + (f", p = {p:.3g}" if isinstance(p, (int, float)) else "")
+        ttl += f"\nexcess {pp(ex)}" + (f", p = {fmt_p(p, vd.get('n_permutations'))}" if isnum(p) else "")
     ax.set_title(ttl)
     ax.set_xlabel("share of questions with zero gain (%)")
     ax.set_ylabel("permutations" if draws is not None else "density")
@@ -238,7 +242,7 @@ def fig_categories(fi: FigureInputs, path: Path) -> None:
             counts = np.round(est * n_it) if is_share else est
             ax.barh(yy, counts, color=BLUE)
             ax.set_xlabel("questions")
-            ax.set_title("(b) Unanimous non-gold answers by category\n(questions; share of the category)")
+            ax.set_title("(b) Unanimous non-gold answers by category\n(questions; share of the category's eligible items)")
             for yi, c, e in zip(yy, counts, est):
                 if np.isfinite(c):
                     lab = f" {c:.0f}" + (f" ({100 * e:.1f}%)" if is_share else "")
@@ -264,21 +268,26 @@ def fig_judge(fi: FigureInputs, path: Path) -> None:
         lo, hi = np.nanmin([xj.min(), xe.min()]) - 2, np.nanmax([xj.max(), xe.max()]) + 2
         ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--")
         d = np.abs(xj - xe)
-        for i in np.argsort(-d)[:4]:
-            ax.annotate(str(m2["category"].iloc[i])[:24], (xe[i], xj[i]), fontsize=7, xytext=(6, -3),
-                        textcoords="offset points", color="#333333")
+        # the largest shifts are numbered on the plot and named in a key below it: category names next
+        # to nearby points overlapped
+        key = []
+        for r, i in enumerate(np.argsort(-d)[:4], start=1):
+            ax.annotate(str(r), (xe[i], xj[i]), fontsize=7, xytext=(5, 3), textcoords="offset points",
+                        color="#333333", fontweight="bold")
             ax.scatter([xe[i]], [xj[i]], s=40, facecolors="none", edgecolors=ORANGE, zorder=4)
+            key.append(f"{r}: {str(m2['category'].iloc[i])[:40]} ({pp(d[i] / 100)[1:]})")
+        ax.text(0.0, -0.2, "\n".join(key), transform=ax.transAxes, fontsize=7, va="top", color="#333333")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_xlabel("zero-gain share, exact match (%)")
         ax.set_ylabel("zero-gain share, judged (%)")
         ax.set_aspect("equal")
-        ax.set_title(f"(a) Zero-gain share per category, judged vs exact\nlargest shift {np.nanmax(d):.1f} pp (circled: 4 largest)")
+        ax.set_title(f"(a) Zero-gain share per category, judged vs exact\nlargest shift {pp(np.nanmax(d) / 100)[1:]} (circled and numbered: 4 largest)")
     bx = axes[-1]
     n_both, n_dis = c["n_both"], c["n_dis"]
     keys = np.flatnonzero(n_both)
     nm = len(models)
-    labels = [f"{models[k % nm][:28]}{' (blind)' if k >= nm else ''}" for k in keys]
+    labels = [f"{models[k % nm][:28]}{f' ({ARMS[k // nm]})' if k >= nm else ''}" for k in keys]
     share = 100 * n_dis[keys] / n_both[keys]
     order = np.argsort(share)
     bx.barh(np.arange(len(keys)), share[order], color=ORANGE)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from .. import detectors
 from ..detectors.base import SUMMARY_TABLE_COLUMNS
+from ..schema import ARMS
 from ..severity import LEVELS, RANK
 
 ACTIONS: tuple[str, ...] = ("relabel", "rewrite distractor", "drop", "review", "keep")
@@ -230,7 +231,7 @@ def judge_disagreement_counts(frame: Any) -> dict[str, np.ndarray]:
         unp = pc.is_null(ans).to_numpy(zero_copy_only=False)
     else:
         unp = r["answer"].isna().to_numpy()
-    size = 2 * frame.n_models
+    size = len(ARMS) * frame.n_models
     cnt = np.zeros(size * 8, np.int64)
     step = 1 << 22
     for lo in range(0, len(r), step):

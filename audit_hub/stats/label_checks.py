@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..fmt import fmt_p
 from .core import norm_cdf
 
 TOP_MODELS = 3
@@ -104,7 +105,7 @@ def identifiability(A: np.ndarray, gold: np.ndarray, k: np.ndarray, cat: np.ndar
         if not ok:
             if p > ALPHA / n_cat:
                 row["reason"] = (f"the best models do not beat their position-bias baseline out of sample (best "
-                                 f"{100 * acc1:.0f}% vs baseline {100 * base1:.0f}%, p = {p:.2g})")
+                                 f"{100 * acc1:.0f}% vs baseline {100 * base1:.0f}%, p = {fmt_p(p)})")
             else:
                 row["reason"] = (f"the best models barely beat their position-bias baseline out of sample (best "
                                  f"{100 * acc1:.0f}% vs baseline {100 * base1:.0f}%, kappa {kap1:.2f} < {KAPPA_MIN})")

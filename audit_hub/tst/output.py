@@ -18,12 +18,25 @@ import pandas as pd
 
 from .. import __version__
 from ..escape import md_inline
-from ..fmt import ci, fmt_p, md_table, pct, pp
+from ..fmt import ci, fmt_p, isnum, md_table, pct, pp
 from ..hub.card import configs as hub_configs
 from ..hub.folders import to_jsonable
 from ..hub.output import OutputFolder, output_folder
 
 TAGS = ["benchaudit", "test-set-stress-test"]
+
+
+def _pct(x: Any) -> str:
+    """A share as a percentage number without the sign (fmt.pct's digits), for columns headed '%'."""
+    return pct(x)[:-1] if isnum(x) else "n/a"
+
+
+def _ci(pair: Any) -> str:
+    return "" if not pair or pair[0] is None else " " + ci(pair)[:-1]
+
+
+def _fmt_pts(x: Any) -> str:
+    return "n/a" if x is None else pp(x).replace(" pp", " pts")
 
 
 def _with_ci(x: Any, pair: Any) -> str:
@@ -48,15 +61,37 @@ def tst_questions_table(frame, result) -> pd.DataFrame:
     return pd.concat([base, pq.drop(columns=["question_id"])], axis=1)
 
 
-def _null_text(b: dict) -> str:
+def _fmt_pts(x: Any) -> str:
+    return "n/a" if x is None else f"{100 * float(x):+.1f} pts"
+
+
+def _null_text(b: dict, n_permutations: int | None = None) -> str:
+    """The null test first: the excess over the label-permutation null with its interval and p."""
+    from ..fmt import fmt_p
+
     if b.get("p_value") is None:
         return "null not run"
-    return (f"null test {pct(b['test_statistic'])} vs {pct(b['null_mean'])} ± {pct(b['null_sd'])} | excess "
-            f"{pp(b['excess'])} {ci(b['excess_ci'], 'pp')} | p = {fmt_p(b['p_value'])}")
+    lo, hi = (f"{100 * float(x):+.1f}" for x in b["excess_ci"])
+    return (f"excess over the null {_fmt_pts(b['excess'])} [{lo}, {hi}], p = {fmt_p(b['p_value'], n_permutations)} "
+            f"(null test {_pct(b['test_statistic'])}% vs {_pct(b['null_mean'])}% ± {_pct(b['null_sd'])})")
+
+
+def _chance_words(b: dict, what: str) -> str:
+    """The score beside chance, in words: above / at / below chance (by the score's interval)."""
+    acc, ch, c = b.get("accuracy"), b.get("chance"), b.get("accuracy_ci") or (None, None)
+    score = f"{what} {_pct(acc)}%{_ci(c)}"
+    if acc is None or ch is None:
+        return score
+    if c and c[0] is not None and c[1] is not None:
+        rel = "above" if c[0] > ch else "below" if c[1] < ch else "at"
+    else:
+        rel = "above" if acc > ch else "below" if acc < ch else "at"
+    return f"{score}, {rel} chance ({_pct(ch)}%)"
 
 
 def summary_lines(summary: dict) -> list[str]:
-    """The printed summary of ``benchaudit tst``: a header, one line per format, one combined line."""
+    """The printed summary of ``benchaudit tst``: a header, one line per format, one combined line. Each
+    line leads with the excess over the null (the test), the score beside chance in words after it."""
     p = summary["params"]
     nn = summary["null"]["n_permutations"]
     out = [f"TsT-RF on {summary['n_questions']} questions ({summary['n_scored']} scored; k={p['k']}, "
@@ -64,16 +99,16 @@ def summary_lines(summary: dict) -> list[str]:
            f"K{', groups kept' if p['group_column'] else ''})"]
     for f, b in summary["by_format"].items():
         what = "accuracy" if f == "choice" else "MRA"
-        line = (f"  {f:<7} n={b['n']:<6} {what} {_with_ci(b['accuracy'], b['accuracy_ci'])} | {_null_text(b)} | "
-                f"chance {pct(b['chance'])} | majority {pct(b['majority_baseline'])}")
+        line = (f"  {f:<7} n={b['n']:<6} {_null_text(b, nn)} | {_chance_words(b, what)} | "
+                f"majority {_pct(b['majority_baseline'])}%")
         if f == "choice" and b.get("ece_before") is not None:
             line += (f" | P(gold) {pct(b['mean_p_gold'])} (raw {pct(b['mean_p_gold_raw'])}), "
                      f"ECE {pct(b['ece_before'])} -> {pct(b['ece_after'])}")
         out.append(line)
     if len(summary["by_format"]) > 1:
-        out.append(f"  {'all':<7} n={summary['n_scored']:<6} score "
-                   f"{_with_ci(summary['accuracy'], summary['accuracy_ci'])} | {_null_text(summary)} | chance {pct(summary['chance'])} | "
-                   f"majority {pct(summary['majority_baseline'])}  (n-weighted over the same questions)")
+        out.append(f"  {'all':<7} n={summary['n_scored']:<6} {_null_text(summary, nn)} | "
+                   f"{_chance_words(summary, 'score')} | majority {_pct(summary['majority_baseline'])}%  "
+                   "(n-weighted over the same questions)")
     if nn:
         out.append(f"  (accuracy/MRA: full run, {p['repeats']} repeats x {p['n_estimators']} trees; null test: the same "
                    f"pipeline on repeat 0's folds with {p['null_trees']}-tree forests, on the observed answers vs "

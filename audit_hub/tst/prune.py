@@ -186,8 +186,13 @@ class _Pruner:
 
     def prune_group(self, g: str, members: np.ndarray, n_remove: int) -> str:
         """Prune one group until its budget is spent; the reason it stopped."""
+        import time
+
         kmin = int(self.kw.get("k", 5))
         remaining, removed_g, it = members.copy(), 0, 0
+        t0 = time.perf_counter()
+        if self.progress is not None:
+            self.progress(f"{g}: iteration 1 (TsT-RF diagnosis), removed 0/{n_remove}")
         while removed_g < n_remove:
             it += 1
             if len(remaining) < 2 * kmin:
@@ -229,7 +234,10 @@ class _Pruner:
             remaining = np.delete(remaining, picked)
             removed_g += len(picked)
             if self.progress is not None:
-                self.progress(f"{g}: iteration {it}, removed {removed_g}/{n_remove}")
+                # an estimate from this group's pace so far (each iteration is one TsT-RF diagnosis)
+                left = (time.perf_counter() - t0) / removed_g * (n_remove - removed_g)
+                self.progress(f"{g}: iteration {it + 1}, removed {removed_g}/{n_remove}"
+                              + (f", about {left:.0f} s left" if removed_g < n_remove else ""))
         return "budget"
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

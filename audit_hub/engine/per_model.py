@@ -1,0 +1,113 @@
+"""Per-model accuracy by arm, the image gain of each paired model, and MMStar's multimodal gain and leakage.
+
+Pure: frame in, a JSON-ready dict out (``summary.json`` ``per_model``; the card's per-model table).
+
+* ``rows``: one per (model, arm): run rows, judged and exact-match accuracy with Wilson score intervals
+  (over the rows with a known value in that field), the unparseable share.
+* ``gains``: one per model with runs in the full and the blind arm (paired by name) and per field compared
+  (:func:`audit_hub.engine.run.arm_field`): accuracy with and without the image on the items both arms scored
+  and the image gain full - blind, with Newcombe's square-and-add interval for paired proportions
+  (:func:`audit_hub.stats.core.paired_difference_ci`; the two accuracies are measured on the same items,
+  so an interval for independent samples would be too wide where the arms agree).
+* ``mmstar``: with a ``base`` arm (the language backbone alone, text only), per model with all three arms,
+  MMStar's (Chen et al. 2024, MMStar-Benchmark/MMStar ``eval/README.md``) multimodal gain
+  ``MG = S_v - S_wv`` and multimodal leakage ``ML = max(0, S_wv - S_t)``: ``S_v`` the model's score with the
+  image (full arm), ``S_wv`` without it (blind arm), ``S_t`` its language backbone's (base arm). MG is computed
+  on the items both the full and the blind arm scored, ML on those the blind and the base arm scored (MMStar
+  scores every item, where these are the whole benchmark); ML's interval is the paired interval of
+  ``S_wv - S_t`` clipped at 0 like the estimate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..frame.core import AuditFrame
+from ..schema import ARM_SYMBOLS, ARMS
+from ..stats.core import paired_difference_ci, wilson_ci
+
+FIELDS = ("hit", "hit_exact")
+PAIRED_INTERVAL = "Newcombe (1998) square-and-add interval for paired proportions (Wilson components)"
+
+
+def _f(x) -> float | None:
+    x = float(x)
+    return None if np.isnan(x) else x
+
+
+def paired_tables(frame: AuditFrame, arm_a: str, arm_b: str, field: str, models: list[str]) -> np.ndarray:
+    """(len(models), 4) counts (n11, n10, n01, n00) of each model's items known in both arms: right in
+    both, right only in ``arm_a``, right only in ``arm_b``, wrong in both."""
+    out = np.zeros((len(models), 4), np.int64)
+    if not models:
+        return out
+    A = frame.correctness(arm_a, field, models)
+    B = frame.correctness(arm_b, field, models)
+    for j in range(len(models)):
+        a, b = A[:, j], B[:, j]
+        known = (a >= 0) & (b >= 0)
+        code = (1 - a[known].astype(np.int64)) * 2 + (1 - b[known].astype(np.int64))  # 0: both right ... 3: both wrong
+        out[j] = np.bincount(code, minlength=4)
+    return out
+
+
+def _diff_rows(tabs: np.ndarray, alpha: float) -> list[dict]:
+    d, lo, hi = paired_difference_ci(tabs[:, 0], tabs[:, 1], tabs[:, 2], tabs[:, 3], alpha)
+    n = tabs.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pa, pb = (tabs[:, 0] + tabs[:, 1]) / n, (tabs[:, 0] + tabs[:, 2]) / n
+    return [{"n_items": int(n[j]), "a": _f(pa[j]) if n[j] else None, "b": _f(pb[j]) if n[j] else None,
+             "difference": _f(d[j]), "ci": [_f(lo[j]), _f(hi[j])], "n_a_only": int(tabs[j, 1]),
+             "n_b_only": int(tabs[j, 2])} for j in range(len(tabs))]
+
+
+def per_model_table(frame: AuditFrame, arms: dict, alpha: float = 0.05) -> dict[str, Any]:
+    """The per-model table (module docstring); ``arms``: :func:`audit_hub.engine.run.arm_field`'s record."""
+    acc = frame.accuracy_table()
+    kh, ke = frame.known_counts("hit"), frame.known_counts("hit_exact")
+    idx = {m: i for i, m in enumerate(frame.models)}
+    rows = []
+    for r in acc.to_dict(orient="records"):
+        a, m = ARMS.index(r["arm"]), idx[r["model"]]
+        row = {"model": r["model"], "arm": r["arm"], "n_items": int(r["n_items"]),
+               "unparseable_share": _f(r["unparseable_share"])}
+        for fld, key, known in (("hit", "judged", kh), ("hit_exact", "exact", ke)):
+            n = int(known[a, m])
+            p = r["accuracy_judged"] if fld == "hit" else r["accuracy_exact"]
+            k = int(round(float(p) * n)) if n else 0
+            lo, hi = wilson_ci(k, n, alpha)
+            row[f"n_{key}"] = n
+            row[f"accuracy_{key}"] = k / n if n else None
+            row[f"accuracy_{key}_ci"] = [_f(lo), _f(hi)] if n else [None, None]
+        rows.append(row)
+    fields = ["hit", "hit_exact"] if arms.get("judged_too") else [arms.get("field", "hit_exact")]
+    paired = frame.paired_models()
+    gains = []
+    for fld in fields:
+        for m, g in zip(paired, _diff_rows(paired_tables(frame, "full", "blind", fld, paired), alpha)):
+            if g["n_items"]:
+                gains.append({"model": m, "field": fld, "n_items": g["n_items"], "accuracy_full": g["a"],
+                              "accuracy_blind": g["b"], "gain": g["difference"], "gain_ci": g["ci"],
+                              "n_right_only_with_image": g["n_a_only"], "n_right_only_blind": g["n_b_only"]})
+    mmstar = []
+    base = set(frame.models_in("base"))
+    triple = [m for m in paired if m in base]
+    for fld in fields:
+        if not triple:
+            break
+        mg = _diff_rows(paired_tables(frame, "full", "blind", fld, triple), alpha)
+        ml = _diff_rows(paired_tables(frame, "blind", "base", fld, triple), alpha)
+        for m, g, lk in zip(triple, mg, ml):
+            if not (g["n_items"] and lk["n_items"]):
+                continue
+            clip = [None if x is None else max(0.0, x) for x in lk["ci"]]
+            mmstar.append({"model": m, "field": fld, "n_items_mg": g["n_items"], "S_v": g["a"], "S_wv": g["b"],
+                           "MG": g["difference"], "MG_ci": g["ci"], "n_items_ml": lk["n_items"],
+                           "S_wv_ml": lk["a"], "S_t": lk["b"],
+                           "ML": None if lk["difference"] is None else max(0.0, lk["difference"]), "ML_ci": clip})
+    return {"alpha": alpha, "fields": fields, "field_why": arms.get("why"),
+            "accuracy_interval": "Wilson score interval", "gain_interval": PAIRED_INTERVAL,
+            "arm_symbols": dict(ARM_SYMBOLS), "rows": rows, "gains": gains, "mmstar": mmstar,
+            "models_without_blind": [m for m in frame.models_in("full") if m not in set(paired)]}

@@ -1,0 +1,126 @@
+"""Pairing the text-only arms (``blind``, ``base``) with the full-arm models, by name.
+
+One pure function, :func:`pair_arms`, decides which run of another arm belongs to which full-arm model;
+the caller renames the runs (:func:`rename_models`) before the frame is built, so every later stage
+pairs by identical names. Called once per benchmark (a work_dir with several benchmarks calls it for
+each).
+
+A run of another arm pairs with a full-arm model when, in this order (the first rule that gives a
+unique match wins):
+
+1. its model name (``benchaudit blind --model-name``, the harness's model name) equals the full-arm name;
+2. the names are equal ignoring case;
+3. its model id (``benchaudit blind --model``, from the folder's ``run_config.json``), or the last path
+   component of its name or id (``Qwen/Qwen2-VL-7B-Instruct`` -> ``Qwen2-VL-7B-Instruct``), equals a
+   full-arm name ignoring case.
+
+A run that matches no full-arm model, or matches a model another run already took, is not paired and
+is listed by name in ``unmatched`` (with the reason); nothing is pooled silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+
+def _tail(name: str) -> str:
+    return str(name).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].casefold()
+
+
+def pair_arms(full_models: Sequence[str], others: Mapping[str, Sequence[str]],
+              model_ids: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> dict[str, Any]:
+    """Which run of each other arm pairs with which full-arm model.
+
+    ``others``: ``{arm: [model names in that arm]}``; ``model_ids``: ``{arm: {name: [model ids]}}`` (from
+    ``run_config.json``). Returns ``{arm: {"renames": {name: full name}, "how": {full name: rule},
+    "paired": [full names], "unmatched": [{"model", "reason"}], "without": [full names with no run in
+    this arm]}}``."""
+    full = [str(m) for m in full_models]
+    exact = {m: m for m in full}
+    folded: dict[str, list[str]] = {}
+    tails: dict[str, list[str]] = {}
+    for m in full:
+        folded.setdefault(m.casefold(), []).append(m)
+        tails.setdefault(_tail(m), []).append(m)
+    out: dict[str, Any] = {}
+    for arm, names in others.items():
+        names = [str(n) for n in names]
+        ids = (model_ids or {}).get(arm, {})
+        taken: dict[str, str] = {}
+        renames: dict[str, str] = {}
+        how: dict[str, str] = {}
+        unmatched: list[dict] = []
+        pending = []
+        for n in names:  # exact names first, so a fuzzy match never takes a model an exact one claims
+            if n in exact:
+                taken[n] = n
+                renames[n] = n
+                how[n] = "model name"
+            else:
+                pending.append(n)
+        for n in pending:
+            cands = folded.get(n.casefold(), [])
+            rule = "model name (ignoring case)"
+            if len(cands) != 1:
+                keys = {_tail(n), *(_tail(i) for i in ids.get(n, ()) if i)}
+                cands = sorted({m for k in keys for m in tails.get(k, [])})
+                rule = "model id"
+            if len(cands) == 1 and cands[0] not in taken:
+                taken[cands[0]] = n
+                renames[n] = cands[0]
+                how[cands[0]] = rule
+            elif len(cands) == 1:
+                unmatched.append({"model": n, "reason": f"{cands[0]!r} is already paired with {taken[cands[0]]!r}"})
+            elif cands:
+                unmatched.append({"model": n, "reason": f"matches several full-arm models: {cands}"})
+            else:
+                unmatched.append({"model": n, "reason": "no full-arm model of this name or model id"})
+        paired = [m for m in full if m in taken]
+        out[arm] = {"renames": {k: v for k, v in renames.items() if k != v}, "how": how, "paired": paired,
+                    "unmatched": unmatched, "without": [m for m in full if m not in taken]}
+    return out
+
+
+def rename_models(df: pd.DataFrame, renames: Mapping[str, str]) -> pd.DataFrame:
+    """``df`` with its ``model`` column renamed by ``renames`` (categorical or plain)."""
+    if not renames or df is None or "model" not in df.columns:
+        return df
+    col = df["model"]
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = [renames.get(str(c), str(c)) for c in col.cat.categories]
+        if len(set(cats)) == len(cats):
+            df["model"] = col.cat.rename_categories(cats)
+            return df
+        col = col.astype(str)
+    df["model"] = col.astype(object).map(lambda v: renames.get(str(v), v))
+    return df
+
+
+def model_ids_of(paths: Sequence[str]) -> dict[str, list[str]]:
+    """``{model name: [model ids]}`` from the ``run_config.json`` of ``benchaudit blind`` output folders
+    among ``paths`` (a run file inside such a folder, or the folder itself); unreadable configs are ignored."""
+    out: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for p in paths:
+        p = os.path.abspath(str(p))
+        for folder in (p, os.path.dirname(p), os.path.dirname(os.path.dirname(p))):
+            cfg = os.path.join(folder, "run_config.json")
+            if cfg in seen or not os.path.isfile(cfg):
+                continue
+            seen.add(cfg)
+            try:
+                with open(cfg, encoding="utf-8") as fh:
+                    fp = (json.load(fh) or {}).get("fingerprint") or {}
+            except (OSError, ValueError, AttributeError):
+                break
+            name, model = fp.get("model_name"), fp.get("model")
+            mid = model.get("model") if isinstance(model, dict) else model
+            if isinstance(name, str) and isinstance(mid, str):
+                out.setdefault(name, []).append(mid)
+            break
+    return out

@@ -1,0 +1,39 @@
+"""The one number formatter (issue 27): hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from audit_hub.fmt import ci, fmt_num, fmt_p, pct, plain, pp
+
+
+@pytest.mark.parametrize("x,out", [(0.4227, "42.3%"), (0.05, "5.0%"), (1.0, "100.0%"), (0.0094, "0.94%"),
+                                   (0.00029, "0.029%"), (0.0, "0.0%"), (None, "n/a"), (math.nan, "n/a")])
+def test_shares_keep_significant_digits(x, out):
+    assert pct(x) == out
+
+
+def test_differences_are_signed_points():
+    assert (pp(0.0109), pp(-0.0034), pp(0.000293)) == ("+1.1 pp", "-0.34 pp", "+0.029 pp")
+
+
+@pytest.mark.parametrize("p,B,out", [(0.001, 999, "0.001"), (0.32, 999, "0.320"), (0.1, 9, "0.1"),
+                                     (0.0001, 9999, "0.0001"), (0.001, None, "0.001"), (0.0123, None, "0.012"),
+                                     (0.32, None, "0.32"), (0.0004, None, "< 0.001")])
+def test_p_values_at_their_resolution(p, B, out):
+    assert fmt_p(p, B) == out
+
+
+def test_intervals_at_the_precision_of_their_estimate():
+    assert ci([0.20026, 0.2108], "num", 0.2057) == "[0.200, 0.211]"
+    assert ci([0.0088, 0.0101], "pct", 0.0094) == "[0.88, 1.01]%"
+    assert ci([0.405, 0.44], "pct", 0.4227) == "[40.5, 44.0]%"
+    assert ci([0.0064, 0.0156], "pp", 0.0109) == "[+0.6, +1.6] pp"
+
+
+def test_numbers_and_plain_values():
+    assert (fmt_num(0.00016723653445557783), fmt_num(1285), fmt_num(7.6912)) == ("0.000167", "1,285", "7.69")
+    assert plain({"choice": "budget", "numeric": "budget"}) == "choice: budget, numeric: budget"
+    assert plain(None) == "none" and plain({"k": 5, "repeats": 3}) == "k: 5, repeats: 3"
