@@ -3,8 +3,8 @@ audit`` output of its own) and an index over them (``OUT/README.md``, a card; ``
 benchmark: items, models, headline figures, the report's path; ``OUT/manifest.json``).
 
 :func:`index_row` and :func:`index_card` build the content; :func:`write_report_set` is the one function that
-writes the folder (through the atomic output folder helper), so moving it to another output layer moves all
-of it. Every input-derived string in the card (benchmark, model and file names, reasons) goes through
+writes the folder, through the output layer (:func:`audit_hub.hub.output.output_folder`: the manifest schema,
+``kind: index``, pushable with ``benchaudit push``). Every input-derived string in the card (benchmark, model and file names, reasons) goes through
 :mod:`audit_hub.escape`.
 """
 
@@ -53,7 +53,7 @@ def index_row(name: str, folder: str, result: Any, headlines: list[str]) -> dict
 
 def index_card(rows: list[dict], *, skipped_files: list[dict] | None = None) -> str:
     """The index README: a table of the benchmarks with links to their reports, then each one's headlines."""
-    from ..escape import md_cell, md_inline
+    from ..escape import md_inline
     from ..fmt import pct
 
     lines = ["---", "tags:", "- benchaudit", "- benchmark-audit-index", "---", "",
@@ -65,8 +65,8 @@ def index_card(rows: list[dict], *, skipped_files: list[dict] | None = None) -> 
     for r in rows:
         m = r["models"]
         mean = pct(r["mean_accuracy_full"]) if r["mean_accuracy_full"] is not None else "n/a"
-        lines.append(f"| {md_cell(r['benchmark'])} | {r['n_questions']:,} | {len(m['full'])} / {len(m['blind'])} | "
-                     f"{md_cell(r['primary_field'])} | {mean} | [{md_cell(r['path'])}/]({r['path']}/README.md) |")
+        lines.append(f"| {md_inline(r['benchmark'])} | {r['n_questions']:,} | {len(m['full'])} / {len(m['blind'])} | "
+                     f"{md_inline(r['primary_field'])} | {mean} | [{md_inline(r['path'])}/]({r['path']}/README.md) |")
     for r in rows:
         lines += ["", f"## {md_inline(r['benchmark'])}", ""]
         for a in r["accuracy"]:
@@ -91,24 +91,17 @@ def write_report_set(out, *, command_line: list[str], inputs: list, write_each: 
     """Write the work_dir output atomically: ``write_each(tmp)`` writes each benchmark's report into
     ``tmp/<folder>/`` (with :func:`audit_hub.report.writer.write_report`) and returns their index rows; then the
     index files and the manifest. ``out`` is replaced only if it is an earlier ``benchaudit audit`` output."""
-    from ..hub.folders import atomic_dir, dump_json
-    from .manifest import output_files, package_versions
+    from ..hub.output import output_folder
 
     started = time.time()
-    with atomic_dir(out, command="audit", inputs=inputs) as tmp:
-        rows = write_each(tmp)
-        index = {"index_version": INDEX_VERSION, "tool": "benchaudit", "kind": "audit-index",
-                 "benchmarks": rows, "skipped_files": list(skipped_files or [])}
-        (tmp / INDEX_JSON).write_text(dump_json(index), encoding="utf-8")
-        (tmp / "README.md").write_text(index_card(rows, skipped_files=skipped_files), encoding="utf-8")
-        manifest = {"manifest_version": 1, "tool": "benchaudit", "kind": "audit-index",
-                    "benchaudit_version": package_versions(("benchaudit",))["benchaudit"],
-                    "command_line": list(command_line),
-                    "started_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(started)),
-                    "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
-                    "reports": [{"benchmark": r["benchmark"], "path": r["path"]} for r in rows],
-                    "outputs": output_files(tmp)}
-        (tmp / "manifest.json").write_text(dump_json(manifest), encoding="utf-8")
+    with output_folder(out, command="audit", inputs=inputs) as f:
+        rows = write_each(f.root)
+        f.json(INDEX_JSON, {"index_version": INDEX_VERSION, "tool": "benchaudit", "kind": "audit-index",
+                            "benchmarks": rows, "skipped_files": list(skipped_files or [])})
+        f.text("README.md", index_card(rows, skipped_files=skipped_files))
+        f.manifest(command_line=command_line, inputs=list(inputs or []), started_at=started,
+                   fields={"kind": "index", "reports": [{"benchmark": r["benchmark"], "path": r["path"]}
+                                                         for r in rows]})
     return Path(out).resolve()
 
 
