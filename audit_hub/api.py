@@ -87,15 +87,15 @@ class Output:
         return (self._saved() / "README.md").read_text(encoding="utf-8")
 
     def to_dataset(self):
-        """The folder's configs as a ``datasets.DatasetDict`` (``{config: Dataset}``, each the ``train`` split
-        that ``datasets.load_dataset(folder, config)`` gives)."""
+        """The folder's configs as a ``datasets.DatasetDict`` (``{config: Dataset}``, each the split its card
+        declares, as ``datasets.load_dataset(folder, config, split=...)`` gives it)."""
         import datasets
 
-        from .hub.folders import card_config_names
+        from .hub.folders import card_configs
 
         folder = self._saved()
-        return datasets.DatasetDict({name: datasets.load_dataset(str(folder), name, split="train")
-                                     for name in card_config_names(folder)})
+        return datasets.DatasetDict({name: datasets.load_dataset(str(folder), name, split=split)
+                                     for name, split in card_configs(folder).items()})
 
     def push_to_hub(self, repo_id: str, *, private: bool = False, revision: str | None = None,
                     create_pr: bool = False, token: str | None = None) -> dict:

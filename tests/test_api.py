@@ -117,3 +117,5 @@ def test_curate_result_on_the_example(tmp_path):
     folder = c.save(tmp_path / "c")
     assert json.loads((folder / "summary.json").read_text())["curation"]["n_after"] == c.summary["n_after"]
     assert isinstance(c.questions, pd.DataFrame)
+    ds = c.to_dataset()  # the curated benchmark is the `default` config, split `test`
+    assert ds["default"].num_rows == c.summary["n_after"]

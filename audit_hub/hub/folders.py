@@ -494,9 +494,17 @@ def dump_json(obj: Any) -> str:
     return json.dumps(scrub_obj(to_jsonable(obj)), indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
-def card_config_names(folder: str | os.PathLike) -> list[str]:
-    """The ``configs`` a folder's dataset card declares (``README.md`` YAML header), in card order."""
+def card_configs(folder: str | os.PathLike) -> dict[str, str]:
+    """``{config: split}`` of the ``configs`` a folder's dataset card declares (``README.md`` YAML header), in
+    card order; the split is the config's first ``data_files`` split (``train`` when none is named)."""
     from huggingface_hub import DatasetCard
 
     card = DatasetCard.load(Path(folder) / "README.md")
-    return [str(c["config_name"]) for c in card.data.to_dict().get("configs") or [] if c.get("config_name")]
+    out: dict[str, str] = {}
+    for c in card.data.to_dict().get("configs") or []:
+        if not c.get("config_name"):
+            continue
+        files = c.get("data_files") or []
+        first = files[0] if isinstance(files, list) and files else {}
+        out[str(c["config_name"])] = str(first.get("split") or "train") if isinstance(first, dict) else "train"
+    return out
