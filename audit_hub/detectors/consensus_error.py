@@ -484,8 +484,9 @@ def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarra
                     check: bool = True):
     """Posterior that each closed item's gold is wrong and the severity it implies. Relabel (high /
     critical) needs evidence beyond difficulty and attractive distractors: posterior >= 0.5 on closed
-    items; open items have no option structure to model and keep the unanimity rule; a unanimous
-    non-gold answer the model explains is medium (review)."""
+    items; open items have no option structure to model and keep the unanimity rule, except in a category
+    whose closed items fail the identifiability test (review only there); a unanimous non-gold answer the
+    model explains is medium (review)."""
     Q = frame.n_questions
     lab = label_posterior(frame, seed=seed, use_blind=use_blind, recall_sims=recall_sims, label_iters=label_iters,
                           check=check)
@@ -509,14 +510,22 @@ def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarra
     cand = np.flatnonzero((unanimous | suspect) & (cons >= 0))
     dup_gold = np.zeros(Q, bool)
     dup_gold[cand] = _duplicates_gold(frame, cand, cons)
-    strong = np.where(modelled, suspect & supported, unanimous)
+    # open items keep the unanimity rule, but not in a category whose closed items show the pool's answers
+    # carry no information about the gold (the same identifiability rule; categories with no closed items
+    # to test keep the rule)
+    codes, labels = frame.category_codes("category")
+    ident = lab.get("identifiability") or {}
+    cat_ok = np.array([bool(ident[str(x)].get("identifiable")) if str(x) in ident else True for x in labels], bool)
+    open_ok = cat_ok[np.asarray(codes, np.int64)] if len(cat_ok) else np.ones(Q, bool)
+    strong = np.where(modelled, suspect & supported, unanimous & open_ok)
     sev = np.where(strong, np.where(blind_disagrees | dup_gold, 4, 3),
                    np.where(unanimous | (suspect & ~supported), 2, np.where(majority, 1, 0)))
     # P(gold right) from the log odds: no saturation at 0, so the ranking has no ties
     score_closed = 1.0 / (1.0 + np.exp(np.clip(np.nan_to_num(log_odds), -700, 700)))
     return {"lab": lab, "p_wrong": p_wrong, "log_odds": log_odds, "modelled": modelled, "suspect": suspect,
             "cons": cons, "dup_gold": dup_gold, "sev": sev, "score_closed": score_closed, "supported": supported,
-            "raw_suspect": raw_suspect, "identifiable": identifiable}
+            "raw_suspect": raw_suspect, "identifiable": identifiable,
+            "open_not_identifiable": ~modelled & unanimous & ~open_ok}
 
 
 def _label_summary(ev: dict, unanimous: np.ndarray, p_indep: float) -> dict:
@@ -539,6 +548,7 @@ def _label_summary(ev: dict, unanimous: np.ndarray, p_indep: float) -> dict:
         "n_posterior_gold_wrong_unsupported": int((ev["suspect"] & ~ev["supported"]).sum()),
         "n_posterior_gold_wrong_not_identifiable": int((ev["raw_suspect"] & ~ev["identifiable"]).sum()),
         "n_items_identifiable": int(ev["identifiable"].sum()),
+        "n_open_unanimous_not_identifiable": int(ev["open_not_identifiable"].sum()),
         # the wrong-gold estimate is identified only where the pool can tell the gold
         "expected_wrong_gold": float(np.nansum(np.where(ev["identifiable"], ev["p_wrong"], 0.0))),
         "expected_wrong_gold_share": (float(np.nansum(np.where(ev["identifiable"], ev["p_wrong"], 0.0)))
