@@ -83,20 +83,7 @@ def fit_2pl(right: np.ndarray, known: np.ndarray, *, n_iter: int = 200, tol: flo
     while it < n_iter:
         it += 1
         a0, d0, t0 = a, d, theta
-        p = _sig(a[:, None] * theta[None, :] + d[:, None])
-        r = x - k * p
-        w = k * p * (1 - p)
-        ga = r @ theta - (a - A_PRIOR) / A_SD ** 2
-        gd = r.sum(axis=1) - d / D_SD ** 2
-        haa = w @ (theta * theta) + 1.0 / A_SD ** 2
-        had = w @ theta
-        hdd = w.sum(axis=1) + 1.0 / D_SD ** 2
-        det = haa * hdd - had * had
-        da = (hdd * ga - had * gd) / det
-        dd = (haa * gd - had * ga) / det
-        step = np.maximum(1.0, np.maximum(np.abs(da), np.abs(dd)))
-        a = np.maximum(a + da / step, A_MIN).astype(np.float32)
-        d = (d + dd / step).astype(np.float32)
+        a, d, da, dd = _item_newton_step(x, k, a, d, theta)
         p = _sig(a[:, None] * theta[None, :] + d[:, None])
         g = a @ (x - k * p) - theta
         h = (a * a) @ (k * p * (1 - p)) + 1.0
@@ -115,26 +102,31 @@ def fit_2pl(right: np.ndarray, known: np.ndarray, *, n_iter: int = 200, tol: flo
                   converged=converged, final_change=change)
 
 
+def _item_newton_step(x: np.ndarray, k: np.ndarray, a: np.ndarray, d: np.ndarray, theta: np.ndarray):
+    """One damped Newton step of every item's (a, d) on the penalised log-likelihood given the abilities;
+    returns the new (a, d) and the raw steps (da, dd)."""
+    p = _sig(a[:, None] * theta[None, :] + d[:, None])
+    r = x - k * p
+    w = k * p * (1 - p)
+    ga = r @ theta - (a - A_PRIOR) / A_SD ** 2
+    gd = r.sum(axis=1) - d / D_SD ** 2
+    haa = w @ (theta * theta) + 1.0 / A_SD ** 2
+    had = w @ theta
+    hdd = w.sum(axis=1) + 1.0 / D_SD ** 2
+    det = haa * hdd - had * had
+    da = (hdd * ga - had * gd) / det
+    dd = (haa * gd - had * ga) / det
+    step = np.maximum(1.0, np.maximum(np.abs(da), np.abs(dd)))
+    return np.maximum(a + da / step, A_MIN).astype(np.float32), (d + dd / step).astype(np.float32), da, dd
+
+
 def _items_given(x: np.ndarray, k: np.ndarray, a: np.ndarray, d: np.ndarray, theta: np.ndarray,
                  n_iter: int = 25, tol: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
     """Item parameters refined to the penalised maximum given the (standardised) abilities: at the joint
     sweep's fixed point the Newton step and the standardisation balance, so the items are not yet stationary
     for the abilities the model reports."""
     for _ in range(n_iter):
-        p = _sig(a[:, None] * theta[None, :] + d[:, None])
-        r = x - k * p
-        w = k * p * (1 - p)
-        ga = r @ theta - (a - A_PRIOR) / A_SD ** 2
-        gd = r.sum(axis=1) - d / D_SD ** 2
-        haa = w @ (theta * theta) + 1.0 / A_SD ** 2
-        had = w @ theta
-        hdd = w.sum(axis=1) + 1.0 / D_SD ** 2
-        det = haa * hdd - had * had
-        da = (hdd * ga - had * gd) / det
-        dd = (haa * gd - had * ga) / det
-        step = np.maximum(1.0, np.maximum(np.abs(da), np.abs(dd)))
-        a = np.maximum(a + da / step, A_MIN).astype(np.float32)
-        d = (d + dd / step).astype(np.float32)
+        a, d, da, dd = _item_newton_step(x, k, a, d, theta)
         if max(float(np.max(np.abs(da))), float(np.max(np.abs(dd)))) < tol:
             break
     return a, d
