@@ -197,3 +197,19 @@ def previous_report(tmp_path_factory) -> Path:
     assert rc == 0
     assert json.loads((out / "manifest.json").read_text())["output_of"] == "audit"
     return out
+
+
+def command_args(ws, command: str, out: str) -> list[str]:
+    """The arguments of a small, fast run of ``command`` (audit, tst, prune, curate) writing ``out``."""
+    if command == "audit":
+        return ws.audit_args(out)
+    if command == "tst":
+        return ["tst", "--questions", str(ws.questions), "--out", out, "--k", "2", "--repeats", "1",
+                "--n-estimators", "5"]
+    if command == "prune":
+        return ["prune", "--questions", str(ws.questions), "--out", out, "--budget", "2", "--k", "2",
+                "--repeats", "1", "--n-estimators", "5", "--random-seeds", "2"]
+    if command == "curate":
+        return ["curate", "-q", str(ws.root / "pool" / "questions.parquet"), "-r", str(ws.root / "pool" / "runs.parquet"),
+                "--target-size", "60", "--n-boot", "50", "--score-budget", "0", "--junk", "0", "--out", out]
+    raise AssertionError(command)

@@ -10,19 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import all_bytes, assert_no_secret
-
-
-def _cmd_args(ws, command: str, out: str) -> list[str]:
-    if command == "audit":
-        return ws.audit_args(out)
-    if command == "tst":
-        return ["tst", "--questions", str(ws.questions), "--out", out, "--k", "2", "--repeats", "1",
-                "--n-estimators", "5"]
-    if command == "prune":
-        return ["prune", "--questions", str(ws.questions), "--out", out, "--budget", "2", "--k", "2",
-                "--repeats", "1", "--n-estimators", "5", "--random-seeds", "2"]
-    raise AssertionError(command)
+from .conftest import all_bytes, assert_no_secret, command_args
 
 
 # Targets that must never be replaced, as (label, setup(ws) -> out argument).
@@ -83,7 +71,7 @@ def test_audit_refuses_unsafe_out(ws, label):
 def test_tst_and_prune_refuse_unsafe_out(ws, command, label):
     out = FORBIDDEN[label](ws)
     before = ws.snap()
-    res = ws.cli(*_cmd_args(ws, command, out))
+    res = ws.cli(*command_args(ws, command, out))
     ws.check_refused(res, before, out=None)
 
 
@@ -205,7 +193,7 @@ def test_new_parent_folders_are_removed_when_the_run_fails(ws, monkeypatch):
 
 
 def test_tst_replaces_its_own_output_and_audit_refuses_it(ws):
-    args = _cmd_args(ws, "tst", "tst_out")
+    args = command_args(ws, "tst", "tst_out")
     first = ws.cli(*args)
     assert first.rc == 0, first
     assert json.loads((ws.root / "tst_out" / "manifest.json").read_text())["output_of"] == "tst"

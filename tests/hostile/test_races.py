@@ -16,24 +16,9 @@ import time
 
 import pytest
 
-from .conftest import REPO, Result, all_bytes, assert_no_secret
+from .conftest import REPO, Result, all_bytes, assert_no_secret, command_args
 
 PAUSE = "BENCHAUDIT_TEST_PAUSE_BEFORE_SWAP"
-
-
-def _args(ws, command: str, out: str) -> list[str]:
-    if command == "audit":
-        return ws.audit_args(out)
-    if command == "tst":
-        return ["tst", "--questions", str(ws.questions), "--out", out, "--k", "2", "--repeats", "1",
-                "--n-estimators", "5"]
-    if command == "prune":
-        return ["prune", "--questions", str(ws.questions), "--out", out, "--budget", "2", "--k", "2",
-                "--repeats", "1", "--n-estimators", "5", "--random-seeds", "2"]
-    if command == "curate":
-        return ["curate", "-q", str(ws.root / "pool" / "questions.parquet"), "-r", str(ws.root / "pool" / "runs.parquet"),
-                "--target-size", "60", "--n-boot", "50", "--score-budget", "0", "--junk", "0", "--out", out]
-    raise AssertionError(command)
 
 
 def _pool(ws) -> None:
@@ -88,7 +73,7 @@ def test_a_folder_made_at_out_during_the_run_is_kept(ws, command):
     if command == "curate":
         _pool(ws)
     before = ws.snap()
-    res = _race(ws, _args(ws, command, "report"), _user_folder(ws))
+    res = _race(ws, command_args(ws, command, "report"), _user_folder(ws))
     _check_refused_and_kept(ws, res)
     after = ws.snap("report")
     assert after == before  # nothing else touched outside --out
