@@ -209,8 +209,7 @@ class AuditSetResult(Output):
             return self._rows()
 
         folder = write_report_set(out, command_line=self.command_line,
-                                  inputs=[s for r in self.results.values() for s in (x.get("path") for x in r.inputs)
-                                          if s],
+                                  inputs=[x for r in self.results.values() for x in r.inputs if x.get("path")],
                                   write_each=write_each, skipped_files=self.skipped_files)
         for name, r in self.results.items():
             r._folder = Path(folder) / self.folders[name]

@@ -90,11 +90,14 @@ def write_report_set(out, *, command_line: list[str], inputs: list, write_each: 
                      skipped_files: list[dict] | None = None) -> Path:
     """Write the work_dir output atomically: ``write_each(tmp)`` writes each benchmark's report into
     ``tmp/<folder>/`` (with :func:`audit_hub.report.writer.write_report`) and returns their index rows; then the
-    index files and the manifest. ``out`` is replaced only if it is an earlier ``benchaudit audit`` output."""
+    index files and the manifest. ``out`` is replaced only if it is an earlier ``benchaudit audit`` output.
+    ``inputs``: the input records of the reports (``path`` and the ``sha256`` already computed while reading:
+    no input is hashed twice)."""
     from ..hub.output import output_folder
 
     started = time.time()
-    with output_folder(out, command="audit", inputs=inputs) as f:
+    paths = [r.get("path") if isinstance(r, dict) else r for r in inputs or []]
+    with output_folder(out, command="audit", inputs=[p for p in paths if p]) as f:
         rows = write_each(f.root)
         f.json(INDEX_JSON, {"index_version": INDEX_VERSION, "tool": "benchaudit", "kind": "audit-index",
                             "benchmarks": rows, "skipped_files": list(skipped_files or [])})
