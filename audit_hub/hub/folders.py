@@ -180,26 +180,34 @@ def cleanup_stale(target: Path) -> list[str]:
     return done
 
 
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+def _renameat2(a: Path, b: Path, flag: int) -> int | None:
+    """Linux ``renameat2(a, b, flag)``: 0 when done, else the errno; None where the system lacks the call
+    (not Linux, no libc symbol, or a kernel / file system that refuses the flag)."""
     import ctypes
     import errno as _errno
     import sys
 
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.renameat2
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
-        return False
+        return None
     fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    at_fdcwd, rename_exchange = -100, 2
-    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
-        return True
+    at_fdcwd = -100
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), flag) == 0:
+        return 0
     err = ctypes.get_errno()
     if err in (_errno.ENOSYS, _errno.EINVAL, getattr(_errno, "ENOTSUP", 95), _errno.EOPNOTSUPP):
-        return False
+        return None
+    return err
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (renameat2 RENAME_EXCHANGE); False where unsupported."""
+    err = _renameat2(a, b, 2)
+    if err is None or err == 0:
+        return err == 0
     raise OSError(err, os.strerror(err), str(b))
 
 
@@ -361,25 +369,13 @@ def _replaceable(p: Path, command: str | None, recognise) -> bool:
 def _rename_noreplace(a: Path, b: Path) -> bool | None:
     """Rename ``a`` to ``b`` only if nothing is at ``b`` (renameat2 RENAME_NOREPLACE, atomic): True when
     done, False when something is there, None where the system lacks it."""
-    import ctypes
     import errno as _errno
-    import sys
 
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    at_fdcwd, rename_noreplace = -100, 1
-    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_noreplace) == 0:
-        return True
-    err = ctypes.get_errno()
+    err = _renameat2(a, b, 1)
+    if err is None or err == 0:
+        return None if err is None else True
     if err == _errno.EEXIST:
         return False
-    if err in (_errno.ENOSYS, _errno.EINVAL, getattr(_errno, "ENOTSUP", 95), _errno.EOPNOTSUPP):
-        return None
     raise OSError(err, os.strerror(err), str(b))
 
 
