@@ -433,7 +433,8 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     gold = frame.gold_codes().astype(np.int64)
     rows, data = _label_data(frame, models, blind_models, gold)
     out = {"rows": rows[:0], "p_wrong": np.zeros(0), "log_odds": np.zeros(0), "top": np.zeros(0, np.int64), "test": None, "params": None,
-           "detection": None, "identifiable": np.zeros(0, bool), "identifiability": {}, "check": None}
+           "detection": None, "identifiable": np.zeros(0, bool), "identifiability": {}, "check": None,
+           "wrong_gold_rate": None}
     if len(rows) < MIN_MODEL_ITEMS:
         return out
     out["rows"] = rows
@@ -456,6 +457,10 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     ok_cat = np.array([ident.get(str(lab), {}).get("identifiable", False) for lab in labels], bool)
     identifiable = ok_cat[cat] if len(ok_cat) else np.zeros(len(rows), bool)
     out.update(identifiable=identifiable, identifiability=ident)
+    # the wrong-gold share where the pool can tell the gold: ML estimate with its profile-likelihood interval
+    idx = np.flatnonzero(identifiable)
+    out["wrong_gold_rate"] = (lm.wrong_gold_rate(data.subset(idx), ll[idx]) | {
+        "counts": "closed items (mc, yes/no) of the categories that pass the identifiability test"}) if len(idx) else None
     if check:
         def fit_predict(d, answers):
             return lm.held_out_prediction(d, lm.fit(d, n_iter=2, seed=seed), answers)
@@ -551,8 +556,10 @@ def _label_summary(ev: dict, unanimous: np.ndarray, p_indep: float) -> dict:
         "n_open_unanimous_not_identifiable": int(ev["open_not_identifiable"].sum()),
         # the wrong-gold estimate is identified only where the pool can tell the gold
         "expected_wrong_gold": float(np.nansum(np.where(ev["identifiable"], ev["p_wrong"], 0.0))),
+        # ... as a share of the items it is summed over (the closed items of identifiable categories)
         "expected_wrong_gold_share": (float(np.nansum(np.where(ev["identifiable"], ev["p_wrong"], 0.0)))
-                                      / max(int(ev["modelled"].sum()), 1)),
+                                      / max(int(ev["identifiable"].sum()), 1)),
+        "wrong_gold_share": lab.get("wrong_gold_rate"),
         "identifiability": lab["identifiability"],
         "categories_not_identifiable": {c: r.get("reason", "") for c, r in lab["identifiability"].items()
                                         if not r.get("identifiable")},

@@ -811,6 +811,49 @@ def lr_test(data: LabelData, ll: np.ndarray, ll_null: np.ndarray | None = None) 
                 ", nuisance parameters refitted under the null" if ll_null is not None else "")}
 
 
+def wrong_gold_rate(data: LabelData, ll: np.ndarray, level: float = 0.95) -> dict:
+    """Maximum-likelihood share of ``data``'s items whose stated gold is wrong, with a profile-likelihood
+    interval: with ``r_i`` the mean likelihood of the item's non-gold answers over its gold's under the fitted
+    parameters (``ll``: (Q, Kmax) log P(answers | truth)), ``L(e) = sum_i log(1 - e + e r_i)`` (the headline
+    test's statistic, :func:`lr_test`); the interval is ``{e: 2 (L(e_hat) - L(e)) <= chi2_1(level)}``. The
+    nuisance parameters are held at the fit (plug-in), so the interval is conditional on the fitted model."""
+    from scipy.stats import chi2
+
+    Q = len(data.k)
+    if not Q:
+        return {"estimate": None, "ci": [None, None], "n_items": 0}
+    valid = np.arange(data.kmax)[None, :] < data.k[:, None]
+    other = np.where(valid, ll, -np.inf)
+    other[np.arange(Q), data.gold] = -np.inf
+    lr = np.clip(logsumexp(other, axis=1) - np.log(np.maximum(data.k - 1, 1)) - ll[np.arange(Q), data.gold],
+                 -50, 50)
+    r = np.exp(lr)
+
+    def L(e):
+        return float(np.log1p(e * (r - 1)).sum())
+
+    grid = np.concatenate([[0.0], np.geomspace(1e-5, 0.999, 400)])
+    vals = np.array([L(e) for e in grid])
+    j = int(vals.argmax())
+    lo_b, hi_b = grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]
+    e_hat = float(minimize_bounded(lambda e: -L(e), lo_b, hi_b, xatol=1e-6)[0]) if hi_b > lo_b else float(grid[j])
+    if L(grid[j]) > L(e_hat):
+        e_hat = float(grid[j])
+    top = L(e_hat)
+    cut = top - 0.5 * float(chi2.ppf(level, 1))
+
+    def edge(a, b):  # L(a) >= cut > L(b): bisection on the crossing
+        for _ in range(60):
+            m = 0.5 * (a + b)
+            a, b = (m, b) if L(m) >= cut else (a, m)
+        return 0.5 * (a + b)
+
+    lo = 0.0 if L(0.0) >= cut else edge(e_hat, 0.0)
+    hi = 0.999 if L(0.999) >= cut else edge(e_hat, 0.999)
+    return {"estimate": e_hat, "ci": [float(lo), float(hi)], "level": level, "n_items": int(Q),
+            "expected_count": float(e_hat * Q)}
+
+
 def simulate(data: LabelData, params: LabelParams, rng: np.random.Generator, *, error_rate: float = 0.0
              ) -> tuple[LabelData, np.ndarray]:
     """Answers drawn from the fitted model on ``data``'s items and answer patterns; ``error_rate`` of the
