@@ -126,6 +126,8 @@ def test_real_blink_pool_regression():
     wg = s["wrong_gold_share"]
     assert wg["n_items"] == n_id and wg["ci"][0] < wg["estimate"] < wg["ci"][1]
     assert 0.08 <= wg["estimate"] <= 0.14
+    line = next(x for x in ce._notes(s) if x.startswith("**Estimated wrong-gold share**"))
+    assert f"{100 * wg['estimate']:.1f}%" in line and "does not support" in line and "of the 1232 closed" in line
     bad = s["categories_not_identifiable"]
     assert {"Relative_Reflectance", "IQ_Test", "Object_Localization"} <= set(bad)
     assert {"Counting", "Forensic_Detection", "Visual_Correspondence"}.isdisjoint(bad)

@@ -715,6 +715,14 @@ def _notes(ce: dict) -> list[str]:
             txt += (" **The pool is too weak to detect label errors**: 'no findings' here says little about the "
                     "labels; the ranking (`consensus_error_score`) is still the best order to review items in.")
         out.append(txt)
+    wg = ce.get("wrong_gold_share")
+    if isinstance(wg, dict) and wg.get("estimate") is not None:
+        chk = ce.get("predictive_check") or {}
+        out.append(f"**Estimated wrong-gold share** of the {wg.get('n_items')} closed item(s) in categories this pool "
+                   f"can audit: {pct(wg['estimate'], 1)} (95% profile-likelihood interval {pct(wg['ci'][0], 1)} to "
+                   f"{pct(wg['ci'][1], 1)}; maximum likelihood under the fitted label model, so conditional on it"
+                   + ("; the held-out-model check does not support this pool's flags, so neither this estimate"
+                      if chk.get("supported") is False else "") + ").")
     out.extend(_check_notes(ce))
     return out
 
