@@ -189,9 +189,7 @@ def test_wrong_gold_rate_hand_case():
     ll = np.zeros((n0 + n1, 2))
     ll[:n0, 1] = -60.0           # clipped to -50
     ll[n0:, 1] = 50.0
-    d = lm.LabelData([np.zeros((n0 + n1, 1), np.int64)], np.full(n0 + n1, 2), np.zeros(n0 + n1, bool),
-                     np.zeros(n0 + n1, np.int64))
-    out = lm.wrong_gold_rate(d, ll)
+    out = lm.wrong_gold_rate(ll, np.full(n0 + n1, 2), np.zeros(n0 + n1, np.int64))
     r = np.exp(np.r_[np.full(n0, -50.0), np.full(n1, 50.0)])
 
     def L(e):

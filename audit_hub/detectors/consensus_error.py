@@ -459,7 +459,7 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     out.update(identifiable=identifiable, identifiability=ident)
     # the wrong-gold share where the pool can tell the gold: ML estimate with its profile-likelihood interval
     idx = np.flatnonzero(identifiable)
-    out["wrong_gold_rate"] = (lm.wrong_gold_rate(data.subset(idx), ll[idx]) | {
+    out["wrong_gold_rate"] = (lm.wrong_gold_rate(ll[idx], data.k[idx], data.gold[idx]) | {
         "counts": "closed items (mc, yes/no) of the categories that pass the identifiability test"}) if len(idx) else None
     if check:
         def fit_predict(d, answers):

@@ -811,26 +811,34 @@ def lr_test(data: LabelData, ll: np.ndarray, ll_null: np.ndarray | None = None) 
                 ", nuisance parameters refitted under the null" if ll_null is not None else "")}
 
 
-def wrong_gold_rate(data: LabelData, ll: np.ndarray, level: float = 0.95) -> dict:
+RATE_BINS_PER_UNIT = 50  # bins per unit of log r in wrong_gold_rate (r within 1% of its value)
+
+
+def wrong_gold_rate(ll: np.ndarray, k: np.ndarray, gold: np.ndarray, level: float = 0.95) -> dict:
     """Maximum-likelihood share of ``data``'s items whose stated gold is wrong, with a profile-likelihood
     interval: with ``r_i`` the mean likelihood of the item's non-gold answers over its gold's under the fitted
-    parameters (``ll``: (Q, Kmax) log P(answers | truth)), ``L(e) = sum_i log(1 - e + e r_i)`` (the headline
+    parameters (``ll``: (Q, Kmax) log P(answers | truth); ``k``, ``gold``: (Q,) option count, stated gold), ``L(e) = sum_i log(1 - e + e r_i)`` (the headline
     test's statistic, :func:`lr_test`); the interval is ``{e: 2 (L(e_hat) - L(e)) <= chi2_1(level)}``. The
     nuisance parameters are held at the fit (plug-in), so the interval is conditional on the fitted model."""
     from scipy.stats import chi2
 
-    Q = len(data.k)
+    Q = len(k)
     if not Q:
         return {"estimate": None, "ci": [None, None], "n_items": 0}
-    valid = np.arange(data.kmax)[None, :] < data.k[:, None]
+    valid = np.arange(ll.shape[1])[None, :] < np.asarray(k)[:, None]
     other = np.where(valid, ll, -np.inf)
-    other[np.arange(Q), data.gold] = -np.inf
-    lr = np.clip(logsumexp(other, axis=1) - np.log(np.maximum(data.k - 1, 1)) - ll[np.arange(Q), data.gold],
+    other[np.arange(Q), gold] = -np.inf
+    lr = np.clip(logsumexp(other, axis=1) - np.log(np.maximum(np.asarray(k) - 1, 1)) - ll[np.arange(Q), gold],
                  -50, 50)
-    r = np.exp(lr)
+    # L depends on the items through log r only: binned at 1/RATE_BINS_PER_UNIT (cost O(Q) once, then O(bins)
+    # per evaluation, whatever the number of items)
+    b = np.rint(lr * RATE_BINS_PER_UNIT).astype(np.int64) + 50 * RATE_BINS_PER_UNIT
+    w = np.bincount(b, minlength=100 * RATE_BINS_PER_UNIT + 1).astype(np.float64)
+    nz = np.flatnonzero(w)
+    r, w = np.exp((nz - 50 * RATE_BINS_PER_UNIT) / RATE_BINS_PER_UNIT), w[nz]
 
     def L(e):
-        return float(np.log1p(e * (r - 1)).sum())
+        return float(w @ np.log1p(e * (r - 1)))
 
     grid = np.concatenate([[0.0], np.geomspace(1e-5, 0.999, 400)])
     vals = np.array([L(e) for e in grid])
