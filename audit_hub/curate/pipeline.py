@@ -262,7 +262,7 @@ def _choice_brief(cur: dict) -> dict | None:
     if c is None:
         return None
     return {k: c[k] for k in ("candidate", "variant", "method", "beats_random_inner", "random_inner_tau",
-                              "inner_folds", "inner_pairs", "statement", "tolerance", "candidates")}
+                              "inner_folds", "inner_pairs", "sd_full", "sd_constraint_applied", "statement", "tolerance", "candidates")}
 
 
 def _rank_metrics(cur: np.ndarray, full: np.ndarray, names: list[str], top_k: int) -> dict:
