@@ -50,21 +50,22 @@ def test_default_is_not_below_random_in_inner_cv_where_random_ranks_well():
     if res["beats_random_inner"]:
         assert chosen["inner_tau_mean"] > res["random_inner_tau"]
     else:
-        assert res["method"] == "random_best" and "no candidate beat random" in res["statement"]
+        assert res["method"] == "stratified_difficulty" and "no candidate beat random" in res["statement"]
     assert res["mask"].sum() == 360
     assert {t["method"] for t in res["candidates"]} >= {"random_best", "kmeans_anchors", "irt_information",
                                                          "point_biserial", "stratified_difficulty"}
 
 
 def test_fallback_to_best_random_draw_when_nothing_beats_random():
-    """Only a rank-distorting candidate on offer: it does not beat random in inner CV, so the best
-    stratified random draw is used and the statement says so."""
+    """Only a rank-distorting candidate on offer: it does not beat random in inner CV, so a random draw
+    stratified by category and difficulty is used (not the best draw on the selecting models, which fits
+    them) and the statement says so."""
     x, _fam = _distorting_pool(1)
     Q = x.shape[0]
     res = choose(x, np.ones_like(x), np.zeros(Q, np.int64), {"none": np.ones(Q, bool)}, 200, 0.5, seed=0,
                  methods=("point_biserial",))
     assert not res["beats_random_inner"]
-    assert res["candidate"] == "none/random_best" and res["mask"].sum() == 200
+    assert res["candidate"] == "none/stratified_difficulty" and res["mask"].sum() == 200
     assert "no candidate beat random" in res["statement"]
 
 
@@ -192,3 +193,53 @@ def test_score_estimators_chosen_by_inner_cv():
     assert s["irt_converged"] and s["irt_not_eligible_because"] is None
     truth = x[:, test].mean(axis=0)
     assert np.abs(s["estimates"] - truth).mean() == pytest.approx(s["abs_err"][s["chosen"]].mean())
+
+
+def test_sd_constraint_prefers_candidates_that_keep_the_spread():
+    """Of the candidates that beat random in inner CV, one whose SD of model accuracies is at least the whole
+    pool's is chosen whenever one exists (recomputed here from the returned table and the matrix itself)."""
+    rng = np.random.default_rng(11)
+    x, _ = _two_pl(rng, 1200, 20)
+    k = np.ones_like(x)
+    cat = rng.integers(0, 4, 1200)
+    res = choose(x, k, cat, {"none": np.ones(1200, bool)}, 360, 0.5, seed=2)
+    sd_full = float(np.std(x.mean(axis=0), ddof=1))
+    assert res["sd_full"] == pytest.approx(sd_full)
+    eligible = [t for t in res["candidates"] if t["inner_tau_mean"] is not None
+                and t["inner_tau_mean"] > res["random_inner_tau"]]
+    keeps = [t for t in eligible if t["sd_selecting_models"] >= sd_full]
+    chosen = next(t for t in res["candidates"] if t["candidate"] == res["candidate"])
+    if keeps:
+        assert chosen["sd_selecting_models"] >= sd_full
+        assert res["sd_constraint_applied"] == (len(keeps) < len(eligible))
+    # the SD reported for the chosen candidate is the SD of the models' accuracies on its mask
+    if not res["beats_random_inner"]:
+        assert "at least the whole pool's" in res["statement"]
+        return
+    acc = weighted_accuracy(res["mask"][None, :].astype(float), x, k)[0]
+    assert chosen["sd_selecting_models"] == pytest.approx(float(np.std(acc, ddof=1)))
+
+
+def test_ensemble_estimate_is_the_inverse_squared_inner_mae_weighted_mean():
+    """The ensemble estimator: weights 1 / inner MAE^2 over the eligible estimators, normalised; its outer
+    estimate is that weighted mean of theirs (recomputed here), and on a 2PL pool its error is below plain
+    random items' at the same budget."""
+    from audit_hub.curate.estimate import estimate_all
+
+    rng = np.random.default_rng(3)
+    x, _ = _two_pl(rng, 1500, 24)
+    k = np.ones_like(x)
+    test = np.arange(1, 24, 2)
+    train = np.setdiff1d(np.arange(24), test)
+    res = score_split(x, k, train, test, 60, 0)
+    w = res["ensemble_weights"]
+    im = res["inner_mae_points"]
+    assert sum(w.values()) == pytest.approx(1.0)
+    raw = {e: 1 / im[e] ** 2 for e in w}
+    for e in w:
+        assert w[e] == pytest.approx(raw[e] / sum(raw.values()))
+    est = estimate_all(x, k, train, test, 60, 0)["estimates"]
+    truth = x[:, test].mean(axis=0)
+    ens = sum(w[e] * est[e] for e in w)
+    assert np.abs(ens - truth) == pytest.approx(res["abs_err"]["ensemble"])
+    assert res["abs_err"]["ensemble"].mean() < res["abs_err"]["random"].mean()

@@ -262,7 +262,7 @@ def _choice_brief(cur: dict) -> dict | None:
     if c is None:
         return None
     return {k: c[k] for k in ("candidate", "variant", "method", "beats_random_inner", "random_inner_tau",
-                              "inner_folds", "inner_pairs", "statement", "tolerance", "candidates")}
+                              "inner_folds", "inner_pairs", "sd_full", "sd_constraint_applied", "statement", "tolerance", "candidates")}
 
 
 def _rank_metrics(cur: np.ndarray, full: np.ndarray, names: list[str], top_k: int) -> dict:
@@ -722,6 +722,7 @@ def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> di
             "beats_random": bool(mae < rnd), "beats_anchors": bool(mae < anchors),
             "max_abs_error_points": float(100 * chosen.max()),
             "lambda_per_fold": [x["lambda"] for x in sc],
+            "ensemble_weights_per_split": [x.get("ensemble_weights") for x in sc],
             "irt_converged_per_fold": [bool(x["irt_converged"]) for x in sc],
             "irt_iterations_per_fold": [x["irt_iterations"] for x in sc],
             "irt_not_eligible_because": [x["irt_not_eligible_because"] for x in sc],
