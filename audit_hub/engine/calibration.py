@@ -171,11 +171,218 @@ def item_difficulty(C: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndar
     return a, post / post.sum(axis=1, keepdims=True), float(sig)
 
 
+#: the real-pool regimes of the null (issue 25); simulation ``s`` is drawn in ``REGIMES[s % len(REGIMES)]``
+REGIMES = ("iid", "letter_bias", "chance_categories", "families")
+FIT_ROWS = 20_000         # items of the benchmark the regimes are fitted on (a random subsample when larger)
+FAMILY_MIN_BOTH = 30      # items on which two models are both wrong, for their wrong-answer agreement
+FAMILY_EXCESS = 0.15      # a family: wrong-answer agreement this far above the pool's median pair (and >= 0.2)
+
+
+def _components(adj: np.ndarray) -> list[list[int]]:
+    """Connected components (size >= 2) of a symmetric boolean adjacency matrix."""
+    M = len(adj)
+    seen = np.zeros(M, bool)
+    out = []
+    for m in range(M):
+        if seen[m]:
+            continue
+        comp, todo = [], [m]
+        seen[m] = True
+        while todo:
+            v = todo.pop()
+            comp.append(v)
+            for w in np.flatnonzero(adj[v] & ~seen):
+                seen[w] = True
+                todo.append(int(w))
+        if len(comp) >= 2:
+            out.append(sorted(comp))
+    return out
+
+
+def wrong_answer_agreement(A: np.ndarray, gold: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(M, M) excess agreement of two models' wrong answers and (M, M) the number of items both got wrong, on mc
+    items with at least 3 options: ``x = (a - e) / (1 - e)`` with ``a`` the share of those items on which they
+    chose the same wrong option and ``e`` its value if wrong answers were uniform (the mean of 1 / (K - 1))."""
+    M = A.shape[1]
+    valid = (A >= 0) & (A < k[:, None])
+    wrong = (valid & (A != gold[:, None])).astype(np.float64)
+    inv = 1.0 / np.maximum(k - 1, 1)
+    N = wrong.T @ wrong
+    E = (wrong * inv[:, None]).T @ wrong
+    same = np.zeros((M, M))
+    for m in range(M):
+        same[m] = ((A == A[:, [m]]) * wrong * wrong[:, [m]]).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a = same / N
+        e = E / N
+        x = (a - e) / np.maximum(1 - e, 1e-9)
+    return np.where(N > 0, x, np.nan), N
+
+
+def fit_regimes(frame: AuditFrame, sim: NullSimulator, dense: list, rng: np.random.Generator) -> dict:
+    """What the real-pool regimes draw, fitted on (a subsample of) this benchmark's answers:
+
+    * ``letter_bias``: each (arm, model, option count)'s wrong-answer preference over option positions:
+      ``w_j`` proportional to (wrong answers at j + 1) / (its wrong answers on items whose gold is not j + K - 1);
+    * ``chance_categories``: the categories the identifiability rule (:func:`~audit_hub.stats.label_checks.identifiability`)
+      finds at chance in this pool (none: the one with the lowest out-of-sample kappa, a stress case); each
+      model answers there by its own answer-position (yes/no) frequencies, independently of the gold;
+    * ``families``: groups of models whose wrong answers agree beyond the pool's typical pair (components of
+      the pairs :data:`FAMILY_EXCESS` above the median excess agreement, :func:`wrong_answer_agreement`); none:
+      models sharing a name prefix; none: the whole pool. A member's wrong answer goes to its family's
+      attractive distractor of the item with probability ``sqrt(mean excess agreement in the family)``.
+
+    Returns per-run tables for :func:`_apply_regime` and a ``describe`` entry for the summary."""
+    import re
+
+    from ..detectors.strata import effective_option_count
+    from ..stats import label_checks as lc
+
+    M, Q = frame.n_models, frame.n_questions
+    rows = np.arange(Q) if Q <= FIT_ROWS else np.sort(rng.choice(Q, FIT_ROWS, replace=False))
+    keff = np.maximum(effective_option_count(frame), 0).astype(np.int64)[rows]
+    atype = frame.answer_type[rows]
+    gold = frame.gold_codes().astype(np.int64)[rows]
+    is_mc = (atype == "mc") & (keff >= 2) & (gold >= 0) & (gold < keff)
+    is_yn = (atype == "yesno") & (gold >= 0) & (gold <= 1)
+    kmax = int(max(sim.k_eff.max() if len(sim.k_eff) else 2, keff[is_mc].max() if is_mc.any() else 2, 2))
+    codes = [frame.answer_codes(arm)[rows] if frame.has_arm(arm) else np.full((len(rows), M), -1, np.int32)
+             for arm in ("full", "blind")]
+    pref = np.zeros((2, M, kmax + 1, kmax))
+    freq = np.zeros((2, M, kmax + 1, kmax))
+    for K in range(2, kmax + 1):
+        pref[:, :, K, :K] = 1.0 / K
+        freq[:, :, K, :K] = 1.0 / K
+    best = (0.0, "", 0)
+    for a, C in enumerate(codes):
+        for K in np.unique(keff[is_mc]):
+            K = int(K)
+            sel = np.flatnonzero(is_mc & (keff == K))
+            A, g = C[sel], gold[sel]
+            valid = (A >= 0) & (A < K)
+            wrong = valid & (A != g[:, None])
+            n = np.stack([(wrong & (A == j)).sum(axis=0) for j in range(K)], axis=1).astype(np.float64)
+            o = np.stack([(wrong & (g[:, None] != j)).sum(axis=0) for j in range(K)], axis=1).astype(np.float64)
+            r = (n + 1.0) / (o + K - 1.0)
+            pref[a, :, K, :K] = r / r.sum(axis=1, keepdims=True)
+            f = np.stack([(valid & (A == j)).sum(axis=0) for j in range(K)], axis=1) + 0.5
+            freq[a, :, K, :K] = f / f.sum(axis=1, keepdims=True)
+            if a == 0 and K >= 3 and (wrong.sum(axis=0) >= 20).any():
+                w = np.where(wrong.sum(axis=0)[:, None] >= 20, pref[a, :, K, :K], 0.0)
+                if w.max() > best[0]:
+                    best = (float(w.max()), str(frame.models[int(w.max(axis=1).argmax())]), K)
+        if is_yn.any():
+            A = C[is_yn]
+            yes = ((A == 0).sum(axis=0) + 0.5) / (((A == 0) | (A == 1)).sum(axis=0) + 1.0)
+            freq[a, :, 2, 0], freq[a, :, 2, 1] = yes, 1 - yes
+    # per run: the weights of its arm, model and option count (yes/no runs: the yes/no frequencies)
+    kq = np.where(sim.run_kind <= 1, sim.k_eff[sim.rq], 2)
+    pref_run = np.zeros((len(sim.rq), kmax))
+    pref_run[:] = pref[sim.ra, sim.rm, np.minimum(kq, kmax)]
+    freq_run = freq[sim.ra, sim.rm, np.minimum(kq, kmax)]
+    yn_run = sim.run_kind == 1
+    freq_run[yn_run] = 0.0
+    freq_run[yn_run, :2] = freq[sim.ra[yn_run], sim.rm[yn_run], 2, :2]
+
+    # categories at chance: the identifiability rule on the closed items
+    closed = is_mc | is_yn
+    cat_all, labels = frame.category_codes("category")
+    kk = np.where(is_yn, 2, keff)[closed]
+    Af = codes[0][closed]
+    Af = np.where((Af >= 0) & (Af < kk[:, None]), Af, -1)
+    ident = lc.identifiability(Af, gold[closed], kk, np.asarray(cat_all, np.int64)[rows][closed],
+                               [str(x) for x in labels]) if closed.sum() else {}
+    tested = {c: r for c, r in ident.items() if "p_value" in r}
+    chance = sorted(c for c, r in tested.items() if not r["identifiable"])
+    source = "the identifiability rule finds them at chance in this pool"
+    if not chance and tested:
+        chance = [min(tested, key=lambda c: tested[c]["kappa_out_of_sample"])]
+        source = "none is at chance in this pool: the category with the lowest out-of-sample kappa (a stress case)"
+    chance_item = sim.q_base["category"].astype(object).where(sim.q_base["category"].notna(), "(none)").astype(
+        str).isin(chance).to_numpy()
+
+    # model families: wrong answers that agree beyond the pool's typical pair
+    three = is_mc & (keff >= 3)
+    X, N = wrong_answer_agreement(codes[0][three], gold[three], keff[three]) if three.any() else (
+        np.full((M, M), np.nan), np.zeros((M, M)))
+    off = ~np.eye(M, dtype=bool) & (N >= FAMILY_MIN_BOTH) & np.isfinite(X)
+    med = float(np.median(X[off])) if off.any() else 0.0
+    fams = _components(off & (X > max(med + FAMILY_EXCESS, 0.2)))
+    fam_source = "wrong-answer agreement above the pool's typical pair"
+    if not fams:
+        pre = [re.match(r"[a-z]*", str(m).lower()).group() for m in frame.models]
+        groups: dict[str, list[int]] = {}
+        for j, pf in enumerate(pre):
+            if pf:
+                groups.setdefault(pf, []).append(j)
+        fams = [g for g in groups.values() if 2 <= len(g) < M]
+        fam_source = "models sharing a name prefix (no family in the answers)"
+    if not fams and M >= 2:
+        fams, fam_source = [list(range(M))], "the whole pool (no family in the answers or the model names)"
+    family = np.full(M, -1, np.int64)
+    share = np.zeros(max(len(fams), 1))
+    for f, members in enumerate(fams):
+        family[members] = f
+        inside = off[np.ix_(members, members)]
+        x = float(np.mean(X[np.ix_(members, members)][inside])) if inside.any() else med
+        share[f] = float(np.sqrt(np.clip(x, 0.04, 0.9)))
+    describe = {
+        "letter_bias": {"what": "each model's wrong answers go to option positions by its own preference, "
+                                "fitted per arm and option count from where its wrong answers go in this benchmark",
+                        "largest_preference": {"share_of_wrong_answers": round(best[0], 3), "model": best[1],
+                                               "n_options": best[2]} if best[1] else None},
+        "chance_categories": {"what": "every model answers at chance (its own answer-position frequencies, "
+                                      "independent of the gold) in these categories", "categories": chance,
+                              "source": source, "share_of_items_simulated": float(chance_item.mean())
+                              if len(chance_item) else 0.0},
+        "families": {"what": "a family's wrong answers share one attractive distractor per item",
+                     "families": [[str(frame.models[j]) for j in m] for m in fams],
+                     "attractor_share": [round(float(x), 3) for x in share[:len(fams)]], "source": fam_source},
+    }
+    return {"pref_run": pref_run, "freq_run": freq_run, "chance_item": chance_item, "family": family,
+            "family_share": share, "n_families": len(fams), "describe": describe}
+
+
+def _apply_regime(sim: NullSimulator, regime: str, gq: np.ndarray, hit: np.ndarray, choice: np.ndarray,
+                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """One simulation's (hit, choice) per run, redrawn where ``regime`` changes them (see :func:`fit_regimes`).
+    The number of generator calls depends on the regime only, so a simulation's draw depends on its index."""
+    fit = sim.regime_fit
+    kq = sim.k_eff[sim.rq]
+    R = len(sim.rq)
+    if regime == "letter_bias":
+        sel = np.flatnonzero((sim.run_kind == 0) & ~hit)
+        W = fit["pref_run"][sel].copy()
+        W[np.arange(len(sel)), gq[sel]] = 0.0
+        u = rng.random(R)[sel] * W.sum(axis=1)
+        j = (np.cumsum(W, axis=1) < u[:, None]).sum(axis=1)
+        choice = choice.copy()
+        choice[sel] = np.minimum(j, kq[sel] - 1)
+    elif regime == "chance_categories":
+        sel = np.flatnonzero(fit["chance_item"][sim.rq] & (sim.run_kind <= 1))
+        F = fit["freq_run"][sel]
+        u = rng.random(R)[sel] * F.sum(axis=1)
+        j = (np.cumsum(F, axis=1) < u[:, None]).sum(axis=1)
+        choice = choice.copy()
+        choice[sel] = np.minimum(j, np.where(sim.run_kind[sel] == 1, 1, kq[sel] - 1))
+        hit = choice == gq
+    elif regime == "families" and fit["n_families"]:
+        F = fit["n_families"]
+        att = 1 + (rng.random((sim.n_items, F)) * (sim.k_eff[:, None] - 1)).astype(np.int64)
+        fam = fit["family"][sim.rm]
+        to = rng.random(R) < fit["family_share"][np.maximum(fam, 0)]
+        sel = np.flatnonzero((fam >= 0) & (sim.run_kind == 0) & ~hit & (kq >= 3) & to)
+        choice = choice.copy()
+        choice[sel] = (gq[sel] + att[sim.rq[sel], fam[sel]]) % kq[sel]
+    return hit, choice
+
+
 class NullSimulator:
     """Draw null frames for one benchmark on a fixed stratified subsample of its items."""
 
     def __init__(self, frame: AuditFrame, *, field: str = "hit", condition_on_gold: bool = True,
-                 n_items: int | str | None = "auto", seed: int = 0, difficulty: bool = True):
+                 n_items: int | str | None = "auto", seed: int = 0, difficulty: bool = True,
+                 regimes: bool = True):
         from ..detectors.strata import effective_option_count
 
         self.models = frame.models
@@ -219,19 +426,34 @@ class NullSimulator:
         codes, labels = category_codes_of(q["category"])
         codes.setflags(write=False)
         self.shared_cache: dict = {("category_codes", "category"): (codes, labels)}
+        self.regimes = REGIMES if regimes else ("iid",)
+        self.regime_fit = fit_regimes(frame, self, dense, rng) if regimes else {}
 
     def describe(self) -> dict:
-        return {"n_items": self.n_items, "n_items_benchmark": self.n_benchmark,
-                "subsample": "stratified by effective option count x yes/no gold" if self.n_items < self.n_benchmark
-                else "all items", "difficulty_sd": self.difficulty_sd, "condition_on_gold": self.condition_on_gold}
+        out = {"n_items": self.n_items, "n_items_benchmark": self.n_benchmark,
+               "subsample": "stratified by effective option count x yes/no gold" if self.n_items < self.n_benchmark
+               else "all items", "difficulty_sd": self.difficulty_sd, "condition_on_gold": self.condition_on_gold,
+               "regimes": list(self.regimes), "regime_of_simulation": "simulation s is regime s mod "
+               f"{len(self.regimes)} in this order"}
+        if self.regime_fit:
+            out["regime_fit"] = {k: v for k, v in self.regime_fit.get("describe", {}).items()}
+        return out
 
-    def draw_many(self, n_sims: int, rng: np.random.Generator) -> list[AuditFrame]:
-        """``n_sims`` null frames, drawn together (one vectorised draw per array)."""
-        gold, hit, choice = self.draw_arrays(n_sims, rng)
+    def regime_of(self, s: int) -> str:
+        """The regime of simulation ``s`` (its index alone decides, whoever runs it)."""
+        return self.regimes[int(s) % len(self.regimes)]
+
+    def draw_many(self, n_sims: int, rng: np.random.Generator, first: int = 0) -> list[AuditFrame]:
+        """``n_sims`` null frames (simulations ``first``, ``first + 1``, ... and their regimes), drawn together
+        (one vectorised draw per array)."""
+        gold, hit, choice = self.draw_arrays(n_sims, rng, first)
         return [self._frame(gold[s], hit[s], choice[s]) for s in range(len(gold))]
 
-    def draw_arrays(self, n_sims: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """What :meth:`draw_many` builds its frames from: (gold (S, n), hit (S, runs), choice (S, runs))."""
+    def draw_arrays(self, n_sims: int, rng: np.random.Generator, first: int = 0
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What :meth:`draw_many` builds its frames from: (gold (S, n), hit (S, runs), choice (S, runs)).
+        Simulation ``first + s`` is drawn in regime :meth:`regime_of` (``first + s``): the iid draw first (the
+        same generator calls whatever the regimes), then the regime's own draws, in simulation order."""
         n, S = self.n_items, int(n_sims)
         gold = (rng.random((S, n)) * self.k_eff).astype(np.int64)
         gold = np.where(self.is_yn, self.gold_yn, gold)
@@ -254,6 +476,10 @@ class NullSimulator:
         kq = self.k_eff[self.rq]
         off = 1 + (rng.random((S, len(self.rq))) * (kq - 1)).astype(np.int64)
         choice = np.where(hit, gq, (gq + off) % kq)
+        for i in range(S):
+            regime = self.regime_of(first + i)
+            if regime != "iid" and self.regime_fit:
+                hit[i], choice[i] = _apply_regime(self, regime, gq[i], hit[i], choice[i], rng)
         return gold, hit, choice
 
     def draw(self, rng: np.random.Generator) -> AuditFrame:
@@ -304,8 +530,9 @@ def _resolve(names: dict[str, Callable] | Iterable[str] | None) -> dict[str, Cal
     return {name: detectors.get(name).load().run for name in (detectors.names() if names is None else names)}
 
 
-def _verdict(rate_k: float, rate_n: float, nominal: float | None, two_sided: bool) -> tuple[list, bool | None, str]:
-    lo, hi = wilson_ci(rate_k, rate_n)
+def _verdict(rate_k: float, rate_n: float, nominal: float | None, two_sided: bool, ci_alpha: float = 0.05
+             ) -> tuple[list, bool | None, str]:
+    lo, hi = wilson_ci(rate_k, rate_n, ci_alpha)
     ci = [float(lo), float(hi)]
     if nominal is None or rate_n == 0:
         return ci, None, ""
@@ -491,12 +718,8 @@ class Calibration:
             with threadpool_limits(limits=1):
                 per_sim |= _simulate(self.sim, self.runs, n_sims=self.n_sims, seed=self.seed, params=self.params,
                                      progress=None, claims=_ListClaims(missing))
-        pvals, counts, flags, skipped = _collect(per_sim, list(self.runs))
-        sim = self.sim
-        base = {"n_sims": self.n_sims, "alpha": self.alpha, "condition_on_gold": self.condition_on_gold,
-                "seed": self.seed, "n_items_simulated": sim.n_items, "simulator": sim.describe()}
-        return {name: base | _rates(pvals[name], counts[name], flags[name], sim.n_items, self.alpha,
-                                    skipped.get(name, "no output")) for name in self.runs}
+        return _entries(per_sim, self.sim, list(self.runs), n_sims=self.n_sims, alpha=self.alpha,
+                        condition_on_gold=self.condition_on_gold, seed=self.seed)
 
 
 class _FrameSource:
@@ -513,7 +736,8 @@ class _FrameSource:
     def frame(self, s: int) -> AuditFrame:
         b = s // self.batch
         while self.drawn <= b:
-            self.arrays = self.sim.draw_arrays(min(self.batch, self.n_sims - self.drawn * self.batch), self.rng)
+            self.arrays = self.sim.draw_arrays(min(self.batch, self.n_sims - self.drawn * self.batch), self.rng,
+                                               self.drawn * self.batch)
             self.drawn += 1
         gold, hit, choice = self.arrays
         i = s - b * self.batch
@@ -568,6 +792,45 @@ def _simulate(sim: NullSimulator, runs: dict[str, Callable], *, n_sims: int, see
     return out
 
 
+def _entries(per_sim: dict[int, dict], sim: NullSimulator, names: list[str], *, n_sims: int, alpha: float,
+             condition_on_gold: bool, seed: int) -> dict[str, dict]:
+    """Each detector's calibration entry: the rate pooled over every simulation, the rate in each regime
+    (``regimes``; its verdict at a Bonferroni level over the regimes, so that four looks at one detector keep
+    the pooled level) and the regime with the highest rate (``worst_regime``). ``out_of_calibration`` is
+    the pooled verdict or any regime's: a miscalibration that one regime produces is not averaged away."""
+    pvals, counts, flags, skipped = _collect(per_sim, names)
+    base = {"n_sims": n_sims, "alpha": alpha, "condition_on_gold": condition_on_gold,
+            "seed": seed, "n_items_simulated": sim.n_items, "simulator": sim.describe()}
+    out = {name: base | _rates(pvals[name], counts[name], flags[name], sim.n_items, alpha,
+                               skipped.get(name, "no output")) for name in names}
+    if len(sim.regimes) < 2:
+        return out
+    ci_alpha = 0.05 / len(sim.regimes)
+    by = {r: _collect({s: v for s, v in per_sim.items() if sim.regime_of(s) == r}, names) for r in sim.regimes}
+    for name in names:
+        e = out[name]
+        reg = {}
+        for r, (pv, ct, fl, sk) in by.items():
+            x = _rates(pv[name], ct[name], fl[name], sim.n_items, alpha, sk.get(name, "no output"), ci_alpha)
+            reg[r] = {k: x[k] for k in ("kind", "fpr", "fpr_ci", "nominal", "n_runs", "out_of_calibration",
+                                        "direction")}
+            reg[r]["flag_rate"] = (float(sum(fl[name]) / (sim.n_items * len(fl[name]))) if fl[name] else None)
+        e["regimes"] = reg
+        rated = {r: v for r, v in reg.items() if v["fpr"] is not None and v["kind"] == e["kind"]}
+        if rated:
+            worst = max(rated, key=lambda r: (bool(rated[r]["out_of_calibration"]), rated[r]["fpr"]))
+            e["worst_regime"] = worst
+            e["worst_regime_fpr"] = rated[worst]["fpr"]
+            if rated[worst]["out_of_calibration"] and not e.get("out_of_calibration"):
+                e["out_of_calibration"], e["direction"] = True, rated[worst]["direction"]
+                e["note"] = (e.get("note", "") + f"; out of calibration in the {worst} regime "
+                             f"({rated[worst]['fpr']:.3f} vs nominal {rated[worst]['nominal']})")
+        fr = {r: v["flag_rate"] for r, v in reg.items() if v["flag_rate"] is not None}
+        if fr:
+            e["worst_regime_flag_rate"] = max(fr.values())
+    return out
+
+
 def _collect(per_sim: dict[int, dict], names) -> tuple[dict, dict, dict, dict]:
     """(p-values, counts, flagged counts, skip reasons) per detector, in simulation order."""
     pvals: dict[str, list] = {n: [] for n in names}
@@ -589,14 +852,16 @@ def _collect(per_sim: dict[int, dict], names) -> tuple[dict, dict, dict, dict]:
     return pvals, counts, flags, skipped
 
 
-def _rates(pvals: list, counts: list, flags: list, n_items_sim: int, alpha: float, skip_reason: str) -> dict:
-    """One detector's calibration entry from what :func:`_simulate` collected."""
+def _rates(pvals: list, counts: list, flags: list, n_items_sim: int, alpha: float, skip_reason: str,
+           ci_alpha: float = 0.05) -> dict:
+    """One detector's calibration entry from what :func:`_simulate` collected (``ci_alpha``: the level of the
+    rate's Wilson interval and so of the verdict)."""
     Q = n_items_sim
     entry: dict[str, Any] = {}
     if pvals:
         pv = np.array(pvals)
         k = int((pv <= alpha).sum())
-        ci, out_cal, direction = _verdict(k, len(pv), alpha, two_sided=True)
+        ci, out_cal, direction = _verdict(k, len(pv), alpha, two_sided=True, ci_alpha=ci_alpha)
         entry.update(kind="p_value", fpr=k / len(pv), fpr_ci=ci, nominal=alpha, n_runs=len(pv),
                      out_of_calibration=out_cal, direction=direction,
                      note=f"share of {len(pv)} null simulations with headline p <= {alpha}")
@@ -604,7 +869,7 @@ def _rates(pvals: list, counts: list, flags: list, n_items_sim: int, alpha: floa
         obs = sum(c[0] for c in counts)
         exp = sum(c[1] for c in counts)
         n_items = Q * len(counts)
-        ci, out_cal, direction = _verdict(obs, n_items, exp / n_items, two_sided=False)
+        ci, out_cal, direction = _verdict(obs, n_items, exp / n_items, two_sided=False, ci_alpha=ci_alpha)
         entry.update(kind="count", fpr=obs / n_items, fpr_ci=ci, nominal=exp / n_items,
                      n_runs=len(counts), observed_total=obs, expected_total=exp,
                      out_of_calibration=out_cal, direction=direction,
@@ -613,7 +878,7 @@ def _rates(pvals: list, counts: list, flags: list, n_items_sim: int, alpha: floa
     elif flags:
         tot = sum(flags)
         n_items = Q * len(flags)
-        ci, _, _ = _verdict(tot, n_items, None, two_sided=False)
+        ci, _, _ = _verdict(tot, n_items, None, two_sided=False, ci_alpha=ci_alpha)
         entry.update(kind="flag_rate", fpr=tot / n_items, fpr_ci=ci, nominal=None, n_runs=len(flags),
                      out_of_calibration=None, direction="", note=FLAG_RATE_NOTE)
     else:
