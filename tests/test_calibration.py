@@ -161,7 +161,135 @@ def test_worker_process_gives_the_same_calibration_and_waits_for_its_gate():
         out = cal.result()
     assert calls == ["gate passed"] and cal.worker["seconds"] > 0 and cal.worker["peak_rss_bytes"] > 1e7
     assert out == inline
+    # the regimes follow the simulation index, so the per-regime rates do not depend on who ran which
+    for name in names:
+        assert set(out[name]["regimes"]) == {"iid", "letter_bias", "chance_categories", "families"}
+        assert sum(r["n_runs"] for r in out[name]["regimes"].values()) == out[name]["n_runs"]
     cfg = AuditConfig(calibration_sims=4, n_permutations=99, detectors=tuple(names))
     a = run_audit(f, cfg, background_calibration=True)
     b = run_audit(f, cfg, background_calibration=False)
     assert a.calibration == b.calibration and set(a.calibration) == set(a.results)
+
+
+# ---------------------------------------------------------------------------------------- real-pool regimes
+def _wrong_share_at(frames, sims, regime, models, position=0):
+    """Share of the wrong full-arm mc answers of ``models`` at option ``position`` over ``regime``'s frames."""
+    n = w = 0
+    for s, g in enumerate(frames):
+        if sims.regime_of(s) != regime:
+            continue
+        A, gold = g.answer_codes("full")[:, models], g.gold_codes()
+        wrong = (A >= 0) & (A != gold[:, None]) & (gold[:, None] != position)
+        n += int(wrong.sum())
+        w += int((wrong & (A == position)).sum())
+    return w / n
+
+
+def test_letter_bias_regime_draws_the_fitted_wrong_position_preference():
+    """Models 4..7 guess option A on 30-60% of items: their wrong answers go to A far more than the uniform
+    1/3 of the wrong options (items whose gold is not A); the regime reproduces it, the iid regime does not."""
+    f = simulate_frame(800, 8, accuracy_full=list(np.linspace(0.45, 0.9, 8)),
+                       guess_rate=[0, 0, 0, 0, 0.3, 0.4, 0.5, 0.6], difficulty_sd=1.0, accuracy_blind=0.35, seed=3)
+    A, gold = f.answer_codes("full"), f.gold_codes()
+    wrong = (A != gold[:, None]) & (gold[:, None] != 0)
+    real = ((A == 0) & wrong)[:, 4:].sum() / wrong[:, 4:].sum()
+    sim = NullSimulator(f, n_items=None)
+    frames = sim.draw_many(8, np.random.default_rng(0))
+    biased = _wrong_share_at(frames, sim, "letter_bias", [4, 5, 6, 7])
+    assert real > 0.6 and biased == pytest.approx(real, abs=0.06)
+    assert _wrong_share_at(frames, sim, "iid", [4, 5, 6, 7]) == pytest.approx(1 / 3, abs=0.03)
+    # the unbiased models keep uniform wrong answers in the letter-bias regime too
+    assert _wrong_share_at(frames, sim, "letter_bias", [0, 1, 2, 3]) == pytest.approx(1 / 3, abs=0.04)
+    assert sim.describe()["regime_fit"]["letter_bias"]["largest_preference"]["model"] in f.models[4:]
+
+
+def test_chance_category_regime_answers_at_chance_there():
+    """cat0 is at chance in the data (the identifiability rule finds it): in the regime every model's accuracy
+    there is ~1/4 (4 options) in both arms; elsewhere, and in the iid regime, it keeps the class accuracy."""
+    f = simulate_frame(900, 8, accuracy_full=list(np.linspace(0.6, 0.9, 8)), guess_rate=0.4, chance_categories=[0],
+                       difficulty_sd=1.0, accuracy_blind=0.35, seed=4)
+    sim = NullSimulator(f, n_items=None)
+    fit = sim.describe()["regime_fit"]["chance_categories"]
+    assert fit["categories"] == ["cat0"] and "identifiability rule" in fit["source"]
+    frames = sim.draw_many(8, np.random.default_rng(1))
+    at = (f.questions["category"] == "cat0").to_numpy()
+    other = []
+    for s, g in enumerate(frames):
+        acc = {arm: (g.correctness(arm) == 1)[at].mean() for arm in ("full", "blind")}
+        per_model = (g.correctness("full") == 1)[at].mean(axis=0)
+        rest = (g.correctness("full") == 1)[~at].mean()
+        if sim.regime_of(s) == "chance_categories":
+            assert acc["full"] == pytest.approx(0.25, abs=0.03) and acc["blind"] == pytest.approx(0.25, abs=0.03)
+            assert per_model.max() < 0.35
+        else:
+            other.append(acc["full"])
+        assert rest > 0.45
+    # the other regimes keep these items hard (their difficulty posterior), but above chance
+    assert np.mean(other) > 0.29
+
+
+def _agreement(frames, sim, regime, pairs):
+    """Mean share of same wrong answers over item-pairs of models both wrong, for model pairs ``pairs``."""
+    n = w = 0
+    for s, g in enumerate(frames):
+        if sim.regime_of(s) != regime:
+            continue
+        A, gold = g.answer_codes("full"), g.gold_codes()
+        wrong = A != gold[:, None]
+        for a, b in pairs:
+            both = wrong[:, a] & wrong[:, b]
+            n += int(both.sum())
+            w += int((both & (A[:, a] == A[:, b])).sum())
+    return w / n
+
+
+def test_families_regime_shares_an_attractor_within_the_family():
+    """Models 0-2 and 3-5 are families (60% of a member's wrong answers on the family's own distractor of the
+    item): found from the answers, and in the regime their wrong answers agree within a family far above
+    across families (which stay at the uniform 1/3); the iid regime has no such agreement."""
+    f = simulate_frame(900, 6, accuracy_full=list(np.linspace(0.5, 0.8, 6)), family=[0, 0, 0, 1, 1, 1],
+                       family_share=0.6, difficulty_sd=1.0, accuracy_blind=0.35, seed=5)
+    sim = NullSimulator(f, n_items=None)
+    fams = sim.describe()["regime_fit"]["families"]
+    assert sorted(fams["families"]) == [list(f.models[:3]), list(f.models[3:])]
+    assert all(0.45 < x < 0.75 for x in fams["attractor_share"])
+    frames = sim.draw_many(8, np.random.default_rng(2))
+    within = [(0, 1), (0, 2), (1, 2), (3, 4), (3, 5), (4, 5)]
+    across = [(a, b) for a in range(3) for b in range(3, 6)]
+    assert _agreement(frames, sim, "families", within) > 0.55
+    assert _agreement(frames, sim, "families", across) == pytest.approx(1 / 3, abs=0.04)
+    assert _agreement(frames, sim, "iid", within) == pytest.approx(1 / 3, abs=0.04)
+
+
+def _wrong_position_test(frame, *, field="hit", seed=0, **_):
+    """A detector calibrated only while wrong answers are uniform over the wrong options: chi-square of the
+    positions of the wrong 4-option answers against that (its p-value is the headline)."""
+    from audit_hub.stats.core import chi2_sf
+
+    A, gold = frame.answer_codes("full"), frame.gold_codes()
+    wrong = (A >= 0) & (A != gold[:, None])
+    n = np.array([(wrong & (A == j)).sum() for j in range(4)], float)
+    e = np.array([(wrong & (gold[:, None] != j)).sum() / 3 for j in range(4)])
+    p = float(chi2_sf(((n - e) ** 2 / e).sum(), 3))
+    pq = pd.DataFrame({"question_id": frame.question_ids, "pos_score": np.ones(frame.n_questions),
+                       "is_pos_issue": np.zeros(frame.n_questions, bool), "pos_severity": "info"})
+    return DetectorResult("pos", pq, {"p_value": p})
+
+
+def test_a_detector_miscalibrated_only_under_letter_bias_is_caught_by_that_regime():
+    """The check can fail: a test that assumes uniform wrong answers is within calibration on the iid null and
+    is caught by the letter-bias regime; the entry is out of calibration and names that regime as the worst."""
+    f = simulate_frame(300, 6, accuracy_full=list(np.linspace(0.5, 0.85, 6)), guess_rate=[0, 0, 0, 0.3, 0.4, 0.5],
+                       accuracy_blind=0.35, seed=6)
+    c = calibrate(f, {"pos": _wrong_position_test}, n_sims=40, seed=0)["pos"]
+    reg = c["regimes"]
+    assert [reg[r]["n_runs"] for r in ("iid", "letter_bias", "chance_categories", "families")] == [10] * 4
+    assert reg["iid"]["out_of_calibration"] is False and reg["iid"]["fpr"] <= 0.2
+    assert reg["letter_bias"]["out_of_calibration"] is True and reg["letter_bias"]["fpr"] == 1.0
+    assert c["worst_regime"] == "letter_bias" and c["worst_regime_fpr"] == 1.0
+    assert c["out_of_calibration"] is True and c["direction"] == "anti-conservative"
+    # without the regimes (the old iid-only null) the same detector looked calibrated
+    from audit_hub.engine.calibration import NullSimulator as NS
+
+    sim = NS(f, n_items=None, regimes=False)
+    assert sim.regimes == ("iid",)

@@ -174,6 +174,7 @@ def item_difficulty(C: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndar
 #: the real-pool regimes of the null (issue 25); simulation ``s`` is drawn in ``REGIMES[s % len(REGIMES)]``
 REGIMES = ("iid", "letter_bias", "chance_categories", "families")
 FIT_ROWS = 20_000         # items of the benchmark the regimes are fitted on (a random subsample when larger)
+REGIME_MIN_RUNS = 10      # simulations a regime needs for its own verdict (fewer: its rate is reported only)
 FAMILY_MIN_BOTH = 30      # items on which two models are both wrong, for their wrong-answer agreement
 FAMILY_EXCESS = 0.15      # a family: wrong-answer agreement this far above the pool's median pair (and >= 0.2)
 
@@ -225,8 +226,8 @@ def fit_regimes(frame: AuditFrame, sim: NullSimulator, dense: list, rng: np.rand
     * ``letter_bias``: each (arm, model, option count)'s wrong-answer preference over option positions:
       ``w_j`` proportional to (wrong answers at j + 1) / (its wrong answers on items whose gold is not j + K - 1);
     * ``chance_categories``: the categories the identifiability rule (:func:`~audit_hub.stats.label_checks.identifiability`)
-      finds at chance in this pool (none: the one with the lowest out-of-sample kappa, a stress case); each
-      model answers there by its own answer-position (yes/no) frequencies, independently of the gold;
+      finds at chance in this pool (none: the regime is the iid one); each model answers there, in both arms,
+      by its own answer-position (yes/no) frequencies, independently of the gold;
     * ``families``: groups of models whose wrong answers agree beyond the pool's typical pair (components of
       the pairs :data:`FAMILY_EXCESS` above the median excess agreement, :func:`wrong_answer_agreement`); none:
       models sharing a name prefix; none: the whole pool. A member's wrong answer goes to its family's
@@ -294,10 +295,8 @@ def fit_regimes(frame: AuditFrame, sim: NullSimulator, dense: list, rng: np.rand
                                [str(x) for x in labels]) if closed.sum() else {}
     tested = {c: r for c, r in ident.items() if "p_value" in r}
     chance = sorted(c for c, r in tested.items() if not r["identifiable"])
-    source = "the identifiability rule finds them at chance in this pool"
-    if not chance and tested:
-        chance = [min(tested, key=lambda c: tested[c]["kappa_out_of_sample"])]
-        source = "none is at chance in this pool: the category with the lowest out-of-sample kappa (a stress case)"
+    source = ("the identifiability rule finds them at chance in this pool" if chance else
+              "the identifiability rule finds no category at chance in this pool: drawn as iid")
     chance_item = sim.q_base["category"].astype(object).where(sim.q_base["category"].notna(), "(none)").astype(
         str).isin(chance).to_numpy()
 
@@ -796,7 +795,7 @@ def _entries(per_sim: dict[int, dict], sim: NullSimulator, names: list[str], *, 
              condition_on_gold: bool, seed: int) -> dict[str, dict]:
     """Each detector's calibration entry: the rate pooled over every simulation, the rate in each regime
     (``regimes``; its verdict at a Bonferroni level over the regimes, so that four looks at one detector keep
-    the pooled level) and the regime with the highest rate (``worst_regime``). ``out_of_calibration`` is
+    the pooled level, and only with at least :data:`REGIME_MIN_RUNS` simulations) and the regime with the highest rate (``worst_regime``). ``out_of_calibration`` is
     the pooled verdict or any regime's: a miscalibration that one regime produces is not averaged away."""
     pvals, counts, flags, skipped = _collect(per_sim, names)
     base = {"n_sims": n_sims, "alpha": alpha, "condition_on_gold": condition_on_gold,
@@ -815,6 +814,8 @@ def _entries(per_sim: dict[int, dict], sim: NullSimulator, names: list[str], *, 
             reg[r] = {k: x[k] for k in ("kind", "fpr", "fpr_ci", "nominal", "n_runs", "out_of_calibration",
                                         "direction")}
             reg[r]["flag_rate"] = (float(sum(fl[name]) / (sim.n_items * len(fl[name]))) if fl[name] else None)
+            if x["n_runs"] < REGIME_MIN_RUNS and x["out_of_calibration"] is not None:  # too few for a verdict
+                reg[r]["out_of_calibration"], reg[r]["direction"] = None, f"fewer than {REGIME_MIN_RUNS} simulations"
         e["regimes"] = reg
         rated = {r: v for r, v in reg.items() if v["fpr"] is not None and v["kind"] == e["kind"]}
         if rated:
