@@ -243,14 +243,18 @@ def _calibration(result: Any) -> str:
         if not isinstance(c, dict):
             continue
         status = calibration_status(c)
+        worst = c.get("worst_regime")
+        wr = (f"{worst.replace('_', ' ')}: {pct(c.get('worst_regime_fpr'))}"
+              + (" (out of calibration)" if (c.get("regimes") or {}).get(worst, {}).get("out_of_calibration") else "")
+              if worst else "")
         rows.append([name, pct(c.get("fpr")), ci(c.get("fpr_ci"), estimate=c.get("fpr")) if c.get("fpr_ci") else "",
                      pct(c.get("nominal")),
-                     fmt_num(c.get("n_sims")), status, md_inline(c.get("note", ""), 1000)])
+                     fmt_num(c.get("n_sims")), status, wr, md_inline(c.get("note", ""), 1000)])
     from .stat_notes import calibration_lead
 
     lead = calibration_lead(cal)
-    table = md_table(["Detector", "False-positive rate", "95% CI", "Nominal", "Simulations", "Status", "Note"], rows,
-                     ["l", "r", "r", "r", "r", "l", "l"])
+    table = md_table(["Detector", "False-positive rate", "95% CI", "Nominal", "Simulations", "Status", "Worst regime",
+                      "Note"], rows, ["l", "r", "r", "r", "r", "l", "l", "l"])
     return (lead + "\n\n" + table) if lead and rows else table
 
 

@@ -12,6 +12,10 @@ def calibration_lead(cal: dict) -> str:
             return (f"Simulated on a stratified subsample of {s.get('n_items'):,} of the {s.get('n_items_benchmark'):,} "
                     f"questions ({c.get('n_sims')} simulations; by effective option count and yes/no gold; per-model "
                     f"accuracy per arm, option count and gold; full-arm item difficulty SD "
-                    f"{float(s.get('difficulty_sd') or 0):.2f} on the logit scale). Detectors without a nominal rate "
-                    "report the share of items they flag on these defect-free benchmarks.")
+                    f"{float(s.get('difficulty_sd') or 0):.2f} on the logit scale)"
+                    + (f", split evenly over {len(s['regimes'])} regimes fitted to this benchmark's answers "
+                       f"({', '.join(r.replace('_', ' ') for r in s['regimes'])}; the worst regime's rate is "
+                       "shown beside the pooled one)" if len(s.get("regimes") or []) > 1 else "")
+                    + ". Detectors without a nominal rate report the share of items they flag on these defect-free "
+                    "benchmarks.")
     return ""
