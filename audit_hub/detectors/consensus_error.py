@@ -434,7 +434,7 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     rows, data = _label_data(frame, models, blind_models, gold)
     out = {"rows": rows[:0], "p_wrong": np.zeros(0), "log_odds": np.zeros(0), "top": np.zeros(0, np.int64), "test": None, "params": None,
            "detection": None, "identifiable": np.zeros(0, bool), "identifiability": {}, "check": None,
-           "wrong_gold_rate": None}
+           "wrong_gold_rate": None, "wrong_gold_rate_checked": None}
     if len(rows) < MIN_MODEL_ITEMS:
         return out
     out["rows"] = rows
@@ -470,6 +470,7 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
         for u in out["check"]["units"]:
             u["model"] = str(models[u["model"]])
             u["family"] = [str(models[x]) for x in u["family"]]
+        out["wrong_gold_rate_checked"] = checked_wrong_gold_rate(out["wrong_gold_rate"], out["check"])
     if recall_sims > 0:  # planted wrong golds on the items whose category the pool can audit
         dd = data if identifiable.all() or not identifiable.any() else data.subset(np.flatnonzero(identifiable))
         out["detection"] = lm.detection_estimate(dd, params, n_reps=recall_sims, seed=seed)
@@ -482,6 +483,35 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
         why.append("the pool is too weak: simulated recall below 0.5")
     out["test"] = out["test"] | {"interpretable": not why, "not_interpretable_because": "; ".join(why)}
     return out
+
+
+def checked_wrong_gold_rate(wg: dict | None, chk: dict | None, z: float = 1.96) -> dict | None:
+    """The label model's wrong-gold share calibrated by the held-out-model check: on the items the held-out fits
+    flag, the left-out models' agreement with the gold drops from ``P0`` (golds right, items hard) by ``P0 - O``
+    where the fits predict ``P0 - P``; ``w = (P0 - O) / (P0 - P)`` (``realised_share``) is the share of the wrong
+    golds the model counts there that the held-out answers confirm (method of moments: ``O = P0 - w (P0 - P)``).
+    The estimate is the model's maximum-likelihood share times ``w`` clipped to [0, 1] (the check removes what
+    the held-out answers contradict; it is not read as finding more than the model does), its interval the
+    model's interval times ``w``'s (``(P0 - O +- z sd(O)) / (P0 - P)``, clipped). Assumes the share of the
+    model's wrong golds that are real is the same on the items it flags as elsewhere. None without a model
+    estimate; the model's own figure (``realised_share`` None) when the check had nothing to check."""
+    if not wg or wg.get("estimate") is None:
+        return None
+    base = {"model_estimate": wg["estimate"], "model_ci": wg["ci"], "n_items": wg.get("n_items"),
+            "method": ("the label model's maximum-likelihood share times the share of its predicted drop in "
+                       "held-out agreement that the left-out models realise on the flagged items")}
+    if not chk or chk.get("realised_share") is None or chk.get("sd_observed_agreement") is None:
+        return base | {"estimate": wg["estimate"], "ci": wg["ci"], "realised_share": None, "realised_share_ci": None,
+                       "note": "the held-out check had nothing to check: the label model's estimate"}
+    drop = float(chk["predicted_if_gold_right"]) - float(chk["predicted_agreement"])
+    seen = float(chk["predicted_if_gold_right"]) - float(chk["observed_agreement"])
+    sd = float(chk["sd_observed_agreement"])
+    if drop <= 1e-9:
+        w = lo = hi = 0.0
+    else:
+        w, lo, hi = (float(np.clip(x / drop, 0.0, 1.0)) for x in (seen, seen - z * sd, seen + z * sd))
+    return base | {"estimate": wg["estimate"] * w, "ci": [wg["ci"][0] * lo, wg["ci"][1] * hi],
+                   "realised_share": w, "realised_share_ci": [lo, hi]}
 
 
 def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarray, majority: np.ndarray,
@@ -560,6 +590,8 @@ def _label_summary(ev: dict, unanimous: np.ndarray, p_indep: float) -> dict:
         "expected_wrong_gold_share": (float(np.nansum(np.where(ev["identifiable"], ev["p_wrong"], 0.0)))
                                       / max(int(ev["identifiable"].sum()), 1)),
         "wrong_gold_share": lab.get("wrong_gold_rate"),
+        # ... calibrated by the held-out-model check (the reported estimate when the check ran)
+        "wrong_gold_share_checked": lab.get("wrong_gold_rate_checked"),
         "identifiability": lab["identifiability"],
         "categories_not_identifiable": {c: r.get("reason", "") for c, r in lab["identifiability"].items()
                                         if not r.get("identifiable")},
@@ -716,7 +748,15 @@ def _notes(ce: dict) -> list[str]:
                     "labels; the ranking (`consensus_error_score`) is still the best order to review items in.")
         out.append(txt)
     wg = ce.get("wrong_gold_share")
-    if isinstance(wg, dict) and wg.get("estimate") is not None:
+    wc = ce.get("wrong_gold_share_checked")
+    if isinstance(wc, dict) and wc.get("realised_share") is not None:
+        rs = wc.get("realised_share_ci") or [None, None]
+        out.append(f"**Estimated wrong-gold share** of the {wc.get('n_items')} closed item(s) in categories this pool "
+                   f"can audit: {pct(wc['estimate'], 1)} (95% interval {pct(wc['ci'][0], 1)} to {pct(wc['ci'][1], 1)}): "
+                   f"the label model's maximum-likelihood {pct(wc['model_estimate'], 1)} times the share of its "
+                   f"predicted drop in agreement with the gold that held-out models realise on the flagged items "
+                   f"({float(wc['realised_share']):.2f}, 95% {float(rs[0]):.2f} to {float(rs[1]):.2f}).")
+    elif isinstance(wg, dict) and wg.get("estimate") is not None:
         chk = ce.get("predictive_check") or {}
         out.append(f"**Estimated wrong-gold share** of the {wg.get('n_items')} closed item(s) in categories this pool "
                    f"can audit: {pct(wg['estimate'], 1)} (95% profile-likelihood interval {pct(wg['ci'][0], 1)} to "

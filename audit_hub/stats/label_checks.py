@@ -205,7 +205,8 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
     ok = z >= Z_MIN and realised >= REALISED_MIN
     out.update({"observed_agreement": Obs / n_flag, "predicted_agreement": P / n_flag,
                 "predicted_if_gold_right": P0 / n_flag, "agreement_elsewhere": E / n_flag,
-                "z": float(z), "realised_share": float(realised), "supported": bool(ok)})
+                "z": float(z), "realised_share": float(realised), "supported": bool(ok),
+                "sd_observed_agreement": float(np.sqrt(V) / n_flag)})
     if not ok:
         out["reason"] = (f"left-out models agree with the gold on {100 * Obs / n_flag:.0f}% of the items their fits "
                          f"flag: the fits predict {100 * P / n_flag:.0f}% if those golds are wrong and "
