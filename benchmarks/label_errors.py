@@ -411,11 +411,16 @@ def informative_items(q: pd.DataFrame, r: pd.DataFrame, eligible: np.ndarray) ->
     return out
 
 
-def run_real(name: str, q: pd.DataFrame, r: pd.DataFrame, n_plantings: int, rate: float, seed: int) -> dict:
-    """A real pool as released (flagged share, estimated wrong-gold share, identifiability, the check) and with
-    ``rate`` planted wrong golds on the mc items of its identifiable categories (tool / cleanlab / CROWDLAB)."""
+def run_real(name: str, q: pd.DataFrame, r: pd.DataFrame, n_plantings: int, rate: float, seed: int,
+             cal_sims: int = 40) -> dict:
+    """A real pool as released (flagged share, estimated wrong-gold share, identifiability, the check, the
+    audit's calibration of consensus_error per regime of its null simulator) and with ``rate`` planted wrong
+    golds on the mc items of its identifiable categories (tool / cleanlab / CROWDLAB)."""
+    from audit_hub.engine.calibration import calibrate
+
     f0 = AuditFrame.from_tables(q, r)
     s0 = consensus_error.run(f0, seed=seed, recall_sims=2).summary
+    cal = calibrate(f0, ["consensus_error"], n_sims=cal_sims, seed=seed)["consensus_error"]
     bad = s0["categories_not_identifiable"]
     chk = s0["predictive_check"] or {}
     out = {"pool": name, "n_items": int(len(q)), "n_models_full": int(len(f0.models_in("full"))),
@@ -423,6 +428,12 @@ def run_real(name: str, q: pd.DataFrame, r: pd.DataFrame, n_plantings: int, rate
            "posterior_flags": s0["n_posterior_gold_wrong"],
            "estimated_wrong_gold_share": round(s0["expected_wrong_gold_share"], 4),
            "wrong_gold_share_ml": s0.get("wrong_gold_share"),
+           "wrong_gold_share_checked": s0.get("wrong_gold_share_checked"),
+           "calibration": {"n_sims": cal_sims, "kind": cal["kind"], "fpr": cal["fpr"],
+                           "worst_regime": cal.get("worst_regime"),
+                           "regimes": {k: {"fpr": v["fpr"], "flag_rate": v["flag_rate"], "n_runs": v["n_runs"]}
+                                       for k, v in (cal.get("regimes") or {}).items()},
+                           "regime_fit": cal["simulator"].get("regime_fit")},
            "check_supported": chk.get("supported"), "check": {k: (round(v, 3) if isinstance(v, float) else v)
                                                               for k, v in chk.items() if k != "units"},
            "categories_not_identifiable": bad, "simulated_detection": s0["detection"]}
@@ -463,10 +474,22 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=0.03)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--null-sims", type=int, default=1000, help="defect-free benchmarks per null regime")
+    ap.add_argument("--cal-sims", type=int, default=40,
+                    help="the audit's calibration simulations per real pool (split over the null's regimes)")
+    ap.add_argument("--only-real", action="store_true", help="only the real pools (development)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
     args = ap.parse_args()
     if args.smoke:
         args.plantings, args.items, args.null_sims = 2, 300, 10
+    real_dir = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real_pools"
+    if args.only_real:
+        reals = [run_real(name, pd.read_parquet(real_dir / name / "questions.parquet"),
+                          pd.read_parquet(real_dir / name / "runs.parquet"), args.plantings, args.rate, args.seed,
+                          args.cal_sims) for name in REAL_POOLS]
+        for s in reals:
+            print(json.dumps(s, default=str))
+        report_real(reals)
+        return
     # one generator per setting: adding a setting does not change the others' draws
     results = [run_simulated(key, args.plantings, args.rate, args.seed, np.random.default_rng([args.seed, j]),
                              args.items) for j, key in enumerate(SETTINGS)]
@@ -494,11 +517,12 @@ def main() -> None:
     for s in regimes:
         print(json.dumps(s))
     real_dir = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real_pools"
-    reals = [run_real("mathv (bundled)", qv, rv, 1 if args.smoke else 3, args.rate, args.seed)]
+    n_cal = 4 if args.smoke else args.cal_sims
+    reals = [run_real("mathv (bundled)", qv, rv, 1 if args.smoke else 3, args.rate, args.seed, n_cal)]
     for name in REAL_POOLS if not args.smoke else REAL_POOLS[:1]:
         reals.append(run_real(name, pd.read_parquet(real_dir / name / "questions.parquet"),
                               pd.read_parquet(real_dir / name / "runs.parquet"), 1 if args.smoke else 3, args.rate,
-                              args.seed))
+                              args.seed, n_cal))
     for s in reals:
         print(json.dumps(s, default=str))
     nulls = null_fpr(args.null_sims, args.seed)
@@ -530,32 +554,49 @@ def main() -> None:
           f"families: correlated model families; setting c: shared attractors, difficulty sd 2) the gap is "
           f"{regimes[2]['ours_ap'][0] - regimes[2]['crowdlab_ap'][0]:+.3f} and "
           f"{c['ours_ap'][0] - c['crowdlab_ap'][0]:+.3f}")
+    report_real(reals)
+    n_b, w_b = b["n_plantings"], b["plantings_ours_ap_ge_cleanlab"]
+    print(f"target (b) AP never below cleanlab: {'met' if w_b == n_b else 'NOT met'}: ours >= cleanlab in {w_b} of "
+          f"{n_b} plantings (mean {b['ours_ap'][0]:.3f} vs {b['cleanlab_ap'][0]:.3f}, paired difference "
+          f"{b['paired_ap_difference_mean']:+.3f}, sign test p = {b['sign_test_p']}; chance = planted share 0.03)")
+
+
+def report_real(reals: list[dict]) -> None:
+    """The real-pool target lines."""
     nan3 = {"ours_ap": [float("nan")], "cleanlab_ap": [float("nan")], "crowdlab_ap": [float("nan")],
             "ours_recall": [float("nan")]}
     for s in reals:
         wg = s.get("wrong_gold_share_ml") or {}
-        if wg.get("estimate") is not None:
-            print(f"real pool {s['pool']}: wrong-gold share of the closed items of identifiable categories "
-                  f"({wg['n_items']}): ML {wg['estimate']:.3f} (95% profile CI {wg['ci'][0]:.3f}-{wg['ci'][1]:.3f}; "
-                  f"<= 0.05: {'met' if wg['estimate'] <= 0.05 else 'NOT met'}), posterior mean "
-                  f"{s['estimated_wrong_gold_share']:.3f}")
+        wc = s.get("wrong_gold_share_checked") or {}
+        if wc.get("estimate") is not None:
+            rs = wc.get("realised_share")
+            print(f"real pool {s['pool']}: estimated wrong-gold share of the closed items of identifiable categories "
+                  f"({wc['n_items']}), calibrated by the held-out check: {wc['estimate']:.3f} (95% "
+                  f"{wc['ci'][0]:.3f}-{wc['ci'][1]:.3f}; <= 0.05: {'met' if wc['estimate'] <= 0.05 else 'NOT met'}) "
+                  f"= model ML {wg['estimate']:.3f} (profile CI {wg['ci'][0]:.3f}-{wg['ci'][1]:.3f}) x realised share "
+                  f"{'n/a' if rs is None else f'{rs:.2f}'}; posterior mean {s['estimated_wrong_gold_share']:.3f}")
+        c = s.get("calibration") or {}
+        if c.get("regimes"):
+            print(f"real pool {s['pool']}: consensus_error on the audit's defect-free nulls ({c['n_sims']} sims): "
+                  + "; ".join(f"{k} flagged share {v['flag_rate']:.4f}, headline {c['kind']} rate {v['fpr']:.2f}"
+                              for k, v in c["regimes"].items() if v["flag_rate"] is not None)
+                  + f" (flagged <= 0.01 in every regime: "
+                  f"{'met' if all((v['flag_rate'] or 0) <= 0.01 for v in c['regimes'].values()) else 'NOT met'})")
         pi = s.get("planted_informative") or nan3
         print(f"real pool {s['pool']}: planting on informative items (share {s.get('informative_share_of_eligible')} "
               f"of the eligible): AP ours {pi['ours_ap'][0]:.3f} (>= 0.5: {'met' if pi['ours_ap'][0] >= 0.5 else 'NOT met'}), "
               f"self-confidence {pi['cleanlab_ap'][0]:.3f}, CROWDLAB {pi['crowdlab_ap'][0]:.3f}")
     for s in reals:
-        pl = s["planted"] or nan3
+        pl = s.get("planted") or nan3
+        est = (s.get("wrong_gold_share_checked") or {}).get("estimate")
+        est = float("nan") if est is None else est
         print(f"real pool {s['pool']}: flagged share {s['flagged_share']:.3f} (<= 0.03: "
-              f"{'met' if s['flagged_share'] <= 0.03 else 'NOT met'}), estimated wrong-gold share "
-              f"{s['estimated_wrong_gold_share']:.3f} (<= 0.05: {'met' if s['estimated_wrong_gold_share'] <= 0.05 else 'NOT met'}), "
+              f"{'met' if s['flagged_share'] <= 0.03 else 'NOT met'}), estimated wrong-gold share (checked) "
+              f"{est:.3f} (<= 0.05: {'met' if est <= 0.05 else 'NOT met'}), "
               f"{s['posterior_flags']} posterior flags, check supported: {s['check_supported']}, "
               f"{len(s['categories_not_identifiable'])} categories not identifiable; planted 3%: AP ours "
               f"{pl['ours_ap'][0]:.3f} (>= 0.5: {'met' if pl['ours_ap'][0] >= 0.5 else 'NOT met'}), self-confidence "
               f"{pl['cleanlab_ap'][0]:.3f}, CROWDLAB {pl['crowdlab_ap'][0]:.3f}; findings recall {pl['ours_recall'][0]:.2f}")
-    n_b, w_b = b["n_plantings"], b["plantings_ours_ap_ge_cleanlab"]
-    print(f"target (b) AP never below cleanlab: {'met' if w_b == n_b else 'NOT met'}: ours >= cleanlab in {w_b} of "
-          f"{n_b} plantings (mean {b['ours_ap'][0]:.3f} vs {b['cleanlab_ap'][0]:.3f}, paired difference "
-          f"{b['paired_ap_difference_mean']:+.3f}, sign test p = {b['sign_test_p']}; chance = planted share 0.03)")
 
 
 if __name__ == "__main__":
