@@ -293,3 +293,26 @@ def test_a_detector_miscalibrated_only_under_letter_bias_is_caught_by_that_regim
 
     sim = NS(f, n_items=None, regimes=False)
     assert sim.regimes == ("iid",)
+
+
+def test_open_items_answer_the_gold_exactly_when_they_hit():
+    """MathVista (1,000 items, half free-form; tests/fixtures/real_pools): in the null an open item's answer
+    equals its gold exactly when the run is correct (the earlier null drew the gold at random among 2 values,
+    so half the easy open items had every model 'unanimous' on a non-gold answer and were flagged), and wrong
+    answers spread over several values as in the data (no unanimous wrong answer by construction)."""
+    d = Path(__file__).parent / "fixtures" / "real_pools" / "mathvista"
+    from audit_hub.frame.core import AuditFrame
+
+    f = AuditFrame.from_tables(pd.read_parquet(d / "questions.parquet"), pd.read_parquet(d / "runs.parquet"))
+    sim = NullSimulator(f, n_items=None)
+    assert sim.k_open >= 3
+    is_open = ~sim.is_mc & ~sim.is_yn
+    assert is_open.sum() > 300
+    for g in sim.draw_many(4, np.random.default_rng(0)):
+        A, gold, C = g.answer_codes("full"), g.gold_codes(), g.correctness("full")
+        known = C[is_open] >= 0
+        assert np.array_equal((A[is_open] == gold[is_open, None])[known], (C[is_open] == 1)[known])
+        from audit_hub.detectors import consensus_error as ce
+
+        r = ce.run(g, recall_sims=0, label_iters=3, check=False)
+        assert r.summary["n_flagged"] == 0

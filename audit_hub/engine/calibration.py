@@ -129,6 +129,33 @@ def _stratified_subsample(cls: np.ndarray, n_items: int, rng: np.random.Generato
     return np.sort(take)
 
 
+OPEN_VALUES_MAX = 200  # wrong values of an open item in the null (their agreement can be no lower than 1 / 199)
+
+
+def open_value_count(frame: AuditFrame) -> int:
+    """``K`` for open (numeric / free) items in the null: 1 + the number of equally likely wrong values that
+    makes two wrong full-arm answers to one item agree as often as they do in this benchmark (``1 / p``, ``p`` =
+    sum over items and values of n (n - 1) / sum over items of n_wrong (n_wrong - 1), at most 20,000 items);
+    2 without open items or pairs of wrong answers. (A single wrong value, the earlier null, made every item
+    all models miss a unanimous non-gold answer.)"""
+    from ..detectors.consensus_error import row_answer_stats
+
+    atype = frame.answer_type
+    rows = np.flatnonzero((atype != "mc") & (atype != "yesno"))[:FIT_ROWS]
+    if not len(rows) or not frame.has_arm("full"):
+        return 2
+    A = frame.answer_codes("full")[rows]
+    g = frame.gold_codes().astype(np.int64)[rows]
+    W = np.where((A >= 0) & (A != g[:, None]), A, -1)
+    st = row_answer_stats(W)
+    n = st["n"].astype(np.float64)
+    pairs = float((n * (n - 1)).sum())
+    same = float((st["sum_sq"] - n).sum())
+    if pairs <= 0:
+        return 2
+    return int(1 + np.clip(np.round(pairs / max(same, 1.0)), 1, OPEN_VALUES_MAX - 1))
+
+
 def item_difficulty(C: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """Random-effect (Rasch) difficulty of the full arm, fitted by moments, and each item's posterior.
 
@@ -246,7 +273,7 @@ def fit_regimes(frame: AuditFrame, sim: NullSimulator, dense: list, rng: np.rand
     gold = frame.gold_codes().astype(np.int64)[rows]
     is_mc = (atype == "mc") & (keff >= 2) & (gold >= 0) & (gold < keff)
     is_yn = (atype == "yesno") & (gold >= 0) & (gold <= 1)
-    kmax = int(max(sim.k_eff.max() if len(sim.k_eff) else 2, keff[is_mc].max() if is_mc.any() else 2, 2))
+    kmax = int(max(sim.k_eff[sim.is_mc].max() if sim.is_mc.any() else 2, keff[is_mc].max() if is_mc.any() else 2, 2))
     codes = [frame.answer_codes(arm)[rows] if frame.has_arm(arm) else np.full((len(rows), M), -1, np.int32)
              for arm in ("full", "blind")]
     pref = np.zeros((2, M, kmax + 1, kmax))
@@ -402,6 +429,10 @@ class NullSimulator:
         self.is_mc = self.atype == "mc"
         self.is_yn = self.atype == "yesno"
         self.k_eff = np.maximum(effective_option_count(frame)[items], 2)
+        # open items: the gold is value 0, a wrong answer one of ``k_open - 1`` other values (fitted: two wrong
+        # answers to an open item agree as often as in this benchmark)
+        self.k_open = open_value_count(frame)
+        self.k_eff = np.where(self.is_mc | self.is_yn, self.k_eff, self.k_open)
         gcode = frame.gold_codes()[items].astype(np.int64)
         self.gold_yn = np.clip(gcode, 0, 1)  # yes = 0, no = 1, kept as in the benchmark
         self.exists = np.stack([d[items] >= 0 for d in dense])  # (2, n, M): which runs exist
@@ -455,7 +486,7 @@ class NullSimulator:
         same generator calls whatever the regimes), then the regime's own draws, in simulation order."""
         n, S = self.n_items, int(n_sims)
         gold = (rng.random((S, n)) * self.k_eff).astype(np.int64)
-        gold = np.where(self.is_yn, self.gold_yn, gold)
+        gold = np.where(self.is_yn, self.gold_yn, np.where(self.is_mc, gold, 0))
         gq = gold[:, self.rq]
         from ..stats.label_model import NODES
 
