@@ -209,3 +209,41 @@ def test_wrong_gold_rate_hand_case():
     for e in out["ci"]:
         assert 2 * (L(out["estimate"]) - L(e)) == pytest.approx(chi2.ppf(0.95, 1), abs=1e-3)
     assert out["ci"][0] < 0.1 < out["ci"][1] and out["n_items"] == 100
+
+
+def test_checked_wrong_gold_rate_hand_case():
+    """w = (P0 - O) / (P0 - P) = (0.6 - 0.4) / (0.6 - 0.2) = 0.5; its interval (0.2 -+ 1.96 x 0.05) / 0.4 =
+    0.255 .. 0.745; the estimate 0.1 x 0.5 and the interval [0.05 x 0.255, 0.2 x 0.745]. Agreement below P reads
+    as w = 1 (clipped), above P0 as w = 0; no check: the model's own figure."""
+    wg = {"estimate": 0.1, "ci": [0.05, 0.2], "n_items": 100}
+    chk = {"predicted_if_gold_right": 0.6, "predicted_agreement": 0.2, "observed_agreement": 0.4,
+           "sd_observed_agreement": 0.05, "realised_share": 0.5}
+    out = ce.checked_wrong_gold_rate(wg, chk)
+    assert out["realised_share"] == pytest.approx(0.5)
+    assert out["realised_share_ci"] == pytest.approx([0.255, 0.745])
+    assert out["estimate"] == pytest.approx(0.05) and out["ci"] == pytest.approx([0.05 * 0.255, 0.2 * 0.745])
+    assert out["model_estimate"] == 0.1 and out["n_items"] == 100
+    assert ce.checked_wrong_gold_rate(wg, chk | {"observed_agreement": 0.1})["estimate"] == pytest.approx(0.1)
+    assert ce.checked_wrong_gold_rate(wg, chk | {"observed_agreement": 0.7})["estimate"] == 0.0
+    none = ce.checked_wrong_gold_rate(wg, {"supported": None, "realised_share": None})
+    assert none["estimate"] == 0.1 and none["realised_share"] is None
+    assert ce.checked_wrong_gold_rate(None, chk) is None
+
+
+def test_audit_calibration_null_keeps_findings_below_one_percent_in_every_regime():
+    """The audit's own calibration (engine/calibration.py) on a pool with letter-biased models, a category at
+    chance and families: every regime of its null is drawn (2 simulations each here) and consensus_error flags
+    at most 1% of the items in each (measured 0.04-0.4%)."""
+    from audit_hub.engine.calibration import calibrate
+
+    f = simulate_frame(600, 8, accuracy_full=list(np.linspace(0.45, 0.9, 8)),
+                       guess_rate=[0, 0, 0, 0, 0.3, 0.4, 0.5, 0.6], chance_categories=[0],
+                       family=[0, 0, 0, 1, 1, 1, 2, 2], family_share=0.6, difficulty_sd=1.0, accuracy_blind=0.35,
+                       seed=3)
+    c = calibrate(f, ["consensus_error"], n_sims=8, seed=0)["consensus_error"]
+    fit = c["simulator"]["regime_fit"]
+    assert fit["chance_categories"]["categories"] == ["cat0"] and fit["families"]["families"]
+    assert set(c["regimes"]) == {"iid", "letter_bias", "chance_categories", "families"}
+    for r, v in c["regimes"].items():
+        assert v["n_runs"] == 2 and v["flag_rate"] <= 0.01, (r, v)
+    assert c["worst_regime_flag_rate"] == max(v["flag_rate"] for v in c["regimes"].values())
