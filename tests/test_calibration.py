@@ -316,3 +316,18 @@ def test_open_items_answer_the_gold_exactly_when_they_hit():
 
         r = ce.run(g, recall_sims=0, label_iters=3, check=False)
         assert r.summary["n_flagged"] == 0
+
+
+def test_card_shows_the_worst_regime():
+    """The card's calibration table names each detector's worst regime (and whether it is out of calibration
+    there); the lead says the simulations are split over the regimes."""
+    from types import SimpleNamespace
+
+    from audit_hub.report.card import _calibration
+
+    f = simulate_frame(300, 6, accuracy_full=list(np.linspace(0.5, 0.85, 6)), guess_rate=[0, 0, 0, 0.3, 0.4, 0.5],
+                       accuracy_blind=0.35, seed=6)
+    cal = calibrate(f, {"pos": _wrong_position_test}, n_sims=40, seed=0)
+    txt = _calibration(SimpleNamespace(calibration=cal))
+    assert "| Worst regime |" in txt and "letter bias: 100.0% (out of calibration)" in txt
+    assert "split evenly over 4 regimes" in txt and "chance categories" in txt
