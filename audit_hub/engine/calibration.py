@@ -138,8 +138,6 @@ def open_value_count(frame: AuditFrame) -> int:
     sum over items and values of n (n - 1) / sum over items of n_wrong (n_wrong - 1), at most 20,000 items);
     2 without open items or pairs of wrong answers. (A single wrong value, the earlier null, made every item
     all models miss a unanimous non-gold answer.)"""
-    from ..detectors.consensus_error import row_answer_stats
-
     atype = frame.answer_type
     rows = np.flatnonzero((atype != "mc") & (atype != "yesno"))[:FIT_ROWS]
     if not len(rows) or not frame.has_arm("full"):
@@ -147,10 +145,11 @@ def open_value_count(frame: AuditFrame) -> int:
     A = frame.answer_codes("full")[rows]
     g = frame.gold_codes().astype(np.int64)[rows]
     W = np.where((A >= 0) & (A != g[:, None]), A, -1)
-    st = row_answer_stats(W)
-    n = st["n"].astype(np.float64)
+    ok = W >= 0
+    n = ok.sum(axis=1).astype(np.float64)
     pairs = float((n * (n - 1)).sum())
-    same = float((st["sum_sq"] - n).sum())
+    # ordered pairs of two models' wrong answers to one item that agree (self-pairs taken out)
+    same = float(sum(((W == W[:, [m]]) & ok[:, [m]]).sum() for m in range(W.shape[1])) - ok.sum())
     if pairs <= 0:
         return 2
     return int(1 + np.clip(np.round(pairs / max(same, 1.0)), 1, OPEN_VALUES_MAX - 1))
