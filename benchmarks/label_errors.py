@@ -20,7 +20,12 @@ identifiability test) uniformly to another option: (i) uniform over the eligible
 uniform over the eligible items *whose pool is informative*: the 3 models with the highest accuracy against
 the released gold over the item's category all give the released gold (``informative_items``; model-free).
 Also reported: the wrong-gold share of the closed items of identifiable categories, as the maximum-likelihood
-estimate with its 95% profile-likelihood interval (``label_model.wrong_gold_rate``) and as the mean posterior.
+estimate with its 95% profile-likelihood interval (``label_model.wrong_gold_rate``), that estimate calibrated by
+the held-out-model check (``consensus_error.checked_wrong_gold_rate``; the one the <= 5% target reads) and as the
+mean posterior; and consensus_error's calibration by the audit's own null simulator on each real pool, per regime
+of that null (iid, letter bias, categories at chance, families; ``--cal-sims`` simulations split over them):
+flagged share and headline rejection rate on those defect-free benchmarks. ``--only-real`` runs the real pools
+only.
 
 On (a), (a') and (c) the **Bayes oracle** is reported too: the posterior that the gold is wrong under the
 TRUE generator (abilities, difficulty law, attractor mechanism, planting rate), with the item's
