@@ -23,6 +23,19 @@ over the wrong options (no attractive distractors: a unanimous wrong answer is t
 than difficulty makes it); a wrong yes/no answer is the other word. mc gold positions are redrawn
 uniformly; option texts are distinct placeholders. All simulations are drawn at once, vectorised.
 
+Open (numeric / free) items: the gold is value 0, a correct run answers it, a wrong run one of ``k_open - 1``
+other values, ``k_open`` fitted so that two wrong answers to one item agree as often as in the benchmark
+(:func:`open_value_count`).
+
+Regimes (issue 25). The simulations are split over :data:`REGIMES`, simulation ``s`` in ``REGIMES[s % 4]``
+(the index alone decides, so the worker split gives the same numbers): ``iid`` (the above), ``letter_bias``
+(each model's wrong answers go to option positions by its own preference, fitted per arm and option count),
+``chance_categories`` (the categories the identifiability rule finds at chance in this pool answered at chance
+by each model's own position frequencies) and ``families`` (models whose wrong answers agree beyond the pool's
+typical pair share an attractive distractor per item); see :func:`fit_regimes`. Each entry adds the rate per
+regime and the worst regime; a regime out of calibration (Bonferroni level over the regimes, at least
+:data:`REGIME_MIN_RUNS` simulations) marks the detector out of calibration.
+
 What it replaces: everything that could carry a defect (gold position bias, duplicate options,
 items answerable without the image, wrong gold labels).
 
