@@ -38,3 +38,50 @@ def random_draws(cat: np.ndarray, allowed: np.ndarray, size: int, n_draws: int, 
     sub = stratified_random(cat[idx], int(min(size, len(idx))), n_draws, np.random.default_rng(list(seed_key)))
     out[:, idx] = sub
     return out
+
+
+def balanced_draw(right: np.ndarray, known: np.ndarray, cat: np.ndarray, start: np.ndarray, seed_key, *,
+                  stretch: float = 1.0, iters: int | None = None, allowed: np.ndarray | None = None) -> np.ndarray:
+    """A draw that keeps the selecting models' accuracies: ``start`` (a (Q,) bool mask, e.g. a stratified
+    random draw) improved by swaps within a category (so the category allocation stays) that bring every
+    model's accuracy on the draw towards ``mean + stretch * (its whole-pool accuracy - mean)``.
+
+    A monotone map of the whole-pool accuracies, so the target keeps their order; ``stretch`` slightly above 1
+    keeps the SD of model accuracies above the pool's. An unknown cell counts as the item's mean over the
+    models that answered it. Each step takes a random item of the draw and the item outside it (same category)
+    (and in ``allowed``, default every item) whose swap lowers the squared distance to the target most, if any
+    does; the target is the accuracy on the whole pool, whatever ``allowed`` is; ``iters`` steps (default
+    ``20 M + 200``). The draw is chosen from the selecting models' answers only, so a model outside them meets
+    it as a draw balanced on covariates of its own answers (their correctness vectors): the part of its
+    accuracy error those explain shrinks, the rest is that of a random draw (a balanced sampling design)."""
+    m = np.asarray(start, dtype=bool).copy()
+    n = int(m.sum())
+    Q, M = right.shape
+    if n == 0 or n >= Q or M == 0:
+        return m
+    kn = known.sum(axis=1, keepdims=True)
+    item_mean = np.where(kn > 0, (right * known).sum(axis=1, keepdims=True) / np.maximum(kn, 1), 0.5)
+    z = np.where(known > 0, right, item_mean).astype(np.float64)
+    full = z.mean(axis=0)
+    goal = (full.mean() + stretch * (full - full.mean())) * n
+    d = z[m].sum(axis=0) - goal
+    cost = float(d @ d)
+    ok = np.ones(Q, dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    members = {int(g): np.flatnonzero((cat == g) & ok) for g in np.unique(cat[m])}
+    rng = np.random.default_rng(list(seed_key))
+    steps = int(iters if iters is not None else 20 * M + 200)
+    picks = rng.random(steps)
+    for s in range(steps):
+        inside = np.flatnonzero(m)
+        a = int(inside[int(picks[s] * len(inside))])
+        pool = members[int(cat[a])]
+        outs = pool[~m[pool]]
+        if len(outs) == 0:
+            continue
+        nd = (d - z[a])[None, :] + z[outs]
+        sc = np.einsum("ij,ij->i", nd, nd)
+        b = int(np.argmin(sc))
+        if sc[b] < cost - 1e-12:
+            m[a], m[outs[b]] = False, True
+            d, cost = nd[b], float(sc[b])
+    return m
