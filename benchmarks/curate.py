@@ -169,7 +169,13 @@ def seed_figures(s: dict) -> dict:
             "mae_ok_random": mae is not None and by.get("random") is not None and mae < by["random"],
             "mae_ok_anchors": mae is not None and anchors is not None and mae < anchors,
             "selection": (s.get("selection_choice") or {}).get("candidate"),
-            "selection_per_fold": (s.get("heldout_design") or {}).get("selection_per_fold")}
+            "selection_per_fold": _counts((s.get("heldout_design") or {}).get("selection_per_fold") or [])}
+
+
+def _counts(names: list[str]) -> str:
+    from collections import Counter
+
+    return ", ".join(f"{k} x{v}" for k, v in Counter(names).most_common())
 
 
 def seeds_table(rows: list[tuple[int, dict, float]], label: str) -> str:

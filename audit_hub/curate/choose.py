@@ -97,16 +97,13 @@ def build(method: str, right: np.ndarray, known: np.ndarray, allowed: np.ndarray
             keep[order[: size - int(keep.sum())]] = True
         return build("stratified_difficulty", right, known, keep, cat, size, floor_share, seed)
     if method == "stratified_balanced":
-        from .draws import balanced_draw
+        from .draws import stratified_balanced_draw
 
-        start, _ = build("stratified_difficulty", right, known, allowed, cat, size, floor_share, seed)
-        return balanced_draw(right, known, cat, start, (seed, 47), stretch=BALANCE_STRETCH, allowed=allowed), None
+        return stratified_balanced_draw(right, known, cat, allowed, size, (seed,), stretch=BALANCE_STRETCH), None
     if method == "stratified_difficulty":
-        kn = known.sum(axis=1)
-        p = np.where(kn > 0, (right * known).sum(axis=1) / np.maximum(kn, 1), 0.5)
-        edges = np.quantile(p[allowed], np.linspace(0, 1, DIFFICULTY_BINS + 1)[1:-1])
-        strata = cat.astype(np.int64) * (DIFFICULTY_BINS + 1) + np.searchsorted(edges, p, side="right")
-        _, strata = np.unique(strata, return_inverse=True)
+        from .draws import difficulty_strata
+
+        strata = difficulty_strata(right, known, cat, allowed, DIFFICULTY_BINS)
         return random_draws(strata, allowed, size, 1, (seed, 37))[0] > 0, None
     if draws is None:
         draws = random_draws(cat, allowed, size, 50, (seed, 23))

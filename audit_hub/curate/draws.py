@@ -40,6 +40,27 @@ def random_draws(cat: np.ndarray, allowed: np.ndarray, size: int, n_draws: int, 
     return out
 
 
+def difficulty_strata(right: np.ndarray, known: np.ndarray, cat: np.ndarray, allowed: np.ndarray,
+                      bins: int = 5) -> np.ndarray:
+    """(Q,) stratum codes: category x the item's pass-rate quantile bin among the models of ``right`` (bin
+    edges from the ``allowed`` items); an item nobody answered counts as pass rate 0.5."""
+    kn = known.sum(axis=1)
+    p = np.where(kn > 0, (right * known).sum(axis=1) / np.maximum(kn, 1), 0.5)
+    edges = np.quantile(p[allowed], np.linspace(0, 1, bins + 1)[1:-1])
+    strata = cat.astype(np.int64) * (bins + 1) + np.searchsorted(edges, p, side="right")
+    return np.unique(strata, return_inverse=True)[1]
+
+
+def stratified_balanced_draw(right: np.ndarray, known: np.ndarray, cat: np.ndarray, allowed: np.ndarray, size: int,
+                             seed_key, *, stretch: float = 1.0) -> np.ndarray:
+    """(Q,) bool: a category x difficulty stratified draw of ``size`` items among ``allowed`` (seed key
+    ``[*seed_key, 37]``), then balanced on the models of ``right`` (:func:`balanced_draw`, ``[*seed_key, 47]``)."""
+    allowed = np.asarray(allowed, dtype=bool)
+    strata = difficulty_strata(right, known, cat, allowed)
+    start = random_draws(strata, allowed, size, 1, (*seed_key, 37))[0] > 0
+    return balanced_draw(right, known, cat, start, (*seed_key, 47), stretch=stretch, allowed=allowed)
+
+
 def balanced_draw(right: np.ndarray, known: np.ndarray, cat: np.ndarray, start: np.ndarray, seed_key, *,
                   stretch: float = 1.0, iters: int | None = None, allowed: np.ndarray | None = None) -> np.ndarray:
     """A draw that keeps the selecting models' accuracies: ``start`` (a (Q,) bool mask, e.g. a stratified
@@ -71,7 +92,11 @@ def balanced_draw(right: np.ndarray, known: np.ndarray, cat: np.ndarray, start: 
     rng = np.random.default_rng(list(seed_key))
     steps = int(iters if iters is not None else 20 * M + 200)
     picks = rng.random(steps)
+    patience, idle = steps, 0
     for s in range(steps):
+        if idle >= patience:  # no swap helped in the last ``patience`` tries: converged
+            break
+        idle += 1
         inside = np.flatnonzero(m)
         a = int(inside[int(picks[s] * len(inside))])
         pool = members[int(cat[a])]
@@ -84,4 +109,5 @@ def balanced_draw(right: np.ndarray, known: np.ndarray, cat: np.ndarray, start: 
         if sc[b] < cost - 1e-12:
             m[a], m[outs[b]] = False, True
             d, cost = nd[b], float(sc[b])
+            idle = 0
     return m
