@@ -89,25 +89,31 @@ def balanced_draw(right: np.ndarray, known: np.ndarray, cat: np.ndarray, start: 
     cost = float(d @ d)
     ok = np.ones(Q, dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
     members = {int(g): np.flatnonzero((cat == g) & ok) for g in np.unique(cat[m])}
+    zz = np.einsum("ij,ij->i", z, z)
     rng = np.random.default_rng(list(seed_key))
     steps = int(iters if iters is not None else 20 * M + 200)
     picks = rng.random(steps)
-    patience, idle = steps, 0
+    inside = np.flatnonzero(m)
+    patience, idle = 3 * M + 50, 0
     for s in range(steps):
         if idle >= patience:  # no swap helped in the last ``patience`` tries: converged
             break
         idle += 1
-        inside = np.flatnonzero(m)
-        a = int(inside[int(picks[s] * len(inside))])
+        pos = int(picks[s] * len(inside))
+        a = int(inside[pos])
         pool = members[int(cat[a])]
         outs = pool[~m[pool]]
         if len(outs) == 0:
             continue
-        nd = (d - z[a])[None, :] + z[outs]
-        sc = np.einsum("ij,ij->i", nd, nd)
-        b = int(np.argmin(sc))
-        if sc[b] < cost - 1e-12:
-            m[a], m[outs[b]] = False, True
-            d, cost = nd[b], float(sc[b])
+        v = d - z[a]
+        # |v + z_b|^2 = |v|^2 + 2 v.z_b + |z_b|^2 for every candidate b at once
+        sc = float(v @ v) + 2.0 * (z[outs] @ v) + zz[outs]
+        j = int(np.argmin(sc))
+        if sc[j] < cost - 1e-12:
+            b_ = int(outs[j])
+            m[a], m[b_] = False, True
+            inside[pos] = b_
+            d = v + z[b_]
+            cost = float(d @ d)
             idle = 0
     return m
