@@ -2,32 +2,32 @@
 
 A selection that maximises discrimination can trade away exactly what a curated benchmark promises to keep:
 the ranking of models it never saw. So the default (``method="auto"``) does not trust one item score. It
-builds several candidate selections of the same size and keeps the one that ranks *inner held-out* models
-best:
+builds several candidate selections of the same size and keeps a default draw unless another ranks *inner
+held-out* models clearly better:
 
-* candidates: ``stratified_difficulty`` (a random draw stratified by category and by the item's pass-rate
-  quintile among the selecting models: stratifying on a covariate of the models' scores narrows the spread
-  of each model's subset accuracy around its whole-pool accuracy), ``stratified_discriminating`` (the same
-  draw among the items whose item-rest point-biserial is positive: items that measure nothing or the
-  opposite of the rest go, without concentrating the set on the most discriminative items), ``random_best`` (the best of ``n_draws``
-  stratified random draws by Spearman rho on the selecting models), ``kmeans_anchors`` (tinyBenchmarks-style anchors, :func:`.baselines.kmeans_anchors`),
-  ``irt_information`` and ``point_biserial`` (:mod:`.select`), each on the items left by the stages
-  (variant ``stages``) and on the items left by the anomaly stage alone (``anomaly``; without that stage, on the
-  whole pool: ``none``); with no final selection the stage output
-  itself (``stages/all``) competes with the whole-pool candidates at its size;
-* inner cross-validation: the selecting models are split into ``k`` inner folds (seeded); each candidate is
-  built from the inner training models and scored by Spearman rho between the inner held-out models'
-  accuracy on it and their accuracy on the whole pool, averaged over the inner folds;
+* the default: ``stratified_balanced`` (:func:`.draws.balanced_draw`): a category x difficulty stratified draw,
+  then swaps within a category until every selecting model's accuracy on it is its whole-pool accuracy
+  stretched by :data:`BALANCE_STRETCH` about their mean (the order kept, the SD of model accuracies slightly
+  above the pool's): a balanced sampling design, so a held-out model's accuracy error shrinks by the part of
+  it the selecting models' answers explain;
+* the other candidates: ``stratified_difficulty`` (a random draw stratified by category and by the item's
+  pass-rate quintile among the selecting models), ``stratified_discriminating`` (the same draw among the items
+  whose item-rest point-biserial is positive), ``random_best`` (the best of ``n_draws`` stratified random draws
+  by Spearman rho on the selecting models), ``kmeans_anchors`` (tinyBenchmarks-style anchors,
+  :func:`.baselines.kmeans_anchors`), ``irt_information`` and ``point_biserial`` (:mod:`.select`), each on the
+  items left by the stages (variant ``stages``) and on the items left by the anomaly stage alone (``anomaly``;
+  without that stage, on the whole pool: ``none``); with no final selection the stage output itself
+  (``stages/all``) competes with the whole-pool candidates at its size;
+* inner cross-validation: the selecting models are split into ``k`` inner folds, ``repeats`` times (seeded);
+  each candidate is built from the inner training models and scored by Kendall tau over the model pairs with
+  an inner held-out model (:func:`heldout_pair_tau`), per inner fold;
 * the reference: stratified random subsets of the same size from the whole pool (``n_draws`` draws, the
-  same in every inner fold), mean inner rho;
-* the rule: candidates whose inner figure is not above the random reference's by more than one standard
-  error of the paired difference (over the inner folds) are not eligible; of the eligible,
-  those whose SD of the selecting models' accuracies is at least the whole pool's go first (the curated set
-  must not discriminate less than the benchmark it replaces; all are kept when none does); among them, those within one standard error (over the inner folds, at least ``tolerance``) of the best
-  inner figure tie (Breiman's one-standard-error rule), and the tie goes to the most
-  discriminative (the SD of the selecting models' accuracies on the candidate built from all of them),
-  then to the candidate order. When no candidate beats random the result is one random draw stratified
-  by category and difficulty (``stratified_difficulty``, :data:`FALLBACK_METHOD`), and the statement says so.
+  same in every inner fold);
+* the rule: the default stays unless another candidate is clearly better: its margin over the default,
+  paired over the inner folds, exceeds :data:`REPLACE_SE` standard errors of the difference, its margin over
+  random exceeds one, and its SD of the selecting models' accuracies is at least the whole pool's; among
+  those, candidates within one standard error (at least ``tolerance``) of the best inner figure tie and the
+  tie goes to the most discriminative, then to the candidate order. The statement says which and why.
 
 The stages are re-run on each inner fold's training models (``variants_for``): flags computed with every
 selecting model would have seen the inner held-out models, and a stage that removes the items only a
