@@ -58,8 +58,10 @@ FALLBACK_TRIES = 20
 # mean (a monotone map: the order is the pool's; the SD of model accuracies 5% above the pool's)
 BALANCE_STRETCH = 1.05
 # another candidate replaces the default draw only when its inner-CV margin over it exceeds this many standard
-# errors of the paired difference (about a one-sided 97.5% lower confidence bound above zero)
-REPLACE_SE = 2.0
+# errors of the paired difference: a one-sided bound for each of about a dozen candidates compared with the
+# default at once (2 standard errors let one of them through by chance in about a quarter of the choices; on
+# BLINK seed 4 two outer folds took such a candidate and ranked the held-out models below random's mean)
+REPLACE_SE = 3.0
 
 
 def _acc(mask: np.ndarray, right: np.ndarray, known: np.ndarray) -> np.ndarray:
@@ -170,7 +172,8 @@ def choose(right: np.ndarray, known: np.ndarray, cat: np.ndarray, variants: dict
     ``variants_for(train)``: the same masks with the stages re-run on the inner training models ``train``
     (column indices of ``right``); without it the inner folds reuse ``variants`` (the stage flags then saw the
     inner held-out models: a stage that removes what only they solve looks harmless).
-    ``repeats``: the inner ``k``-fold split is drawn this many times (seeds ``seed``, ``seed + 1000``, ...);
+    ``repeats``: the inner ``k``-fold split is drawn this many times (seeds ``seed``, ``seed + 1000``, ...)
+    while an inner fold holds fewer than 6 models, once otherwise;
     ``margin_se``: how many standard errors (of the paired difference over the inner folds) a candidate must
     beat the default draw by to replace it.
     Returns the chosen candidate's mask and scores, and every candidate's inner figures."""
@@ -184,7 +187,11 @@ def choose(right: np.ndarray, known: np.ndarray, cat: np.ndarray, variants: dict
         cands = [default, *cands]
     draws = {v: random_draws(cat, a, size, n_draws, (seed, 23, i)) for i, (v, a) in enumerate(variants.items())}
     ref_draws = draws["none"] if "none" in variants else random_draws(cat, every, size, n_draws, (seed, 23, 9))
-    folds = [te for r in range(max(1, int(repeats))) for te in inner_folds(M, k, seed + 1000 * r)]
+    first = inner_folds(M, k, seed)
+    # the repeat splits only while an inner fold holds fewer than 6 models (the pipeline's own minimum for a
+    # fold-level figure): with more, one split's folds are informative and a second doubles the cost
+    repeats = max(1, int(repeats)) if first and min(len(te) for te in first) < 6 else 1
+    folds = [te for r in range(repeats) for te in (first if r == 0 else inner_folds(M, k, seed + 1000 * r))]
     test_only = bool(folds) and min(len(te) for te in folds) >= 4
     rows = {c: [] for c in cands}
     random_ref = []
