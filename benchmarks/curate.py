@@ -9,6 +9,12 @@ image; model release dates) as Parquet files, then runs the command a user types
     python benchmarks/curate.py --smoke      # 1,500 items x 12 models (the test runs this)
     python benchmarks/curate.py --items 5000 --models 20 --target-size 1500
     python benchmarks/curate.py --pool /path/to/pool --target-size 600   # a real pool: questions + runs
+    python benchmarks/curate.py --pool /path/to/pool --target-size 600 --seeds 0,1,2,3,4   # per seed + summary
+
+With ``--seeds`` the command runs once per seed (one child process each, one after the other) and prints one
+line per seed and one summary line per robustness target: the held-out rank figure at or better than the
+random-subset mean, the SD of model accuracies not lower than the whole pool's, and the score MAE below
+random items' and below the anchors' (met in k of n seeds).
 """
 
 from __future__ import annotations
@@ -141,6 +147,57 @@ def table(res: dict, n_items: int, n_models: int) -> str:
     return "\n".join(lines)
 
 
+def seed_figures(s: dict) -> dict:
+    """The robustness targets of one run's summary: held-out figure vs the random mean (rho, or the
+    leave-one-model-out rank displacement where folds would be too small), SD change, score MAE vs random's
+    and the anchors'."""
+    se = s.get("score_estimation") or {}
+    by = se.get("mae_points_by_estimator") or {}
+    lomo = s.get("heldout_lomo")
+    if lomo:
+        fig, rnd = lomo["mean_rank_displacement"], lomo["random_mean_rank_displacement"]
+        kind, ok = "displacement", fig <= rnd + 1e-12
+    else:
+        fig, rnd = s.get("heldout_spearman_rho"), s.get("random_subset_rho_mean")
+        kind, ok = "rho", fig is not None and rnd is not None and fig >= rnd - 1e-12
+    sd = (s.get("discrimination_change") or {}).get("sd")
+    mae = se.get("mae_points")
+    anchors = min(by["anchor_irt"], by["anchor_calibrated"]) if by else None
+    return {"kind": kind, "heldout": fig, "random": rnd, "heldout_ok": bool(ok),
+            "sd_change": sd, "sd_ok": sd is not None and sd >= -1e-12,
+            "mae": mae, "mae_random": by.get("random"), "mae_anchors": anchors,
+            "mae_ok_random": mae is not None and by.get("random") is not None and mae < by["random"],
+            "mae_ok_anchors": mae is not None and anchors is not None and mae < anchors,
+            "selection": (s.get("selection_choice") or {}).get("candidate"),
+            "selection_per_fold": _counts((s.get("heldout_design") or {}).get("selection_per_fold") or [])}
+
+
+def _counts(names: list[str]) -> str:
+    from collections import Counter
+
+    return ", ".join(f"{k} x{v}" for k, v in Counter(names).most_common())
+
+
+def seeds_table(rows: list[tuple[int, dict, float]], label: str) -> str:
+    yn = lambda b: "yes" if b else "NO"  # noqa: E731
+    lines = [f"{label}: robustness over seeds {', '.join(str(r[0]) for r in rows)}",
+             f"{'seed':>4}  {'held-out':>9} {'random':>7} {'ok':>3}  {'SD chg':>7} {'ok':>3}  "
+             f"{'MAE':>5} {'rand':>5} {'anch':>5} {'ok':>3}  {'secs':>5}  selection (in pool; per fold)"]
+    for seed, f, secs in rows:
+        lines.append(f"{seed:>4}  {f['heldout']:>9.3f} {f['random']:>7.3f} {yn(f['heldout_ok']):>3}  "
+                     f"{100 * f['sd_change']:>+6.0f}% {yn(f['sd_ok']):>3}  {f['mae']:>5.2f} {f['mae_random']:>5.2f} "
+                     f"{f['mae_anchors']:>5.2f} {yn(f['mae_ok_random'] and f['mae_ok_anchors']):>3}  {secs:>5.1f}  "
+                     f"{f['selection']}; {f['selection_per_fold']}")
+    n = len(rows)
+    kind = rows[0][1]["kind"]
+    word = "rho >= random mean" if kind == "rho" else "rank displacement <= random mean"
+    for name, key in ((f"held-out {word}", "heldout_ok"), ("SD not below the whole pool's", "sd_ok"),
+                      ("score MAE below random's", "mae_ok_random"), ("score MAE below anchors'", "mae_ok_anchors")):
+        k = sum(bool(r[1][key]) for r in rows)
+        lines.append(f"target {name:<40} met in {k} of {n} seeds")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="1,500 items x 12 models (for the test suite)")
@@ -148,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", type=int, default=30)
     ap.add_argument("--target-size", type=int, default=None, help="default: 30%% of the pool (MMGist kept 31%%)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=str, default=None,
+                    help="comma-separated seeds (e.g. 0,1,2,3,4): one run per seed, per-seed lines and a summary")
     ap.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     ap.add_argument("--pool", type=Path, default=None,
                     help="a real pool folder (questions.parquet, runs.parquet) instead of the simulated one")
@@ -160,6 +219,20 @@ def main(argv: list[str] | None = None) -> int:
         n_items = int(pd.read_parquet(a.pool / "questions.parquet", columns=["question_id"]).shape[0])
     target = a.target_size or int(round(0.30 * n_items))
     extra = list(a.extra) + (["--n-boot", "200", "--no-figures"] if a.smoke else [])
+    if a.seeds:
+        seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
+        rows, dump = [], []
+        for sd in seeds:
+            r = run(n_items, n_models, target, sd, extra, pool=a.pool)
+            rows.append((sd, seed_figures(r["summary"]), r["seconds"]))
+            dump.append({"seed": sd, **rows[-1][1], "seconds": r["seconds"]})
+            print(f"seed {sd} done in {r['seconds']:.1f} s", flush=True)
+        label = f"{a.pool or 'simulated pool'} ({n_items:,} items, target size {target:,})"
+        print(seeds_table(rows, label))
+        os.system("uptime")
+        if a.json:
+            a.json.write_text(json.dumps(dump, indent=2, default=str))
+        return 0
     res = run(n_items, n_models, target, a.seed, extra, pool=a.pool)
     res["pool"] = str(a.pool) if a.pool is not None else None
     print(table(res, n_items, n_models))

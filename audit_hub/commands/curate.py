@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
             None, "--threshold", "-t", help="Stage threshold NAME=VALUE (repeatable), e.g. blind_min_share=0.8 (curate has many "
                  "thresholds, so each is named; `prune --threshold` is the one stopping value of pruning)."),
         method: str = typer.Option("auto", "--method", help="Selection: auto (chosen by inner cross-validation) | "
-                                   "point_biserial | irt_information | kmeans_anchors | stratified_difficulty | "
+                                   "point_biserial | irt_information | kmeans_anchors | stratified_balanced | stratified_difficulty | "
                                    "stratified_discriminating | random_best | random."),
         category_floor: float = typer.Option(0.5, "--category-floor", **opt("--category-floor"),
                                              help="Each category keeps at least this share of its proportional share."),

@@ -14,11 +14,12 @@ from the training models):
   the draw's own difficulty offset;
 * ``anchor_calibrated``: the same line on tinyBenchmarks-style anchors of the correctness vectors
   (:func:`.baselines.kmeans_anchors`, cluster-size weights);
-* ``ensemble``: a weighted mean of the estimators above (the IRT-based ones only where every 2PL fit
-  converged), weights proportional to 1 / (inner cross-validated MAE)^2 (about inverse variance; equal
-  weights where there is no inner CV, and inside the inner CV itself, which compares this equal-weight mean).
-  Their errors are partly independent (different items, different models of the answers), so the
-  combination's error is smaller than the typical one's.
+* ``random_pirt``: p-IRT on that same random draw (the 2PL ability from the held-out model's answers on it, its
+  observed answers there and 2PL probabilities elsewhere);
+* ``ensemble``: a weighted mean of ``random``, ``random_calibrated`` and ``random_pirt`` (``random_pirt`` only
+  where every 2PL fit converged): the same ``budget`` items, three models of the answers. Weights proportional
+  to 1 / (inner cross-validated MAE)^2 (about inverse variance; equal weights where there is no inner CV, and
+  inside the inner CV itself, which compares this equal-weight mean).
 
 The reported estimator of a fold is the ensemble unless another estimator's mean absolute error in an
 inner cross-validation over the fold's training models (the estimators refitted on each inner training
@@ -32,9 +33,14 @@ import numpy as np
 
 from .measures import weighted_accuracy
 
-BASE_ESTIMATORS = ("pirt_information", "gpirt", "anchor_irt", "random", "random_calibrated", "anchor_calibrated")
+BASE_ESTIMATORS = ("pirt_information", "gpirt", "anchor_irt", "random", "random_calibrated", "anchor_calibrated",
+                   "random_pirt")
 ESTIMATORS = (*BASE_ESTIMATORS, "ensemble")
-IRT_BASED = ("pirt_information", "gpirt", "anchor_irt")
+IRT_BASED = ("pirt_information", "gpirt", "anchor_irt", "random_pirt")
+# the ensemble's parts: three estimators on ONE set of ``budget`` items (the stratified random draw), so the ensemble
+# sees exactly as many of the held-out model's answers as every other estimator. (The previous ensemble
+# averaged estimators on four different item sets: up to four times the budget.)
+ENSEMBLE_PARTS = ("random", "random_calibrated", "random_pirt")
 DEFAULT_ESTIMATOR = "ensemble"
 
 
@@ -86,7 +92,10 @@ def estimate_all(right: np.ndarray, known: np.ndarray, train: np.ndarray, test: 
     wk = bl.kmeans_anchors(r_tr, k_tr, n, seed)
     a, b = _line(_acc(wk, r_tr, k_tr), full_tr)
     out["anchor_calibrated"] = np.clip(a + b * _acc(wk, r_te, k_te), 0, 1)
-    use = [k for k in BASE_ESTIMATORS if model.converged or k not in IRT_BASED]
+    ri = np.flatnonzero(rnd > 0)
+    out["random_pirt"] = estimate_scores(model, ri, np.full(len(ri), 1.0 / max(len(ri), 1)), r_te[ri], k_te[ri],
+                                         k_te, 1.0)["pirt"]
+    use = [k for k in ENSEMBLE_PARTS if model.converged or k not in IRT_BASED]
     out["ensemble"] = np.mean(np.stack([out[k] for k in use]), axis=0)
     return {"estimates": out, "irt_converged": bool(model.converged), "irt_iterations": int(model.n_iter),
             "irt_final_change": float(model.final_change), "lambda": lam if lam_model else None}
@@ -119,7 +128,7 @@ def score_split(right: np.ndarray, known: np.ndarray, train: np.ndarray, test: n
                + "): the IRT-based estimators are not eligible")
     eligible = [k for k in ESTIMATORS if inner_mae[k] is not None and (irt_ok or k not in IRT_BASED)]
     weights = None
-    parts = [k for k in eligible if k != "ensemble" and inner_mae[k] > 0]
+    parts = [k for k in eligible if k in ENSEMBLE_PARTS and inner_mae[k] > 0]
     if parts:
         # the ensemble's weights: inverse squared inner MAE (about inverse variance), over the eligible estimators
         w = np.array([1.0 / inner_mae[k] ** 2 for k in parts])
@@ -140,8 +149,9 @@ def score_split(right: np.ndarray, known: np.ndarray, train: np.ndarray, test: n
             if len(d) > 1 and d.mean() < -np.std(d, ddof=1) / np.sqrt(len(d)):
                 better.append(k)
         chosen = min(better, key=lambda k: (inner_mae[k], ESTIMATORS.index(k))) if better else DEFAULT_ESTIMATOR
-        rule = ("the ensemble (mean of every eligible estimator) unless another has a smaller inner cross-validated "
-                "MAE by more than one standard error of the paired difference")
+        rule = ("the ensemble (weighted mean of the random-draw estimators, all on the same items) unless another "
+                "estimator has a smaller inner cross-validated MAE by more than one standard error of the paired "
+                "difference")
     elif eligible:
         chosen = min(eligible, key=lambda k: (inner_mae[k], ESTIMATORS.index(k)))
         rule = "smallest inner cross-validated MAE over the training models"

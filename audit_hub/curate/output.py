@@ -160,10 +160,15 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
     se = s.get("score_estimation") or {}
     thresholds = md_table(["threshold", "value"], [[md_inline(k), md_inline(v)] for k, v in s["thresholds"].items()])
     ch = s.get("selection_choice") or {}
-    choice_table = md_table(["candidate (stages / method)", "items", "inner held-out pair tau", "SD of accuracies"],
+    def _margin(t):
+        m, e = t.get("margin_over_default"), t.get("margin_over_default_se")
+        return "n/a" if m is None else f"{m:+.3f} ({e:.3f})"
+
+    choice_table = md_table(["candidate (stages / method)", "items", "inner held-out pair tau",
+                             "margin over the default (SE)", "SD of accuracies"],
                             [[md_inline(t["candidate"]), fmt_num(t["n_items"]), r3(t.get("inner_tau_mean")),
-                              r3(t.get("sd_selecting_models"))] for t in ch.get("candidates") or []],
-                            ["l", "r", "r", "r"]) if ch.get("candidates") else ""
+                              _margin(t), r3(t.get("sd_selecting_models"))] for t in ch.get("candidates") or []],
+                            ["l", "r", "r", "r", "r"]) if ch.get("candidates") else ""
     lomo = s.get("heldout_lomo") or {}
     err = lomo.get("accuracy_error_points") or [None] * len(lomo.get("models", []))
     lomo_table = md_table(["left-out model", "rank on the whole pool", "rank on the curated set", "displacement",
@@ -188,7 +193,7 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
         "score_by": ", ".join(f"{md_inline(k)} {v:.2f}" for k, v in (se.get("mae_points_by_estimator") or {}).items()), "score_mae": fmt_num(se.get("mae_points")) if se.get("mae_points") is not None else None,
         "thresholds": thresholds, "statement": s["statement"],
         "verdict": md_inline(s.get("versus_random") or "not measured", 600),
-        "choice_statement": md_inline(ch.get("statement") or "", 600), "choice_table": choice_table,
+        "choice_statement": md_inline(ch.get("statement") or "", 900), "choice_table": choice_table,
         "design_why": md_inline((s.get("heldout_design") or {}).get("why") or "", 600),
         "lomo": lomo_table, "score_table": score_table, "evidence": evidence,
         "score_versus": md_inline(se.get("versus_random") or "", 300),

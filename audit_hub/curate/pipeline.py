@@ -710,8 +710,11 @@ def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> di
     word = "below" if mae < rnd else "above" if mae > rnd else "equal to"
     names = sorted({x["chosen"] for x in sc})
     return {"n_items": int(min(cfg.score_budget, pool.Q)),
-            "method": "per split, the estimator with the smallest inner cross-validated MAE on its training models "
-                      f"(chosen: {', '.join(names)})",
+            "method": "per split, the ensemble of the estimators on one stratified random draw of the budget (random, "
+                      "random_calibrated, random_pirt; weights 1 / inner MAE^2) unless another estimator's inner "
+                      "cross-validated MAE is lower by more than one standard error of the paired difference "
+                      f"(chosen: {', '.join(names)}); every estimator reads the held-out model's answers on "
+                      "budget items only",
             "mae_points": mae, "mae_points_ci": _mean_ci(chosen, (cfg.seed, 19)),
             "mae_points_by_estimator": {k: v["mae_points"] for k, v in by.items()},
             "by_estimator": by,
@@ -931,7 +934,7 @@ def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, v
                   "bootstrap": [cfg.seed, 7, "batch"], "pair_bootstrap": [cfg.seed, 13, "batch"],
                   "score_random_baseline": [cfg.seed, 11], "score_mae_interval": [cfg.seed, 19],
                   "inner_folds": [cfg.seed, 29], "inner_random_draws": [cfg.seed, 23, "variant"],
-                  "stratified_difficulty_draw": [cfg.seed, 37], "score_inner_folds": [cfg.seed, 31],
+                  "stratified_difficulty_draw": [cfg.seed, 37], "balanced_draw_swaps": [cfg.seed, 47], "score_inner_folds": [cfg.seed, 31],
                   "lomo_interval": [cfg.seed, 43],
                   "rule": "numpy.random.default_rng(list) with the listed entropy"},
         "statement": ("This is a selection of the original items by the audit, not a new ground truth: gold answers "
