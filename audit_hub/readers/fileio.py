@@ -452,10 +452,10 @@ class SharedDictionary:
         if len(miss):
             new_codes, new_vals = pd.factorize(look[miss])  # repeated entries share one new code
             r[miss] = self.size + new_codes
-            self._recent = self._recent.append(pd.Index(np.asarray(new_vals, dtype=object), dtype=object))
+            self._recent = _object_index(self._recent, np.asarray(new_vals, dtype=object))
             self.size += len(new_vals)
             if len(self._recent) > len(self._main):
-                self._main = self._main.append(self._recent)
+                self._main = _object_index(self._main, self._recent)
                 self._recent = pd.Index([], dtype=object)
         if valid is None:
             out = r
@@ -466,7 +466,7 @@ class SharedDictionary:
         return out
 
     def categories(self) -> pd.Index:
-        return self._main.append(self._recent) if len(self._recent) else self._main
+        return _object_index(self._main, self._recent) if len(self._recent) else self._main
 
     # -- the codes
     def _widen(self) -> None:
@@ -516,6 +516,11 @@ class SharedDictionary:
         codes = self.code_array()
         cats = pa.array(np.asarray(self.categories(), dtype=object), type=pa.string())
         return pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), cats).cast(pa.string())
+
+
+def _object_index(*parts) -> pd.Index:
+    """Object-dtype Index of the values of ``parts`` in order (``Index.append`` would infer ``str``)."""
+    return pd.Index(np.concatenate([np.asarray(p, dtype=object) for p in parts]), dtype=object)
 
 
 class _Collector:
