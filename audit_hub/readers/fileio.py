@@ -244,6 +244,12 @@ def read_table(path: str, column_map: dict[str, str] | None = None, *,
     return df
 
 
+def delimited_column_names(path: str, sep: str) -> list[str]:
+    """The header of a CSV/TSV file (the checks of :func:`read_table`: UTF-16, duplicates, no header)."""
+    check_text_head(path, read_head(path))
+    return _header(path, sep)
+
+
 def _header(path: str, sep: str) -> list[str]:
     head = read_head(path, 1 << 16)
     check_text_encoding_prefix(path, head)
@@ -443,6 +449,7 @@ class SharedDictionary:
             assert self._prev_remap is not None
             return self._prev_remap
         d = dictionary.cast(pa.string()) if not pa.types.is_string(dictionary.type) else dictionary
+        d.validate(full=True)  # UTF-8 (a JSON/CSV reader may pass bad bytes on); ArrowInvalid otherwise
         vals = np.asarray(d.to_numpy(zero_copy_only=False), dtype=object)
         out = np.full(len(vals), -1, np.int64)
         valid = np.flatnonzero(d.is_valid().to_numpy(zero_copy_only=False)) if d.null_count else None
@@ -658,6 +665,125 @@ def read_parquet_runs(path: str, column_map: dict[str, str] | None = None) -> pd
                     del part
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"not a readable Parquet file ({str(e).splitlines()[0]})", file=path) from None
+    return col.frame(path, column_map)
+
+
+#: A JSON line with this many opening brackets goes to the exact Python path (pyarrow's JSON parser
+#: crashes on nesting some 10,000+ levels deep; Python's refuses past its recursion limit, with a message).
+_MAX_BRACKETS_PER_LINE = 512
+_BLOCK = 1 << 24
+
+
+def _jsonl_fast_ok(path: str) -> int | None:
+    """One pass over the bytes of a JSON-lines file: the number of lines up to its last non-blank
+    byte, or None when the file must take the exact Python path (a line with many brackets, NUL bytes,
+    a UTF-16/32 mark). Counting newlines and brackets runs in C (bytes.count, numpy) per 16 MB block."""
+    lines = 0
+    last_content_line = 0
+    with open(path, "rb") as fh:
+        head = True
+        while True:
+            block = fh.read(_BLOCK)
+            if not block:
+                break
+            if head:
+                if block.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in block[:4096]:
+                    return None
+                head = False
+            if b"\x00" in block:
+                return None
+            n_open = block.count(b"[") + block.count(b"{")
+            if n_open >= _MAX_BRACKETS_PER_LINE // 2:
+                a = np.frombuffer(block, dtype=np.uint8)
+                pos = np.flatnonzero((a == 0x5B) | (a == 0x7B))
+                nl = np.flatnonzero(a == 0x0A)
+                per_line = np.bincount(np.searchsorted(nl, pos))
+                if per_line.max() >= _MAX_BRACKETS_PER_LINE // 2:  # (a line may straddle two blocks)
+                    return None
+            stripped = block.rstrip()
+            if stripped:
+                last_content_line = lines + stripped.count(b"\n") + 1
+            lines += block.count(b"\n")
+    return last_content_line
+
+
+def read_text_runs(path: str, column_map: dict[str, str] | None = None) -> pd.DataFrame | None:
+    """A long run table in JSON lines or CSV/TSV -> DataFrame like :func:`read_parquet_runs` (no
+    ``source_row``: row ``i`` is JSON line / CSV data row ``i + 1``), through pyarrow's streaming
+    readers in 16 MB blocks: string ID/model/arm/answer/prediction columns are dictionary-encoded per
+    block into one code space per column (:class:`SharedDictionary`), so 1e8 lines never exist as
+    Python objects or plain strings. Media columns are dropped per block.
+
+    Returns None whenever the exact Python path must read the file instead: any parse error (bad
+    JSON, duplicate keys, a non-object line, a type changing between blocks, ragged CSV rows, bad
+    UTF-8), blank lines inside a JSON-lines file (row numbers would no longer be line numbers), NaN or
+    infinite numbers (pyarrow turns over-long integers into inf; the Python path names them), nested
+    values, or many brackets on one line (see :data:`_MAX_BRACKETS_PER_LINE`). That path then gives
+    the one-line message naming the file and line, or the same table."""
+    import pyarrow.compute as pc
+
+    ext = ext_of(path)
+    ensure_nonempty(path)
+    try:
+        if ext == ".jsonl":
+            import pyarrow.json as pajson
+
+            expected = _jsonl_fast_ok(path)
+            if not expected:
+                return None
+            opts = pajson.ReadOptions(block_size=_BLOCK, use_threads=True)
+            if hasattr(pajson, "open_json"):
+                reader = pajson.open_json(path, read_options=opts)
+                batches = iter(reader)
+            else:  # (older pyarrow: one table, its chunks one block each)
+                batches = iter(pajson.read_json(path, read_options=opts).to_batches())
+        elif ext in (".csv", ".tsv"):
+            import pyarrow.csv as pacsv
+
+            sep = "\t" if ext == ".tsv" else ","
+            head = read_head(path)
+            if b"\x00" in head or head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+                return None
+            names = _header(path, sep)
+            reader = pacsv.open_csv(
+                path, read_options=pacsv.ReadOptions(block_size=_BLOCK),
+                parse_options=pacsv.ParseOptions(delimiter=sep, newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(
+                    column_types={n: pa.string() for n in names},
+                    include_columns=[n for n in names if n not in MEDIA_COLUMNS],
+                    strings_can_be_null=True, null_values=[""], quoted_strings_can_be_null=True))
+            batches = iter(reader)
+            expected = None
+        else:
+            return None
+        col: _Collector | None = None
+        n = 0
+        for batch in batches:
+            if col is None:
+                names = [f.name for f in batch.schema if f.name not in MEDIA_COLUMNS]
+                if len(set(names)) != len(names):
+                    return None
+                col = _Collector(names, None, column_map)
+            if [f.name for f in batch.schema if f.name not in MEDIA_COLUMNS] != col.names:
+                return None
+            for c in col.names:
+                arr = batch.column(c)
+                t = arr.type
+                if pa.types.is_floating(t):
+                    if (arr.null_count < len(arr)) and not pc.all(pc.is_finite(arr)).as_py():
+                        return None
+                elif pa.types.is_nested(t) or pa.types.is_dictionary(t):
+                    return None
+                elif is_string_like(t) and c not in col.dict_names:
+                    arr.validate(full=True)  # (UTF-8; the dictionary columns are checked on their dictionaries)
+                col.add(c, arr)
+            n += batch.num_rows
+    except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError):
+        return None
+    if col is None or n == 0:
+        return None
+    if expected is not None and n != expected:  # blank lines inside: let the exact path number the lines
+        return None
     return col.frame(path, column_map)
 
 
