@@ -69,7 +69,7 @@ def encode_ids(questions: pd.DataFrame, q_rows: np.ndarray, ids: np.ndarray, str
     if n == 0:  # no run rows: numeric / free golds stay unknown
         return AnswerCodes(np.zeros(0, np.int32), gold, kmax, () if recoverable else None)
     # the strings in numbering order (first appearance in the rows); only numeric / free values need it
-    order = _first_appearance(ids, len(strings)) if other_q.any() else np.arange(len(strings))
+    order = first_appearance(ids, len(strings)) if other_q.any() else np.arange(len(strings))
     if len(order) == 0:  # no row has an answer: the golds alone number the values
         g_codes, g_uniq = pd.factorize(pd.Series(_canonical_gold_values(questions, other_q)[other_q], dtype=object))
         gold[other_q] = kmax + g_codes
@@ -183,7 +183,7 @@ def _canonical_gold_values(questions: pd.DataFrame, other_q: np.ndarray) -> np.n
     return out
 
 
-def _first_appearance(codes: np.ndarray, n_values: int, step: int = 1 << 22) -> np.ndarray:
+def first_appearance(codes: np.ndarray, n_values: int, step: int = 1 << 22) -> np.ndarray:
     """The values 0..n_values-1 that occur in ``codes`` (-1 = null), ordered by first occurrence.
     Scans in chunks and stops once every value has been seen (usually within the first chunk)."""
     first = np.full(n_values, np.iinfo(np.int64).max, np.int64)

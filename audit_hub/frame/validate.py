@@ -323,10 +323,10 @@ def _model_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """(codes, names) of the model column with models numbered by first appearance in the rows; names
     no row uses (unused categories) are dropped. One scan that usually stops in the first chunk, and a
     renumbering gather only when the column's own order differs."""
-    from ..answers.codes import _first_appearance
+    from ..answers.codes import first_appearance
 
     codes, names = to_codes(col)
-    order = _first_appearance(codes, len(names))
+    order = first_appearance(codes, len(names))
     if len(order) == len(names) and (order == np.arange(len(order))).all():
         return codes, names
     table = np.full(len(names) + 1, -1, dtype=small_int(len(order)))  # last slot: null (-1) stays -1
