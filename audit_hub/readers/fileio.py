@@ -407,24 +407,23 @@ class SharedDictionary:
     """One code space for a string column that arrives in pieces, each with its own dictionary
     (Parquet row groups, JSON/CSV batches): the one owner of that unification.
 
-    Each piece's dictionary (small next to its rows) is looked up in a growing global dictionary
-    (pandas hash indexes: a main one plus one of the recent additions, merged when the recent one
-    outgrows it, so a value is re-hashed O(log) times, never per row); new values get the next codes
-    (first appearance in the dictionaries; null and repeated dictionary entries are handled). The
-    piece's indices are then written as ``remap[indices]`` into one code array of the smallest signed
-    integer type, widened when the dictionary grows past int8/int16 (-1 is null). A piece whose
-    dictionary equals the previous one reuses its remap (pandas categoricals and batch writers repeat
-    one dictionary in every row group) and, when that remap is the identity, its indices are copied
-    as they are. ``n`` rows known in advance: one preallocated array; otherwise pieces are kept and
-    joined at the end."""
+    Each piece's dictionary (small next to its rows, or at most as long) is looked up in the growing
+    global dictionary with Arrow's hash lookup (``pyarrow.compute.index_in``, in C++: about ten times
+    pandas' object-string hashing), never the rows; values not seen before get the next codes, in the
+    order they first appear in the piece's dictionary (null entries map to -1, repeated entries to one
+    code). The piece's indices are then written as ``remap[indices]`` into one code array of the
+    smallest signed integer type, widened when the dictionary grows past int8/int16 (-1 is null). A
+    piece whose dictionary equals the previous one reuses its remap (pandas categoricals and batch
+    writers repeat one dictionary in every row group) and, when that remap is the identity, its
+    indices are copied as they are. ``n`` rows known in advance: one preallocated array; otherwise
+    pieces are kept and joined at the end. ``text``: a free-text column (see :meth:`too_many`)."""
 
     def __init__(self, n: int | None = None, *, text: bool = False) -> None:
         self.n = n
         self.text = text
         self.pos = 0
         self.size = 0
-        self._main = pd.Index([], dtype=object)
-        self._recent = pd.Index([], dtype=object)
+        self._values = pa.array([], type=pa.string())
         self._prev: pa.Array | None = None
         self._prev_remap: np.ndarray | None = None
         self._identity = False
@@ -433,47 +432,36 @@ class SharedDictionary:
         self._pieces: list[np.ndarray] = []
 
     # -- the dictionary
-    def _lookup(self, vals: np.ndarray) -> np.ndarray:
-        r = self._main.get_indexer(vals) if len(self._main) else np.full(len(vals), -1, np.intp)
-        if len(self._recent):
-            miss = np.flatnonzero(r < 0)
-            if len(miss):
-                r2 = self._recent.get_indexer(vals[miss])
-                r[miss] = np.where(r2 >= 0, r2 + len(self._main), -1)
-        return r
-
     def remap(self, dictionary: pa.Array) -> np.ndarray:
         """Global code (int64; -1 for a null entry) of each entry of a piece's ``dictionary``; new values
         are added in the order they first appear there."""
+        import pyarrow.compute as pc
+
         if self._prev is not None and (dictionary is self._prev or dictionary.equals(self._prev)):
             assert self._prev_remap is not None
             return self._prev_remap
         d = dictionary.cast(pa.string()) if not pa.types.is_string(dictionary.type) else dictionary
         d.validate(full=True)  # UTF-8 (a JSON/CSV reader may pass bad bytes on); ArrowInvalid otherwise
-        vals = np.asarray(d.to_numpy(zero_copy_only=False), dtype=object)
-        out = np.full(len(vals), -1, np.int64)
-        valid = np.flatnonzero(d.is_valid().to_numpy(zero_copy_only=False)) if d.null_count else None
-        look = vals if valid is None else vals[valid]
-        r = self._lookup(look).astype(np.int64)
-        miss = np.flatnonzero(r < 0)
-        if len(miss):
-            new_codes, new_vals = pd.factorize(look[miss])  # repeated entries share one new code
-            r[miss] = self.size + new_codes
-            self._recent = _object_index(self._recent, np.asarray(new_vals, dtype=object))
-            self.size += len(new_vals)
-            if len(self._recent) > len(self._main):
-                self._main = _object_index(self._main, self._recent)
-                self._recent = pd.Index([], dtype=object)
-        if valid is None:
-            out = r
+        if self.size:
+            out = pc.fill_null(pc.index_in(d, value_set=self._values), -1).to_numpy().astype(np.int64)
         else:
-            out[valid] = r
+            out = np.full(len(d), -1, np.int64)
+        miss = out < 0
+        if d.null_count:
+            miss &= d.is_valid().to_numpy(zero_copy_only=False)
+        if miss.any():
+            missing = d.filter(pa.array(miss))
+            new = pc.unique(missing)  # (first appearance order; repeated entries once)
+            out[miss] = pc.index_in(missing, value_set=new).to_numpy().astype(np.int64) + self.size
+            self._values = pa.concat_arrays([self._values, new])
+            self.size += len(new)
         self._prev, self._prev_remap = dictionary, out
-        self._identity = valid is None and bool((out == np.arange(len(out))).all())
+        self._identity = not d.null_count and bool((out == np.arange(len(out))).all())
         return out
 
     def categories(self) -> pd.Index:
-        return _object_index(self._main, self._recent) if len(self._recent) else self._main
+        """The global dictionary, in code order, as an object Index."""
+        return pd.Index(np.asarray(self._values.to_numpy(zero_copy_only=False), dtype=object), dtype=object)
 
     # -- the codes
     def _widen(self) -> None:
@@ -521,13 +509,7 @@ class SharedDictionary:
     def as_strings(self) -> pa.Array:
         """The column so far as plain Arrow strings (for a column given up as :meth:`too_many`)."""
         codes = self.code_array()
-        cats = pa.array(np.asarray(self.categories(), dtype=object), type=pa.string())
-        return pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), cats).cast(pa.string())
-
-
-def _object_index(*parts) -> pd.Index:
-    """Object-dtype Index of the values of ``parts`` in order (``Index.append`` would infer ``str``)."""
-    return pd.Index(np.concatenate([np.asarray(p, dtype=object) for p in parts]), dtype=object)
+        return pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), self._values).cast(pa.string())
 
 
 class _Collector:
