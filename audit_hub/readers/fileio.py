@@ -394,9 +394,11 @@ def parquet_column_names(path: str) -> list[str]:
 
 #: Run-table columns read dictionary-encoded (into one shared code space per column, see
 #: :class:`SharedDictionary`) when they hold strings: IDs, model, arm, file, and the low-cardinality
-#: texts the frame reads (predictions and extracted answers are mostly a handful of letters/values).
+#: texts the frame reads (predictions and extracted answers are mostly a handful of letters/values), and
+#: correctness flags given as text (CSV's "true"/"1": a few values, converted once each).
 RUN_DICT_COLUMNS = DICT_COLUMNS + ("source_file", "arm", "answer", "extracted", "extracted_answer", "prediction",
-                                   "response", "output", "pred", "model_output")
+                                   "response", "output", "pred", "model_output",
+                                   "hit", "correct", "is_correct", "hit_exact")  # (flags as text, in CSV)
 #: Of those, the free texts: when their distinct values stop being few (more than half the rows seen,
 #: past 65,536), the column is kept as plain Arrow strings instead (a dictionary would only cost time).
 RUN_TEXT_COLUMNS = ("answer", "extracted", "extracted_answer", "prediction", "response", "output", "pred",
