@@ -548,3 +548,20 @@ def test_csv_runs_take_the_arrow_path_and_hostile_csv_keeps_its_messages(tmp_pat
     latin.write_bytes("question_id,model,prediction,hit\nq1,m,caf\xe9,1\n".encode("latin-1"))
     with pytest.raises(InputError, match="byte 0xe9 at byte offset 41 "):
         ingest.build_frame(str(q), [str(latin)], compute_exact=False)
+
+
+def test_a_model_split_across_a_csv_and_a_jsonl_file_merges_on_the_codes(tmp_path):
+    """Both files arrive with categorical model/arm columns (the Arrow path); the rows of the shared
+    (model, arm) are picked on the codes and merged on the question ID, the other model's rows kept."""
+    q = tmp_path / "q.csv"
+    q.write_text("question_id,answer\nq1,A\nq2,B\n")
+    a = tmp_path / "a.csv"
+    a.write_text("question_id,model,arm,prediction\nq1,m,full,A\nq2,m,full,C\nq1,n,full,B\nq2,n,full,B\n")
+    b = tmp_path / "b.jsonl"
+    b.write_bytes(b'{"question_id": "q2", "model": "m", "arm": "FULL", "prediction": "C", "hit": false}\n'
+                  b'{"question_id": "q1", "model": "m", "arm": "FULL", "prediction": "A", "hit": true}\n')
+    runs = ingest.load_runs([str(a), str(b)])
+    m = runs[runs["model"].astype(str) == "m"].sort_values("question_id")
+    assert m["hit"].tolist() == [1, 0] and m["prediction"].astype(str).tolist() == ["A", "C"]
+    n = runs[runs["model"].astype(str) == "n"]
+    assert len(n) == 2 and n["hit"].isna().all()
