@@ -6,6 +6,11 @@ DataFrames, JSON lines, UTF-8 checks, and the refusal to unpickle.
 through ``pyarrow.csv`` with every column read as text (so ``007`` stays ``007`` and quoted
 multi-line cells work); Parquet through ``pyarrow.parquet`` with ID/model/arm columns
 dictionary-encoded so they arrive as pandas categoricals (the fast path of the audit frame).
+
+Long run tables take a faster road: :func:`read_parquet_runs` (Parquet) and :func:`read_text_runs`
+(JSON lines, CSV/TSV, through pyarrow's streaming readers) read each string column straight into one
+integer code space (:class:`SharedDictionary`, the one unifier of per-piece dictionaries), so the read
+costs about the same whatever encoding the writer chose and no row becomes a Python string.
 """
 
 from __future__ import annotations
