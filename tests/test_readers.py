@@ -565,3 +565,21 @@ def test_a_model_split_across_a_csv_and_a_jsonl_file_merges_on_the_codes(tmp_pat
     assert m["hit"].tolist() == [1, 0] and m["prediction"].astype(str).tolist() == ["A", "C"]
     n = runs[runs["model"].astype(str) == "n"]
     assert len(n) == 2 and n["hit"].isna().all()
+
+
+def test_the_jsonl_prescan_catches_a_bracket_heavy_line_across_block_boundaries(tmp_path, monkeypatch):
+    """A line with >= 512 opening brackets goes to the exact path even when it spans many blocks (here
+    100-byte blocks: the open line's count is carried over); fewer stay on the fast path, line count right."""
+    from audit_hub.readers import fileio
+
+    monkeypatch.setattr(fileio, "_BLOCK", 100)
+    many = tmp_path / "many.jsonl"
+    many.write_bytes(_line("q1") + b'{"question_id": "q2", "prediction": "' + b"{[" * 300 + b'"}\n' + _line("q3"))
+    assert fileio._jsonl_fast_ok(str(many)) is None
+    few = tmp_path / "few.jsonl"
+    few.write_bytes(_line("q1") + b'{"question_id": "q2", "prediction": "' + b"{[" * 250 + b'"}\n' + _line("q3")
+                    + b"\n \n")
+    assert fileio._jsonl_fast_ok(str(few)) == 3
+    monkeypatch.undo()  # (pyarrow's reader needs blocks longer than a line)
+    df = fileio.read_text_runs(str(few))
+    assert df is not None and df["prediction"].astype(str).iloc[1] == "{[" * 250

@@ -657,8 +657,9 @@ def read_parquet_runs(path: str, column_map: dict[str, str] | None = None) -> pd
     return col.frame(path, column_map)
 
 
-#: A JSON line with this many opening brackets goes to the exact Python path (pyarrow's JSON parser
-#: crashes on nesting some 10,000+ levels deep; Python's refuses past its recursion limit, with a message).
+#: A JSON line with this many opening brackets (counted across blocks) goes to the exact Python path
+#: (pyarrow's JSON parser crashes on nesting some 10,000+ levels deep; Python's refuses past its recursion
+#: limit, with a message).
 _MAX_BRACKETS_PER_LINE = 512
 _BLOCK = 1 << 24
 
@@ -674,7 +675,8 @@ def _jsonl_fast_ok(path: str) -> int | None:
     opening-bracket bytes, about two bytes a line, and only that is examined."""
     lines = 0
     last_content_line = 0
-    limit = _MAX_BRACKETS_PER_LINE // 2  # (a line may straddle two blocks)
+    limit = _MAX_BRACKETS_PER_LINE
+    carry = 0  # brackets of the line still open at the end of the blocks read so far
     with open(path, "rb") as fh:
         first = True
         while True:
@@ -688,12 +690,16 @@ def _jsonl_fast_ok(path: str) -> int | None:
             if b"\x00" in kept:
                 return None
             n_nl = kept.count(b"\n")
-            if len(kept) - n_nl >= limit:  # enough brackets in the block for one line to hold too many
+            if len(kept) - n_nl + carry >= limit:  # enough brackets here for one line to hold too many
                 a = np.frombuffer(kept, dtype=np.uint8)
                 ends = np.flatnonzero(a == 10)
-                per_line = np.diff(np.concatenate(([-1], ends, [len(a)]))) - 1
+                per_line = np.diff(np.concatenate(([-1], ends, [len(a)]))) - 1  # (last: the open line)
+                per_line[0] += carry
                 if int(per_line.max()) >= limit:
                     return None
+                carry = int(per_line[-1])
+            else:
+                carry = carry + len(kept) if not n_nl else len(kept) - kept.rfind(b"\n") - 1
             tail = block[-4096:]
             stripped = tail.rstrip()
             if not stripped and len(block) > len(tail):
