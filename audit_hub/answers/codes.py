@@ -185,20 +185,23 @@ def _canonical_gold_values(questions: pd.DataFrame, other_q: np.ndarray) -> np.n
 
 def first_appearance(codes: np.ndarray, n_values: int, step: int = 1 << 22) -> np.ndarray:
     """The values 0..n_values-1 that occur in ``codes`` (-1 = null), ordered by first occurrence.
-    Scans in chunks and stops once every value has been seen (usually within the first chunk)."""
+    Scans in chunks and stops once every value has been seen (usually within the first chunk). A value
+    first occurs at a chunk's start or where the value changes, so only those positions are sorted
+    (few, when the rows come in runs such as one model's block after another)."""
     first = np.full(n_values, np.iinfo(np.int64).max, np.int64)
     seen = np.zeros(n_values, bool)
     for lo in range(0, len(codes), step):
         c = np.asarray(codes[lo:lo + step])
-        present = np.bincount(c[c >= 0], minlength=n_values).astype(bool) if n_values else seen
-        new = present & ~seen
-        if new.any():
-            u, pos = np.unique(c, return_index=True)
-            keep = u >= 0
-            u, pos = u[keep], pos[keep]
-            sel = new[u]
-            first[u[sel]] = pos[sel] + lo
-            seen |= new
+        if not len(c):
+            break
+        cand = np.concatenate(([0], np.flatnonzero(c[1:] != c[:-1]) + 1))
+        u, pos = np.unique(c[cand], return_index=True)
+        keep = u >= 0
+        u, pos = u[keep], pos[keep]
+        sel = ~seen[u]
+        if sel.any():
+            first[u[sel]] = cand[pos[sel]] + lo
+            seen[u[sel]] = True
             if seen.all():
                 break
     present_codes = np.flatnonzero(seen)
