@@ -183,3 +183,18 @@ def test_the_bundled_example_audits_the_same_in_every_encoding(tmp_path):
     order = [a["model"] for a in summary["accuracy"] if a["arm"] == "full"]
     first_seen = [m for m in pd.unique(r["model"]) if m in set(order)]
     assert order == first_seen
+
+
+def test_first_appearance_matches_a_plain_scan():
+    """The model numbering's helper (values sorted only at chunk starts and value changes) against the
+    definition, on random codes with nulls, runs and chunk sizes."""
+    from audit_hub.answers.codes import first_appearance
+
+    rng = np.random.default_rng(3)
+    for trial in range(300):
+        k = int(rng.integers(1, 9))
+        c = rng.integers(-1, k, size=int(rng.integers(0, 40))).astype(np.int16)
+        if trial % 2:
+            c = np.repeat(c, rng.integers(1, 5, size=len(c)))
+        want = [x for x in dict.fromkeys(c.tolist()) if x >= 0]
+        assert first_appearance(c, k, step=int(rng.integers(1, 12))).tolist() == want
