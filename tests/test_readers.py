@@ -437,3 +437,149 @@ def test_folder_copy_of_fixtures_reads_all(tmp_path):
         "results_2024-06-01T10-00-00.123456.json"}
     assert all(len(s["sha256"]) == 64 for s in runs.attrs["sources"])
     assert json.dumps(runs.attrs["sources"])  # provenance is JSON-serialisable
+
+
+# ---------------------------------------------------------------------------------------- JSONL / CSV run
+# tables through pyarrow's streaming readers (issue 30), and the exact Python path for hostile files
+
+def _jsonl_runs(tmp_path, body: bytes, name: str = "runs.jsonl"):
+    q = tmp_path / "q.csv"
+    q.write_text("question_id,answer\nq1,A\nq2,B\nq3,C\n")
+    r = tmp_path / name
+    r.write_bytes(body)
+    return str(q), str(r)
+
+
+def _line(qid: str, model: str = "m", pred: str = "A", hit: str = "true") -> bytes:
+    return (f'{{"question_id": "{qid}", "model": "{model}", "arm": "full", "prediction": "{pred}", '
+            f'"hit": {hit}}}\n').encode()
+
+
+def test_jsonl_runs_take_the_arrow_path_with_line_numbers_as_rows(tmp_path):
+    from audit_hub.readers.fileio import read_text_runs
+
+    body = b"\xef\xbb\xbf" + _line("q1") + _line("q2", pred="B", hit="false") + _line("zz")
+    q, r = _jsonl_runs(tmp_path, body)
+    df = read_text_runs(r)
+    assert df is not None and "source_row" not in df.columns  # the fast path: row i is line i + 1
+    assert df["question_id"].astype(str).tolist() == ["q1", "q2", "zz"]
+    assert isinstance(df["model"].dtype, pd.CategoricalDtype) and df["hit"].tolist() == [True, False, True]
+    with pytest.raises(InputError) as ei:
+        ingest.build_frame(q, [r], compute_exact=False)
+    assert (ei.value.file, ei.value.row, ei.value.column) == (r, 3, "question_id")
+
+
+def test_jsonl_runs_with_blank_lines_keep_true_line_numbers(tmp_path):
+    from audit_hub.readers.fileio import read_text_runs
+
+    q, r = _jsonl_runs(tmp_path, _line("q1") + b"\n   \n" + _line("q2") + _line("zz") + b"\n\n")
+    assert read_text_runs(r) is None  # blank lines inside: the exact path numbers the lines
+    with pytest.raises(InputError) as ei:
+        ingest.build_frame(q, [r], compute_exact=False)
+    assert ei.value.row == 5
+    q, r = _jsonl_runs(tmp_path, _line("q1") + _line("q2") + b"\n \n", name="trailing.jsonl")
+    df = read_text_runs(r)  # only trailing blank lines: still the fast path
+    assert df is not None and len(df) == 2
+
+
+@pytest.mark.parametrize("body, fragment, row", [
+    (_line("q1") + b'{"question_id": "q2", "model": "m", "arm": "full", "prediction": "A", "hit": 1, "hit": 0}\n',
+     "duplicate key", 2),
+    (_line("q1") + b'[1, 2]\n', "expected an object", 2),
+    (_line("q1") + _line("q2") + b'{"question_id": \n', "line 3 is not valid JSON", 3),
+    (_line("q1") + _line("q2", pred="caf\xe9".encode("latin-1").decode("latin-1")).replace(b"\xc3\xa9", b"\xe9"),
+     "byte offset", 2),
+    (_line("q1") + b'{"question_id": "q2", "model": "m", "prediction": "A", "hit": ' + b"7" * 4500 + b"}\n",
+     "number", 2),
+    (_line("q1") + b'{"question_id": "q2", "model": "m", "prediction": "A", "x": ' + b"[" * 100000
+     + b"]" * 100000 + b"}\n", "nested", 2),
+])
+def test_hostile_jsonl_runs_keep_their_one_line_messages(tmp_path, body, fragment, row):
+    """Each falls back to the exact Python path (pyarrow would accept duplicate keys' absence of a
+    message, turn a 4,500-digit integer into inf, or crash on deep nesting)."""
+    from audit_hub.readers.fileio import read_text_runs
+
+    q, r = _jsonl_runs(tmp_path, body)
+    assert read_text_runs(r) is None
+    with pytest.raises(InputError) as ei:
+        ingest.build_frame(q, [r], compute_exact=False)
+    assert fragment in str(ei.value) and ei.value.file == r and ei.value.row == row
+
+
+def test_jsonl_runs_with_nan_read_like_the_python_path(tmp_path):
+    from audit_hub.readers.fileio import read_text_runs
+
+    body = _line("q1", hit="NaN") + _line("q2", hit="1") + _line("q3", hit="0")
+    q, r = _jsonl_runs(tmp_path, body)
+    assert read_text_runs(r) is None  # a non-finite number: the exact path
+    frame = ingest.build_frame(q, [r], compute_exact=False)
+    assert frame.runs["hit"].tolist() == [-1, 1, 0]
+
+
+def test_jsonl_runs_skip_media_columns(tmp_path):
+    from audit_hub.readers.fileio import read_text_runs
+
+    body = b"".join(f'{{"question_id": "q{i}", "model": "m", "prediction": "A", "image": "AAAA"}}\n'.encode()
+                    for i in (1, 2, 3))
+    q, r = _jsonl_runs(tmp_path, body)
+    df = read_text_runs(r)
+    assert df is not None and "image" not in df.columns and list(df.columns) == ["question_id", "model",
+                                                                                  "prediction"]
+
+
+def test_csv_runs_take_the_arrow_path_and_hostile_csv_keeps_its_messages(tmp_path):
+    from audit_hub.readers.fileio import read_text_runs
+
+    q = tmp_path / "q.csv"
+    q.write_text("question_id,answer\nq1,A\nq2,B\n")
+    r = tmp_path / "runs.csv"
+    r.write_text("question_id,model,arm,prediction,hit\nq1,m,full,A,1\nq2,m,full,\"B,\nC\",0\nzz,m,full,A,1\n")
+    df = read_text_runs(str(r))
+    assert df is not None and df["prediction"].astype(str).tolist() == ["A", "B,\nC", "A"]
+    with pytest.raises(InputError) as ei:
+        ingest.build_frame(str(q), [str(r)], compute_exact=False)
+    assert ei.value.row == 3 and ei.value.column == "question_id"  # data row 3 (a quoted cell spans lines)
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("question_id,model,prediction,hit\nq1,m,A,1\nq2,m,B,0,extra\n")
+    assert read_text_runs(str(ragged)) is None
+    with pytest.raises(InputError, match="data row 2 has 5 fields"):
+        ingest.build_frame(str(q), [str(ragged)], compute_exact=False)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("question_id,model,prediction,hit\nq1,m,caf\xe9,1\n".encode("latin-1"))
+    with pytest.raises(InputError, match="byte 0xe9 at byte offset 41 "):
+        ingest.build_frame(str(q), [str(latin)], compute_exact=False)
+
+
+def test_a_model_split_across_a_csv_and_a_jsonl_file_merges_on_the_codes(tmp_path):
+    """Both files arrive with categorical model/arm columns (the Arrow path); the rows of the shared
+    (model, arm) are picked on the codes and merged on the question ID, the other model's rows kept."""
+    q = tmp_path / "q.csv"
+    q.write_text("question_id,answer\nq1,A\nq2,B\n")
+    a = tmp_path / "a.csv"
+    a.write_text("question_id,model,arm,prediction\nq1,m,full,A\nq2,m,full,C\nq1,n,full,B\nq2,n,full,B\n")
+    b = tmp_path / "b.jsonl"
+    b.write_bytes(b'{"question_id": "q2", "model": "m", "arm": "FULL", "prediction": "C", "hit": false}\n'
+                  b'{"question_id": "q1", "model": "m", "arm": "FULL", "prediction": "A", "hit": true}\n')
+    runs = ingest.load_runs([str(a), str(b)])
+    m = runs[runs["model"].astype(str) == "m"].sort_values("question_id")
+    assert m["hit"].tolist() == [1, 0] and m["prediction"].astype(str).tolist() == ["A", "C"]
+    n = runs[runs["model"].astype(str) == "n"]
+    assert len(n) == 2 and n["hit"].isna().all()
+
+
+def test_the_jsonl_prescan_catches_a_bracket_heavy_line_across_block_boundaries(tmp_path, monkeypatch):
+    """A line with >= 512 opening brackets goes to the exact path even when it spans many blocks (here
+    100-byte blocks: the open line's count is carried over); fewer stay on the fast path, line count right."""
+    from audit_hub.readers import fileio
+
+    monkeypatch.setattr(fileio, "_BLOCK", 100)
+    many = tmp_path / "many.jsonl"
+    many.write_bytes(_line("q1") + b'{"question_id": "q2", "prediction": "' + b"{[" * 300 + b'"}\n' + _line("q3"))
+    assert fileio._jsonl_fast_ok(str(many)) is None
+    few = tmp_path / "few.jsonl"
+    few.write_bytes(_line("q1") + b'{"question_id": "q2", "prediction": "' + b"{[" * 250 + b'"}\n' + _line("q3")
+                    + b"\n \n")
+    assert fileio._jsonl_fast_ok(str(few)) == 3
+    monkeypatch.undo()  # (pyarrow's reader needs blocks longer than a line)
+    df = fileio.read_text_runs(str(few))
+    assert df is not None and df["prediction"].astype(str).iloc[1] == "{[" * 250

@@ -69,7 +69,7 @@ def encode_ids(questions: pd.DataFrame, q_rows: np.ndarray, ids: np.ndarray, str
     if n == 0:  # no run rows: numeric / free golds stay unknown
         return AnswerCodes(np.zeros(0, np.int32), gold, kmax, () if recoverable else None)
     # the strings in numbering order (first appearance in the rows); only numeric / free values need it
-    order = _first_appearance(ids, len(strings)) if other_q.any() else np.arange(len(strings))
+    order = first_appearance(ids, len(strings)) if other_q.any() else np.arange(len(strings))
     if len(order) == 0:  # no row has an answer: the golds alone number the values
         g_codes, g_uniq = pd.factorize(pd.Series(_canonical_gold_values(questions, other_q)[other_q], dtype=object))
         gold[other_q] = kmax + g_codes
@@ -183,22 +183,25 @@ def _canonical_gold_values(questions: pd.DataFrame, other_q: np.ndarray) -> np.n
     return out
 
 
-def _first_appearance(codes: np.ndarray, n_values: int, step: int = 1 << 22) -> np.ndarray:
+def first_appearance(codes: np.ndarray, n_values: int, step: int = 1 << 22) -> np.ndarray:
     """The values 0..n_values-1 that occur in ``codes`` (-1 = null), ordered by first occurrence.
-    Scans in chunks and stops once every value has been seen (usually within the first chunk)."""
+    Scans in chunks and stops once every value has been seen (usually within the first chunk). A value
+    first occurs at a chunk's start or where the value changes, so only those positions are sorted
+    (few, when the rows come in runs such as one model's block after another)."""
     first = np.full(n_values, np.iinfo(np.int64).max, np.int64)
     seen = np.zeros(n_values, bool)
     for lo in range(0, len(codes), step):
         c = np.asarray(codes[lo:lo + step])
-        present = np.bincount(c[c >= 0], minlength=n_values).astype(bool) if n_values else seen
-        new = present & ~seen
-        if new.any():
-            u, pos = np.unique(c, return_index=True)
-            keep = u >= 0
-            u, pos = u[keep], pos[keep]
-            sel = new[u]
-            first[u[sel]] = pos[sel] + lo
-            seen |= new
+        if not len(c):
+            break
+        cand = np.concatenate(([0], np.flatnonzero(c[1:] != c[:-1]) + 1))
+        u, pos = np.unique(c[cand], return_index=True)
+        keep = u >= 0
+        u, pos = u[keep], pos[keep]
+        sel = ~seen[u]
+        if sel.any():
+            first[u[sel]] = cand[pos[sel]] + lo
+            seen[u[sel]] = True
             if seen.all():
                 break
     present_codes = np.flatnonzero(seen)

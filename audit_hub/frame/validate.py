@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..columns import ARROW_STR, arrow_chunks, to_arrow_strings, to_codes
+from ..columns import ARROW_STR, arrow_chunks, small_int, to_arrow_strings, to_codes
 from ..errors import InputError
 from ..schema import (
     ANSWER_TYPES,
@@ -319,6 +319,21 @@ def _question_codes(ids: pd.Series, q: pd.DataFrame, where) -> np.ndarray:
     return qcodes
 
 
+def _model_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, names) of the model column with models numbered by first appearance in the rows; names
+    no row uses (unused categories) are dropped. One scan that usually stops in the first chunk, and a
+    renumbering gather only when the column's own order differs."""
+    from ..answers.codes import first_appearance
+
+    codes, names = to_codes(col)
+    order = first_appearance(codes, len(names))
+    if len(order) == len(names) and (order == np.arange(len(order))).all():
+        return codes, names
+    table = np.full(len(names) + 1, -1, dtype=small_int(len(order)))  # last slot: null (-1) stays -1
+    table[order] = np.arange(len(order))
+    return table[codes], np.asarray(names, dtype=object)[order]
+
+
 def _arm_codes(runs: pd.DataFrame, n: int, where) -> np.ndarray:
     """Each run row's arm code (0 full, 1 blind; all full without an ``arm`` column)."""
     if "arm" in runs.columns:
@@ -392,8 +407,9 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
         if c not in runs.columns:
             raise InputError(f"missing required column {c!r}; found {list(runs.columns)}", file=file, column=c)
     qcodes = _question_codes(runs["question_id"], q, where)
-    # models (first-appearance / category order, stripped of nothing: names are kept verbatim)
-    mcodes, models = to_codes(runs["model"])
+    # models numbered by first appearance in the rows (names kept verbatim): the numbering, and with it
+    # every output's model order, is the same whatever dictionary order (or none) the file's encoding had
+    mcodes, models = _model_codes(runs["model"])
     if (mcodes < 0).any():
         i = int(np.flatnonzero(mcodes < 0)[0])
         raise InputError("model is empty", **where(i), column="model")

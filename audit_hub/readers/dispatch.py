@@ -14,11 +14,13 @@ import pandas as pd
 from ..errors import InputError
 from .cells import PICKLE_EXTENSIONS, TABLE_EXTENSIONS, ReadResult, ext_of
 from .fileio import (
+    delimited_column_names,
     ensure_nonempty,
     parquet_column_names,
     peek_json_line,
     read_parquet_runs,
     read_table,
+    read_text_runs,
     refuse_pickle,
 )
 from .harness_logs import LOG_EXTENSIONS, read_harness_file
@@ -160,13 +162,22 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
                 raise InputError("this is a MATH-V questions file (data/test.jsonl); pass it as the questions, "
                                  "not as a run", file=path)
             return "MATH-V questions file"
-    if ext == ".parquet":  # a long run table: zero-copy Arrow columns, row numbers left implicit
+    if ext in (".parquet", ".jsonl", ".csv", ".tsv"):  # a long run table: codes per string column, rows implicit
         cmap = column_map or {}
-        cols = [cmap.get(c, c) for c in parquet_column_names(path)]
+        if ext == ".parquet":
+            names = parquet_column_names(path)
+        elif ext == ".jsonl":
+            names = list(peek_json_line(path) or ())
+        else:
+            names = delimited_column_names(path, "\t" if ext == ".tsv" else ",")
+        cols = [cmap.get(c, c) for c in names]
         if not ("model" not in cols and vlmevalkit.is_vlmevalkit_sheet(cols)) and generic.is_generic_run_table(cols):
-            df = read_parquet_runs(path, column_map)
-            return generic.generic_runs(df, path, arm=arm, model=model, with_questions=with_questions,
-                                        implicit_rows=True)
+            # JSON lines / CSV: pyarrow's streaming readers; None sends the file down the exact Python path
+            # below (any parse error, blank lines, ...), which names the line of a bad input
+            df = read_parquet_runs(path, column_map) if ext == ".parquet" else read_text_runs(path, column_map)
+            if df is not None:
+                return generic.generic_runs(df, path, arm=arm, model=model, with_questions=with_questions,
+                                            implicit_rows=True)
 
     def keep(cols: list[str]) -> list[str] | None:
         """Without questions, a VLMEvalKit sheet needs only its ID, prediction and judge columns."""

@@ -6,6 +6,11 @@ DataFrames, JSON lines, UTF-8 checks, and the refusal to unpickle.
 through ``pyarrow.csv`` with every column read as text (so ``007`` stays ``007`` and quoted
 multi-line cells work); Parquet through ``pyarrow.parquet`` with ID/model/arm columns
 dictionary-encoded so they arrive as pandas categoricals (the fast path of the audit frame).
+
+Long run tables take a faster road: :func:`read_parquet_runs` (Parquet) and :func:`read_text_runs`
+(JSON lines, CSV/TSV, through pyarrow's streaming readers) read each string column straight into one
+integer code space (:class:`SharedDictionary`, the one unifier of per-piece dictionaries), so the read
+costs about the same whatever encoding the writer chose and no row becomes a Python string.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..columns import ARROW_STR
+from ..columns import ARROW_STR, small_int
 from ..errors import InputError
 from .cells import ID_CANDIDATES, MEDIA_COLUMNS, PICKLE_EXTENSIONS, apply_column_map, ext_of
 from .input_guard import (
@@ -244,6 +249,12 @@ def read_table(path: str, column_map: dict[str, str] | None = None, *,
     return df
 
 
+def delimited_column_names(path: str, sep: str) -> list[str]:
+    """The header of a CSV/TSV file (the checks of :func:`read_table`: UTF-16, duplicates, no header)."""
+    check_text_head(path, read_head(path))
+    return _header(path, sep)
+
+
 def _header(path: str, sep: str) -> list[str]:
     head = read_head(path, 1 << 16)
     check_text_encoding_prefix(path, head)
@@ -386,21 +397,209 @@ def parquet_column_names(path: str) -> list[str]:
         raise InputError(f"not a readable Parquet file ({str(e).splitlines()[0]})", file=path) from None
 
 
+#: Run-table columns read dictionary-encoded (into one shared code space per column, see
+#: :class:`SharedDictionary`) when they hold strings: IDs, model, arm, file, and the low-cardinality
+#: texts the frame reads (predictions and extracted answers are mostly a handful of letters/values), and
+#: correctness flags given as text (CSV's "true"/"1": a few values, converted once each).
+RUN_DICT_COLUMNS = DICT_COLUMNS + ("source_file", "arm", "answer", "extracted", "extracted_answer", "prediction",
+                                   "response", "output", "pred", "model_output",
+                                   "hit", "correct", "is_correct", "hit_exact")  # (flags as text, in CSV)
+#: Of those, the free texts: when their distinct values stop being few (more than half the rows seen,
+#: past 65,536), the column is kept as plain Arrow strings instead (a dictionary would only cost time).
+RUN_TEXT_COLUMNS = ("answer", "extracted", "extracted_answer", "prediction", "response", "output", "pred",
+                    "model_output")
+
+
+class SharedDictionary:
+    """One code space for a string column that arrives in pieces, each with its own dictionary
+    (Parquet row groups, JSON/CSV batches): the one owner of that unification.
+
+    Each piece's dictionary (small next to its rows, or at most as long) is looked up in the growing
+    global dictionary with Arrow's hash lookup (``pyarrow.compute.index_in``, in C++: about ten times
+    pandas' object-string hashing), never the rows; values not seen before get the next codes, in the
+    order they first appear in the piece's dictionary (null entries map to -1, repeated entries to one
+    code). The piece's indices are then written as ``remap[indices]`` into one code array of the
+    smallest signed integer type, widened when the dictionary grows past int8/int16 (-1 is null). A
+    piece whose dictionary equals the previous one reuses its remap (pandas categoricals and batch
+    writers repeat one dictionary in every row group) and, when that remap is the identity, its
+    indices are copied as they are. ``n`` rows known in advance: one preallocated array; otherwise
+    pieces are kept and joined at the end. ``text``: a free-text column (see :meth:`too_many`)."""
+
+    def __init__(self, n: int | None = None, *, text: bool = False) -> None:
+        self.n = n
+        self.text = text
+        self.pos = 0
+        self.size = 0
+        self._values = pa.array([], type=pa.string())
+        self._prev: pa.Array | None = None
+        self._prev_remap: np.ndarray | None = None
+        self._identity = False
+        self.dtype: type = np.int8
+        self.codes: np.ndarray | None = np.empty(n, dtype=np.int8) if n is not None else None
+        self._pieces: list[np.ndarray] = []
+
+    # -- the dictionary
+    def remap(self, dictionary: pa.Array) -> np.ndarray:
+        """Global code (int64; -1 for a null entry) of each entry of a piece's ``dictionary``; new values
+        are added in the order they first appear there."""
+        import pyarrow.compute as pc
+
+        if self._prev is not None and (dictionary is self._prev or dictionary.equals(self._prev)):
+            assert self._prev_remap is not None
+            return self._prev_remap
+        d = dictionary.cast(pa.string()) if not pa.types.is_string(dictionary.type) else dictionary
+        d.validate(full=True)  # UTF-8 (a JSON/CSV reader may pass bad bytes on); ArrowInvalid otherwise
+        if self.size:
+            out = pc.fill_null(pc.index_in(d, value_set=self._values), -1).to_numpy().astype(np.int64)
+        else:
+            out = np.full(len(d), -1, np.int64)
+        miss = out < 0
+        if d.null_count:
+            miss &= d.is_valid().to_numpy(zero_copy_only=False)
+        if miss.any():
+            missing = d.filter(pa.array(miss))
+            new = pc.unique(missing)  # (first appearance order; repeated entries once)
+            out[miss] = pc.index_in(missing, value_set=new).to_numpy().astype(np.int64) + self.size
+            self._values = pa.concat_arrays([self._values, new])
+            self.size += len(new)
+        self._prev, self._prev_remap = dictionary, out
+        self._identity = not d.null_count and bool((out == np.arange(len(out))).all())
+        return out
+
+    def categories(self) -> pd.Index:
+        """The global dictionary, in code order, as an object Index."""
+        return pd.Index(np.asarray(self._values.to_numpy(zero_copy_only=False), dtype=object), dtype=object)
+
+    # -- the codes
+    def _widen(self) -> None:
+        want = small_int(self.size)
+        if np.dtype(want).itemsize > np.dtype(self.dtype).itemsize:
+            self.dtype = want
+            if self.codes is not None:
+                self.codes = self.codes.astype(want)
+
+    def add(self, arr: pa.Array) -> None:
+        """Append a piece: a dictionary array, or plain strings (dictionary-encoded here, per piece)."""
+        if not pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_encode()
+        m = len(arr)
+        remap = self.remap(arr.dictionary)
+        self._widen()
+        idx = arr.indices
+        if self._identity and not idx.null_count:
+            vals = idx.to_numpy()
+        else:
+            table = np.append(remap, -1).astype(self.dtype)  # (the last slot: a null index)
+            vals = table[idx.fill_null(len(remap)).to_numpy()] if idx.null_count else table[idx.to_numpy()]
+        if self.codes is not None:
+            self.codes[self.pos:self.pos + m] = vals
+        else:
+            self._pieces.append(np.asarray(vals, dtype=self.dtype))
+        self.pos += m
+
+    def too_many(self) -> bool:
+        """A free-text column whose values are not few: better kept as plain strings."""
+        return self.text and self.size > max(1 << 16, self.pos // 2)
+
+    def code_array(self) -> np.ndarray:
+        if self.codes is not None:
+            return self.codes[:self.pos]
+        if not self._pieces:
+            return np.zeros(0, dtype=self.dtype)
+        return np.concatenate([p.astype(self.dtype, copy=False) for p in self._pieces])
+
+    def categorical(self) -> pd.Categorical:
+        """The column so far as a pandas Categorical (object categories in code order)."""
+        return pd.Categorical.from_codes(self.code_array(), dtype=pd.CategoricalDtype(self.categories()),
+                                         validate=False)
+
+    def as_strings(self) -> pa.Array:
+        """The column so far as plain Arrow strings (for a column given up as :meth:`too_many`)."""
+        codes = self.code_array()
+        return pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), self._values).cast(pa.string())
+
+
+class _Collector:
+    """The columns of a run table read in pieces: string columns in :data:`RUN_DICT_COLUMNS` through a
+    :class:`SharedDictionary` each (a free text that turns out to have many values goes back to plain
+    strings), every other column as its Arrow chunks."""
+
+    def __init__(self, names: list[str], n: int | None, column_map: dict[str, str] | None) -> None:
+        cmap = column_map or {}
+        self.names = names
+        self.n = n
+        self.shared: dict[str, SharedDictionary] = {}
+        self.dict_names = {c for c in names if cmap.get(c, c) in RUN_DICT_COLUMNS}
+        self.text_names = {c for c in names if cmap.get(c, c) in RUN_TEXT_COLUMNS}
+        self.chunks: dict[str, list[pa.Array]] = {c: [] for c in names}
+
+    def add(self, c: str, arr: pa.Array) -> None:
+        if c in self.dict_names and is_string_like(arr.type) and not self.chunks[c]:
+            sd = self.shared.get(c)
+            if sd is None:
+                sd = self.shared[c] = SharedDictionary(self.n, text=c in self.text_names)
+            sd.add(arr)
+            if sd.too_many():
+                self.chunks[c].append(sd.as_strings())
+                del self.shared[c]
+            return
+        sd = self.shared.pop(c, None)
+        if sd is not None:  # (a piece of another type: the column goes back to Arrow chunks)
+            self.chunks[c].append(sd.as_strings())
+        if pa.types.is_dictionary(arr.type) and c in self.chunks and self.chunks[c] \
+                and not pa.types.is_dictionary(self.chunks[c][0].type):
+            arr = arr.cast(arr.type.value_type)
+        self.chunks[c].append(arr)
+
+    def frame(self, path: str, column_map: dict[str, str] | None) -> pd.DataFrame:
+        cats = {c: self.shared[c].categorical() for c in self.names if c in self.shared}
+        self.shared.clear()
+        plain = [c for c in self.names if c not in cats]
+        arrow_df = None
+        if plain:
+            table = pa.table({c: _one_type(self.chunks[c]) for c in plain})
+            self.chunks.clear()
+            arrow_df = table.to_pandas(types_mapper=pd.ArrowDtype, self_destruct=True)
+            del table
+        df = pd.DataFrame({c: pd.Series(cats[c], copy=False) if c in cats else arrow_df[c] for c in self.names},
+                          copy=False)
+        del arrow_df, cats
+        pa.default_memory_pool().release_unused()  # the int32 index buffers freed above go back to the system
+        return apply_column_map(df, column_map, path)
+
+
+def _one_type(chunks: list[pa.Array]) -> pa.ChunkedArray:
+    """Chunks of one column as one chunked array (dictionary chunks with different index types, or a
+    mix of dictionary and plain strings, are cast to plain values)."""
+    kinds = {ch.type for ch in chunks}
+    if len(kinds) > 1:
+        chunks = [ch.cast(ch.type.value_type) if pa.types.is_dictionary(ch.type) else ch for ch in chunks]
+        kinds = {ch.type for ch in chunks}
+        if len(kinds) > 1:  # e.g. string and large_string pieces
+            return pa.chunked_array([ch.cast(pa.string()) for ch in chunks])
+    return pa.chunked_array(chunks, type=chunks[0].type) if chunks else pa.chunked_array([], pa.null())
+
+
+READ_THREADS = 4
+
+
 def read_parquet_runs(path: str, column_map: dict[str, str] | None = None) -> pd.DataFrame:
     """A long run table in Parquet -> DataFrame for 1e8-row files, without per-row Python work.
 
     Unlike :func:`read_table` this adds no ``source_row`` column: row ``i`` of the result is data row
     ``i + 1`` of the file, which is what the audit frame assumes when the column is absent.
 
-    The file is read one row group at a time (the allocator then reuses each group's buffers: about
-    half the time and memory of one ``read_table`` over the whole file). String ID/model/arm/answer
-    columns are read dictionary-encoded; when every row group carries the same dictionary (a file
-    written from one categorical, the usual case) each group's indices are copied straight into one
-    code array of the smallest integer type and the column becomes a pandas Categorical whose codes
-    the audit frame uses as they are (no ``unify_dictionaries`` hashing of 1e8 rows, no second copy).
-    A column whose dictionary changes between groups stays a chunked Arrow dictionary column (indices
-    narrowed to int8 when the dictionary has < 127 values), which the frame also reads without hashing
-    the rows. Everything else is zero-copy ``pd.ArrowDtype``. Media columns are skipped."""
+    Row groups are read on up to :data:`READ_THREADS` threads (pyarrow releases the GIL; at most that
+    many groups are in flight, consumed in file order). String ID/model/arm columns and the prediction
+    / answer texts are read dictionary-encoded straight from the dictionary pages, and each group's
+    dictionary is mapped onto one code space per column (:class:`SharedDictionary`): whatever the
+    writer did (one categorical's dictionary repeated in every group, a new dictionary per group, plain
+    strings), the column becomes a pandas Categorical with the smallest integer codes. Everything else
+    is zero-copy ``pd.ArrowDtype``. Media columns are skipped."""
+    import threading
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
     import pyarrow.parquet as pq
 
     ensure_nonempty(path)
@@ -409,110 +608,187 @@ def read_parquet_runs(path: str, column_map: dict[str, str] | None = None) -> pd
         schema = pq.read_schema(path)
         check_parquet_schema(schema, path, cmap)
         cols = [n for n in schema.names if n not in MEDIA_COLUMNS]
-        dict_cols = [n for n in cols if cmap.get(n, n) in DICT_COLUMNS + ("answer",)
-                     and is_string_like(schema.field(n).type)]
+        dict_cols = [n for n in cols if cmap.get(n, n) in RUN_DICT_COLUMNS and is_string_like(schema.field(n).type)]
         pf = pq.ParquetFile(path, read_dictionary=dict_cols)
         n_total = pf.metadata.num_rows
-        chunks: dict[str, list[pa.Array]] = {c: [] for c in cols}
-        shared: dict[str, _SharedCodes | None] = {c: _SharedCodes(n_total) for c in dict_cols}
-        for g in range(pf.num_row_groups):
-            rows = pf.metadata.row_group(g).num_rows
-            if rows == 0:
-                continue
-            if rows <= 1 << 24:
-                parts = [pf.read_row_group(g, columns=cols)]
-            else:  # one huge row group: bounded batches so that the int32 indices never exist all at once
-                parts = [pa.Table.from_batches([b]) for b in pf.iter_batches(batch_size=1 << 24, row_groups=[g],
-                                                                              columns=cols)]
-            for part in parts:
-                for c in cols:
-                    for ch in part.column(c).chunks:
-                        sc = shared.get(c)
-                        if sc is not None and sc.add(ch):
-                            continue
-                        if sc is not None:  # the dictionary changed: back to Arrow chunks for this column
-                            chunks[c].extend(sc.as_arrow_chunks())
-                            shared[c] = None
-                        chunks[c].append(_narrow_dictionary(ch))
-            del parts
+        if not cols or n_total == 0:
+            raise InputError("the file has a header but no data rows", file=path)
+        groups = [g for g in range(pf.num_row_groups) if pf.metadata.row_group(g).num_rows > 0]
+        col = _Collector(cols, n_total, cmap)
+        local = threading.local()
+
+        def read_group(g: int) -> pa.Table:
+            f = getattr(local, "pf", None)
+            if f is None:
+                f = local.pf = pq.ParquetFile(path, read_dictionary=dict_cols)
+            return f.read_row_group(g, columns=cols)
+
+        def consume(part: pa.Table) -> None:
+            for c in cols:
+                for ch in part.column(c).chunks:
+                    col.add(c, ch)
+
+        big = [g for g in groups if pf.metadata.row_group(g).num_rows > 1 << 24]
+        workers = max(1, min(READ_THREADS, os.cpu_count() or 1, len(groups)))
+        if big or workers == 1:
+            for g in groups:
+                if g in big:  # one huge row group: bounded batches so the int32 indices never exist all at once
+                    for b in pf.iter_batches(batch_size=1 << 24, row_groups=[g], columns=cols):
+                        consume(pa.Table.from_batches([b]))
+                else:
+                    consume(pf.read_row_group(g, columns=cols))
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="parquet-read") as ex:
+                pending: deque = deque()
+                todo = iter(groups)
+                for g in todo:
+                    pending.append(ex.submit(read_group, g))
+                    if len(pending) >= workers:
+                        break
+                while pending:
+                    part = pending.popleft().result()
+                    nxt = next(todo, None)
+                    if nxt is not None:
+                        pending.append(ex.submit(read_group, nxt))
+                    consume(part)
+                    del part
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"not a readable Parquet file ({str(e).splitlines()[0]})", file=path) from None
-    if not cols or n_total == 0:
-        raise InputError("the file has a header but no data rows", file=path)
-    for c in cols:  # a column narrowed in some row groups only (a dictionary that grew past 126): widen back
-        kinds = {ch.type for ch in chunks[c]}
-        if len(kinds) > 1:
-            wide = next(t for t in kinds if not pa.types.is_int8(t.index_type))
-            chunks[c] = [ch if ch.type == wide else pa.DictionaryArray.from_arrays(
-                ch.indices.cast(wide.index_type), ch.dictionary) for ch in chunks[c]]
-    cats = {}
-    for c, sc in shared.items():
-        if sc is None:
-            continue
-        try:
-            cats[c] = sc.categorical()
-        except ValueError:  # a dictionary with repeated values cannot be categories: keep it in Arrow
-            chunks[c] = sc.as_arrow_chunks()
-    table = pa.table({c: pa.chunked_array(chunks[c]) for c in cols if c not in cats})
-    del chunks
-    arrow_df = table.to_pandas(types_mapper=pd.ArrowDtype, self_destruct=True)
-    del table
-    df = pd.DataFrame({c: pd.Series(cats[c], copy=False) if c in cats else arrow_df[c] for c in cols}, copy=False)
-    del arrow_df, cats
-    pa.default_memory_pool().release_unused()  # the int32 index buffers freed above go back to the system
-    return apply_column_map(df, column_map, path)
+    return col.frame(path, column_map)
 
 
-class _SharedCodes:
-    """Collects the indices of dictionary chunks that share one dictionary into a preallocated code
-    array (int8/int16/int32 by dictionary size; -1 for null)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.pos = 0
-        self.dictionary: pa.Array | None = None
-        self.codes: np.ndarray | None = None
-
-    def add(self, ch: pa.Array) -> bool:
-        """Append a chunk; False (nothing appended) when its dictionary is not the one seen first."""
-        if not pa.types.is_dictionary(ch.type):
-            return False
-        d = ch.dictionary
-        if self.dictionary is None:
-            if d.null_count:
-                return False
-            self.dictionary = d
-            k = len(d)
-            self.codes = np.empty(self.n, dtype=np.int8 if k < 127 else np.int16 if k < 32767 else np.int32)
-        elif not (d is self.dictionary or d.equals(self.dictionary)):
-            return False
-        assert self.codes is not None
-        m = len(ch)
-        idx = ch.indices
-        self.codes[self.pos:self.pos + m] = idx.fill_null(-1).to_numpy() if idx.null_count else idx.to_numpy()
-        self.pos += m
-        return True
-
-    def as_arrow_chunks(self) -> list[pa.Array]:
-        """What was collected so far, as one Arrow dictionary chunk (for the fallback)."""
-        if self.codes is None or self.pos == 0:
-            return []
-        c = self.codes[:self.pos]
-        return [pa.DictionaryArray.from_arrays(pa.array(c, mask=c < 0), self.dictionary)]
-
-    def categorical(self) -> pd.Categorical:
-        """The collected column; ValueError when the dictionary repeats a value."""
-        assert self.dictionary is not None and self.codes is not None and self.pos == self.n
-        cats = pd.Index(np.asarray(self.dictionary.cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object),
-                        dtype=object)
-        return pd.Categorical.from_codes(self.codes, dtype=pd.CategoricalDtype(cats))
+#: A JSON line with this many opening brackets (counted across blocks) goes to the exact Python path
+#: (pyarrow's JSON parser crashes on nesting some 10,000+ levels deep; Python's refuses past its recursion
+#: limit, with a message).
+_MAX_BRACKETS_PER_LINE = 512
+_BLOCK = 1 << 24
 
 
-def _narrow_dictionary(arr: pa.Array) -> pa.Array:
-    """Dictionary array with int32 indices and a dictionary of < 127 values -> the same with int8 indices."""
-    if pa.types.is_dictionary(arr.type) and len(arr.dictionary) < 127 and pa.types.is_int32(arr.type.index_type):
-        return pa.DictionaryArray.from_arrays(arr.indices.cast(pa.int8()), arr.dictionary)
-    return arr
+_KEEP_FOR_SCAN = bytes((0, 10, 91, 123))  # NUL, newline, [ and {: what the pre-scan looks at
+_DROP_FOR_SCAN = bytes(b for b in range(256) if b not in _KEEP_FOR_SCAN)
+
+
+def _jsonl_fast_ok(path: str) -> int | None:
+    """One pass over the bytes of a JSON-lines file: the number of lines up to its last non-blank
+    byte, or None when the file must take the exact Python path (a line with many brackets, NUL bytes,
+    a UTF-16/32 mark). Each 16 MB block is reduced in C (``bytes.translate``) to its NUL, newline and
+    opening-bracket bytes, about two bytes a line, and only that is examined."""
+    lines = 0
+    last_content_line = 0
+    limit = _MAX_BRACKETS_PER_LINE
+    carry = 0  # brackets of the line still open at the end of the blocks read so far
+    with open(path, "rb") as fh:
+        first = True
+        while True:
+            block = fh.read(_BLOCK)
+            if not block:
+                break
+            if first and block.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+                return None
+            first = False
+            kept = block.translate(None, _DROP_FOR_SCAN)
+            if b"\x00" in kept:
+                return None
+            n_nl = kept.count(b"\n")
+            if len(kept) - n_nl + carry >= limit:  # enough brackets here for one line to hold too many
+                a = np.frombuffer(kept, dtype=np.uint8)
+                ends = np.flatnonzero(a == 10)
+                per_line = np.diff(np.concatenate(([-1], ends, [len(a)]))) - 1  # (last: the open line)
+                per_line[0] += carry
+                if int(per_line.max()) >= limit:
+                    return None
+                carry = int(per_line[-1])
+            else:
+                carry = carry + len(kept) if not n_nl else len(kept) - kept.rfind(b"\n") - 1
+            tail = block[-4096:]
+            stripped = tail.rstrip()
+            if not stripped and len(block) > len(tail):
+                stripped = block.rstrip()
+                tail = block
+            if stripped:
+                last_content_line = lines + n_nl - tail[len(stripped):].count(b"\n") + 1
+            lines += n_nl
+    return last_content_line
+
+
+def read_text_runs(path: str, column_map: dict[str, str] | None = None) -> pd.DataFrame | None:
+    """A long run table in JSON lines or CSV/TSV -> DataFrame like :func:`read_parquet_runs` (no
+    ``source_row``: row ``i`` is JSON line / CSV data row ``i + 1``), through pyarrow's streaming
+    readers in 16 MB blocks: string ID/model/arm/answer/prediction columns are dictionary-encoded per
+    block into one code space per column (:class:`SharedDictionary`), so 1e8 lines never exist as
+    Python objects or plain strings. Media columns are dropped per block.
+
+    Returns None whenever the exact Python path must read the file instead: any parse error (bad
+    JSON, duplicate keys, a non-object line, a type changing between blocks, ragged CSV rows, bad
+    UTF-8), blank lines inside a JSON-lines file (row numbers would no longer be line numbers), NaN or
+    infinite numbers (pyarrow turns over-long integers into inf; the Python path names them), nested
+    values, or many brackets on one line (see :data:`_MAX_BRACKETS_PER_LINE`). That path then gives
+    the one-line message naming the file and line, or the same table."""
+    import pyarrow.compute as pc
+
+    ext = ext_of(path)
+    ensure_nonempty(path)
+    try:
+        if ext == ".jsonl":
+            import pyarrow.json as pajson
+
+            expected = _jsonl_fast_ok(path)
+            if not expected:
+                return None
+            opts = pajson.ReadOptions(block_size=_BLOCK, use_threads=True)
+            if hasattr(pajson, "open_json"):
+                reader = pajson.open_json(path, read_options=opts)
+                batches = iter(reader)
+            else:  # (older pyarrow: one table, its chunks one block each)
+                batches = iter(pajson.read_json(path, read_options=opts).to_batches())
+        elif ext in (".csv", ".tsv"):
+            import pyarrow.csv as pacsv
+
+            sep = "\t" if ext == ".tsv" else ","
+            head = read_head(path)
+            if b"\x00" in head or head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+                return None
+            names = _header(path, sep)
+            reader = pacsv.open_csv(
+                path, read_options=pacsv.ReadOptions(block_size=_BLOCK),
+                parse_options=pacsv.ParseOptions(delimiter=sep, newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(
+                    column_types={n: pa.string() for n in names},
+                    include_columns=[n for n in names if n not in MEDIA_COLUMNS],
+                    strings_can_be_null=True, null_values=[""], quoted_strings_can_be_null=True))
+            batches = iter(reader)
+            expected = None
+        else:
+            return None
+        col: _Collector | None = None
+        n = 0
+        for batch in batches:
+            if col is None:
+                names = [f.name for f in batch.schema if f.name not in MEDIA_COLUMNS]
+                if len(set(names)) != len(names):
+                    return None
+                col = _Collector(names, None, column_map)
+            if [f.name for f in batch.schema if f.name not in MEDIA_COLUMNS] != col.names:
+                return None
+            for c in col.names:
+                arr = batch.column(c)
+                t = arr.type
+                if pa.types.is_floating(t):
+                    if (arr.null_count < len(arr)) and not pc.all(pc.is_finite(arr)).as_py():
+                        return None
+                elif pa.types.is_nested(t) or pa.types.is_dictionary(t):
+                    return None
+                elif is_string_like(t) and c not in col.dict_names:
+                    arr.validate(full=True)  # (UTF-8; the dictionary columns are checked on their dictionaries)
+                col.add(c, arr)
+            n += batch.num_rows
+    except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError):
+        return None
+    if col is None or n == 0:
+        return None
+    if expected is not None and n != expected:  # blank lines inside: let the exact path number the lines
+        return None
+    return col.frame(path, column_map)
 
 
 def is_string_like(t: pa.DataType) -> bool:

@@ -45,9 +45,16 @@ def _model_arm_keys(df: pd.DataFrame) -> set[tuple[str, str]]:
 
 
 def _rows_for(df: pd.DataFrame, key: tuple[str, str]) -> np.ndarray:
-    m = df["model"].astype(object).astype(str).to_numpy()
-    a = np.char.lower(df["arm"].astype(object).astype(str).to_numpy().astype(str))
-    return (m == key[0]) & (a == key[1])
+    """Rows of ``df`` for one (model, arm) key (the arm compared as :func:`_model_arm_keys` does); on the
+    codes when both columns are categoricals (the categories are compared, not the rows)."""
+    m, a = df["model"], df["arm"]
+    if isinstance(m.dtype, pd.CategoricalDtype) and isinstance(a.dtype, pd.CategoricalDtype):
+        mi = [i for i, c in enumerate(m.cat.categories) if str(c) == key[0]]
+        ai = [i for i, c in enumerate(a.cat.categories) if str(c).strip().lower() == key[1]]
+        return np.isin(m.cat.codes.to_numpy(), mi) & np.isin(a.cat.codes.to_numpy(), ai)
+    mv = m.astype(object).astype(str).to_numpy()
+    av = np.char.lower(np.char.strip(a.astype(object).astype(str).to_numpy().astype(str)))
+    return (mv == key[0]) & (av == key[1])
 
 
 def _merge_parts(parts: list[tuple[ReadResult, pd.DataFrame]], key: tuple[str, str]) -> tuple[pd.DataFrame, str | None]:
