@@ -280,6 +280,60 @@ def report(m: dict) -> bool:
     return ok
 
 
+KIND = {"dict": "parquet", "plain": "parquet", "jsonl": "text"}
+
+
+def fit_memory(results: list[dict]) -> None:
+    """The memory plan's coefficients (audit_hub.engine.memory.COEFFICIENTS) refitted on these runs: per
+    process, peak = base + per_row x run rows (least squares per file kind, the base shared), and the
+    largest measured / fitted ratio (the plan's margin must cover it). Prints the table and the fit."""
+    import numpy as np
+
+    from audit_hub.engine.memory import COEFFICIENTS, InputSize, estimate, heaviest_detector_bytes_per_cell
+
+    rows = []
+    for m in results:
+        plan = m.get("memory_plan") or {}
+        peaks = plan.get("measured_peak_bytes") or {}
+        if m["rc"] != 0 or not peaks.get("main"):
+            continue
+        rows.append((KIND[m["encoding"]], int(plan["run_rows"]), peaks["main"], peaks.get("worker") or 0,
+                     plan["estimate_bytes"], m["size"], m["encoding"], plan["stages_bytes"]))
+    if not rows:
+        print("fit: no run recorded its measured peaks")
+        return
+    print("fit: size encoding run_rows | measured main, worker (MB) | plan: main_parallel, worker, estimate (MB)")
+    for _k, n, main, worker, est, size, enc, st in rows:
+        print(f"fit: {size} {enc} {n:,} | {main / 2**20:.0f}, {worker / 2**20:.0f} | "
+              f"{st['main_parallel'] / 2**20:.0f}, {st['worker'] / 2**20:.0f}, {est / 2**20:.0f}")
+    kinds = sorted({r[0] for r in rows})
+    det = heaviest_detector_bytes_per_cell()
+    # main: peak - 2 x heaviest detector = base + per_row[kind] x rows
+    X = np.array([[1.0] + [float(r[1]) if r[0] == k else 0.0 for k in kinds] for r in rows])
+    y = np.array([r[2] - 2 * det * r[1] for r in rows], dtype=float)
+    coef = np.linalg.lstsq(X, y, rcond=None)[0]
+    Xw = np.array([[1.0, float(r[1])] for r in rows if r[3]])
+    yw = np.array([float(r[3]) for r in rows if r[3]])
+    cw = np.linalg.lstsq(Xw, yw, rcond=None)[0] if len(yw) >= 2 else [COEFFICIENTS["base_worker"], 0.0]
+    fitted = dict(COEFFICIENTS, base_main=max(float(coef[0]), 0.0), base_worker=max(float(cw[0]), 0.0),
+                  worker_per_cell=max(float(cw[1]), 0.0), margin=1.0)
+    for k, c in zip(kinds, coef[1:]):
+        fitted[f"{k}_per_row"] = max(float(c), 0.0)
+    worst = 0.0
+    for kind, n, main, worker, *_ in rows:
+        _, _, par, wk = estimate([InputSize("x", kind, 0, n, True)], detector_bytes_per_cell=det, coefficients=fitted)
+        worst = max(worst, main / par, (worker / wk) if worker else 0.0)
+    print("fit: base_main {:.0f} MB, ".format(fitted["base_main"] / 2**20)
+          + ", ".join(f"{k}_per_row {fitted[f'{k}_per_row']:.0f} B" for k in kinds)
+          + f", base_worker {fitted['base_worker'] / 2**20:.0f} MB, worker_per_cell {fitted['worker_per_cell']:.0f} B; "
+          f"largest measured/fitted {worst:.2f} (the plan's margin is {COEFFICIENTS['margin']:.2f})", flush=True)
+    for *_x, main, worker, est, size, enc, st in rows:
+        ok = st["main_parallel"] >= main and st["worker"] >= worker and est >= main + worker
+        print(f"fit: {size} {enc}: the plan bounds each process (main {st['main_parallel'] / 2**20:.0f} >= "
+              f"{main / 2**20:.0f} MB, worker {st['worker'] / 2**20:.0f} >= {worker / 2**20:.0f} MB) and the sum "
+              f"({est / 2**20:.0f} >= {(main + worker) / 2**20:.0f} MB): {'yes' if ok else 'NO'}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="+", default=["100000x20", "1000000x50"])
@@ -289,6 +343,8 @@ def main() -> None:
     ap.add_argument("--data-dir", help="keep generated data here and reuse it (default: a temporary folder)")
     ap.add_argument("--extra", default="", help="extra options for benchaudit audit, e.g. '--calibration-sims 0'")
     ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--fit-memory", action="store_true",
+                    help="refit the memory plan's coefficients on the runs measured (prints the fit)")
     args = ap.parse_args()
     encodings = [e.strip() for e in args.encodings.split(",") if e.strip()]
     bad = [e for e in encodings if e not in ENCODINGS]
@@ -305,13 +361,16 @@ def main() -> None:
     import_s = import_floor()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.data_dir) if args.data_dir else Path(tmp)
-        results = []
+        results, measured = [], []
         for size in sizes:
             folder = ensure_data(size, root, encodings)
             for enc in encodings:
                 m = run_one(size, enc, folder, extra, args.timeout, import_s)
                 m["extra"] = extra
+                measured.append(m)
                 results.append(report(m))
+    if args.fit_memory or args.smoke:
+        fit_memory(measured)
     if args.smoke and not all(results):
         raise SystemExit(1)
 

@@ -206,7 +206,7 @@ def text_rows(path: str, size: int) -> int:
     if len(sample) >= size:  # read whole: exact (a last line without its newline counts)
         return sample.count(b"\n") + (1 if sample and not sample.endswith(b"\n") else 0)
     lines = sample.count(b"\n")
-    per_row = len(sample) / lines if lines else 100.0
+    per_row = (sample.rfind(b"\n") + 1) / lines if lines else 100.0  # whole lines only
     return int(math.ceil(size / per_row))
 
 
