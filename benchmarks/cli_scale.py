@@ -284,10 +284,12 @@ KIND = {"dict": "parquet", "plain": "parquet", "jsonl": "text"}
 
 
 def fit_memory(results: list[dict]) -> None:
-    """The memory plan's coefficients (audit_hub.engine.memory.COEFFICIENTS) refitted on these runs: per
-    process, peak = base + per_row x run rows (least squares per file kind, the base shared), and the
-    largest measured / fitted ratio (the plan's margin must cover it). Prints the table and the fit."""
+    """The memory plan's coefficients (audit_hub.engine.memory.COEFFICIENTS) refitted on these runs: the
+    audit's process, peak - 2 x the heaviest detector = base + per_row[file kind] x run rows + per_question x
+    questions; the worker, base + per_cell x run rows (non-negative least squares), and the largest
+    measured / fitted ratio (the plan's margin must cover it). Prints the table and the fit."""
     import numpy as np
+    from scipy.optimize import nnls
 
     from audit_hub.engine.memory import COEFFICIENTS, InputSize, estimate, heaviest_detector_bytes_per_cell
 
@@ -297,36 +299,37 @@ def fit_memory(results: list[dict]) -> None:
         peaks = plan.get("measured_peak_bytes") or {}
         if m["rc"] != 0 or not peaks.get("main"):
             continue
-        rows.append((KIND[m["encoding"]], int(plan["run_rows"]), peaks["main"], peaks.get("worker") or 0,
-                     plan["estimate_bytes"], m["size"], m["encoding"], plan["stages_bytes"]))
+        rows.append((KIND[m["encoding"]], int(plan["run_rows"]), int(plan["questions_rows"]), peaks["main"],
+                     peaks.get("worker") or 0, plan["estimate_bytes"], m["size"], m["encoding"], plan["stages_bytes"]))
     if not rows:
         print("fit: no run recorded its measured peaks")
         return
     print("fit: size encoding run_rows | measured main, worker (MB) | plan: main_parallel, worker, estimate (MB)")
-    for _k, n, main, worker, est, size, enc, st in rows:
+    for _k, n, _q, main, worker, est, size, enc, st in rows:
         print(f"fit: {size} {enc} {n:,} | {main / 2**20:.0f}, {worker / 2**20:.0f} | "
               f"{st['main_parallel'] / 2**20:.0f}, {st['worker'] / 2**20:.0f}, {est / 2**20:.0f}")
     kinds = sorted({r[0] for r in rows})
     det = heaviest_detector_bytes_per_cell()
-    # main: peak - 2 x heaviest detector = base + per_row[kind] x rows
-    X = np.array([[1.0] + [float(r[1]) if r[0] == k else 0.0 for k in kinds] for r in rows])
-    y = np.array([r[2] - 2 * det * r[1] for r in rows], dtype=float)
-    coef = np.linalg.lstsq(X, y, rcond=None)[0]
-    Xw = np.array([[1.0, float(r[1])] for r in rows if r[3]])
-    yw = np.array([float(r[3]) for r in rows if r[3]])
-    cw = np.linalg.lstsq(Xw, yw, rcond=None)[0] if len(yw) >= 2 else [COEFFICIENTS["base_worker"], 0.0]
-    fitted = dict(COEFFICIENTS, base_main=max(float(coef[0]), 0.0), base_worker=max(float(cw[0]), 0.0),
-                  worker_per_cell=max(float(cw[1]), 0.0), margin=1.0)
-    for k, c in zip(kinds, coef[1:]):
-        fitted[f"{k}_per_row"] = max(float(c), 0.0)
+    X = np.array([[1.0] + [float(r[1]) if r[0] == k else 0.0 for k in kinds] + [float(r[2])] for r in rows])
+    y = np.array([r[3] - 2 * det * r[1] for r in rows], dtype=float)
+    coef = nnls(X, y)[0]
+    w = [r for r in rows if r[4]]
+    cw = nnls(np.array([[1.0, float(r[1])] for r in w]), np.array([float(r[4]) for r in w]))[0] if len(w) >= 2 \
+        else [COEFFICIENTS["base_worker"], COEFFICIENTS["worker_per_cell"]]
+    fitted = dict(COEFFICIENTS, base_main=float(coef[0]), per_question=float(coef[-1]), base_worker=float(cw[0]),
+                  worker_per_cell=float(cw[1]), margin=1.0)
+    for k, c in zip(kinds, coef[1:-1]):
+        fitted[f"{k}_per_row"] = float(c)
     worst = 0.0
-    for kind, n, main, worker, *_ in rows:
-        _, _, par, wk = estimate([InputSize("x", kind, 0, n, True)], detector_bytes_per_cell=det, coefficients=fitted)
+    for kind, n, q, main, worker, *_ in rows:
+        _, _, _, par, wk = estimate([InputSize("x", kind, 0, n, True)], q, detector_bytes_per_cell=det,
+                                    coefficients=fitted)
         worst = max(worst, main / par, (worker / wk) if worker else 0.0)
     print("fit: base_main {:.0f} MB, ".format(fitted["base_main"] / 2**20)
           + ", ".join(f"{k}_per_row {fitted[f'{k}_per_row']:.0f} B" for k in kinds)
-          + f", base_worker {fitted['base_worker'] / 2**20:.0f} MB, worker_per_cell {fitted['worker_per_cell']:.0f} B; "
-          f"largest measured/fitted {worst:.2f} (the plan's margin is {COEFFICIENTS['margin']:.2f})", flush=True)
+          + f", per_question {fitted['per_question']:.0f} B, base_worker {fitted['base_worker'] / 2**20:.0f} MB, "
+          f"worker_per_cell {fitted['worker_per_cell']:.1f} B; largest measured/fitted {worst:.2f} "
+          f"(the plan's margin is {COEFFICIENTS['margin']:.2f})", flush=True)
     for *_x, main, worker, est, size, enc, st in rows:
         ok = st["main_parallel"] >= main and st["worker"] >= worker and est >= main + worker
         print(f"fit: {size} {enc}: the plan bounds each process (main {st['main_parallel'] / 2**20:.0f} >= "

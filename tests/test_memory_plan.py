@@ -118,17 +118,19 @@ def test_size_inputs_files_folders_globs_and_hub_ids(tmp_path):
 
 # ------------------------------------------------------------------------------------------ the plan
 COEF = {"base_main": 1000.0, "base_worker": 500.0, "parquet_per_row": 10.0, "text_per_row": 100.0,
-        "xlsx_per_byte": 4.0, "worker_per_cell": 2.0, "margin": 1.5}
+        "per_question": 20.0, "xlsx_per_byte": 4.0, "worker_per_cell": 2.0, "margin": 1.5}
 
 
 def test_estimate_hand_computed():
     inputs = [InputSize("r.parquet", "parquet", 0, 1000, True), InputSize("b.jsonl", "text", 0, 200, False)]
-    rows, serial, parallel, worker = memory.estimate(inputs, detector_bytes_per_cell=3.0, coefficients=COEF)
-    assert rows == 1200
-    # read: 1000 x 10 + 200 x 100 = 30000; heaviest detector 3 B x 1200 cells = 3600
-    assert serial == int(1.5 * (1000 + 30000 + 3600)) == 51900
-    assert parallel == int(1.5 * (1000 + 30000 + 2 * 3600)) == 57300
+    rows, q, serial, parallel, worker = memory.estimate(inputs, 100, detector_bytes_per_cell=3.0, coefficients=COEF)
+    assert (rows, q) == (1200, 100)
+    # read: 1000 x 10 + 200 x 100 = 30000; questions 100 x 20 = 2000; heaviest detector 3 B x 1200 cells = 3600
+    assert serial == int(1.5 * (1000 + 30000 + 2000 + 3600)) == 54900
+    assert parallel == int(1.5 * (1000 + 30000 + 2000 + 2 * 3600)) == 60300
     assert worker == int(1.5 * (500 + 2 * 1200)) == 4350
+    # questions unknown: counted as the run rows (at most QUESTIONS_IF_UNKNOWN)
+    assert memory.estimate(inputs, None, detector_bytes_per_cell=3.0, coefficients=COEF)[1] == 1200
 
 
 @pytest.mark.parametrize("limit,expected", [
@@ -142,7 +144,10 @@ def test_estimate_hand_computed():
 def test_choose_prefers_parallel_and_serialises_to_fit(limit, expected):
     w, t, e, fits, why = memory.choose(limit, 51900, 57300, 4350, worker_wanted=True, threads_wanted=2)
     assert (w, t, e, fits) == expected
-    assert why == ("everything fits" if e == 57300 + 4350 and limit else why) and why
+    if limit is not None and e == 57300 + 4350:
+        assert why == "everything fits"
+    elif limit is not None and fits:
+        assert why.endswith("serialised to fit")
 
 
 def test_choose_drops_a_large_worker_before_the_threads():
@@ -164,19 +169,21 @@ def test_plan_audit_on_files_and_its_record(tmp_path, monkeypatch):
     monkeypatch.setattr(memory, "heaviest_detector_bytes_per_cell", lambda names=None: 3.0)
     plan = memory.plan_audit(str(tmp_path / "q.parquet"), [str(tmp_path / "runs.parquet")], [], max_memory=10**9,
                              worker_wanted=True, threads_wanted=2)
-    # rows 400: serial 1.5 x (1000 + 4000 + 1200) = 9300, parallel 1.5 x (1000 + 4000 + 2400) = 11100,
-    # worker 1.5 x (500 + 800) = 1950
+    # rows 400, questions 50: serial 1.5 x (1000 + 4000 + 1000 + 1200) = 10800,
+    # parallel 1.5 x (1000 + 4000 + 1000 + 2400) = 12600, worker 1.5 x (500 + 800) = 1950
     assert (plan.run_rows, plan.questions_rows, plan.main_serial, plan.main_parallel, plan.worker) == (
-        400, 50, 9300, 11100, 1950)
-    assert (plan.use_worker, plan.detector_threads, plan.estimate, plan.fits) == (True, 2, 13050, True)
+        400, 50, 10800, 12600, 1950)
+    assert (plan.use_worker, plan.detector_threads, plan.estimate, plan.fits) == (True, 2, 14550, True)
     rec = plan.record()
     assert rec["choices"] == {"calibration_worker": True, "detector_threads": 2}
-    assert rec["limit_source"] == "--max-memory" and rec["estimate_bytes"] == 13050
+    assert rec["limit_source"] == "--max-memory" and rec["estimate_bytes"] == 14550
     json.dumps(rec)
     with pytest.raises(InputError) as e:
-        memory.require_fit(memory.plan_audit(None, [str(tmp_path / "runs.parquet")], [], max_memory=9000))
+        # no questions file: 400 questions counted, serial 1.5 x (1000 + 4000 + 8000 + 1200) = 21300
+        memory.require_fit(memory.plan_audit(None, [str(tmp_path / "runs.parquet")], [], max_memory=21299))
     msg = str(e.value)
-    assert "\n" not in msg and "9300" not in msg and "400 run rows" in msg and "--max-memory" in msg
+    assert "\n" not in msg and "400 run rows" in msg and "--max-memory" in msg and "21299" not in msg
+    memory.require_fit(memory.plan_audit(None, [str(tmp_path / "runs.parquet")], [], max_memory=21300))
 
 
 # ------------------------------------------------------------------------------------------ the command

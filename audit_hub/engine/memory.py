@@ -7,8 +7,9 @@ on the product (:data:`COEFFICIENTS`; ``benchmarks/cli_scale.py --fit-memory`` m
 docs/scale.md records the fit), the peak resident memory of
 
 * the audit's own process, detectors one at a time (``main_serial``): interpreter and imports, plus the
-  read stage's bytes per run row (by file kind: the reader's buffers, the frame it builds, the detectors'
-  tables, the report), plus the peak of the heaviest detector;
+  bytes per run row (by file kind: the reader's buffers, the frame it builds, the detectors' tables,
+  the report), plus the bytes per question (the questions table, per-question tables, the report's
+  questions table), plus the peak of the heaviest detector;
 * the same with the detectors side by side (``main_parallel``): the scheduler
   (:mod:`audit_hub.engine.scheduler`) runs up to about two of the heaviest at once, so one more
   heaviest-detector peak;
@@ -52,10 +53,13 @@ COEFFICIENTS: dict[str, float] = {
     "base_worker": 260 * MiB,
     "parquet_per_row": 120.0,
     "text_per_row": 950.0,
+    "per_question": 2500.0,
     "xlsx_per_byte": 40.0,
     "worker_per_cell": 60.0,
     "margin": 1.15,
 }
+#: questions counted when no questions file gives their number (at most the run rows)
+QUESTIONS_IF_UNKNOWN = 1_000_000
 #: detectors' own peak beyond the frame, bytes per cell, when the registry gives none
 DEFAULT_DETECTOR_BYTES_PER_CELL = 8.0
 #: a text file's rows are counted in its first SAMPLE_BYTES
@@ -270,7 +274,7 @@ class MemoryPlan:
     limit: int | None
     limit_source: str
     run_rows: int
-    questions_rows: int | None
+    questions_rows: int
     inputs: list[dict]
     unknown_inputs: list[str]
     main_serial: int
@@ -317,9 +321,10 @@ def heaviest_detector_bytes_per_cell(names: Sequence[str] | None = None) -> floa
     return max(vals, default=DEFAULT_DETECTOR_BYTES_PER_CELL)
 
 
-def estimate(inputs: Sequence[InputSize], *, detector_bytes_per_cell: float,
-             coefficients: dict[str, float] | None = None) -> tuple[int, int, int, int]:
-    """(run rows, main_serial, main_parallel, worker) bytes for these run files."""
+def estimate(inputs: Sequence[InputSize], questions: int | None = None, *, detector_bytes_per_cell: float,
+             coefficients: dict[str, float] | None = None) -> tuple[int, int, int, int, int]:
+    """(run rows, questions counted, main_serial, main_parallel, worker) bytes for these run files and
+    ``questions`` questions (None: unknown, counted as the run rows up to :data:`QUESTIONS_IF_UNKNOWN`)."""
     c = dict(COEFFICIENTS if coefficients is None else coefficients)
     rows = 0
     read = 0.0
@@ -331,12 +336,14 @@ def estimate(inputs: Sequence[InputSize], *, detector_bytes_per_cell: float,
             r = int(s.rows)
             read += r * c["parquet_per_row" if s.kind == "parquet" else "text_per_row"]
         rows += r
+    q = int(questions) if questions is not None else min(rows, QUESTIONS_IF_UNKNOWN)
     det = detector_bytes_per_cell * rows
     m = c["margin"]
-    main_serial = int(m * (c["base_main"] + read + det))
-    main_parallel = int(m * (c["base_main"] + read + 2 * det))
+    fixed = c["base_main"] + read + c["per_question"] * q
+    main_serial = int(m * (fixed + det))
+    main_parallel = int(m * (fixed + 2 * det))
     worker = int(m * (c["base_worker"] + c["worker_per_cell"] * rows))
-    return rows, main_serial, main_parallel, worker
+    return rows, q, main_serial, main_parallel, worker
 
 
 def choose(limit: int | None, main_serial: int, main_parallel: int, worker: int, *, worker_wanted: bool,
@@ -376,7 +383,8 @@ def plan_audit(questions: str | None, runs: Sequence[str], blind: Sequence[str],
     if questions is not None and os.path.isfile(str(questions)):
         qs = size_file(str(questions))
         q_rows = qs.rows
-    rows, serial, parallel, worker = estimate(sized, detector_bytes_per_cell=heaviest_detector_bytes_per_cell(detectors))
+    rows, q_used, serial, parallel, worker = estimate(sized, q_rows,
+                                                      detector_bytes_per_cell=heaviest_detector_bytes_per_cell(detectors))
     if max_memory is not None:
         limit, source = int(max_memory), "--max-memory"
     else:
@@ -385,7 +393,9 @@ def plan_audit(questions: str | None, runs: Sequence[str], blind: Sequence[str],
                                                  threads_wanted=threads_wanted)
     if unknown:
         why += f"; {len(unknown)} input(s) not sized before reading ({', '.join(unknown[:3])})"
-    return MemoryPlan(limit=limit, limit_source=source, run_rows=rows, questions_rows=q_rows,
+    if q_rows is None:
+        why += f"; questions not sized before reading: counted as {q_used:,}"
+    return MemoryPlan(limit=limit, limit_source=source, run_rows=rows, questions_rows=q_used,
                       inputs=[s.to_dict() for s in sized], unknown_inputs=unknown, main_serial=serial,
                       main_parallel=parallel, worker=worker, use_worker=use_worker, detector_threads=threads,
                       estimate=est, fits=fits, why=why)
