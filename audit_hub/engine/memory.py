@@ -50,12 +50,12 @@ GiB = 1 << 30
 #: measured sizes, rounded up).
 COEFFICIENTS: dict[str, float] = {
     "base_main": 330 * MiB,
-    "base_worker": 260 * MiB,
-    "parquet_per_row": 120.0,
-    "text_per_row": 950.0,
-    "per_question": 2500.0,
+    "base_worker": 290 * MiB,
+    "parquet_per_row": 27.0,
+    "text_per_row": 36.0,
+    "per_question": 2600.0,
     "xlsx_per_byte": 40.0,
-    "worker_per_cell": 60.0,
+    "worker_per_cell": 1.0,
     "margin": 1.15,
 }
 #: questions counted when no questions file gives their number (at most the run rows)
