@@ -414,8 +414,8 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
         from .hub.folders import check_output_target
 
         check_output_target(out, command="audit", inputs=given)
-    from .bounds import detector_threads
-    from .engine.memory import parse_size, plan_audit, require_fit
+    from .bounds import detector_threads, parse_size
+    from .engine.memory import plan_audit, require_fit
     from .engine.worker import worker_helps
 
     if isinstance(max_memory, str):

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from audit_hub import bounds
+from audit_hub.bounds import GiB, MiB
 from audit_hub.engine import memory
-from audit_hub.engine.memory import GiB, InputSize, MiB
+from audit_hub.engine.memory import InputSize
 from audit_hub.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,13 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
     ("64k", 64 * 1024), ("1T", 1 << 40), ("123456", 123456), (" 6 g ", 6 * GiB),
 ])
 def test_parse_size(text, expected):
-    assert memory.parse_size(text) == expected
+    assert bounds.parse_size(text) == expected
 
 
 @pytest.mark.parametrize("text", ["six", "6X", "", "-1G", "0", "1e9"])
 def test_parse_size_refuses_in_one_line(text):
     with pytest.raises(InputError) as e:
-        memory.parse_size(text)
+        bounds.parse_size(text)
     assert "--max-memory" in str(e.value) and "\n" not in str(e.value)
 
 
@@ -43,8 +45,8 @@ Buffers:          123456 kB
 
 
 def test_meminfo_available():
-    assert memory.meminfo_available(MEMINFO) == 20_000_000 * 1024
-    assert memory.meminfo_available("MemTotal: 100 kB\n") is None
+    assert bounds.meminfo_available(MEMINFO) == 20_000_000 * 1024
+    assert bounds.meminfo_available("MemTotal: 100 kB\n") is None
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -52,13 +54,13 @@ def test_meminfo_available():
     ("", None), ("garbage", None), ("0\n", None),
 ])
 def test_cgroup_limit(text, expected):
-    assert memory.cgroup_limit(text) == expected
+    assert bounds.cgroup_limit(text) == expected
 
 
 def test_cgroup_limit_files_v2_and_v1():
-    v2 = memory.cgroup_limit_files("0::/user.slice/job-7\n", root="/cg")
+    v2 = bounds.cgroup_limit_files("0::/user.slice/job-7\n", root="/cg")
     assert v2[:3] == ["/cg/user.slice/job-7/memory.max", "/cg/user.slice/memory.max", "/cg/memory.max"]
-    v1 = memory.cgroup_limit_files("5:cpu,cpuacct:/docker/ab\n4:memory:/docker/ab\n", root="/cg")
+    v1 = bounds.cgroup_limit_files("5:cpu,cpuacct:/docker/ab\n4:memory:/docker/ab\n", root="/cg")
     assert v1[:3] == ["/cg/memory/docker/ab/memory.limit_in_bytes", "/cg/memory/docker/memory.limit_in_bytes",
                       "/cg/memory/memory.limit_in_bytes"]
     assert "/cg/memory.max" in v1  # the v2 root is tried too
@@ -71,14 +73,14 @@ def _reader(files: dict[str, str]):
 def test_machine_memory_takes_the_smaller_and_the_margin():
     files = {"/proc/meminfo": MEMINFO, "/proc/self/cgroup": "0::/job\n",
              "/sys/fs/cgroup/job/memory.max": "2147483648\n", "/sys/fs/cgroup/memory.max": "max\n"}
-    total, source = memory.machine_memory(_reader(files))
+    total, source = bounds.machine_memory(_reader(files))
     assert total == 2 * GiB and "/sys/fs/cgroup/job/memory.max" in source
     # margin: 10%, at least 256 MiB -> 2 GiB - 256 MiB (10% would be 204.8 MiB)
     assert memory.default_limit(_reader(files))[0] == 2 * GiB - 256 * MiB
     # no cgroup limit: MemAvailable, minus 10% of it (more than 256 MiB)
     files["/sys/fs/cgroup/job/memory.max"] = "max\n"
     avail = 20_000_000 * 1024
-    assert memory.machine_memory(_reader(files)) == (avail, "MemAvailable (/proc/meminfo)")
+    assert bounds.machine_memory(_reader(files)) == (avail, "MemAvailable (/proc/meminfo)")
     assert memory.default_limit(_reader(files))[0] == avail - avail // 10
     assert memory.default_limit(_reader({})) == (None, "unknown")
 

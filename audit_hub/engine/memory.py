@@ -34,14 +34,12 @@ from __future__ import annotations
 import glob
 import math
 import os
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
+# the limit's sources (MemAvailable, cgroup files) and the size syntax live with the other bounds
+from ..bounds import MiB, fmt_bytes, machine_memory, read_text
 from ..errors import InputError
-
-MiB = 1 << 20
-GiB = 1 << 30
 
 #: Peak-RSS model fitted on ``benchmarks/cli_scale.py --fit-memory`` (docs/scale.md "Memory plan": the
 #: sizes, the measured peaks and the fit). Bytes: ``base_*`` once per process; ``*_per_row`` per run row of
@@ -68,117 +66,12 @@ TEXT_EXTENSIONS = (".jsonl", ".json", ".csv", ".tsv", ".txt")
 RUN_EXTENSIONS = (".parquet", ".pq", ".xlsx", *TEXT_EXTENSIONS)
 
 
-# ------------------------------------------------------------------------------------------ sizes
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
-_UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(text: str, option: str = "--max-memory") -> int:
-    """Bytes of a size such as ``6G``, ``500M``, ``1.5GiB``, ``2048MB`` or ``123456`` (binary units: K = 1024,
-    M = 1024 K, G = 1024 M, T = 1024 G; a bare number is bytes). An unreadable or zero size is one-line
-    :class:`InputError`."""
-    m = _SIZE.match(str(text))
-    if not m:
-        raise InputError(f"{option}: cannot read {text!r} as a size; give a number with a unit, such as 6G, "
-                         "500M or 1.5G (K, M, G, T: powers of 1024)")
-    value = float(m.group(1)) * _UNIT[m.group(2).lower()]
-    if value < 1:
-        raise InputError(f"{option}: {text!r} is no memory at all; give a size such as 6G or 500M")
-    return int(value)
-
-
-def fmt_bytes(n: float) -> str:
-    """``5.3 GB`` style (GiB, as the --max-memory units), one decimal; MB below 1 GiB."""
-    return f"{n / GiB:.1f} GB" if n >= GiB else f"{n / MiB:.0f} MB"
-
-
-# ------------------------------------------------------------------------------------------ the limit
-def meminfo_available(text: str) -> int | None:
-    """MemAvailable of a /proc/meminfo text, in bytes (None when absent)."""
-    for line in text.splitlines():
-        if line.startswith("MemAvailable:"):
-            parts = line.split()
-            try:
-                return int(parts[1]) * (1024 if len(parts) < 3 or parts[2].lower() == "kb" else 1)
-            except (IndexError, ValueError):
-                return None
-    return None
-
-
-def cgroup_limit(text: str) -> int | None:
-    """A cgroup memory limit file's bytes: v2 ``memory.max`` (``max``: none) or v1 ``memory.limit_in_bytes``
-    (a value near 2**63, the kernel's 'unlimited', counts as none)."""
-    s = text.strip()
-    if not s or s == "max":
-        return None
-    try:
-        v = int(s)
-    except ValueError:
-        return None
-    return None if v <= 0 or v >= 1 << 60 else v
-
-
-def cgroup_limit_files(proc_self_cgroup: str, root: str = "/sys/fs/cgroup") -> list[str]:
-    """Candidate limit files for this process, from /proc/self/cgroup: its own cgroup's ``memory.max``
-    (v2, ``0::/path``) or ``memory.limit_in_bytes`` (v1, ``N:memory:/path``) and each ancestor's, then the
-    root's (in a container the cgroup namespace shows the container's group as ``/``)."""
-    out: list[str] = []
-    for line in proc_self_cgroup.splitlines():
-        parts = line.strip().split(":", 2)
-        if len(parts) != 3:
-            continue
-        hid, controllers, path = parts
-        if hid == "0" and controllers == "":
-            base, name = root, "memory.max"
-        elif "memory" in controllers.split(","):
-            base, name = os.path.join(root, "memory"), "memory.limit_in_bytes"
-        else:
-            continue
-        p = path.strip("/")
-        while True:
-            out.append(os.path.join(base, p, name) if p else os.path.join(base, name))
-            if not p:
-                break
-            p = os.path.dirname(p)
-    for extra in (os.path.join(root, "memory.max"), os.path.join(root, "memory", "memory.limit_in_bytes")):
-        if extra not in out:
-            out.append(extra)
-    return out
-
-
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-
-def machine_memory(read: Callable[[str], str | None] = _read_text) -> tuple[int | None, str]:
-    """(bytes, where from): the smaller of MemAvailable and the tightest cgroup limit over this process's
-    cgroup and its ancestors; (None, 'unknown') where neither can be read."""
-    found: list[tuple[int, str]] = []
-    mi = read("/proc/meminfo")
-    avail = meminfo_available(mi) if mi else None
-    if avail is not None:
-        found.append((avail, "MemAvailable (/proc/meminfo)"))
-    cg = read("/proc/self/cgroup") or ""
-    for path in cgroup_limit_files(cg):
-        text = read(path)
-        lim = cgroup_limit(text) if text is not None else None
-        if lim is not None:
-            found.append((lim, f"the cgroup limit ({path})"))
-    if not found:
-        return None, "unknown"
-    return min(found)
-
-
 def margin_bytes(total: int) -> int:
     """What the default limit leaves to the rest of the machine: 10%, at least 256 MiB."""
     return max(256 * MiB, total // 10)
 
 
-def default_limit(read: Callable[[str], str | None] = _read_text) -> tuple[int | None, str]:
+def default_limit(read: Callable[[str], str | None] = read_text) -> tuple[int | None, str]:
     """The limit the plan holds to without ``--max-memory``: :func:`machine_memory` minus :func:`margin_bytes`."""
     total, source = machine_memory(read)
     if total is None:
@@ -376,7 +269,7 @@ def _schedule(worker: bool, threads: int) -> str:
 
 def plan_audit(questions: str | None, runs: Sequence[str], blind: Sequence[str], base: Sequence[str] = (), *,
                max_memory: int | None = None, worker_wanted: bool = True, threads_wanted: int = 1,
-               detectors: Sequence[str] | None = None, read: Callable[[str], str | None] = _read_text) -> MemoryPlan:
+               detectors: Sequence[str] | None = None, read: Callable[[str], str | None] = read_text) -> MemoryPlan:
     """The plan of one audit (see the module text). Raises nothing: :func:`require_fit` refuses."""
     sized, unknown = size_inputs([*runs, *blind, *base])
     q_rows = None
@@ -414,7 +307,7 @@ def require_fit(plan: MemoryPlan) -> None:
 
 
 # ------------------------------------------------------------------------------------------ measured
-def process_peak(pid: int | str = "self", read: Callable[[str], str | None] = _read_text) -> int | None:
+def process_peak(pid: int | str = "self", read: Callable[[str], str | None] = read_text) -> int | None:
     """A live process's peak resident memory (VmHWM of /proc/PID/status), bytes; None where unreadable."""
     text = read(f"/proc/{pid}/status")
     if not text:
