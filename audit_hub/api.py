@@ -421,11 +421,21 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     if isinstance(max_memory, str):
         max_memory = parse_size(max_memory)
     wants_worker = parallel and (calibration_sims > 0 or (figures and out is not None)) and worker_helps()
-    plan = plan_audit(questions, runs_l, blind_l, base_l, max_memory=max_memory, worker_wanted=wants_worker,
-                      threads_wanted=detector_threads(parallel))
-    require_fit(plan)  # before anything is read or written
-    # the worker process starts first: its interpreter start and imports overlap this one's
-    worker = start_worker(plan.use_worker)
+    # the worker process starts first: its interpreter start and imports overlap this one's, the memory
+    # plan's included (made from the inputs' footers and sizes, before anything is read or written), which
+    # stops it again where it does not fit
+    worker = start_worker(wants_worker)
+    try:
+        plan = plan_audit(questions, runs_l, blind_l, base_l, max_memory=max_memory, worker_wanted=wants_worker,
+                          threads_wanted=detector_threads(parallel))
+        require_fit(plan)
+    except BaseException:
+        if worker is not None:
+            worker.close()
+        raise
+    if worker is not None and not plan.use_worker:
+        worker.close()
+        worker = None
     command_line = command_line or ["benchaudit", *sys.argv[1:]]
     clock = StageClock(on_start=on_stage, on_progress=on_progress)
     early: list = []

@@ -256,6 +256,14 @@ def test_plan_bounds_the_measured_peak_and_serialises_when_tight(tmp_path):
         plan2 = json.loads((out2 / "manifest.json").read_text())["memory_plan"]
         assert plan2["choices"] == {"calibration_worker": True, "detector_threads": 1}
         assert plan2["estimate_bytes"] == tight and "serialised to fit" in plan2["why"]
-        s1 = json.loads((out / "summary.json").read_text())
-        s2 = json.loads((out2 / "summary.json").read_text())
-        assert s1["accuracy"] == s2["accuracy"]  # the schedule changes no number
+        # no room for the worker: the calibration runs in this process, after the detectors
+        out3 = tmp_path / "no_worker"
+        p = subprocess.run([*base, "--out", str(out3), "--max-memory", str(stages["main_parallel"])],
+                           capture_output=True, text=True, env=_env(), timeout=600)
+        assert p.returncode == 0, p.stderr
+        plan3 = json.loads((out3 / "manifest.json").read_text())["memory_plan"]
+        assert plan3["choices"] == {"calibration_worker": False, "detector_threads": 2}
+        assert plan3["measured_peak_bytes"]["worker"] is None
+        s1, s2, s3 = (json.loads((o / "summary.json").read_text()) for o in (out, out2, out3))
+        assert s1["accuracy"] == s2["accuracy"] == s3["accuracy"]  # the schedule changes no number
+        assert s1["calibration"] == s2["calibration"] == s3["calibration"]
