@@ -480,6 +480,8 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
                                    design_label=design_label)
             if worker is not None:
                 worker.warm()
+                if not config.run_calibration:  # no simulations to go first: the figures' imports now
+                    worker.warm_report()
             if out is not None:
                 from .report.writer import EarlyRuns
 
