@@ -308,6 +308,10 @@ def fit_memory(results: list[dict]) -> None:
     for _k, n, _q, main, worker, est, size, enc, st in rows:
         print(f"fit: {size} {enc} {n:,} | {main / 2**20:.0f}, {worker / 2**20:.0f} | "
               f"{st['main_parallel'] / 2**20:.0f}, {st['worker'] / 2**20:.0f}, {est / 2**20:.0f}")
+    bound_lines(rows)
+    if len({(r[1], r[2]) for r in rows}) < 3:
+        print("fit: coefficients need runs at 3 sizes or more (--sizes A B C --fit-memory)", flush=True)
+        return
     kinds = sorted({r[0] for r in rows})
     det = heaviest_detector_bytes_per_cell()
     X = np.array([[1.0] + [float(r[1]) if r[0] == k else 0.0 for k in kinds] + [float(r[2])] for r in rows])
@@ -330,6 +334,10 @@ def fit_memory(results: list[dict]) -> None:
           + f", per_question {fitted['per_question']:.0f} B, base_worker {fitted['base_worker'] / 2**20:.0f} MB, "
           f"worker_per_cell {fitted['worker_per_cell']:.1f} B; largest measured/fitted {worst:.2f} "
           f"(the plan's margin is {COEFFICIENTS['margin']:.2f})", flush=True)
+
+
+def bound_lines(rows: list[tuple]) -> None:
+    """Per run: the plan's estimates against the peaks measured when the manifest was written."""
     for *_x, main, worker, est, size, enc, st in rows:
         ok = st["main_parallel"] >= main and st["worker"] >= worker and est >= main + worker
         print(f"fit: {size} {enc}: the plan bounds each process (main {st['main_parallel'] / 2**20:.0f} >= "
