@@ -483,7 +483,6 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
                 if not config.run_calibration:  # no simulations to go first: the figures' imports now
                     worker.warm_report()
             if out is not None:
-                _import_card_modules_meanwhile()
                 from .report.writer import EarlyRuns
 
                 early.append(EarlyRuns(frame, out, inputs=[*given, *(r.get("path") for r in frame.sources or [])]))
@@ -512,22 +511,6 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     result.stage_lines = clock.lines()
     result.memory_line = plan.line()
     return result
-
-
-def _import_card_modules_meanwhile() -> None:
-    """Import what the card needs (``datasets``, huggingface_hub's card classes, jinja2: ~1 s, 2-4 s on a loaded
-    machine) on a thread while the detectors run, instead of after them on the report's path."""
-    import threading
-
-    def work() -> None:
-        try:
-            import datasets  # noqa: F401
-            import huggingface_hub.repocard  # noqa: F401
-            import jinja2  # noqa: F401
-        except Exception:  # noqa: BLE001 - the card imports them again and reports any problem there
-            pass
-
-    threading.Thread(target=work, name="benchaudit-card-imports", daemon=True).start()
 
 
 def _audit_frame(questions: str | None, runs: list[str], blind: list[str], base: list[str], *, column_map, revision,
