@@ -47,11 +47,11 @@ from ..errors import InputError
 #: frame the worker receives. ``margin`` multiplies every estimate (the fit's largest under-estimate on the
 #: measured sizes, rounded up).
 COEFFICIENTS: dict[str, float] = {
-    "base_main": 330 * MiB,
+    "base_main": 420 * MiB,
     "base_worker": 290 * MiB,
-    "parquet_per_row": 27.0,
-    "text_per_row": 36.0,
-    "per_question": 2600.0,
+    "parquet_per_row": 15.0,
+    "text_per_row": 19.0,
+    "per_question": 2200.0,
     "xlsx_per_byte": 40.0,
     "worker_per_cell": 1.0,
     "margin": 1.15,
