@@ -382,7 +382,8 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
           threads: int = 1, parallel: bool = True, on_stage: Callable[[str], None] | None = None,
           on_progress: Callable[[str, int, int, float], None] | None = None,
           command_line: list[str] | None = None, benchmark: Sequence[str] | None = None,
-          on_benchmark: Callable[[str], None] | None = None) -> AuditResult | AuditSetResult:
+          on_benchmark: Callable[[str], None] | None = None,
+          max_memory: int | str | None = None) -> AuditResult | AuditSetResult:
     """Audit a benchmark from saved evaluation runs (``benchaudit audit``); no inputs: the bundled example.
 
     Run files of several benchmarks (a VLMEvalKit work_dir, an lmms-eval run folder) are read once and each
@@ -393,8 +394,11 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     ``out``: also write the report folder there (the command always does): the runs config is then written
     while the detectors run and the figures are drawn in the worker process. ``on_stage(name)`` is called
     as each stage starts (read, validate, each detector, calibration, report, figures, card), and
-    ``on_progress(stage, done, total, seconds_left)`` within a long stage (the calibration simulations). Every other
-    argument is the command's option of the same name.
+    ``on_progress(stage, done, total, seconds_left)`` within a long stage (the calibration simulations).
+    ``max_memory``: bytes or a size such as ``"6G"`` (``--max-memory``; default: what the machine has, minus a
+    margin): the memory plan (:mod:`audit_hub.engine.memory`) decides from the inputs' sizes, before reading
+    them, whether the calibration worker and parallel detectors fit, and refuses (InputError) an audit that
+    cannot. Every other argument is the command's option of the same name.
     """
     import sys
 
@@ -410,8 +414,28 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
         from .hub.folders import check_output_target
 
         check_output_target(out, command="audit", inputs=given)
-    # the worker process starts first: its interpreter start and imports overlap this one's
-    worker = start_worker(parallel and (calibration_sims > 0 or (figures and out is not None)))
+    from .bounds import detector_threads, parse_size
+    from .engine.memory import plan_audit, require_fit
+    from .engine.worker import worker_helps
+
+    if isinstance(max_memory, str):
+        max_memory = parse_size(max_memory)
+    wants_worker = parallel and (calibration_sims > 0 or (figures and out is not None)) and worker_helps()
+    # the worker process starts first: its interpreter start and imports overlap this one's, the memory
+    # plan's included (made from the inputs' footers and sizes, before anything is read or written), which
+    # stops it again where it does not fit
+    worker = start_worker(wants_worker)
+    try:
+        plan = plan_audit(questions, runs_l, blind_l, base_l, max_memory=max_memory, worker_wanted=wants_worker,
+                          threads_wanted=detector_threads(parallel))
+        require_fit(plan)
+    except BaseException:
+        if worker is not None:
+            worker.close()
+        raise
+    if worker is not None and not plan.use_worker:
+        worker.close()
+        worker = None
     command_line = command_line or ["benchaudit", *sys.argv[1:]]
     clock = StageClock(on_start=on_stage, on_progress=on_progress)
     early: list = []
@@ -440,10 +464,12 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
                                                 calibration_sims=calibration_sims, stratify=stratify, tst=tst,
                                                 design_label=design_label),
                                     figures=figures, parallel=parallel, command_line=command_line,
-                                    on_benchmark=on_benchmark)
+                                    on_benchmark=on_benchmark, threads=plan.detector_threads,
+                                    use_worker=plan.use_worker)
                 if out is not None:
                     result.save(out)
                 result.stage_lines = clock.lines()
+                result.memory_line = plan.line()
                 return result
             frame = _audit_frame(questions, runs_l, blind_l, base_l, column_map=column_map, revision=revision,
                                  dataset=dataset, blind_model=blind_model,
@@ -454,17 +480,21 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
                                    design_label=design_label)
             if worker is not None:
                 worker.warm()
+                if not config.run_calibration:  # no simulations to go first: the figures' imports now
+                    worker.warm_report()
             if out is not None:
                 from .report.writer import EarlyRuns
 
                 early.append(EarlyRuns(frame, out, inputs=[*given, *(r.get("path") for r in frame.sources or [])]))
                 if worker is not None:
                     worker.after = early[-1].wait
-            from .bounds import detector_threads
             from .engine.run import run_audit
 
-            engine = run_audit(frame, config, background_calibration=None if parallel else False,
-                               calibration_worker=worker, threads=detector_threads(parallel))
+            # the calibration beside the detectors only where the plan has room for the worker
+            engine = run_audit(frame, config, background_calibration=None if parallel and plan.use_worker else False,
+                               calibration_worker=worker, threads=plan.detector_threads)
+            engine.memory_plan = plan
+            engine.memory_pids = sorted(getattr(worker, "_pids", ()) or ())
             result = AuditResult(engine, frame.sources, figures=figures, command_line=command_line)
             if out is not None:
                 from .report.writer import write_report
@@ -479,6 +509,7 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
             worker.close()
     engine.timings = dict(clock.timings)
     result.stage_lines = clock.lines()
+    result.memory_line = plan.line()
     return result
 
 
@@ -521,7 +552,7 @@ def _audit_frame(questions: str | None, runs: list[str], blind: list[str], base:
 
 def _audit_set(groups, skipped: list[dict], *, questions, given, column_map, revision, dataset,
                allow_unparsed_options: bool, config: dict, figures: bool, parallel: bool, command_line,
-               on_benchmark=None) -> AuditSetResult:
+               on_benchmark=None, threads: int | None = None, use_worker: bool = True) -> AuditSetResult:
     """Each benchmark's frame, validated and audited on its own (never pooled), in turn."""
     from .bounds import detector_threads
     from .engine.run import run_audit
@@ -540,8 +571,9 @@ def _audit_set(groups, skipped: list[dict], *, questions, given, column_map, rev
                              allow_unparsed_options=allow_unparsed_options, worker=None, group=g,
                              skipped=[s for s in skipped if concerns(s, g.name)])
         g.full, g.blind = [], []  # this benchmark's tables live on in its frame only
-        engine = run_audit(frame, _audit_config(frame, **config), background_calibration=None if parallel else False,
-                           calibration_worker=None, threads=detector_threads(parallel))
+        engine = run_audit(frame, _audit_config(frame, **config),
+                           background_calibration=None if parallel and use_worker else False,
+                           calibration_worker=None, threads=detector_threads(parallel) if threads is None else threads)
         results[name] = AuditResult(engine, frame.sources, figures=figures, command_line=command_line)
         folders[name] = folder_name(name, taken)
     return AuditSetResult(results, folders, skipped, command_line=command_line)

@@ -1,4 +1,6 @@
-"""Ranges of the numeric options and the memory check made before any large allocation.
+"""Ranges of the numeric options and the memory check made before any large allocation: the memory the
+machine has (MemAvailable, the cgroup limit: :func:`machine_memory`) and the ``--max-memory`` size syntax
+(:func:`parse_size`); the audit's memory plan built on them is :mod:`audit_hub.engine.memory`.
 
 Each range is defined once here and used by the command definitions (typer ``min``/``max``, so a value
 out of range is a usage error naming the option and the allowed range, exit 2) and by the library
@@ -8,8 +10,13 @@ entry points that can be called without the CLI.
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 
 from .errors import InputError
+
+MiB = 1 << 20
+GiB = 1 << 30
 
 SEED_MAX = 2**32 - 1
 RANGES: dict[str, tuple[int | float | None, int | float | None]] = {
@@ -140,17 +147,114 @@ def check_range(name: str, value, ranges: dict | None = None) -> None:
         raise InputError(f"{name} must be in the range {rng}, got {value}")
 
 
-def available_memory() -> int:
-    """Bytes this process may still allocate: the smaller of MemAvailable and the address-space limit."""
-    avail = None
+# ------------------------------------------------------------------------------------------ memory
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str, option: str = "--max-memory") -> int:
+    """Bytes of a size such as ``6G``, ``500M``, ``1.5GiB``, ``2048MB`` or ``123456`` (binary units: K = 1024,
+    M = 1024 K, G = 1024 M, T = 1024 G; a bare number is bytes). An unreadable or zero size is one-line
+    :class:`InputError`."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise InputError(f"{option}: cannot read {text!r} as a size; give a number with a unit, such as 6G, "
+                         "500M or 1.5G (K, M, G, T: powers of 1024)")
+    value = float(m.group(1)) * _UNIT[m.group(2).lower()]
+    if value < 1:
+        raise InputError(f"{option}: {text!r} is no memory at all; give a size such as 6G or 500M")
+    return int(value)
+
+
+def fmt_bytes(n: float) -> str:
+    """``5.3 GB`` style (GiB, as the --max-memory units), one decimal; MB below 1 GiB."""
+    return f"{n / GiB:.1f} GB" if n >= GiB else f"{n / MiB:.0f} MB"
+
+
+def meminfo_available(text: str) -> int | None:
+    """MemAvailable of a /proc/meminfo text, in bytes (None when absent)."""
+    for line in text.splitlines():
+        if line.startswith("MemAvailable:"):
+            parts = line.split()
+            try:
+                return int(parts[1]) * (1024 if len(parts) < 3 or parts[2].lower() == "kb" else 1)
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def cgroup_limit(text: str) -> int | None:
+    """A cgroup memory limit file's bytes: v2 ``memory.max`` (``max``: none) or v1 ``memory.limit_in_bytes``
+    (a value near 2**63, the kernel's 'unlimited', counts as none)."""
+    s = text.strip()
+    if not s or s == "max":
+        return None
     try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError):
-        pass
+        v = int(s)
+    except ValueError:
+        return None
+    return None if v <= 0 or v >= 1 << 60 else v
+
+
+def cgroup_limit_files(proc_self_cgroup: str, root: str = "/sys/fs/cgroup") -> list[str]:
+    """Candidate limit files for this process, from /proc/self/cgroup: its own cgroup's ``memory.max``
+    (v2, ``0::/path``) or ``memory.limit_in_bytes`` (v1, ``N:memory:/path``) and each ancestor's, then the
+    root's (in a container the cgroup namespace shows the container's group as ``/``)."""
+    out: list[str] = []
+    for line in proc_self_cgroup.splitlines():
+        parts = line.strip().split(":", 2)
+        if len(parts) != 3:
+            continue
+        hid, controllers, path = parts
+        if hid == "0" and controllers == "":
+            base, name = root, "memory.max"
+        elif "memory" in controllers.split(","):
+            base, name = os.path.join(root, "memory"), "memory.limit_in_bytes"
+        else:
+            continue
+        p = path.strip("/")
+        while True:
+            out.append(os.path.join(base, p, name) if p else os.path.join(base, name))
+            if not p:
+                break
+            p = os.path.dirname(p)
+    for extra in (os.path.join(root, "memory.max"), os.path.join(root, "memory", "memory.limit_in_bytes")):
+        if extra not in out:
+            out.append(extra)
+    return out
+
+
+def read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def machine_memory(read: Callable[[str], str | None] = read_text) -> tuple[int | None, str]:
+    """(bytes, where from): the smaller of MemAvailable and the tightest cgroup limit over this process's
+    cgroup and its ancestors; (None, 'unknown') where neither can be read."""
+    found: list[tuple[int, str]] = []
+    mi = read("/proc/meminfo")
+    avail = meminfo_available(mi) if mi else None
+    if avail is not None:
+        found.append((avail, "MemAvailable (/proc/meminfo)"))
+    cg = read("/proc/self/cgroup") or ""
+    for path in cgroup_limit_files(cg):
+        text = read(path)
+        lim = cgroup_limit(text) if text is not None else None
+        if lim is not None:
+            found.append((lim, f"the cgroup limit ({path})"))
+    if not found:
+        return None, "unknown"
+    return min(found)
+
+
+def available_memory() -> int:
+    """Bytes this process may still allocate: the smaller of MemAvailable, the cgroup limit
+    (:func:`machine_memory`) and the address-space limit."""
+    avail = machine_memory()[0]
     if avail is None:
         try:
             avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

@@ -45,3 +45,7 @@ def test_benchmark_smoke(script, tmp_path, request):
                        capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, f"{script} --smoke failed (exit {p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
     assert p.stdout.strip(), f"{script} --smoke printed nothing"
+    if script == "cli_scale.py":  # issue 30: the same data written three ways, each audited and read bare
+        for enc in ("dict", "plain", "jsonl"):
+            line = next((ln for ln in p.stdout.splitlines() if ln.startswith(f"[2000x3 {enc}] benchaudit audit")), None)
+            assert line is not None and "best bare read" in line and "peak RSS" in line, p.stdout[-3000:]

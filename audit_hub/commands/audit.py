@@ -73,8 +73,15 @@ def register(app: typer.Typer) -> None:
             True, "--parallel/--no-parallel",
             help="Use the free CPUs: run the detectors on up to 4 threads and simulate the calibration nulls in a "
                  "worker process beside them, when a second CPU is free (the same numbers either way)."),
+        max_memory: str | None = typer.Option(
+            None, "--max-memory", metavar="SIZE",
+            help="Memory the audit may use, e.g. 6G or 500M (K/M/G/T: powers of 1024). Default: MemAvailable or "
+                 "the cgroup limit, whichever is smaller, minus a margin. The audit's peak is estimated from the "
+                 "input files' sizes before reading them; the calibration worker and parallel detectors run only "
+                 "where they fit, and an audit that cannot fit is refused (exit 2, nothing written)."),
         verbose: bool = typer.Option(False, "--verbose", "-v",
-                                     help="Print the wall time of every stage (also recorded in manifest.json)."),
+                                     help="Print the wall time of every stage and the memory plan (also recorded "
+                                          "in manifest.json)."),
     ) -> None:
         """Audit a benchmark from saved evaluation runs; with no inputs, audits the bundled MATH-Vision example."""
         from rich.console import Console
@@ -112,13 +119,12 @@ def register(app: typer.Typer) -> None:
                          calibration_sims=calibration_sims, stratify=stratify, tst=tst, figures=figures,
                          design_label=design_label, allow_unparsed_options=allow_unparsed_options, threads=threads,
                          parallel=parallel, on_stage=on_stage, on_progress=on_progress, benchmark=benchmark,
+                         max_memory=max_memory,
                          on_benchmark=lambda name: prog.update(task, completed=0, description=f"{name[:28]:<28}"))
             prog.update(task, completed=len(plan))
         if hasattr(result, "results"):  # several benchmarks: one report each and the index
             if verbose:
-                console.print("stage timings (wall):")
-                for line in result.stage_lines:
-                    console.print("  " + line, highlight=False)
+                _print_stages(console, result)
             for name, r in result.results.items():
                 console.print(f"[bold]{console_text(name)}[/bold]: {r.frame.n_questions:,} questions, "
                               f"{len(r.frame.models)} model(s) -> {console_text(result.folders[name])}/")
@@ -129,11 +135,19 @@ def register(app: typer.Typer) -> None:
         if note:
             console.print(f"[yellow]note:[/yellow] {console_text(note)}")
         if verbose:
-            console.print("stage timings (wall):")
-            for line in result.stage_lines:
-                console.print("  " + line, highlight=False)
+            _print_stages(console, result)
         _print_headlines(console, result.engine)
         typer.echo(f"report: {one_line(result.folder)}")
+
+
+def _print_stages(console, result) -> None:
+    from ..escape import console_text
+
+    console.print("stage timings (wall):")
+    for line in result.stage_lines:
+        console.print("  " + line, highlight=False)
+    if getattr(result, "memory_line", None):
+        console.print(console_text(result.memory_line), highlight=False, soft_wrap=True)
 
 
 def _print_headlines(console, result) -> None:

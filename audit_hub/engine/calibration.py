@@ -692,9 +692,10 @@ class Calibration:
                 self._pool, self._counter = wp.pool, wp.counter
                 with self._counter.get_lock():
                     self._counter.value = 0
-                self._submit_after(worker.after if worker is not None else None)
+                self._submit_after(worker.after if worker is not None else None,
+                                   getattr(worker, "warm_report", None))
 
-    def _submit_after(self, after: Callable[[], None] | None) -> None:
+    def _submit_after(self, after: Callable[[], None] | None, warm_report: Callable[[], None] | None = None) -> None:
         """Submit the simulations now, or on a helper thread once ``after()`` returns."""
         import threading
 
@@ -707,6 +708,8 @@ class Calibration:
                 self._job = self._pool.apply_async(_in_worker, args)
             except (ValueError, AttributeError):  # the pool was stopped meanwhile
                 self._job = None
+            if warm_report is not None:  # the figures' imports, behind the simulations
+                warm_report()
 
         if after is None:
             submit()

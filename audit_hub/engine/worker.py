@@ -96,13 +96,17 @@ def _warm_readers() -> None:
 
 
 def _warm() -> None:
-    """Import what a simulation and the figures need."""
+    """Import what a simulation needs (what the figures and the card need follows the simulations:
+    :func:`_warm_report`, so that they start sooner)."""
     from .. import detectors
 
     for name in detectors.names():
         detectors.get(name).load()
     import threadpoolctl  # noqa: F401
 
+
+def _warm_report() -> None:
+    """Import what the figures and the card need (~0.5-0.9 s), queued behind the calibration simulations."""
     from ..hub.figures import pyplot_agg
 
     pyplot_agg()  # the report's figures are drawn here too, once the simulations are done
@@ -127,6 +131,7 @@ class WorkerProcess:
         self.pool.apply_async(_warm_readers)
         self._pids = {p.pid for p in getattr(self.pool, "_pool", [])}
         self._warmed = False
+        self._warmed_report = False
         # set by the caller: blocks until the second CPU is free of the caller's own background work (the
         # runs table written while the detectors run); the simulations are submitted after it returns
         self.after: Callable[[], None] | None = None
@@ -177,6 +182,16 @@ class WorkerProcess:
         if not self._warmed and self.pool is not None:
             self._warmed = True
             self.pool.apply_async(_warm)
+
+    def warm_report(self) -> None:
+        """Queue the imports the figures and the card need (once): after the simulations when they are
+        submitted (:class:`audit_hub.engine.calibration.Calibration` calls this right behind them), else now."""
+        if not self._warmed_report and self.pool is not None:
+            self._warmed_report = True
+            try:
+                self.pool.apply_async(_warm_report)
+            except (ValueError, AttributeError):  # the pool was stopped meanwhile
+                pass
 
     def start_round(self, fn: Callable, *args) -> tuple[int, Any] | None:
         """Open a new reading round (:attr:`read_claims` set to ``[round, 0]``) and submit

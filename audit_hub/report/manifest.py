@@ -41,4 +41,20 @@ def manifest_fields(result: Any, inputs: list[dict]) -> dict:
         "config": cfg,
         "thresholds": thresholds,
         "skipped": dict(result.skipped or {}),
+        **_memory_plan(result),
     }
+
+
+def _memory_plan(result: Any) -> dict:
+    """``memory_plan``: the plan the audit ran under (engine.memory) and the peaks measured so far (this
+    process and the worker, VmHWM), where the API made one."""
+    plan = getattr(result, "memory_plan", None)
+    if plan is None:
+        return {}
+    from ..engine.memory import process_peak
+
+    rec = plan.record()
+    rec["measured_peak_bytes"] = {"main": process_peak("self"),
+                                  "worker": max((process_peak(p) or 0 for p in getattr(result, "memory_pids", ())),
+                                                default=None)}
+    return {"memory_plan": rec}
