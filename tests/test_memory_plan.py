@@ -267,3 +267,21 @@ def test_plan_bounds_the_measured_peak_and_serialises_when_tight(tmp_path):
         s1, s2, s3 = (json.loads((o / "summary.json").read_text()) for o in (out, out2, out3))
         assert s1["accuracy"] == s2["accuracy"] == s3["accuracy"]  # the schedule changes no number
         assert s1["calibration"] == s2["calibration"] == s3["calibration"]
+
+
+def test_sizing_skips_what_the_readers_skip(tmp_path):
+    """A FIFO, a dangling link and hidden files inside a runs folder are not sized (the readers skip them;
+    sizing one must neither block on the FIFO nor fail on the link)."""
+    import os
+
+    from audit_hub.engine.memory import size_inputs
+
+    (tmp_path / "runs.csv").write_text("question_id,model,prediction\nq1,m,A\nq2,m,B\n")
+    os.mkfifo(tmp_path / "zz_pipe.csv")
+    os.symlink("missing.csv", tmp_path / "zz_dangling.csv")
+    (tmp_path / ".hidden.csv").write_text("question_id,model,prediction\nq1,m,A\n")
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / ".cache" / "old.csv").write_text("question_id,model,prediction\nq1,m,A\n")
+    sized, unknown = size_inputs([str(tmp_path)])
+    assert [os.path.basename(s.path) for s in sized] == ["runs.csv"]
+    assert sized[0].rows == 3 and unknown == []  # the lines (header included: an estimate)

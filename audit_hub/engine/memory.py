@@ -112,10 +112,13 @@ def _files_of(spec: str) -> list[str] | None:
     (a Hub dataset id)."""
     if os.path.isfile(spec):
         return [spec]
-    if os.path.isdir(spec):
+    if os.path.isdir(spec):  # as the readers walk a folder: hidden entries skipped, regular files only
         out = []
-        for dirpath, _dirs, files in os.walk(spec):
-            out += [os.path.join(dirpath, f) for f in sorted(files) if f.lower().endswith(RUN_EXTENSIONS)]
+        for dirpath, dirs, files in os.walk(spec):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            out += [p for p in (os.path.join(dirpath, f) for f in sorted(files)
+                                if not f.startswith(".") and f.lower().endswith(RUN_EXTENSIONS))
+                    if os.path.isfile(p)]  # a FIFO or a dangling link is skipped by the reader, not sized
         return sorted(out)
     if any(ch in spec for ch in "*?["):
         return sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
@@ -123,7 +126,10 @@ def _files_of(spec: str) -> list[str] | None:
 
 
 def size_file(path: str) -> InputSize:
-    size = os.path.getsize(path)
+    try:
+        size = os.path.getsize(path)
+    except OSError:  # gone or unreadable: the reader names the problem in its own words
+        return InputSize(path, "unknown", 0, None, False)
     low = path.lower()
     if low.endswith((".parquet", ".pq")):
         try:
@@ -133,7 +139,10 @@ def size_file(path: str) -> InputSize:
         except Exception:  # noqa: BLE001 - not a readable footer: the reader names the problem
             return InputSize(path, "unknown", size, None, False)
     if low.endswith(TEXT_EXTENSIONS):
-        return InputSize(path, "text", size, text_rows(path, size), False)
+        try:
+            return InputSize(path, "text", size, text_rows(path, size), False)
+        except OSError:  # not readable (a FIFO named directly, no permission): the reader says so
+            return InputSize(path, "unknown", size, None, False)
     if low.endswith(".xlsx"):
         return InputSize(path, "xlsx", size, None, False)
     return InputSize(path, "unknown", size, None, False)
