@@ -449,7 +449,10 @@ class SharedDictionary:
             return self._prev_remap
         d = dictionary.cast(pa.string()) if not pa.types.is_string(dictionary.type) else dictionary
         d.validate(full=True)  # UTF-8 (a JSON/CSV reader may pass bad bytes on); ArrowInvalid otherwise
-        if self.size:
+        runs = self._runs(d) if self.size and not d.null_count else None
+        if runs is not None:
+            out = runs
+        elif self.size:
             out = pc.fill_null(pc.index_in(d, value_set=self._values), -1).to_numpy().astype(np.int64)
         else:
             out = np.full(len(d), -1, np.int64)
@@ -465,6 +468,30 @@ class SharedDictionary:
         self._prev, self._prev_remap = dictionary, out
         self._identity = not d.null_count and bool((out == np.arange(len(out))).all())
         return out
+
+    def _runs(self, d: pa.Array, max_runs: int = 8) -> np.ndarray | None:
+        """The global codes of a null-free piece dictionary ``d`` made of at most ``max_runs`` runs of
+        consecutive global values (a piece of a file sorted the same way in every model/arm block:
+        q300000..q999999, q0..q239999), found without hashing the whole global dictionary (which
+        ``index_in`` does for every piece); None when ``d`` is not so, or holds a new value."""
+        import pyarrow.compute as pc
+
+        parts = []
+        pos = 0
+        while pos < len(d):
+            if len(parts) == max_runs:
+                return None
+            k = pc.index(self._values, d[pos]).as_py()
+            if k < 0:
+                return None
+            m = min(len(d) - pos, self.size - k)
+            same = pc.equal(d.slice(pos, m), self._values.slice(k, m)).to_numpy(zero_copy_only=False)
+            stop = int(np.argmin(same)) if not same.all() else m
+            if stop == 0:
+                return None
+            parts.append(np.arange(k, k + stop, dtype=np.int64))
+            pos += stop
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def categories(self) -> pd.Index:
         """The global dictionary, in code order, as an object Index."""
