@@ -198,3 +198,21 @@ def test_first_appearance_matches_a_plain_scan():
             c = np.repeat(c, rng.integers(1, 5, size=len(c)))
         want = [x for x in dict.fromkeys(c.tolist()) if x >= 0]
         assert first_appearance(c, k, step=int(rng.integers(1, 12))).tolist() == want
+
+
+def test_run_matched_dictionaries_give_the_codes_of_the_hash_lookup():
+    """A piece dictionary made of runs of consecutive global values (a file sorted alike in every
+    model block) is mapped by run matching; the codes must be those index_in gives, and anything else
+    (a reordered value, a new value, too many runs) still takes the hash lookup."""
+    sd = SharedDictionary(None)
+    sd.add(pa.array([f"q{i}" for i in range(10)]))  # q0..q9 -> 0..9
+    assert sd._runs(pa.array(["q7", "q8", "q9", "q0", "q1"])).tolist() == [7, 8, 9, 0, 1]
+    assert sd._runs(pa.array(["q3", "q1"])).tolist() == [3, 1]  # two runs of one
+    assert sd._runs(pa.array(["q3", "new"])) is None  # a new value: the general path
+    assert sd._runs(pa.array([f"q{i}" for i in (0, 2, 4, 6, 8, 1, 3, 5, 7)])) is None  # nine runs > eight
+    sd.add(pa.array(["q7", "q8", "q9", "q0", "q1", "q1"]))  # (dictionary q7 q8 q9 q0 q1: two runs)
+    sd.add(pa.array(["q5", "new", "q9", "q4"]))  # general path; new -> 10
+    sd.add(pa.array(["q9", "new", "q0"]))  # runs: q9 (9), new (10), q0 (0)
+    cat = sd.categorical()
+    assert list(cat.categories) == [f"q{i}" for i in range(10)] + ["new"]
+    assert cat.codes.tolist() == list(range(10)) + [7, 8, 9, 0, 1, 1] + [5, 10, 9, 4] + [9, 10, 0]

@@ -583,3 +583,37 @@ def test_the_jsonl_prescan_catches_a_bracket_heavy_line_across_block_boundaries(
     monkeypatch.undo()  # (pyarrow's reader needs blocks longer than a line)
     df = fileio.read_text_runs(str(few))
     assert df is not None and df["prediction"].astype(str).iloc[1] == "{[" * 250
+
+
+def test_jsonl_ranges_read_on_threads_equal_one_pass(tmp_path, monkeypatch):
+    """With ranges of about 200 bytes the file is cut into many ranges (each at a newline), parsed on
+    reader threads and consumed in file order: the same frame, codes in first-appearance order; a type
+    changing in a later range, blank lines inside (also at a range boundary), a NUL byte or a line with
+    many brackets in a later range all still go to the exact path."""
+    from audit_hub.readers import fileio
+
+    monkeypatch.setattr(fileio, "_JSONL_CHUNK", 200)
+    models = [f"m{i % 7}" for i in range(60)]
+    body = b"".join(_line(f"q{(i * 13) % 40}", model=models[i], pred="ABCD"[i % 4], hit="true" if i % 3 else "false")
+                    for i in range(60))
+    q, r = _jsonl_runs(tmp_path, body + b"\n\n")
+    ranges = list(fileio._jsonl_ranges(r, len(body) + 2))
+    assert len(ranges) > 10 and ranges[0][0] == 0 and ranges[-1][1] == len(body) + 2
+    assert all(body[e - 1:e] == b"\n" for _, e in ranges[:-1])
+    df = fileio.read_text_runs(r)
+    assert df is not None and len(df) == 60
+    assert df["question_id"].astype(str).tolist() == [f"q{(i * 13) % 40}" for i in range(60)]
+    assert list(df["model"].cat.categories) == [f"m{i}" for i in range(7)]
+    assert df["model"].cat.codes.tolist() == [i % 7 for i in range(60)]
+    assert df["prediction"].astype(str).tolist() == ["ABCD"[i % 4] for i in range(60)]
+    assert df["hit"].tolist() == [bool(i % 3) for i in range(60)]
+    lines = body.splitlines(keepends=True)
+    bad = {
+        "type": lines[:50] + [_line("q1", hit="7")] + lines[51:],
+        "blank": lines[:30] + [b"\n"] + lines[30:],
+        "nul": lines[:50] + [_line("q1", pred="A\x00")] + lines[51:],
+        "brackets": lines[:50] + [b'{"question_id": "q1", "x": ' + b"[" * 600 + b"]" * 600 + b"}\n"] + lines[51:],
+    }
+    for label, ls in bad.items():
+        q, r = _jsonl_runs(tmp_path, b"".join(ls), name=f"{label}.jsonl")
+        assert fileio.read_text_runs(r) is None, label

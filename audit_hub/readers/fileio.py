@@ -449,7 +449,10 @@ class SharedDictionary:
             return self._prev_remap
         d = dictionary.cast(pa.string()) if not pa.types.is_string(dictionary.type) else dictionary
         d.validate(full=True)  # UTF-8 (a JSON/CSV reader may pass bad bytes on); ArrowInvalid otherwise
-        if self.size:
+        runs = self._runs(d) if self.size and not d.null_count else None
+        if runs is not None:
+            out = runs
+        elif self.size:
             out = pc.fill_null(pc.index_in(d, value_set=self._values), -1).to_numpy().astype(np.int64)
         else:
             out = np.full(len(d), -1, np.int64)
@@ -465,6 +468,30 @@ class SharedDictionary:
         self._prev, self._prev_remap = dictionary, out
         self._identity = not d.null_count and bool((out == np.arange(len(out))).all())
         return out
+
+    def _runs(self, d: pa.Array, max_runs: int = 8) -> np.ndarray | None:
+        """The global codes of a null-free piece dictionary ``d`` made of at most ``max_runs`` runs of
+        consecutive global values (a piece of a file sorted the same way in every model/arm block:
+        q300000..q999999, q0..q239999), found without hashing the whole global dictionary (which
+        ``index_in`` does for every piece); None when ``d`` is not so, or holds a new value."""
+        import pyarrow.compute as pc
+
+        parts = []
+        pos = 0
+        while pos < len(d):
+            if len(parts) == max_runs:
+                return None
+            k = pc.index(self._values, d[pos]).as_py()
+            if k < 0:
+                return None
+            m = min(len(d) - pos, self.size - k)
+            same = pc.equal(d.slice(pos, m), self._values.slice(k, m)).to_numpy(zero_copy_only=False)
+            stop = int(np.argmin(same)) if not same.all() else m
+            if stop == 0:
+                return None
+            parts.append(np.arange(k, k + stop, dtype=np.int64))
+            pos += stop
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def categories(self) -> pd.Index:
         """The global dictionary, in code order, as an object Index."""
@@ -668,6 +695,22 @@ _KEEP_FOR_SCAN = bytes((0, 10, 91, 123))  # NUL, newline, [ and {: what the pre-
 _DROP_FOR_SCAN = bytes(b for b in range(256) if b not in _KEEP_FOR_SCAN)
 
 
+def _bracket_carry(kept: bytes, n_nl: int, carry: int) -> int | None:
+    """The bracket check of :func:`_jsonl_fast_ok` on one block reduced to its newline/bracket bytes
+    (``kept``, ``n_nl`` newlines): the brackets of the line still open at its end, given ``carry``
+    from the blocks before, or None when a line holds :data:`_MAX_BRACKETS_PER_LINE` or more."""
+    limit = _MAX_BRACKETS_PER_LINE
+    if len(kept) - n_nl + carry >= limit:  # enough brackets here for one line to hold too many
+        a = np.frombuffer(kept, dtype=np.uint8)
+        ends = np.flatnonzero(a == 10)
+        per_line = np.diff(np.concatenate(([-1], ends, [len(a)]))) - 1  # (last: the open line)
+        per_line[0] += carry
+        if int(per_line.max()) >= limit:
+            return None
+        return int(per_line[-1])
+    return carry + len(kept) if not n_nl else len(kept) - kept.rfind(b"\n") - 1
+
+
 def _jsonl_fast_ok(path: str) -> int | None:
     """One pass over the bytes of a JSON-lines file: the number of lines up to its last non-blank
     byte, or None when the file must take the exact Python path (a line with many brackets, NUL bytes,
@@ -675,8 +718,7 @@ def _jsonl_fast_ok(path: str) -> int | None:
     opening-bracket bytes, about two bytes a line, and only that is examined."""
     lines = 0
     last_content_line = 0
-    limit = _MAX_BRACKETS_PER_LINE
-    carry = 0  # brackets of the line still open at the end of the blocks read so far
+    carry: int | None = 0  # brackets of the line still open at the end of the blocks read so far
     with open(path, "rb") as fh:
         first = True
         while True:
@@ -690,16 +732,9 @@ def _jsonl_fast_ok(path: str) -> int | None:
             if b"\x00" in kept:
                 return None
             n_nl = kept.count(b"\n")
-            if len(kept) - n_nl + carry >= limit:  # enough brackets here for one line to hold too many
-                a = np.frombuffer(kept, dtype=np.uint8)
-                ends = np.flatnonzero(a == 10)
-                per_line = np.diff(np.concatenate(([-1], ends, [len(a)]))) - 1  # (last: the open line)
-                per_line[0] += carry
-                if int(per_line.max()) >= limit:
-                    return None
-                carry = int(per_line[-1])
-            else:
-                carry = carry + len(kept) if not n_nl else len(kept) - kept.rfind(b"\n") - 1
+            carry = _bracket_carry(kept, n_nl, carry)
+            if carry is None:
+                return None
             tail = block[-4096:]
             stripped = tail.rstrip()
             if not stripped and len(block) > len(tail):
@@ -724,23 +759,11 @@ def read_text_runs(path: str, column_map: dict[str, str] | None = None) -> pd.Da
     infinite numbers (pyarrow turns over-long integers into inf; the Python path names them), nested
     values, or many brackets on one line (see :data:`_MAX_BRACKETS_PER_LINE`). That path then gives
     the one-line message naming the file and line, or the same table."""
-    import pyarrow.compute as pc
-
     ext = ext_of(path)
     ensure_nonempty(path)
     try:
         if ext == ".jsonl":
-            import pyarrow.json as pajson
-
-            expected = _jsonl_fast_ok(path)
-            if not expected:
-                return None
-            opts = pajson.ReadOptions(block_size=_BLOCK, use_threads=True)
-            if hasattr(pajson, "open_json"):
-                reader = pajson.open_json(path, read_options=opts)
-                batches = iter(reader)
-            else:  # (older pyarrow: one table, its chunks one block each)
-                batches = iter(pajson.read_json(path, read_options=opts).to_batches())
+            return _read_jsonl_runs(path, column_map)
         elif ext in (".csv", ".tsv"):
             import pyarrow.csv as pacsv
 
@@ -757,7 +780,6 @@ def read_text_runs(path: str, column_map: dict[str, str] | None = None) -> pd.Da
                     include_columns=[n for n in names if n not in MEDIA_COLUMNS],
                     strings_can_be_null=True, null_values=[""], quoted_strings_can_be_null=True))
             batches = iter(reader)
-            expected = None
         else:
             return None
         col: _Collector | None = None
@@ -770,23 +792,190 @@ def read_text_runs(path: str, column_map: dict[str, str] | None = None) -> pd.Da
                 col = _Collector(names, None, column_map)
             if [f.name for f in batch.schema if f.name not in MEDIA_COLUMNS] != col.names:
                 return None
-            for c in col.names:
-                arr = batch.column(c)
-                t = arr.type
-                if pa.types.is_floating(t):
-                    if (arr.null_count < len(arr)) and not pc.all(pc.is_finite(arr)).as_py():
-                        return None
-                elif pa.types.is_nested(t) or pa.types.is_dictionary(t):
-                    return None
-                elif is_string_like(t) and c not in col.dict_names:
-                    arr.validate(full=True)  # (UTF-8; the dictionary columns are checked on their dictionaries)
+            cols = _checked_columns(batch, col)
+            if cols is None:
+                return None
+            for c, arr in zip(col.names, cols):
                 col.add(c, arr)
             n += batch.num_rows
     except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError):
         return None
     if col is None or n == 0:
         return None
-    if expected is not None and n != expected:  # blank lines inside: let the exact path number the lines
+    return col.frame(path, column_map)
+
+
+def _checked_columns(batch: pa.RecordBatch, col: _Collector, *, encode: bool = False) -> list[pa.Array] | None:
+    """The columns ``col.names`` of one parsed batch, checked for the fast path: None for NaN/infinite
+    numbers, nested or dictionary values; plain string columns validated as UTF-8 (ArrowInvalid), the
+    dictionary columns later, on their dictionaries. ``encode``: string columns that go to a shared
+    dictionary come back dictionary-encoded already (done on a reader thread)."""
+    import pyarrow.compute as pc
+
+    out = []
+    for c in col.names:
+        arr = batch.column(c)
+        t = arr.type
+        if pa.types.is_floating(t):
+            if (arr.null_count < len(arr)) and not pc.all(pc.is_finite(arr)).as_py():
+                return None
+        elif pa.types.is_nested(t) or pa.types.is_dictionary(t):
+            return None
+        elif is_string_like(t):
+            if c not in col.dict_names:
+                arr.validate(full=True)
+            elif encode and not col.chunks.get(c):  # (a free text given up as too many: left plain)
+                arr = arr.dictionary_encode()
+        out.append(arr)
+    return out
+
+
+#: JSON-lines files are parsed in byte ranges of about this size, cut at newlines, on reader threads.
+_JSONL_CHUNK = 1 << 26
+
+
+def _jsonl_ranges(path: str, size: int):
+    """(start, end) byte ranges covering the file, each ending just after a newline (the last one at
+    the end of the file), of about :data:`_JSONL_CHUNK` bytes: every line lies inside one range."""
+    start = 0
+    with open(path, "rb") as fh:
+        while start < size:
+            end = start + _JSONL_CHUNK
+            if end >= size:
+                yield start, size
+                return
+            fh.seek(end)
+            while True:
+                piece = fh.read(1 << 16)
+                if not piece:
+                    end = size
+                    break
+                i = piece.find(b"\n")
+                if i >= 0:
+                    end += i + 1
+                    break
+                end += len(piece)
+            yield start, end
+            start = end
+
+
+def _read_jsonl_runs(path: str, column_map: dict[str, str] | None) -> pd.DataFrame | None:
+    """The JSON-lines part of :func:`read_text_runs`: the file is cut at newlines into ranges of about
+    :data:`_JSONL_CHUNK` bytes (:func:`_jsonl_ranges`), and each range is read, pre-scanned like
+    :func:`_jsonl_fast_ok` (NUL bytes, bracket counts, its line count and last non-blank line),
+    parsed with ``pyarrow.json.read_json``, checked and dictionary-encoded on one of up to
+    :data:`READ_THREADS` threads (Arrow releases the GIL). The first range is parsed alone and its
+    inferred schema is imposed on the others (a type changing later is a parse error, as with the
+    streaming reader). Ranges are consumed in file order into the shared dictionaries, so codes and
+    first-appearance order are the same as one pass. None: the exact Python path must read it."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow.json as pajson
+
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        if fh.read(4).startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            return None
+    col: _Collector | None = None
+    schema: pa.Schema | None = None
+
+    def parse(rng: tuple[int, int]):
+        start, end = rng
+        with open(path, "rb") as f:
+            f.seek(start)
+            chunk = f.read(end - start)
+        kept = chunk.translate(None, _DROP_FOR_SCAN)
+        if b"\x00" in kept:
+            return None
+        n_nl = kept.count(b"\n")
+        if _bracket_carry(kept, n_nl, 0) is None:
+            return None
+        del kept
+        tail = chunk[-4096:]
+        stripped = tail.rstrip()
+        if not stripped and len(chunk) > len(tail):
+            stripped = chunk.rstrip()
+            tail = chunk
+        if not stripped:  # (blank: no content line here)
+            return n_nl, None, []
+        last = n_nl - tail[len(stripped):].count(b"\n") + 1  # (the range's last non-blank line)
+        del tail, stripped
+        opts = pajson.ReadOptions(block_size=_JSONL_CHUNK, use_threads=False)
+        popts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error") \
+            if schema is not None else pajson.ParseOptions()
+        table = pajson.read_json(pa.BufferReader(chunk), read_options=opts, parse_options=popts)
+        del chunk
+        if col is None:
+            return n_nl, last, table
+        batches = []
+        for b in table.to_batches():
+            if [f.name for f in b.schema if f.name not in MEDIA_COLUMNS] != col.names:
+                return None
+            cols = _checked_columns(b, col, encode=True)
+            if cols is None:
+                return None
+            batches.append((b.num_rows, cols))
+        return n_nl, last, batches
+
+    lines = n = expected = 0
+
+    def account(res) -> bool:
+        nonlocal lines, expected
+        n_nl, last, _ = res
+        if last is not None:
+            expected = lines + last
+        lines += n_nl
+        return True
+
+    ranges = _jsonl_ranges(path, size)
+    first = next(ranges, None)
+    if first is None:
+        return None
+    res = parse(first)
+    if res is None:
+        return None
+    account(res)
+    table = res[2]
+    if isinstance(table, list) or table.num_rows == 0:
+        return None
+    schema = table.schema
+    names = [f.name for f in schema if f.name not in MEDIA_COLUMNS]
+    if len(set(names)) != len(names):
+        return None
+    col = _Collector(names, None, column_map)
+    for b in table.to_batches():
+        cols = _checked_columns(b, col)
+        if cols is None:
+            return None
+        for c, arr in zip(col.names, cols):
+            col.add(c, arr)
+        n += b.num_rows
+    del table, res
+    workers = max(1, min(READ_THREADS, os.cpu_count() or 1))
+    ex = ThreadPoolExecutor(workers, thread_name_prefix="jsonl-read")
+    try:
+        pending: deque = deque()
+        for rng in ranges:
+            pending.append(ex.submit(parse, rng))
+            if len(pending) > workers:
+                break
+        while pending:
+            res = pending.popleft().result()
+            nxt = next(ranges, None)
+            if nxt is not None:
+                pending.append(ex.submit(parse, nxt))
+            if res is None:
+                return None
+            account(res)
+            for m, cols in res[2]:
+                for c, arr in zip(col.names, cols):
+                    col.add(c, arr)
+                n += m
+            del res
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+    if n == 0 or n != expected:  # blank lines inside: let the exact path number the lines
         return None
     return col.frame(path, column_map)
 
