@@ -180,6 +180,8 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
         except DetectorSkipped as e:
             return e
         finally:
+            if threads > 1:
+                trim_heap()
             with lock:
                 timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
@@ -378,13 +380,21 @@ def release_memory(frame: AuditFrame | None = None) -> None:
     matrices, which the detectors filled and the report does not read (recomputed if asked again), then
     Python's garbage, Arrow's unused pool memory and glibc's free heap (``malloc_trim``). At 1M x 50 the
     process holds ~5.5 GiB after the detectors; this runs before the report, whose writes set the peak."""
-    import ctypes
     import gc
 
     if frame is not None:
         for key in [k for k in frame.cache if isinstance(k, tuple) and k and k[0] == "dense"]:
             frame.cache.pop(key, None)
     gc.collect()
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Arrow's unused pool memory and glibc's free heap of every arena back to the system (``malloc_trim``):
+    after each detector call, so one thread's freed temporaries do not stay resident while another
+    thread's arena grows (no output changes)."""
+    import ctypes
+
     try:
         import pyarrow as pa
 
