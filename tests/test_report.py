@@ -406,3 +406,20 @@ def test_real_pipeline_on_simulated_benchmark(tmp_path):
     assert s.num_rows > 0
     r = datasets.load_dataset(str(out), "runs", split="train")
     assert r.num_rows == len(frame.runs)
+
+
+def test_release_memory_drops_only_the_dense_caches_and_they_recompute_equal():
+    from audit_hub.engine.run import release_memory, trim_heap
+
+    frame = tiny_frame()
+    hit = frame.correctness("full", "hit").copy()
+    codes = frame.answer_codes("full").copy()
+    kept = [k for k in frame.cache if not (isinstance(k, tuple) and k[0] == "dense")]
+    assert ("dense", "hit", "full") in frame.cache and ("dense", "answer_codes", "full") in frame.cache
+    release_memory(frame)
+    assert not [k for k in frame.cache if isinstance(k, tuple) and k[0] == "dense"]
+    assert [k for k in frame.cache] == kept  # everything else (answer space, gold codes, counts) stays
+    np.testing.assert_array_equal(frame.correctness("full", "hit"), hit)
+    np.testing.assert_array_equal(frame.answer_codes("full"), codes)
+    release_memory()  # no frame: only the heap is trimmed
+    trim_heap()
