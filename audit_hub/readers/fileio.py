@@ -19,6 +19,7 @@ import codecs
 import csv
 import os
 from collections.abc import Callable
+from contextlib import closing
 
 import numpy as np
 import pandas as pd
@@ -560,6 +561,18 @@ class _Collector:
         self.text_names = {c for c in names if cmap.get(c, c) in RUN_TEXT_COLUMNS}
         self.chunks: dict[str, list[pa.Array]] = {c: [] for c in names}
 
+    @classmethod
+    def for_schema(cls, schema: pa.Schema, column_map: dict[str, str] | None) -> _Collector | None:
+        """A collector of unknown length for a text table's columns (media columns left out); None when
+        a name repeats (the exact path names the problem)."""
+        names = [f.name for f in schema if f.name not in MEDIA_COLUMNS]
+        return cls(names, None, column_map) if len(set(names)) == len(names) else None
+
+    def add_columns(self, cols: list[pa.Array]) -> None:
+        """One piece of every column, in :attr:`names` order."""
+        for c, arr in zip(self.names, cols):
+            self.add(c, arr)
+
     def add(self, c: str, arr: pa.Array) -> None:
         if c in self.dict_names and is_string_like(arr.type) and not self.chunks[c]:
             sd = self.shared.get(c)
@@ -624,8 +637,6 @@ def read_parquet_runs(path: str, column_map: dict[str, str] | None = None) -> pd
     strings), the column becomes a pandas Categorical with the smallest integer codes. Everything else
     is zero-copy ``pd.ArrowDtype``. Media columns are skipped."""
     import threading
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow.parquet as pq
 
@@ -665,18 +676,8 @@ def read_parquet_runs(path: str, column_map: dict[str, str] | None = None) -> pd
                 else:
                     consume(pf.read_row_group(g, columns=cols))
         else:
-            with ThreadPoolExecutor(workers, thread_name_prefix="parquet-read") as ex:
-                pending: deque = deque()
-                todo = iter(groups)
-                for g in todo:
-                    pending.append(ex.submit(read_group, g))
-                    if len(pending) >= workers:
-                        break
-                while pending:
-                    part = pending.popleft().result()
-                    nxt = next(todo, None)
-                    if nxt is not None:
-                        pending.append(ex.submit(read_group, nxt))
+            with closing(_in_order(read_group, groups, workers, workers, "parquet-read")) as parts:
+                for part in parts:
                     consume(part)
                     del part
     except (pa.ArrowInvalid, OSError) as e:
@@ -711,6 +712,28 @@ def _bracket_carry(kept: bytes, n_nl: int, carry: int) -> int | None:
     return carry + len(kept) if not n_nl else len(kept) - kept.rfind(b"\n") - 1
 
 
+def _scan_block(block: bytes, carry: int) -> tuple[int, int, int | None] | None:
+    """The pre-scan of one block of a JSON-lines file that starts at a line start or continues the previous
+    block (``carry``: the open line's bracket count so far). None when it holds a NUL byte or a line with
+    too many brackets; else (its newlines, the new carry, its last non-blank line counted from 1 at the
+    block's first line, or None for a blank block)."""
+    kept = block.translate(None, _DROP_FOR_SCAN)
+    if b"\x00" in kept:
+        return None
+    n_nl = kept.count(b"\n")
+    new_carry = _bracket_carry(kept, n_nl, carry)
+    if new_carry is None:
+        return None
+    del kept
+    tail = block[-4096:]
+    stripped = tail.rstrip()
+    if not stripped and len(block) > len(tail):
+        stripped = block.rstrip()
+        tail = block
+    last = n_nl - tail[len(stripped):].count(b"\n") + 1 if stripped else None
+    return n_nl, new_carry, last
+
+
 def _jsonl_fast_ok(path: str) -> int | None:
     """One pass over the bytes of a JSON-lines file: the number of lines up to its last non-blank
     byte, or None when the file must take the exact Python path (a line with many brackets, NUL bytes,
@@ -728,20 +751,12 @@ def _jsonl_fast_ok(path: str) -> int | None:
             if first and block.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
                 return None
             first = False
-            kept = block.translate(None, _DROP_FOR_SCAN)
-            if b"\x00" in kept:
+            scanned = _scan_block(block, carry)
+            if scanned is None:
                 return None
-            n_nl = kept.count(b"\n")
-            carry = _bracket_carry(kept, n_nl, carry)
-            if carry is None:
-                return None
-            tail = block[-4096:]
-            stripped = tail.rstrip()
-            if not stripped and len(block) > len(tail):
-                stripped = block.rstrip()
-                tail = block
-            if stripped:
-                last_content_line = lines + n_nl - tail[len(stripped):].count(b"\n") + 1
+            n_nl, carry, last = scanned
+            if last is not None:
+                last_content_line = lines + last
             lines += n_nl
     return last_content_line
 
@@ -786,17 +801,15 @@ def read_text_runs(path: str, column_map: dict[str, str] | None = None) -> pd.Da
         n = 0
         for batch in batches:
             if col is None:
-                names = [f.name for f in batch.schema if f.name not in MEDIA_COLUMNS]
-                if len(set(names)) != len(names):
+                col = _Collector.for_schema(batch.schema, column_map)
+                if col is None:
                     return None
-                col = _Collector(names, None, column_map)
             if [f.name for f in batch.schema if f.name not in MEDIA_COLUMNS] != col.names:
                 return None
             cols = _checked_columns(batch, col)
             if cols is None:
                 return None
-            for c, arr in zip(col.names, cols):
-                col.add(c, arr)
+            col.add_columns(cols)
             n += batch.num_rows
     except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError):
         return None
@@ -868,8 +881,6 @@ def _read_jsonl_runs(path: str, column_map: dict[str, str] | None) -> pd.DataFra
     inferred schema is imposed on the others (a type changing later is a parse error, as with the
     streaming reader). Ranges are consumed in file order into the shared dictionaries, so codes and
     first-appearance order are the same as one pass. None: the exact Python path must read it."""
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow.json as pajson
 
@@ -885,22 +896,12 @@ def _read_jsonl_runs(path: str, column_map: dict[str, str] | None) -> pd.DataFra
         with open(path, "rb") as f:
             f.seek(start)
             chunk = f.read(end - start)
-        kept = chunk.translate(None, _DROP_FOR_SCAN)
-        if b"\x00" in kept:
+        scanned = _scan_block(chunk, 0)  # (a range starts at a line start: no bracket count carried in)
+        if scanned is None:
             return None
-        n_nl = kept.count(b"\n")
-        if _bracket_carry(kept, n_nl, 0) is None:
-            return None
-        del kept
-        tail = chunk[-4096:]
-        stripped = tail.rstrip()
-        if not stripped and len(chunk) > len(tail):
-            stripped = chunk.rstrip()
-            tail = chunk
-        if not stripped:  # (blank: no content line here)
+        n_nl, _, last = scanned
+        if last is None:  # (blank: no content line here)
             return n_nl, None, []
-        last = n_nl - tail[len(stripped):].count(b"\n") + 1  # (the range's last non-blank line)
-        del tail, stripped
         opts = pajson.ReadOptions(block_size=_JSONL_CHUNK, use_threads=False)
         popts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error") \
             if schema is not None else pajson.ParseOptions()
@@ -940,44 +941,54 @@ def _read_jsonl_runs(path: str, column_map: dict[str, str] | None) -> pd.DataFra
     if isinstance(table, list) or table.num_rows == 0:
         return None
     schema = table.schema
-    names = [f.name for f in schema if f.name not in MEDIA_COLUMNS]
-    if len(set(names)) != len(names):
+    col = _Collector.for_schema(schema, column_map)
+    if col is None:
         return None
-    col = _Collector(names, None, column_map)
     for b in table.to_batches():
         cols = _checked_columns(b, col)
         if cols is None:
             return None
-        for c, arr in zip(col.names, cols):
-            col.add(c, arr)
+        col.add_columns(cols)
         n += b.num_rows
     del table, res
     workers = max(1, min(READ_THREADS, os.cpu_count() or 1))
-    ex = ThreadPoolExecutor(workers, thread_name_prefix="jsonl-read")
-    try:
-        pending: deque = deque()
-        for rng in ranges:
-            pending.append(ex.submit(parse, rng))
-            if len(pending) > workers:
-                break
-        while pending:
-            res = pending.popleft().result()
-            nxt = next(ranges, None)
-            if nxt is not None:
-                pending.append(ex.submit(parse, nxt))
+    with closing(_in_order(parse, ranges, workers, workers + 1, "jsonl-read")) as results:
+        for res in results:
             if res is None:
                 return None
             account(res)
             for m, cols in res[2]:
-                for c, arr in zip(col.names, cols):
-                    col.add(c, arr)
+                col.add_columns(cols)
                 n += m
             del res
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True)
     if n == 0 or n != expected:  # blank lines inside: let the exact path number the lines
         return None
     return col.frame(path, column_map)
+
+
+def _in_order(fn: Callable, items, workers: int, depth: int, name: str):
+    """``fn(item)`` for each of ``items`` on ``workers`` threads with at most ``depth`` calls submitted at once,
+    yielded in the order of ``items`` (the next call is submitted before a result is handed out). Closing the
+    generator early (the JSONL reader's fallback) cancels the calls not yet started and waits for the rest."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    ex = ThreadPoolExecutor(workers, thread_name_prefix=name)
+    try:
+        todo = iter(items)
+        pending: deque = deque()
+        for x in todo:
+            pending.append(ex.submit(fn, x))
+            if len(pending) >= depth:
+                break
+        while pending:
+            out = pending.popleft().result()
+            for x in todo:  # at most one more
+                pending.append(ex.submit(fn, x))
+                break
+            yield out
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
 
 
 def is_string_like(t: pa.DataType) -> bool:
