@@ -409,7 +409,7 @@ def test_real_pipeline_on_simulated_benchmark(tmp_path):
 
 
 def test_release_memory_drops_only_the_dense_caches_and_they_recompute_equal():
-    from audit_hub.engine.run import release_memory, trim_heap
+    from audit_hub.bounds import release_memory, trim_heap
 
     frame = tiny_frame()
     hit = frame.correctness("full", "hit").copy()

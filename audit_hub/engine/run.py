@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import detectors
+from ..bounds import trim_heap
 from ..clock import stage
 from ..detectors.base import DetectorResult
 from ..errors import DetectorSkipped
@@ -373,38 +374,6 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
     return EngineResult(frame=frame, config=config, primary_field=primary, results=results, alt_results=alt,
                        skipped=skipped, judge_dependence=judge, calibration=calibration, summary=summary,
                        timings=timings, tst=tst)
-
-
-def release_memory(frame: AuditFrame | None = None) -> None:
-    """Give memory no later stage needs back to the system (no output changes): ``frame``'s dense (Q, M)
-    matrices, which the detectors filled and the report does not read (recomputed if asked again), then
-    Python's garbage, Arrow's unused pool memory and glibc's free heap (``malloc_trim``). At 1M x 50 the
-    process holds ~5.5 GiB after the detectors; this runs before the report, whose writes set the peak."""
-    import gc
-
-    if frame is not None:
-        for key in [k for k in frame.cache if isinstance(k, tuple) and k and k[0] == "dense"]:
-            frame.cache.pop(key, None)
-    gc.collect()
-    trim_heap()
-
-
-def trim_heap() -> None:
-    """Arrow's unused pool memory and glibc's free heap of every arena back to the system (``malloc_trim``):
-    after each detector call, so one thread's freed temporaries do not stay resident while another
-    thread's arena grows (no output changes)."""
-    import ctypes
-
-    try:
-        import pyarrow as pa
-
-        pa.default_memory_pool().release_unused()
-    except Exception:  # noqa: BLE001 - releasing is best effort
-        pass
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
 
 
 def pool_summary(full_models: Sequence[str], blind_models: Sequence[str], pairing: dict | None = None) -> dict:

@@ -32,6 +32,7 @@ from .validate import validate_questions, validate_runs
 #: serialises filling :attr:`AuditFrame.cache` when detectors run on several threads (re-entrant: one
 #: cached value may be computed from another); reads of a filled entry take no lock
 _CACHE_LOCK = threading.RLock()
+DENSE = "dense"  # first element of the cache keys of the dense (Q, M) run matrices
 
 
 def category_codes_of(column: pd.Series) -> tuple[np.ndarray, list[str]]:
@@ -53,6 +54,12 @@ class AuditFrame:
     #: arrays derived from the tables (dense matrices, answer codes), computed once; never copied
     #: to derived frames and never written anywhere
     cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def drop_dense(self) -> None:
+        """Drop the cached dense (Q, M) run matrices (the detectors' working copies; the report does not
+        read them, and they are recomputed equal if asked for again). Every other cache entry stays."""
+        for key in [k for k in self.cache if isinstance(k, tuple) and k and k[0] == DENSE]:
+            self.cache.pop(key, None)
 
     def cached(self, key, compute: Callable[[], object]):
         """``cache[key]``, computed once by ``compute()`` if absent (thread-safe: detectors sharing a frame
@@ -231,7 +238,7 @@ class AuditFrame:
         """Dense (Q, M) matrix of one run column; cached per (column, arm). Callers get a copy-free
         read-only view for all models, or a fresh array for a model subset."""
         if cache_key:
-            out_full = self.cached(("dense", cache_key, arm), lambda: self._fill_dense(arm, values, dtype))
+            out_full = self.cached((DENSE, cache_key, arm), lambda: self._fill_dense(arm, values, dtype))
         else:
             out_full = self._fill_dense(arm, values, dtype)
         if models is None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..bounds import release_memory
 from ..hub.output import Background, OutputFolder, StagedConfig, output_folder
 from ..hub.shards import SHARD_BYTES
 from .tables import build_questions_table, build_runs_table, build_summary_table
@@ -111,8 +112,6 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
     target = Path(out_dir)
     t0 = time.perf_counter()
     with stage("report"):
-        from ..engine.run import release_memory
-
         release_memory(result.frame)  # the detectors' dense matrices and freed heap, before the report's peak
         tables = _tables(result, early_runs)
     with output_folder(target, command="audit", inputs=[r.get("path") for r in inputs or []], _hook=_hook) as f:
@@ -177,8 +176,6 @@ def fill_report(result: Any, f: OutputFolder, *, command_line: list[str], inputs
         runs_job.join()
     files = {name: f.files[name] for name in CONFIGS}
     t0 = time.perf_counter()
-    from ..engine.run import release_memory
-
     release_memory()  # the runs write's Arrow buffers, before the card reads every file
     with stage("card"):
         f.json("summary.json", result.summary)
