@@ -89,6 +89,8 @@ def test_distribution_functions_equal_scipy_stats_bit_for_bit():
         assert np.array_equal(stats.beta_ppf(q, k, n - k + 1), st.beta.ppf(q, k, n - k + 1))
     x, df = rng.gamma(2, 3, 5000), rng.integers(1, 30, 5000)
     assert np.array_equal(stats.chi2_sf(x, df), st.chi2.sf(x, df))
+    for q in (0.5, 0.95, 0.999):
+        assert np.array_equal(stats.chi2_ppf(q, df), st.chi2.ppf(q, df))
     t = rng.normal(0, 3, 5000)
     assert np.array_equal(stats.t_cdf(t, df), st.t.cdf(t, df))
     assert np.array_equal(stats.norm_cdf(t), st.norm.cdf(t))

@@ -48,6 +48,11 @@ def chi2_sf(x, df):
     return _sp.chdtrc(df, x)
 
 
+def chi2_ppf(q, df):
+    """``scipy.stats.chi2.ppf`` for ``df > 0`` (its formula, without importing ``scipy.stats``: about 1 s)."""
+    return 2.0 * _sp.gammaincinv(np.asarray(df) / 2.0, q)
+
+
 def t_cdf(x, df):
     """``scipy.stats.t.cdf`` for ``df > 0``."""
     return _sp.stdtr(df, x)

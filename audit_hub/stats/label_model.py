@@ -362,6 +362,22 @@ def _attractor_terms(counts: np.ndarray, k: np.ndarray, kmax: int) -> np.ndarray
     return out
 
 
+def _count_patterns(counts: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (option count, answer counts) rows of ``counts`` (q, Kmax) and ``k`` (q,): (inverse (q,),
+    unique counts (u, Kmax), unique k (u,)). Terms that depend on an item only through its counts are computed
+    once per pattern (far fewer than items: counts are small integers)."""
+    key = np.concatenate([np.asarray(k, np.int64)[:, None], counts.astype(np.int64)], axis=1)
+    lo = key.min(axis=0, initial=0)
+    width = np.maximum(key.max(axis=0, initial=0) - lo + 1, 1)
+    if np.log2(width.astype(np.float64)).sum() < 62:  # one int64 per row (mixed radix)
+        mult = np.concatenate([[1], np.cumprod(width[:-1])]).astype(np.int64)
+        packed = (key - lo) @ mult
+    else:
+        packed = np.ascontiguousarray(key).view(np.dtype((np.void, key.dtype.itemsize * key.shape[1])))[:, 0]
+    _, first, inv = np.unique(packed, return_index=True, return_inverse=True)
+    return inv.reshape(-1), counts[first], np.asarray(k)[first]
+
+
 def _attractor_exp(data: LabelData, sel: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_attractor_terms` of items ``sel`` as (E, m): ``E = exp(terms - m)`` (q, Kmax, S) with ``m``
     (q, Kmax) the maximum over the grid (0 where the option does not exist, E then 0), so a share
@@ -369,29 +385,41 @@ def _attractor_exp(data: LabelData, sel: np.ndarray | slice) -> tuple[np.ndarray
     whole = isinstance(sel, slice) and sel == slice(None)
     if whole and getattr(data, "_attr_cache", None) is not None:
         return data._attr_cache
-    T = _attractor_terms(data.dcounts[sel], data.k[sel], data.kmax)
-    m = T.max(axis=2)
-    m = np.where(np.isfinite(m), m, 0.0)
-    E = np.exp(T - m[:, :, None])
+    E, m, inv = _attractor_exp_patterns(data.dcounts[sel], data.k[sel], data.kmax)
+    E, m = E[inv], m[inv]
     if whole and E.size <= 4_000_000:
         data._attr_cache = (E, m)
     return E, m
 
 
+def _attractor_exp_patterns(counts: np.ndarray, k: np.ndarray, kmax: int
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(E, m) of :func:`_attractor_exp` per distinct count pattern (:func:`_count_patterns`) and the inverse
+    that maps the items to them."""
+    inv, cu, ku = _count_patterns(counts, k)
+    E = np.empty((len(ku), kmax, len(SHARE_GRID)))
+    m = np.empty((len(ku), kmax))
+    for lo in range(0, len(ku), CHUNK):  # chunked: the terms' temporaries stay small
+        T = _attractor_terms(cu[lo:lo + CHUNK], ku[lo:lo + CHUNK], kmax)
+        mm = T.max(axis=2)
+        m[lo:lo + CHUNK] = mm = np.where(np.isfinite(mm), mm, 0.0)
+        E[lo:lo + CHUNK] = np.exp(T - mm[:, :, None])
+    return E, m, inv
+
+
 def _log_attractor(data: LabelData, share_w: np.ndarray) -> np.ndarray:
     """(Q, Kmax) log probability of the wrong answers if the truth were t under the attractor model with
-    share weights ``share_w`` (chunked over items)."""
-    Q = len(data.k)
-    if Q * data.kmax * len(SHARE_GRID) <= 4_000_000:
-        E, m = _attractor_exp(data, slice(None))
+    share weights ``share_w`` (per distinct count pattern, then gathered)."""
+    if getattr(data, "_attr_cache", None) is not None:
+        E, m = data._attr_cache
         with np.errstate(divide="ignore"):
             return np.log(E @ share_w) + m
-    out = np.empty((Q, data.kmax))
-    for lo in range(0, Q, CHUNK):
-        E, m = _attractor_exp(data, slice(lo, lo + CHUNK))
-        with np.errstate(divide="ignore"):
-            out[lo:lo + CHUNK] = np.log(E @ share_w) + m
-    return out
+    pat = getattr(data, "_pat_cache", None)
+    if pat is None:
+        pat = data._pat_cache = _attractor_exp_patterns(data.dcounts, data.k, data.kmax)
+    E, m, inv = pat
+    with np.errstate(divide="ignore"):
+        return (np.log(E @ share_w) + m)[inv]
 
 
 def _fit_share_weights(data: LabelData, post: np.ndarray, share_w: np.ndarray | None, n_steps: int = 15
@@ -467,7 +495,7 @@ def set_distractor_counts(data: LabelData, prefs: list) -> None:
     if key == data._dkey:
         return
     data._dkey = key
-    data._attr_cache = None
+    data._attr_cache = data._pat_cache = None
     if all(p is None or p.ndim != 3 for p in prefs):
         data.dcounts = data.counts
         return
@@ -508,6 +536,41 @@ def _lse_rows(x: np.ndarray) -> np.ndarray:
     return (np.log1p(s) + np.log(m) + amax)[:, 0]
 
 
+def _arm_terms(data: LabelData, M: int, rho: np.ndarray, pref: np.ndarray | None
+               ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per (class, candidate t) answer terms of :func:`_arm_loglik`, every class and candidate at once:
+    ``d`` (n_cls, Kmax, M, nq) float32, the log-likelihood added by a model answering t (over what a wrong
+    answer adds), and ``lg`` (n_cls, Kmax, M) float32 or None, what every parsed answer adds (the older
+    per-model preference only). Candidates beyond a class's option count are zero (never read)."""
+    n_cls, K, nq = data.n_cls, data.kmax, rho.shape[2]
+    kv = np.concatenate([np.asarray(data.k_values, np.int64), [2, 2]])[:n_cls]          # options per class
+    valid = np.arange(K)[None, :] < kv[:, None]                                           # (n_cls, K)
+    if pref is None:
+        g = np.full((M, n_cls, K), 0.0)
+        if GUESSING:
+            g[:] = (1.0 / kv)[None, :, None]
+    elif pref.ndim == 3:
+        g = np.clip(pref, 0.0, 1 - 1e-9)
+    else:  # (M, Kmax) per model, renormalised over each class's options
+        cs = np.cumsum(pref, axis=1)                                                      # (M, K)
+        g = pref[:, None, :] / cs[:, kv - 1][:, :, None]
+    g = np.where(valid[None], g, 0.0)                                                     # (M, n_cls, K)
+    r = rho[:, :, None, :]                                                                # (M, n_cls, 1, nq)
+    gg = g[..., None]                                                                     # (M, n_cls, K, 1)
+    if pref is not None and pref.ndim == 3:
+        # MACE: a guess picks position j with g(j), wrong or right, so P(answer j | t) = (1 - rho) g(j) for
+        # j != t (the factor g(j) does not depend on t: dropped) and rho + (1 - rho) g(t) for t
+        lgt = np.where(gg > 0, np.log(np.maximum(gg, 1e-300)), 0.0)
+        d = np.log(r + (1 - r) * gg) - np.log1p(-r) - lgt
+        lg = None
+    else:
+        d = np.log(r + (1 - r) * gg) - np.log1p(-r) - np.log1p(-gg)
+        lg = np.log1p(-g)                                                                 # (M, n_cls, K)
+        lg = lg.transpose(1, 2, 0).astype(np.float32) if lg.any() else None  # log1p(-0) = 0 adds nothing
+    d = np.where(valid[None, :, :, None], d, 0.0)
+    return np.ascontiguousarray(d.transpose(1, 2, 0, 3).astype(np.float32)), lg
+
+
 def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float, pref: np.ndarray | None = None
                 ) -> np.ndarray:
     """(Q, Kmax) log-likelihood of one arm's answers if the truth were t (difficulty integrated out).
@@ -515,32 +578,14 @@ def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float, pre
     Knowledge-or-guess: model m knows the answer with probability rho = expit(a - sigma z); otherwise it
     guesses and hits t with its own preference g = pi_m[t] (1/K when ``pref`` is None). So
     P(answer t) = rho + (1 - rho) g and P(a wrong answer) = (1 - rho)(1 - g); which wrong option is
-    chosen is the shared distractor term (:func:`_log_dm`)."""
+    chosen is the shared distractor term (:func:`_log_dm`). Vectorised over each class's candidates (one
+    stacked matrix product and one log-sum-exp per class and chunk)."""
     Q, M = A.shape
     out = np.full((Q, data.kmax), -np.inf)
     u = sigma * NODES
     rho = np.clip(expit(a[:, :, None] - u), 1e-9, 1 - 1e-9)        # (M, n_cls, nq)
     l1r = np.log1p(-rho).astype(np.float32)
-    # per (class, candidate) terms depend on the parameters only: computed once, not per chunk
-    terms = {}
-
-    def term(cv: int, kv: int, t: int):
-        key = (cv, kv, t)
-        if key not in terms:
-            g = _guess(pref, M, kv, t, cv)
-            r = rho[:, cv, :]
-            if pref is not None and pref.ndim == 3:
-                # MACE: a guess picks position j with g(j), wrong or right, so P(answer j | t) = (1 - rho) g(j)
-                # for j != t (the factor g(j) does not depend on t: dropped) and rho + (1 - rho) g(t) for t
-                lgt = np.where(g > 0, np.log(np.maximum(g, 1e-300)), 0.0)[:, None]
-                d = (np.log(r + (1 - r) * g[:, None]) - np.log1p(-r) - lgt).astype(np.float32)
-                terms[key] = (d, None)
-                return terms[key]
-            d = (np.log(r + (1 - r) * g[:, None]) - np.log1p(-r) - np.log1p(-g)[:, None]).astype(np.float32)
-            lg = np.log1p(-g).astype(np.float32)
-            terms[key] = (d, lg if lg.any() else None)  # log1p(-0) = 0 adds nothing (x + 0.0 == x)
-        return terms[key]
-
+    D, LG = _arm_terms(data, M, rho, pref)                           # parameters only: once, not per chunk
     for lo in range(0, Q, CHUNK):
         Ac = A[lo:lo + CHUNK]
         P = (Ac >= 0).astype(np.float32)
@@ -548,14 +593,14 @@ def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float, pre
         for cv, sel, cands in _class_groups(data, kk, data.is_yn[lo:lo + CHUNK], data.cls_mc[lo:lo + CHUNK]):
             As = Ac[sel]
             Ps = P[sel]
-            kv = int(kk[sel[0]])
+            ts = np.asarray(cands, np.int64)
             base = Ps @ l1r[:, cv, :]
-            for t in cands:
-                d, lg = term(cv, kv, t)
-                ll = base + (As == t).astype(np.float32) @ d
-                if lg is not None:
-                    ll = ll + (Ps @ lg)[:, None]
-                out[lo + sel, t] = _lse_rows(ll.astype(np.float64) + LOGW)
+            X = (As[None, :, :] == ts[:, None, None]).astype(np.float32)          # (n_t, n, M)
+            ll = base[None] + np.matmul(X, D[cv, ts])                                # (n_t, n, nq)
+            if LG is not None and LG[cv, ts].any():
+                ll = ll + (Ps @ LG[cv, ts].T).T[:, :, None]
+            r = _lse_rows(ll.reshape(-1, ll.shape[2]).astype(np.float64) + LOGW).reshape(len(ts), -1)
+            out[(lo + sel)[:, None], ts[None, :]] = r.T
     return out
 
 
@@ -820,7 +865,7 @@ def wrong_gold_rate(ll: np.ndarray, k: np.ndarray, gold: np.ndarray, level: floa
     parameters (``ll``: (Q, Kmax) log P(answers | truth); ``k``, ``gold``: (Q,) option count, stated gold), ``L(e) = sum_i log(1 - e + e r_i)`` (the headline
     test's statistic, :func:`lr_test`); the interval is ``{e: 2 (L(e_hat) - L(e)) <= chi2_1(level)}``. The
     nuisance parameters are held at the fit (plug-in), so the interval is conditional on the fitted model."""
-    from scipy.stats import chi2
+    from .core import chi2_ppf
 
     Q = len(k)
     if not Q:
@@ -848,7 +893,7 @@ def wrong_gold_rate(ll: np.ndarray, k: np.ndarray, gold: np.ndarray, level: floa
     if L(grid[j]) > L(e_hat):
         e_hat = float(grid[j])
     top = L(e_hat)
-    cut = top - 0.5 * float(chi2.ppf(level, 1))
+    cut = top - 0.5 * float(chi2_ppf(level, 1))
 
     def edge(a, b):  # L(a) >= cut > L(b): bisection on the crossing
         for _ in range(60):
