@@ -134,7 +134,8 @@ def _placeholder_table(frame) -> dict[str, np.ndarray]:
         hit = ph & (pos == gold[parent])
         gold_ph[parent[hit]] = True
     out = {"n_placeholders": n_ph, "gold_placeholder": gold_ph, "effective_k": np.maximum(K - n_ph, 0),
-           "option_is_placeholder": ph, "option_item": parent, "option_pos": pos}
+           "option_is_placeholder": ph, "option_item": parent, "option_pos": pos,
+           "option_code": codes, "option_dictionary": enc.dictionary}
     return out
 
 
@@ -152,7 +153,6 @@ def gold_duplicated(frame) -> np.ndarray:
 
 
 def _gold_duplicated(frame) -> np.ndarray:
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     Q = frame.n_questions
@@ -160,9 +160,9 @@ def _gold_duplicated(frame) -> np.ndarray:
     ph = placeholder_table(frame)
     parent, pos = ph["option_item"], ph["option_pos"]
     if len(parent):
-        la = pa.array(frame.questions["options"], type=pa.list_(pa.string()))
-        flat = pc.utf8_lower(pc.utf8_trim_whitespace(pc.fill_null(pc.list_flatten(la), "")))
-        code = pc.dictionary_encode(flat).indices.to_numpy().astype(np.int64)
+        # the options' texts as placeholder_table encoded them: normalised once per distinct text
+        norm = pc.utf8_lower(pc.utf8_trim_whitespace(ph["option_dictionary"]))
+        code = pc.dictionary_encode(norm).indices.to_numpy().astype(np.int64)[ph["option_code"]]
         gold = frame.gold_index.astype(np.int64)
         is_gold = pos == gold[parent]
         gold_code = np.full(Q, -1, np.int64)

@@ -350,16 +350,24 @@ def _attractor_terms(counts: np.ndarray, k: np.ndarray, kmax: int) -> np.ndarray
     valid = np.arange(kmax)[None, :] < k[:, None]
     X = np.where(valid[:, :, None], n[:, :, None] * c1[:, None, :], -np.inf)  # (q, K, S)
     tot = n.sum(axis=1)
-    out = np.full((len(k), kmax, len(SHARE_GRID)), -np.inf)
-    for t in range(kmax):
-        Xt = X.copy()
-        Xt[:, t, :] = -np.inf
-        m = Xt.max(axis=1, keepdims=True)
-        m = np.where(np.isfinite(m), m, 0.0)
-        lme = np.log(np.exp(Xt - m).sum(axis=1)) + m[:, 0, :] - np.log(km1)
-        lt = (tot - n[:, t])[:, None] * c0 + lme
-        out[:, t, :] = np.where(valid[:, t, None], lt, -np.inf)
-    return out
+    # log sum_{a != t} exp(X_a) for every t from one pass: scaled by the largest term m1 (at a1), the sum
+    # without t is the whole sum minus t's term (>= 1: a1's term stays); for t = a1, by the second largest
+    a1 = X.argmax(axis=1)                                                    # (q, S)
+    m1 = np.take_along_axis(X, a1[:, None, :], axis=1)[:, 0, :]
+    X2 = X.copy()
+    np.put_along_axis(X2, a1[:, None, :], -np.inf, axis=1)
+    m2 = X2.max(axis=1)
+    m1f = np.where(np.isfinite(m1), m1, 0.0)
+    m2f = np.where(np.isfinite(m2), m2, 0.0)
+    E1 = np.exp(X - m1f[:, None, :])
+    S1 = E1.sum(axis=1)                                                      # (q, S)
+    S2 = np.exp(X2 - m2f[:, None, :]).sum(axis=1)
+    is_top = np.arange(kmax)[None, :, None] == a1[:, None, :]                # (q, K, S)
+    with np.errstate(divide="ignore"):
+        lme = np.where(is_top, (np.log(S2) + m2f)[:, None, :],
+                       np.log(np.maximum(S1[:, None, :] - E1, 0.0)) + m1f[:, None, :]) - np.log(km1)[:, :, None]
+    lt = (tot[:, None] - n)[:, :, None] * c0[:, None, :] + lme
+    return np.where(valid[:, :, None], lt, -np.inf)
 
 
 def _count_patterns(counts: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -586,21 +594,26 @@ def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float, pre
     rho = np.clip(expit(a[:, :, None] - u), 1e-9, 1 - 1e-9)        # (M, n_cls, nq)
     l1r = np.log1p(-rho).astype(np.float32)
     D, LG = _arm_terms(data, M, rho, pref)                           # parameters only: once, not per chunk
+    # items along the last axis: the products and the log-sum-exp over the nodes run down contiguous rows
+    DT = np.ascontiguousarray(D.transpose(0, 1, 3, 2))              # (n_cls, Kmax, nq, M)
+    l1rT = np.ascontiguousarray(l1r.transpose(1, 2, 0))             # (n_cls, nq, M)
+    logw = LOGW[None, :, None]
     for lo in range(0, Q, CHUNK):
         Ac = A[lo:lo + CHUNK]
-        P = (Ac >= 0).astype(np.float32)
         kk = data.k[lo:lo + CHUNK]
         for cv, sel, cands in _class_groups(data, kk, data.is_yn[lo:lo + CHUNK], data.cls_mc[lo:lo + CHUNK]):
-            As = Ac[sel]
-            Ps = P[sel]
+            AsT = np.ascontiguousarray(Ac[sel].T)                              # (M, n)
+            PsT = (AsT >= 0).astype(np.float32)
             ts = np.asarray(cands, np.int64)
-            base = Ps @ l1r[:, cv, :]
-            X = (As[None, :, :] == ts[:, None, None]).astype(np.float32)          # (n_t, n, M)
-            ll = base[None] + np.matmul(X, D[cv, ts])                                # (n_t, n, nq)
+            X = (AsT[None, :, :] == ts[:, None, None]).astype(np.float32)     # (n_t, M, n)
+            ll = l1rT[cv] @ PsT + np.matmul(DT[cv, ts], X)                      # (n_t, nq, n)
             if LG is not None and LG[cv, ts].any():
-                ll = ll + (Ps @ LG[cv, ts].T).T[:, :, None]
-            r = _lse_rows(ll.reshape(-1, ll.shape[2]).astype(np.float64) + LOGW).reshape(len(ts), -1)
-            out[(lo + sel)[:, None], ts[None, :]] = r.T
+                ll = ll + (LG[cv, ts] @ PsT)[:, None, :]
+            x = ll.astype(np.float64) + logw
+            amax = x.max(axis=1)
+            x -= amax[:, None, :]
+            np.exp(x, out=x)
+            out[(lo + sel)[:, None], ts[None, :]] = (np.log(x.sum(axis=1)) + amax).T
     return out
 
 
