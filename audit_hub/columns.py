@@ -143,19 +143,21 @@ def _decode_fixed_width(codes: np.ndarray, categories: pd.Index) -> pa.Array | N
     if not (np.diff(offs) == width).all() or n * width >= 1 << 31:
         return None
     table = np.frombuffer(values.buffers()[2], np.uint8)[offs[0]:offs[-1]].reshape(k, width)
+    if width == 1:
+        table = table.reshape(-1)  # (a 1-d gather is the quick one)
     null = codes < 0
     n_null = int(np.count_nonzero(null))
-    offsets = np.empty(n + 1, np.int32)
-    offsets[0] = 0
     if n_null:
         valid = ~null
+        offsets = np.empty(n + 1, np.int32)
+        offsets[0] = 0
         np.cumsum(valid, dtype=np.int32, out=offsets[1:])
         if width != 1:
             offsets *= np.int32(width)
         data = table[codes[valid]]
         bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
     else:
-        offsets[1:] = np.arange(1, n + 1, dtype=np.int32) * np.int32(width)
+        offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32) if width else np.zeros(n + 1, np.int32)
         data = table[codes]
         bitmap = None
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data).reshape(-1)),

@@ -370,7 +370,7 @@ def _check_no_duplicates(qcodes: np.ndarray, mcodes: np.ndarray, acodes: np.ndar
     def keys(lo: int, hi: int) -> np.ndarray:
         return (acodes[lo:hi].astype(np.int64) * nm + mcodes[lo:hi]) * nq + qcodes[lo:hi]
 
-    step = 1 << 23
+    step = 1 << 20  # (8 MB int64 temporaries: reused heap memory, not fresh pages per chunk)
     if _strictly_increasing(keys, n, step):
         return  # rows in (arm, model, question) order, the usual layout: no key can repeat
     n_arms = int(acodes.max()) + 1 if n else 1  # the arms present (codes are ARMS positions)
