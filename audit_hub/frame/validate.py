@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..columns import ARROW_STR, arrow_chunks, small_int, to_arrow_strings, to_codes
+from ..columns import ARROW_STR, arrow_chunks, null_string_array, small_int, to_arrow_strings, to_codes
 from ..errors import InputError
 from ..schema import (
     ANSWER_TYPES,
@@ -264,7 +264,14 @@ def _hit_to_int8(series: pd.Series | None, n: int, where, col: str) -> np.ndarra
                 i = int(np.flatnonzero(bad.to_numpy(zero_copy_only=False) == True)[0])  # noqa: E712
                 raise InputError(f"{col} must be 0/1/true/false or empty, got {chunks[i].as_py()!r}",
                                  **where(i), column=col)
-        return pc.fill_null(pc.cast(chunks, pa.int8()), -1).to_numpy().astype(np.int8, copy=False)
+        out = np.empty(n, dtype=np.int8)  # chunk by chunk into one array: no n-long temporaries
+        pos = 0
+        for ch in chunks.chunks:
+            m = len(ch)
+            v = pc.cast(ch, pa.int8())
+            out[pos:pos + m] = (pc.fill_null(v, MISSING) if ch.null_count else v).to_numpy()
+            pos += m
+        return out
     if pd.api.types.is_bool_dtype(s.dtype):
         out = np.full(n, MISSING, dtype=np.int8)
         v = s.to_numpy(dtype=object, na_value=None)
@@ -441,7 +448,7 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
 
     def str_col(name):
         if name not in runs.columns:
-            return pd.arrays.ArrowExtensionArray(pa.nulls(n, pa.string()))
+            return pd.arrays.ArrowExtensionArray(null_string_array(n))
         return to_arrow_strings(runs[name])
 
     answer_dict = None
