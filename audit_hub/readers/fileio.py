@@ -461,7 +461,7 @@ class SharedDictionary:
         if d.null_count:
             miss &= d.is_valid().to_numpy(zero_copy_only=False)
         if miss.any():
-            enc = d.filter(pa.array(miss)).dictionary_encode()  # one hash pass: first-appearance order
+            enc = (d if miss.all() else d.filter(pa.array(miss))).dictionary_encode()  # one hash pass, first-appearance order
             new = enc.dictionary  # (repeated entries once)
             out[miss] = enc.indices.to_numpy().astype(np.int64) + self.size
             self._values = pa.concat_arrays([self._values, new])
@@ -520,7 +520,12 @@ class SharedDictionary:
             vals = idx.to_numpy()
         else:
             table = np.append(remap, -1).astype(self.dtype)  # (the last slot: a null index)
-            vals = table[idx.fill_null(len(remap)).to_numpy()] if idx.null_count else table[idx.to_numpy()]
+            iv = idx.fill_null(len(remap)).to_numpy() if idx.null_count else idx.to_numpy()
+            if self.codes is not None:  # gathered straight into the codes (no piece-long temporary)
+                np.take(table, iv, out=self.codes[self.pos:self.pos + m])
+                self.pos += m
+                return
+            vals = table[iv]
         if self.codes is not None:
             self.codes[self.pos:self.pos + m] = vals
         else:
