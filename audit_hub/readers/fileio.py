@@ -520,12 +520,7 @@ class SharedDictionary:
             vals = idx.to_numpy()
         else:
             table = np.append(remap, -1).astype(self.dtype)  # (the last slot: a null index)
-            iv = idx.fill_null(len(remap)).to_numpy() if idx.null_count else idx.to_numpy()
-            if self.codes is not None:  # gathered straight into the codes (no piece-long temporary)
-                np.take(table, iv, out=self.codes[self.pos:self.pos + m])
-                self.pos += m
-                return
-            vals = table[iv]
+            vals = table[idx.fill_null(len(remap)).to_numpy()] if idx.null_count else table[idx.to_numpy()]
         if self.codes is not None:
             self.codes[self.pos:self.pos + m] = vals
         else:
