@@ -80,13 +80,35 @@ def to_codes(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
     Categorical and Arrow dictionary columns reuse their codes (no hashing of the rows)."""
     if isinstance(series.dtype, pd.CategoricalDtype):
-        cats = np.asarray(series.cat.categories.astype(str), dtype=object)
-        return series.cat.codes.to_numpy(), cats
+        return series.array.codes, _category_strings(series.dtype.categories)
     chunks = arrow_chunks(series)
     if chunks is not None and pa.types.is_dictionary(chunks.type):
         return dictionary_chunk_codes(chunks)
     codes, uniques = pd.factorize(series, use_na_sentinel=True)
     return codes.astype(small_int(len(uniques)), copy=False), np.asarray([str(u) for u in uniques], dtype=object)
+
+
+_NULL_CHUNK = 1 << 20
+
+
+def null_string_array(n: int) -> pa.ChunkedArray:
+    """An all-null Arrow string column of ``n`` rows whose chunks share one 1M-row null array: the same
+    values as ``pa.nulls(n, pa.string())`` without its n+1 offsets (400 MB at 1e8 rows)."""
+    if n <= _NULL_CHUNK:
+        return pa.chunked_array([pa.nulls(n, pa.string())], type=pa.string())
+    block = pa.nulls(_NULL_CHUNK, pa.string())
+    full, rest = divmod(n, _NULL_CHUNK)
+    return pa.chunked_array([block] * full + ([block.slice(0, rest)] if rest else []), type=pa.string())
+
+
+def _category_strings(cats: pd.Index) -> np.ndarray:
+    """A categorical's categories as an object array of ``str`` (``str()`` of other values); categories
+    that are already strings (the readers' object categories) are taken as they are, with no conversion."""
+    if cats.dtype == object:
+        values = cats.to_numpy()
+        if pd.api.types.infer_dtype(values, skipna=False) == "string":
+            return values
+    return np.asarray(cats.astype(str), dtype=object)
 
 
 def to_arrow_strings(series: pd.Series) -> pd.api.extensions.ExtensionArray:
@@ -100,6 +122,10 @@ def to_arrow_strings(series: pd.Series) -> pd.api.extensions.ExtensionArray:
     chunks = arrow_chunks(s)
     if chunks is not None and pa.types.is_dictionary(chunks.type) and pa.types.is_string(chunks.type.value_type):
         return pd.arrays.ArrowExtensionArray(chunks.cast(pa.string()))
+    if isinstance(s.dtype, pd.CategoricalDtype) and pd.api.types.infer_dtype(s.dtype.categories, skipna=False) == "string":
+        fixed = _decode_fixed_width(s.array.codes, s.dtype.categories)
+        if fixed is not None:
+            return pd.arrays.ArrowExtensionArray(fixed)
     try:
         arr = pa.array(s, from_pandas=True)
         if pa.types.is_dictionary(arr.type):
@@ -114,6 +140,46 @@ def to_arrow_strings(series: pd.Series) -> pd.api.extensions.ExtensionArray:
         vals = s.astype(object).where(s.notna(), None).tolist()
         arr = pa.array([None if v is None else str(v) for v in vals], type=pa.string())
     return pd.arrays.ArrowExtensionArray(arr)
+
+
+def _decode_fixed_width(codes: np.ndarray, categories: pd.Index, chunk: int = 1 << 20) -> pa.ChunkedArray | None:
+    """Codes (-1: null) into string ``categories`` that all have one UTF-8 length (option letters, yes/no
+    words of one length) -> Arrow strings, built in numpy in chunks of ``chunk`` rows: a byte gather per
+    chunk, and one offsets buffer shared by every chunk without nulls (the offsets of a fixed width are
+    the same arithmetic run), so 1e8 rows need no 400 MB of offsets and no Arrow per-row copy loop.
+    None when the lengths differ (Arrow's dictionary cast handles those)."""
+    values = pa.array(categories.to_numpy(dtype=object), type=pa.string())
+    k, n = len(values), len(codes)
+    if k == 0 or values.null_count:
+        return None
+    offs = np.frombuffer(values.buffers()[1], np.int32)[values.offset:values.offset + k + 1]
+    width = int(offs[1] - offs[0])
+    if not (np.diff(offs) == width).all() or chunk * width >= 1 << 31:
+        return None
+    table = np.frombuffer(values.buffers()[2], np.uint8)[offs[0]:offs[-1]].reshape(k, width)
+    if width == 1:
+        table = table.reshape(-1)  # (a 1-d gather is the quick one)
+    shared = pa.py_buffer(np.arange(0, (min(n, chunk) + 1) * width, width, dtype=np.int32) if width
+                          else np.zeros(min(n, chunk) + 1, np.int32))
+    parts = []
+    for lo in range(0, n, chunk):
+        c = codes[lo:lo + chunk]
+        m = len(c)
+        null = c < 0
+        n_null = int(np.count_nonzero(null))
+        if n_null:
+            valid = ~null
+            offsets = np.empty(m + 1, np.int32)
+            offsets[0] = 0
+            np.cumsum(valid, dtype=np.int32, out=offsets[1:])
+            if width != 1:
+                offsets *= np.int32(width)
+            data = table[c[valid]]
+            parts.append(pa.StringArray.from_buffers(m, pa.py_buffer(offsets), pa.py_buffer(data.reshape(-1)),
+                                                     pa.py_buffer(np.packbits(valid, bitorder="little")), n_null))
+        else:
+            parts.append(pa.StringArray.from_buffers(m, shared, pa.py_buffer(table[c].reshape(-1))))
+    return pa.chunked_array(parts, type=pa.string())
 
 
 def dictionary_codes(series: pd.Series) -> tuple[np.ndarray, list[str]]:

@@ -227,3 +227,30 @@ def test_bad_hit_error_names_the_file_it_came_from():
     r["source_row"] = list(range(1, 9)) + [1, 2]
     e = _err(_questions(), r, runs_source="full.csv, blind.csv")
     assert (e.file, e.row, e.column) == ("blind.csv", 2, "hit")
+
+
+def test_duplicate_run_row_in_sorted_runs_is_found():
+    # rows in (arm, model, question) order take the no-bitmap path; a repeated row there is still an error
+    q = _questions()
+    r = pd.DataFrame({"question_id": ["q1", "q2", "q2", "q3"], "model": "m1", "arm": "full", "hit": [1, 0, 0, 1]})
+    e = _err(q, r)
+    assert e.row == 3 and e.column == "question_id" and "first seen at row 2" in str(e)
+    ok = AuditFrame.from_tables(q, r.drop_duplicates(ignore_index=True))
+    assert ok.runs["q"].tolist() == [0, 1, 2]
+
+
+def test_fixed_width_answer_categories_decode_like_arrow():
+    import pyarrow as pa
+
+    from audit_hub.columns import _decode_fixed_width, null_string_array, to_arrow_strings
+
+    codes = np.array([0, -1, 2, 1, -1, 0, 2], dtype=np.int8)
+    for cats in (["A", "B", "C"], ["é", "ab", "zz"]):  # (é: two UTF-8 bytes)
+        s = pd.Series(pd.Categorical.from_codes(codes, categories=cats))
+        got = _decode_fixed_width(codes, pd.Index(cats, dtype=object), chunk=3)
+        assert got.num_chunks == 3 and got.type == pa.string()
+        assert got.to_pylist() == [None if c < 0 else cats[c] for c in codes]
+        assert to_arrow_strings(s).tolist()[:3] == [cats[0], pd.NA, cats[2]]
+    assert _decode_fixed_width(codes, pd.Index(["A", "BB", "C"], dtype=object)) is None  # widths differ
+    nulls = null_string_array((1 << 20) + 5)
+    assert len(nulls) == (1 << 20) + 5 and nulls.null_count == len(nulls) and nulls.type == pa.string()

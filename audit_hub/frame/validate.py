@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..columns import ARROW_STR, arrow_chunks, small_int, to_arrow_strings, to_codes
+from ..columns import ARROW_STR, arrow_chunks, null_string_array, small_int, to_arrow_strings, to_codes
 from ..errors import InputError
 from ..schema import (
     ANSWER_TYPES,
@@ -100,10 +100,12 @@ def validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
             return df[name].tolist()
         return [default] * n
 
-    options = _options_fast(df["options"]) if "options" in df.columns else [[] for _ in range(n)]
-    if options is None:
+    fast = _options_fast(df["options"]) if "options" in df.columns else ([[] for _ in range(n)], np.zeros(n, np.int64))
+    if fast is None:
         options = [options_cell(v, file, _row_of(src_rows, i)) for i, v in enumerate(col("options"))]
-    n_opt = np.fromiter((len(o) for o in options), dtype=np.int64, count=n)
+        n_opt = np.fromiter((len(o) for o in options), dtype=np.int64, count=n)
+    else:
+        options, n_opt = fast
     answers, types, gold_idx, simple = _answers_fast(df, n_opt)
     answers_in = types_in = None
     for i in np.flatnonzero(~simple):
@@ -121,7 +123,7 @@ def validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
         return _text_series(df[name])
 
     out = pd.DataFrame({
-        "question_id": qid.to_numpy(dtype=object),
+        "question_id": qid.array,  # (the stripped IDs as they are: no round trip through Python objects)
         "question": text_col("question").fillna(""),
         "options": options,
         "answer": answers,
@@ -151,9 +153,10 @@ def _text_series(s: pd.Series) -> pd.Series:
     return obj.where(~null, None)
 
 
-def _options_fast(s: pd.Series) -> list[list[str]] | None:
-    """Option lists through Arrow when the column is a list of strings (Parquet / Arrow / Python lists);
-    None when a row needs the row-level parser (JSON strings, scalars, non-string elements)."""
+def _options_fast(s: pd.Series) -> tuple[list[list[str]], np.ndarray] | None:
+    """Option lists through Arrow when the column is a list of strings (Parquet / Arrow / Python lists),
+    with their lengths (int64); None when a row needs the row-level parser (JSON strings, scalars,
+    non-string elements)."""
     import pyarrow.compute as pc
 
     try:
@@ -165,7 +168,7 @@ def _options_fast(s: pd.Series) -> list[list[str]] | None:
         arr = arr.combine_chunks()
     t = arr.type
     if pa.types.is_null(t):
-        return [[] for _ in range(len(arr))]
+        return [[] for _ in range(len(arr))], np.zeros(len(arr), np.int64)
     if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
         return None
     vt = t.value_type
@@ -182,7 +185,7 @@ def _options_fast(s: pd.Series) -> list[list[str]] | None:
     gc.disable()  # millions of new lists: the cyclic collector would rescan them over and over
     try:
         vals = values.to_pylist()
-        return [vals[a:b] for a, b in zip(starts, ends)]
+        return [vals[a:b] for a, b in zip(starts, ends)], lengths
     finally:
         if was:
             gc.enable()
@@ -261,7 +264,14 @@ def _hit_to_int8(series: pd.Series | None, n: int, where, col: str) -> np.ndarra
                 i = int(np.flatnonzero(bad.to_numpy(zero_copy_only=False) == True)[0])  # noqa: E712
                 raise InputError(f"{col} must be 0/1/true/false or empty, got {chunks[i].as_py()!r}",
                                  **where(i), column=col)
-        return pc.fill_null(pc.cast(chunks, pa.int8()), -1).to_numpy().astype(np.int8, copy=False)
+        out = np.empty(n, dtype=np.int8)  # chunk by chunk into one array: no n-long temporaries
+        pos = 0
+        for ch in chunks.chunks:
+            m = len(ch)
+            v = pc.cast(ch, pa.int8())
+            out[pos:pos + m] = (pc.fill_null(v, MISSING) if ch.null_count else v).to_numpy()
+            pos += m
+        return out
     if pd.api.types.is_bool_dtype(s.dtype):
         out = np.full(n, MISSING, dtype=np.int8)
         v = s.to_numpy(dtype=object, na_value=None)
@@ -303,11 +313,11 @@ def _question_codes(ids: pd.Series, q: pd.DataFrame, where) -> np.ndarray:
         i = int(np.flatnonzero(qcodes_raw < 0)[0])
         raise InputError("question_id is empty", **where(i), column="question_id")
     quniq = np.array([s.strip() for s in quniq], dtype=object)
+    if len(quniq) == len(q) and bool((quniq == q["question_id"].to_numpy(dtype=object)).all()):
+        return qcodes_raw  # the runs' dictionary is the questions table in order: codes are final
+    # (the question IDs are unique: validate_questions checked them)
     lookup = pd.Index(q["question_id"].astype(str)).get_indexer(quniq).astype(np.int32)
-    if len(lookup) == len(q) and (lookup == np.arange(len(lookup))).all():
-        qcodes = qcodes_raw  # the runs' dictionary is the questions table in order: codes are final
-    else:
-        qcodes = lookup[qcodes_raw]
+    qcodes = lookup[qcodes_raw]
     unknown = qcodes < 0
     if unknown.any():
         bad_ids = pd.unique(quniq[qcodes_raw[unknown]])
@@ -343,7 +353,10 @@ def _arm_codes(runs: pd.DataFrame, n: int, where) -> np.ndarray:
         if (acodes_raw < 0).any():
             i = int(np.flatnonzero(acodes_raw < 0)[0])
             raise InputError(f"arm is empty; expected one of {ARMS}", **where(i), column="arm")
-        acodes = amap[acodes_raw] if len(amap) else np.zeros(n, np.int8)
+        if len(amap) and (amap == np.arange(len(amap))).all() and acodes_raw.dtype == np.int8:
+            acodes = acodes_raw  # the column's own codes are the ARMS positions already
+        else:
+            acodes = amap[acodes_raw] if len(amap) else np.zeros(n, np.int8)
         del acodes_raw
         if (acodes < 0).any():
             i = int(np.flatnonzero(acodes < 0)[0])
@@ -364,7 +377,9 @@ def _check_no_duplicates(qcodes: np.ndarray, mcodes: np.ndarray, acodes: np.ndar
     def keys(lo: int, hi: int) -> np.ndarray:
         return (acodes[lo:hi].astype(np.int64) * nm + mcodes[lo:hi]) * nq + qcodes[lo:hi]
 
-    step = 1 << 23
+    step = 1 << 20  # (8 MB int64 temporaries: reused heap memory, not fresh pages per chunk)
+    if _strictly_increasing(keys, n, step):
+        return  # rows in (arm, model, question) order, the usual layout: no key can repeat
     n_arms = int(acodes.max()) + 1 if n else 1  # the arms present (codes are ARMS positions)
     if nq * nm * n_arms <= 1_000_000_000:
         seen = np.zeros(nq * nm * n_arms, dtype=np.bool_)
@@ -386,6 +401,18 @@ def _check_no_duplicates(qcodes: np.ndarray, mcodes: np.ndarray, acodes: np.ndar
                 f"duplicate row for question {q['question_id'].iloc[qcodes[i]]!r}, model {models[mcodes[i]]!r}, "
                 f"arm {ARMS[acodes[i]]!r} (first seen at row {where(first)['row']})",
                 **where(i), column="question_id")
+
+
+def _strictly_increasing(keys, n: int, step: int) -> bool:
+    """Whether the keys ``keys(lo, hi)`` of rows 0..n-1 strictly increase (checked chunk by chunk, stopping
+    at the first chunk that does not)."""
+    prev = None
+    for lo in range(0, n, step):
+        k = keys(lo, lo + step)
+        if (prev is not None and k[0] <= prev) or not bool((k[1:] > k[:-1]).all()):
+            return False
+        prev = k[-1]
+    return True
 
 
 def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exact: bool):
@@ -421,7 +448,7 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
 
     def str_col(name):
         if name not in runs.columns:
-            return pd.arrays.ArrowExtensionArray(pa.nulls(n, pa.string()))
+            return pd.arrays.ArrowExtensionArray(null_string_array(n))
         return to_arrow_strings(runs[name])
 
     answer_dict = None

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..columns import ARROW_STR
+from ..columns import ARROW_STR, null_string_array
 from ..errors import InputError
 from ..schema import LETTERS, is_null
 
@@ -256,4 +256,4 @@ def is_arrow_bool(s: pd.Series) -> bool:
 
 def null_strings(n: int, index: pd.Index) -> pd.Series:
     """An all-null Arrow string column of length ``n`` (built in C, not from a list of Nones)."""
-    return pd.Series(pd.arrays.ArrowExtensionArray(pa.nulls(n, pa.string())), index=index)
+    return pd.Series(pd.arrays.ArrowExtensionArray(null_string_array(n)), index=index)

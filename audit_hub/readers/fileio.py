@@ -461,9 +461,9 @@ class SharedDictionary:
         if d.null_count:
             miss &= d.is_valid().to_numpy(zero_copy_only=False)
         if miss.any():
-            missing = d.filter(pa.array(miss))
-            new = pc.unique(missing)  # (first appearance order; repeated entries once)
-            out[miss] = pc.index_in(missing, value_set=new).to_numpy().astype(np.int64) + self.size
+            enc = (d if miss.all() else d.filter(pa.array(miss))).dictionary_encode()  # one hash pass, first-appearance order
+            new = enc.dictionary  # (repeated entries once)
+            out[miss] = enc.indices.to_numpy().astype(np.int64) + self.size
             self._values = pa.concat_arrays([self._values, new])
             self.size += len(new)
         self._prev, self._prev_remap = dictionary, out
@@ -503,8 +503,10 @@ class SharedDictionary:
         want = small_int(self.size)
         if np.dtype(want).itemsize > np.dtype(self.dtype).itemsize:
             self.dtype = want
-            if self.codes is not None:
-                self.codes = self.codes.astype(want)
+            if self.codes is not None:  # (only the rows written so far are copied)
+                wide = np.empty(len(self.codes), dtype=want)
+                wide[:self.pos] = self.codes[:self.pos]
+                self.codes = wide
 
     def add(self, arr: pa.Array) -> None:
         """Append a piece: a dictionary array, or plain strings (dictionary-encoded here, per piece)."""

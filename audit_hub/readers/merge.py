@@ -14,7 +14,7 @@ import pyarrow as pa
 from ..columns import ARROW_STR
 from ..errors import InputError
 from ..schema import MISSING, hit_code
-from .cells import ReadResult, constant_categorical
+from .cells import ReadResult, constant_categorical, null_strings
 
 RUN_KIND_PRIORITY = {"vlmevalkit-judged": 0, "vlmevalkit-auxmatch": 1, "vlmevalkit-extract": 2,
                      "lmms-eval-samples": 3, "lm-eval-samples": 3, "inspect-ai-log": 3, "lighteval-details": 3, "opencompass-predictions": 3, "mathv-output": 3, "generic": 4, "vlmevalkit-sheet": 5}
@@ -204,7 +204,7 @@ def public_runs(df: pd.DataFrame) -> pd.DataFrame:
         elif c in _OPTIONAL_RUN_COLS and pa.types.is_boolean(t):
             new[c] = s.astype("Int8")
     if "prediction" not in df.columns:  # the fast reader leaves an absent prediction column out
-        new["prediction"] = pd.Series(pd.arrays.ArrowExtensionArray(pa.nulls(len(df), pa.string())), index=df.index)
+        new["prediction"] = null_strings(len(df), df.index)
     return df.assign(**new) if new else df
 
 
