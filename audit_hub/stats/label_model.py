@@ -550,7 +550,7 @@ def _arm_terms(data: LabelData, M: int, rho: np.ndarray, pref: np.ndarray | None
     ``d`` (n_cls, Kmax, M, nq) float32, the log-likelihood added by a model answering t (over what a wrong
     answer adds), and ``lg`` (n_cls, Kmax, M) float32 or None, what every parsed answer adds (the older
     per-model preference only). Candidates beyond a class's option count are zero (never read)."""
-    n_cls, K, nq = data.n_cls, data.kmax, rho.shape[2]
+    n_cls, K = data.n_cls, data.kmax
     kv = np.concatenate([np.asarray(data.k_values, np.int64), [2, 2]])[:n_cls]          # options per class
     valid = np.arange(K)[None, :] < kv[:, None]                                           # (n_cls, K)
     if pref is None:
