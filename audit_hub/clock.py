@@ -1,8 +1,10 @@
 """Stage clock: the wall time of each stage of one audit.
 
 Stages, in order: ``read`` (parse the input files into tables), ``validate`` (check them and encode
-the audit frame), one stage per detector (named after it), ``judge dependence``, ``calibration``,
-``tst``, ``report`` (tables, Parquet, card) and ``figures``. The CLI installs one
+the audit frame), ``calibration setup`` (the null simulator's fit; on a helper thread beside the
+detectors when the calibration has a worker process, then listed as parallel), one stage per detector
+(named after it), ``judge dependence``, ``calibration``, ``tst``, ``summary`` (the per-model table and the
+detectors' entries), ``report`` (tables, Parquet, card) and ``figures``. The CLI installs one
 :class:`StageClock` for the whole command (:func:`recording`); library code marks its stages with
 :func:`stage`, which does nothing when no clock is installed, so the library stays free of I/O and
 of any display. ``manifest.json`` records :attr:`StageClock.timings` as ``timings_s``; the CLI

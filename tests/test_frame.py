@@ -72,6 +72,34 @@ def test_accuracy_table_and_subsets():
     assert not nm.has_arm("blind")
 
 
+def test_paired_counts_scatter_matches_the_dense_matrices():
+    """The per-model paired table (n11, n10, n01, n00) from one scatter and one gather equals the count from
+    the dense matrices, on a hand-checked case and on a random frame with missing runs and unknown values."""
+    f = AuditFrame.from_tables(_questions(), _runs().assign(hit_exact=_runs()["hit"]))
+    # m1: q1 right in both arms, q3 wrong with the image and right without; m2 has no blind run
+    assert f.paired_counts("full", "blind", "hit").tolist() == [[1, 0, 1, 0], [0, 0, 0, 0]]
+    rng = np.random.default_rng(3)
+    Q, M = 60, 5
+    q = pd.DataFrame({"question_id": [f"q{i}" for i in range(Q)], "question": ["x"] * Q,
+                      "options": [["a", "b", "c"]] * Q, "answer": ["A"] * Q})
+    rows = [(f"q{i}", f"m{j}", arm, "A", "A", int(rng.integers(0, 2)))
+            for arm in ("full", "blind") for j in range(M) for i in range(Q) if rng.random() < 0.8]
+    r = pd.DataFrame(rows, columns=["question_id", "model", "arm", "prediction", "answer", "hit"])
+    r["hit_exact"] = pd.array(np.where(rng.random(len(r)) < 0.2, pd.NA, r["hit"]), dtype="Int64")
+    for field in ("hit", "hit_exact"):
+        g = AuditFrame.from_tables(q, r)
+        scatter = g.paired_counts("full", "blind", field)       # no dense matrix cached yet
+        A, B = g.correctness("full", field), g.correctness("blind", field)
+        want = np.zeros((M, 4), np.int64)
+        for j in range(M):
+            for a, b in zip(A[:, j], B[:, j]):
+                if a >= 0 and b >= 0:
+                    want[j, (1 - a) * 2 + (1 - b)] += 1
+        np.testing.assert_array_equal(scatter, want)
+        np.testing.assert_array_equal(g.paired_counts("full", "blind", field), want)  # from the cached matrices
+        assert g.known_counts(field).sum() == int(r[field].notna().sum())
+
+
 def test_runs_table_round_trip(tmp_path):
     f = AuditFrame.from_tables(_questions(), _runs().assign(hit_exact=_runs()["hit"]))
     from sim import save_frame

@@ -94,9 +94,9 @@ def register(app: typer.Typer) -> None:
 
         console = Console(stderr=True)
         detector_names = list(AuditConfig().detectors) if detector_threads(parallel) == 1 else ["detectors"]
-        plan = (["read", "validate"] + detector_names + ["judge dependence"]
-                + (["calibration"] if calibration_sims > 0 else []) + (["tst"] if tst else [])
-                + ["report"] + (["figures"] if figures else []) + ["card"])  # the order the stages start
+        plan = (["read", "validate"] + (["calibration setup"] if calibration_sims > 0 else []) + detector_names
+                + ["judge dependence"] + (["calibration"] if calibration_sims > 0 else []) + (["tst"] if tst else [])
+                + ["summary", "report"] + (["figures"] if figures else []) + ["card"])  # the order the stages start
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("stage {task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=console, transient=True) as prog:
             task = prog.add_task("starting", total=len(plan))

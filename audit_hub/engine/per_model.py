@@ -39,18 +39,12 @@ def _f(x) -> float | None:
 
 def paired_tables(frame: AuditFrame, arm_a: str, arm_b: str, field: str, models: list[str]) -> np.ndarray:
     """(len(models), 4) counts (n11, n10, n01, n00) of each model's items known in both arms: right in
-    both, right only in ``arm_a``, right only in ``arm_b``, wrong in both."""
-    out = np.zeros((len(models), 4), np.int64)
+    both, right only in ``arm_a``, right only in ``arm_b``, wrong in both
+    (:meth:`~audit_hub.frame.core.AuditFrame.paired_counts`)."""
     if not models:
-        return out
-    A = frame.correctness(arm_a, field, models)
-    B = frame.correctness(arm_b, field, models)
-    for j in range(len(models)):
-        a, b = A[:, j], B[:, j]
-        known = (a >= 0) & (b >= 0)
-        code = (1 - a[known].astype(np.int64)) * 2 + (1 - b[known].astype(np.int64))  # 0: both right ... 3: both wrong
-        out[j] = np.bincount(code, minlength=4)
-    return out
+        return np.zeros((0, 4), np.int64)
+    idx = {m: i for i, m in enumerate(frame.models)}
+    return frame.paired_counts(arm_a, arm_b, field)[[idx[m] for m in models]]
 
 
 def _diff_rows(tabs: np.ndarray, alpha: float) -> list[dict]:

@@ -103,9 +103,10 @@ def _start_calibration(frame: AuditFrame, config: AuditConfig, primary: str, bac
     from .calibration import Calibration
     from .worker import worker_helps
 
-    return Calibration(frame, list(config.detectors), n_sims=config.calibration_sims, seed=config.seed,
-                       field=primary, params={n: config.detector_params(n) for n in config.detectors},
-                       background=worker_helps() if background is None else background, worker=worker)
+    with stage("calibration setup"):  # the null simulator's fit: here, or on a helper thread beside the detectors
+        return Calibration(frame, list(config.detectors), n_sims=config.calibration_sims, seed=config.seed,
+                           field=primary, params={n: config.detector_params(n) for n in config.detectors},
+                           background=worker_helps() if background is None else background, worker=worker)
 
 
 def _finish_calibration(cal, frame: AuditFrame, config: AuditConfig, primary: str,
@@ -127,6 +128,10 @@ def _finish_calibration(cal, frame: AuditFrame, config: AuditConfig, primary: st
         from ..clock import note_parallel
 
         note_parallel("calibration worker", cal.worker["seconds"])
+    if cal.in_worker and cal.setup_seconds:
+        from ..clock import note_parallel
+
+        note_parallel("calibration setup", cal.setup_seconds)
     return {n: v for n, v in out.items() if n in results}
 
 
@@ -370,7 +375,9 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
         timings["tst"] = time.perf_counter() - t0
 
     multiplicity = _multiplicity(results)
-    summary = _summary(frame, config, primary, results, alt, skipped, judge, calibration, multiplicity, tst, arms)
+    with stage("summary"):  # the per-model table and every detector's entry
+        summary = _summary(frame, config, primary, results, alt, skipped, judge, calibration, multiplicity, tst,
+                           arms)
     return EngineResult(frame=frame, config=config, primary_field=primary, results=results, alt_results=alt,
                        skipped=skipped, judge_dependence=judge, calibration=calibration, summary=summary,
                        timings=timings, tst=tst)

@@ -155,24 +155,79 @@ class AuditFrame:
         return [m for m in self.models_in("full") if m in blind]
 
     def known_counts(self, field: str) -> np.ndarray:
-        """(len(ARMS), n_models) number of run rows with a known (0/1) value in ``field``; computed once."""
+        """(len(ARMS), n_models) number of run rows with a known (0/1) value in ``field`` (from
+        :meth:`_run_counts`)."""
         if field not in ("hit", "hit_exact"):
             raise ValueError("field must be 'hit' or 'hit_exact'")
 
         def compute():
-            a, m, v = self.runs["arm"].to_numpy(), self.runs["m"].to_numpy(), self.runs[field].to_numpy()
-            M = len(self.models)
-            counts = np.zeros(len(ARMS) * M, np.int64)
-            step = 1 << 22
-            for lo in range(0, len(a), step):
-                sel = v[lo:lo + step] >= 0
-                counts += np.bincount((a[lo:lo + step][sel].astype(np.int32) * M + m[lo:lo + step][sel]),
-                                      minlength=len(ARMS) * M)
-            out = counts.reshape(len(ARMS), M)
+            cnt = self._run_counts()
+            out = (cnt[:, 1:].sum(axis=(1, 2, 3)) if field == "hit" else cnt[:, :, 1:].sum(axis=(1, 2, 3)))
+            out = out.reshape(len(ARMS), len(self.models))
             out.setflags(write=False)
             return out
 
         return self.cached(("known_counts", field), compute)
+
+    def _run_counts(self) -> np.ndarray:
+        """(len(ARMS) * n_models, 3, 3, 2) run rows per (arm, model), judged value + 1, exact-match value + 1
+        and unparsed answer: one pass over the runs, computed once (the accuracy table and the known counts)."""
+        def compute():
+            r = self.runs
+            M = len(self.models)
+            size = len(ARMS) * M
+            arm, mod = r["arm"].to_numpy(), r["m"].to_numpy()
+            h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
+            unp = r["answer"].isna().to_numpy() if len(r) else np.zeros(0, bool)
+            cnt = np.zeros(size * 18, np.int64)
+            step = 1 << 22
+            for lo in range(0, len(r), step):
+                sl = slice(lo, lo + step)
+                key = arm[sl].astype(np.int32) * M + mod[sl]
+                c = ((key * 3 + (h[sl] + 1)) * 3 + (e[sl] + 1)) * 2 + unp[sl]
+                cnt += np.bincount(c, minlength=size * 18)
+            cnt = cnt.reshape(size, 3, 3, 2)
+            cnt.setflags(write=False)
+            return cnt
+
+        return self.cached(("run_counts",), compute)
+
+    def paired_counts(self, arm_a: str, arm_b: str, field: str) -> np.ndarray:
+        """(n_models, 4) counts (n11, n10, n01, n00) of each model's items known in ``field`` in both arms:
+        right in both, right only in ``arm_a``, right only in ``arm_b``, wrong in both. One scatter of
+        ``arm_a``'s values and one gather at ``arm_b``'s rows (the dense matrices when already cached)."""
+        if field not in ("hit", "hit_exact"):
+            raise ValueError("field must be 'hit' or 'hit_exact'")
+        M, Q = len(self.models), self.n_questions
+        out = np.zeros((M, 4), np.int64)
+        if not (self.has_arm(arm_a) and self.has_arm(arm_b)):
+            return out
+        A, B = (self.cache.get((DENSE, field, arm)) for arm in (arm_a, arm_b))
+        if A is not None and B is not None:
+            known = (A >= 0) & (B >= 0)
+            code = (1 - A.astype(np.int64)) * 2 + (1 - B.astype(np.int64))
+            mm = np.broadcast_to(np.arange(M), A.shape)
+            return np.bincount((mm * 4 + code)[known], minlength=4 * M).reshape(M, 4)
+        a, qc, mc = self.runs["arm"].to_numpy(), self.runs["q"].to_numpy(), self.runs["m"].to_numpy()
+        v = self.runs[field].to_numpy()
+        ca, cb = self.arm_code(arm_a), self.arm_code(arm_b)
+        grid = np.full(M * Q, MISSING, np.int8)  # arm_a's value per (model, question)
+        step = 1 << 22
+        for lo in range(0, len(a), step):
+            sel = (a[lo:lo + step] == ca) & (v[lo:lo + step] >= 0)
+            if sel.any():
+                grid[mc[lo:lo + step][sel].astype(np.int64) * Q + qc[lo:lo + step][sel]] = v[lo:lo + step][sel]
+        flat = out.reshape(-1)
+        for lo in range(0, len(a), step):
+            sel = (a[lo:lo + step] == cb) & (v[lo:lo + step] >= 0)
+            if not sel.any():
+                continue
+            m_b = mc[lo:lo + step][sel].astype(np.int64)
+            va = grid[m_b * Q + qc[lo:lo + step][sel]]
+            ok = va >= 0
+            code = (1 - va[ok].astype(np.int64)) * 2 + (1 - v[lo:lo + step][sel][ok].astype(np.int64))
+            flat += np.bincount(m_b[ok] * 4 + code, minlength=4 * M)
+        return out
 
     def has_judged(self, arm: str = "full") -> bool:
         return bool((self.correctness(arm, "hit") >= 0).any())
@@ -333,22 +388,9 @@ class AuditFrame:
 
     def accuracy_table(self) -> pd.DataFrame:
         """Per model and arm: n items, judged and exact-match accuracy, unparseable share."""
-        r = self.runs
         M = len(self.models)
         A = len(ARMS)
-        size = A * M
-        arm, mod = r["arm"].to_numpy(), r["m"].to_numpy()
-        h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
-        unp = r["answer"].isna().to_numpy() if len(r) else np.zeros(0, bool)
-        # one bincount over (arm, model, hit, hit_exact, unparsed): 18 cells per (arm, model)
-        cnt = np.zeros(size * 18, np.int64)
-        step = 1 << 22
-        for lo in range(0, len(r), step):
-            sl = slice(lo, lo + step)
-            key = arm[sl].astype(np.int32) * M + mod[sl]
-            c = ((key * 3 + (h[sl] + 1)) * 3 + (e[sl] + 1)) * 2 + unp[sl]
-            cnt += np.bincount(c, minlength=size * 18)
-        cnt = cnt.reshape(size, 3, 3, 2)
+        cnt = self._run_counts()  # 18 cells per (arm, model): hit, hit_exact, unparsed
         n_items = cnt.sum(axis=(1, 2, 3))
         h_known, h_right = cnt[:, 1:].sum(axis=(1, 2, 3)), cnt[:, 2].sum(axis=(1, 2))
         e_known, e_right = cnt[:, :, 1:].sum(axis=(1, 2, 3)), cnt[:, :, 2].sum(axis=(1, 2))
