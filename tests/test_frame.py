@@ -88,7 +88,7 @@ def test_paired_counts_scatter_matches_the_dense_matrices():
     r["hit_exact"] = pd.array(np.where(rng.random(len(r)) < 0.2, pd.NA, r["hit"]), dtype="Int64")
     for field in ("hit", "hit_exact"):
         g = AuditFrame.from_tables(q, r)
-        scatter = g.paired_counts("full", "blind", field)       # no dense matrix cached yet
+        scatter = g.paired_counts("full", "blind", field)
         A, B = g.correctness("full", field), g.correctness("blind", field)
         want = np.zeros((M, 4), np.int64)
         for j in range(M):
@@ -96,7 +96,7 @@ def test_paired_counts_scatter_matches_the_dense_matrices():
                 if a >= 0 and b >= 0:
                     want[j, (1 - a) * 2 + (1 - b)] += 1
         np.testing.assert_array_equal(scatter, want)
-        np.testing.assert_array_equal(g.paired_counts("full", "blind", field), want)  # from the cached matrices
+        np.testing.assert_array_equal(g.paired_counts("full", "blind", field), want)  # from the cached cells
         assert g.known_counts(field).sum() == int(r[field].notna().sum())
 
 

@@ -194,40 +194,50 @@ class AuditFrame:
 
     def paired_counts(self, arm_a: str, arm_b: str, field: str) -> np.ndarray:
         """(n_models, 4) counts (n11, n10, n01, n00) of each model's items known in ``field`` in both arms:
-        right in both, right only in ``arm_a``, right only in ``arm_b``, wrong in both. One scatter of
-        ``arm_a``'s values and one gather at ``arm_b``'s rows (the dense matrices when already cached)."""
+        right in both, right only in ``arm_a``, right only in ``arm_b``, wrong in both (from
+        :meth:`_paired_cells`)."""
         if field not in ("hit", "hit_exact"):
             raise ValueError("field must be 'hit' or 'hit_exact'")
-        M, Q = len(self.models), self.n_questions
-        out = np.zeros((M, 4), np.int64)
-        if not (self.has_arm(arm_a) and self.has_arm(arm_b)):
-            return out
-        A, B = (self.cache.get((DENSE, field, arm)) for arm in (arm_a, arm_b))
-        if A is not None and B is not None:
-            known = (A >= 0) & (B >= 0)
-            code = (1 - A.astype(np.int64)) * 2 + (1 - B.astype(np.int64))
-            mm = np.broadcast_to(np.arange(M), A.shape)
-            return np.bincount((mm * 4 + code)[known], minlength=4 * M).reshape(M, 4)
-        a, qc, mc = self.runs["arm"].to_numpy(), self.runs["q"].to_numpy(), self.runs["m"].to_numpy()
-        v = self.runs[field].to_numpy()
-        ca, cb = self.arm_code(arm_a), self.arm_code(arm_b)
-        grid = np.full(M * Q, MISSING, np.int8)  # arm_a's value per (model, question)
-        step = 1 << 22
-        for lo in range(0, len(a), step):
-            sel = (a[lo:lo + step] == ca) & (v[lo:lo + step] >= 0)
-            if sel.any():
-                grid[mc[lo:lo + step][sel].astype(np.int64) * Q + qc[lo:lo + step][sel]] = v[lo:lo + step][sel]
-        flat = out.reshape(-1)
-        for lo in range(0, len(a), step):
-            sel = (a[lo:lo + step] == cb) & (v[lo:lo + step] >= 0)
-            if not sel.any():
-                continue
-            m_b = mc[lo:lo + step][sel].astype(np.int64)
-            va = grid[m_b * Q + qc[lo:lo + step][sel]]
-            ok = va >= 0
-            code = (1 - va[ok].astype(np.int64)) * 2 + (1 - v[lo:lo + step][sel][ok].astype(np.int64))
-            flat += np.bincount(m_b[ok] * 4 + code, minlength=4 * M)
+        cells = self._paired_cells(arm_a, arm_b)            # (M, 10, 9): arm_a's value pair (9: no run), arm_b's
+        va = np.arange(10) // 3 - 1 if field == "hit" else np.arange(10) % 3 - 1
+        va[9] = MISSING
+        vb = (np.arange(9) // 3 - 1) if field == "hit" else (np.arange(9) % 3 - 1)
+        out = np.zeros((len(self.models), 4), np.int64)
+        for k, (x, y) in enumerate(((1, 1), (1, 0), (0, 1), (0, 0))):
+            out[:, k] = cells[:, va == x][:, :, vb == y].sum(axis=(1, 2))
         return out
+
+    def _paired_cells(self, arm_a: str, arm_b: str) -> np.ndarray:
+        """(n_models, 10, 9) run rows of ``arm_b`` per model by the (judged, exact-match) value pair of the same
+        (question, model) in ``arm_a`` (``3 * (hit + 1) + hit_exact + 1``; 9: no ``arm_a`` run) and in ``arm_b``:
+        one scatter of ``arm_a``'s pairs and one gather at ``arm_b``'s rows; computed once per pair of arms."""
+        def compute():
+            M, Q = len(self.models), self.n_questions
+            cells = np.zeros(M * 90, np.int64)
+            if not (self.has_arm(arm_a) and self.has_arm(arm_b)):
+                return cells.reshape(M, 10, 9)
+            r = self.runs
+            a, qc, mc = r["arm"].to_numpy(), r["q"].to_numpy(), r["m"].to_numpy()
+            pair = (r["hit"].to_numpy().astype(np.int8) + 1) * 3 + (r["hit_exact"].to_numpy() + 1)
+            ca, cb = self.arm_code(arm_a), self.arm_code(arm_b)
+            grid = np.full(M * Q, 9, np.int8)
+            step = 1 << 22
+            for lo in range(0, len(a), step):
+                sel = a[lo:lo + step] == ca
+                if sel.any():
+                    grid[mc[lo:lo + step][sel].astype(np.int64) * Q + qc[lo:lo + step][sel]] = pair[lo:lo + step][sel]
+            for lo in range(0, len(a), step):
+                sel = a[lo:lo + step] == cb
+                if not sel.any():
+                    continue
+                m_b = mc[lo:lo + step][sel].astype(np.int64)
+                g = grid[m_b * Q + qc[lo:lo + step][sel]]
+                cells += np.bincount((m_b * 10 + g) * 9 + pair[lo:lo + step][sel], minlength=M * 90)
+            out = cells.reshape(M, 10, 9)
+            out.setflags(write=False)
+            return out
+
+        return self.cached(("paired_cells", arm_a, arm_b), compute)
 
     def has_judged(self, arm: str = "full") -> bool:
         return bool((self.correctness(arm, "hit") >= 0).any())
