@@ -60,8 +60,14 @@ def effective_option_count(frame: AuditFrame) -> np.ndarray:
 
 
 def strata_codes(frame: AuditFrame, stratify) -> tuple[np.ndarray, list[str]]:
-    """Integer stratum per question for the shuffle (0 everywhere when not stratified)."""
+    """Integer stratum per question for the shuffle (0 everywhere when not stratified); computed once per
+    set of keys (the codes are read-only)."""
     keys = stratify_keys(stratify)
+    code = frame.cached(("strata_codes", tuple(keys)), lambda: _strata_codes(frame, keys))
+    return code, list(keys)
+
+
+def _strata_codes(frame: AuditFrame, keys: list[str]) -> np.ndarray:
     code = np.zeros(frame.n_questions, dtype=np.int64)
     for k in keys:
         if k == "category":
@@ -73,6 +79,8 @@ def strata_codes(frame: AuditFrame, stratify) -> tuple[np.ndarray, list[str]]:
         c = np.asarray(c, dtype=np.int64)
         code = code * (int(c.max()) + 1 if len(c) else 1) + c
     _, code = np.unique(code, return_inverse=True)
-    return code.astype(np.int64), keys
+    code = code.astype(np.int64)
+    code.setflags(write=False)
+    return code
 
 

@@ -252,7 +252,13 @@ class AuditFrame:
 
     @property
     def answer_type(self) -> np.ndarray:
-        return self.questions["answer_type"].to_numpy(dtype=object)
+        """(Q,) read-only object array of each question's answer type (``mc``, ``yesno``, ...); computed once."""
+        def compute():
+            out = self.questions["answer_type"].to_numpy(dtype=object)
+            out.setflags(write=False)
+            return out
+
+        return self.cached(("answer_type",), compute)
 
     def category_codes(self, column: str = "category") -> tuple[np.ndarray, list[str]]:
         """Integer codes (Q,) and their labels for a question column (missing -> "(none)"); computed once
