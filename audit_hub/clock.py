@@ -1,8 +1,7 @@
 """Stage clock: the wall time of each stage of one audit.
 
 Stages, in order: ``read`` (parse the input files into tables), ``validate`` (check them and encode
-the audit frame), ``calibration setup`` (the null simulator's fit; on a helper thread beside the
-detectors when the calibration has a worker process, then listed as parallel), one stage per detector
+the audit frame), ``calibration setup`` (the null simulator's fit on the frame), one stage per detector
 (named after it), ``judge dependence``, ``calibration``, ``tst``, ``summary`` (the per-model table and the
 detectors' entries), ``report`` (tables, Parquet, card) and ``figures``. The CLI installs one
 :class:`StageClock` for the whole command (:func:`recording`); library code marks its stages with

@@ -673,25 +673,14 @@ class Calibration:
         self.runs = _resolve(names)
         self.n_sims, self.seed, self.alpha, self.params = n_sims, seed, alpha, params or {}
         self.condition_on_gold, self.progress = condition_on_gold, progress
+        # one BLAS / OpenMP thread: a simulation's matrices are small, and threads spin-waiting on them cost
+        # more CPU than they save (3x on the label model's products on 2 shared cores)
+        with threadpool_limits(limits=1):
+            self.sim = NullSimulator(frame, field=field, condition_on_gold=condition_on_gold, n_items=n_items,
+                                     seed=seed, difficulty=difficulty)
         self.worker: dict[str, float] = {}
-        self.setup_seconds = 0.0
-        self._sim: NullSimulator | None = None
-        self._sim_error: BaseException | None = None
         self._pool = self._job = self._submitter = self._counter = None
         self._own_pool = worker is None
-
-        def build() -> None:
-            import time
-
-            t0 = time.perf_counter()
-            # one BLAS / OpenMP thread: a simulation's matrices are small, and threads spin-waiting on them
-            # cost more CPU than they save (3x on the label model's products on 2 shared cores)
-            with threadpool_limits(limits=1):
-                self._sim = NullSimulator(frame, field=field, condition_on_gold=condition_on_gold,
-                                          n_items=n_items, seed=seed, difficulty=difficulty)
-            self.setup_seconds = time.perf_counter() - t0
-
-        wp = None
         registered = set(detectors.names())
         if (background or worker is not None) and n_sims > 0 and not isinstance(names, dict) \
                 and set(self.runs) <= registered:
@@ -699,49 +688,34 @@ class Calibration:
                 wp = worker if worker is not None else WorkerProcess()
             except OSError:  # no process here: simulate in this one on request
                 wp = None
-        if wp is None:
-            build()
-            return
-        self._pool, self._counter = wp.pool, wp.counter
-        with self._counter.get_lock():
-            self._counter.value = 0
-        # with a worker the simulator is fitted on a helper thread too: on the CPU the worker will use, while
-        # the caller's detectors start on the other (the fit reads the frame's caches, which are thread-safe)
-        self._submit_after(build, worker.after if worker is not None else None,
-                           getattr(worker, "warm_report", None))
+            if wp is not None:
+                self._pool, self._counter = wp.pool, wp.counter
+                with self._counter.get_lock():
+                    self._counter.value = 0
+                self._submit_after(worker.after if worker is not None else None,
+                                   getattr(worker, "warm_report", None))
 
-    @property
-    def sim(self) -> NullSimulator:
-        """The null simulator (waits for the helper thread that fits it; raises what the fit raised)."""
-        if self._sim is None and self._submitter is not None:
-            self._submitter.join()
-        if self._sim_error is not None:
-            raise self._sim_error
-        return self._sim
-
-    def _submit_after(self, build: Callable[[], None], after: Callable[[], None] | None,
-                      warm_report: Callable[[], None] | None = None) -> None:
-        """On a helper thread: fit the simulator (``build``), wait for ``after()``, submit the simulations."""
+    def _submit_after(self, after: Callable[[], None] | None, warm_report: Callable[[], None] | None = None) -> None:
+        """Submit the simulations now, or on a helper thread once ``after()`` returns."""
         import threading
 
+        args = (self.sim, list(self.runs), self.n_sims, self.seed, self.params)
+
         def submit() -> None:
-            try:
-                build()
-            except BaseException as e:  # noqa: BLE001 - re-raised by ``sim`` in the caller's thread
-                self._sim_error = e
-                return
             if after is not None:
                 after()
             try:
-                self._job = self._pool.apply_async(_in_worker, (self._sim, list(self.runs), self.n_sims, self.seed,
-                                                                self.params))
+                self._job = self._pool.apply_async(_in_worker, args)
             except (ValueError, AttributeError):  # the pool was stopped meanwhile
                 self._job = None
             if warm_report is not None:  # the figures' imports, behind the simulations
                 warm_report()
 
-        self._submitter = threading.Thread(target=submit, name="benchaudit-calibration-submit", daemon=True)
-        self._submitter.start()
+        if after is None:
+            submit()
+        else:
+            self._submitter = threading.Thread(target=submit, name="benchaudit-calibration-submit", daemon=True)
+            self._submitter.start()
 
     @property
     def in_worker(self) -> bool:
