@@ -218,21 +218,27 @@ class AuditFrame:
                 return cells.reshape(M, 10, 9)
             r = self.runs
             a, qc, mc = r["arm"].to_numpy(), r["q"].to_numpy(), r["m"].to_numpy()
-            pair = (r["hit"].to_numpy().astype(np.int8) + 1) * 3 + (r["hit_exact"].to_numpy() + 1)
+            h, e = r["hit"].to_numpy(), r["hit_exact"].to_numpy()
+
+            def pair(sl, sel):  # the (judged, exact) value pair of the selected rows of one chunk, 0..8
+                return (h[sl][sel].astype(np.int8) + 1) * 3 + (e[sl][sel] + 1)
+
             ca, cb = self.arm_code(arm_a), self.arm_code(arm_b)
             grid = np.full(M * Q, 9, np.int8)
             step = 1 << 22
             for lo in range(0, len(a), step):
-                sel = a[lo:lo + step] == ca
+                sl = slice(lo, lo + step)
+                sel = a[sl] == ca
                 if sel.any():
-                    grid[mc[lo:lo + step][sel].astype(np.int64) * Q + qc[lo:lo + step][sel]] = pair[lo:lo + step][sel]
+                    grid[mc[sl][sel].astype(np.int64) * Q + qc[sl][sel]] = pair(sl, sel)
             for lo in range(0, len(a), step):
-                sel = a[lo:lo + step] == cb
+                sl = slice(lo, lo + step)
+                sel = a[sl] == cb
                 if not sel.any():
                     continue
-                m_b = mc[lo:lo + step][sel].astype(np.int64)
-                g = grid[m_b * Q + qc[lo:lo + step][sel]]
-                cells += np.bincount((m_b * 10 + g) * 9 + pair[lo:lo + step][sel], minlength=M * 90)
+                m_b = mc[sl][sel].astype(np.int64)
+                g = grid[m_b * Q + qc[sl][sel]]
+                cells += np.bincount((m_b * 10 + g) * 9 + pair(sl, sel), minlength=M * 90)
             out = cells.reshape(M, 10, 9)
             out.setflags(write=False)
             return out
