@@ -37,16 +37,6 @@ def _f(x) -> float | None:
     return None if np.isnan(x) else x
 
 
-def paired_tables(frame: AuditFrame, arm_a: str, arm_b: str, field: str, models: list[str]) -> np.ndarray:
-    """(len(models), 4) counts (n11, n10, n01, n00) of each model's items known in both arms: right in
-    both, right only in ``arm_a``, right only in ``arm_b``, wrong in both
-    (:meth:`~audit_hub.frame.core.AuditFrame.paired_counts`)."""
-    if not models:
-        return np.zeros((0, 4), np.int64)
-    idx = {m: i for i, m in enumerate(frame.models)}
-    return frame.paired_counts(arm_a, arm_b, field)[[idx[m] for m in models]]
-
-
 def _diff_rows(tabs: np.ndarray, alpha: float) -> list[dict]:
     d, lo, hi = paired_difference_ci(tabs[:, 0], tabs[:, 1], tabs[:, 2], tabs[:, 3], alpha)
     n = tabs.sum(axis=1)
@@ -80,7 +70,7 @@ def per_model_table(frame: AuditFrame, arms: dict, alpha: float = 0.05) -> dict[
     paired = frame.paired_models()
     gains = []
     for fld in fields:
-        for m, g in zip(paired, _diff_rows(paired_tables(frame, "full", "blind", fld, paired), alpha)):
+        for m, g in zip(paired, _diff_rows(frame.paired_counts("full", "blind", fld, paired), alpha)):
             if g["n_items"]:
                 gains.append({"model": m, "field": fld, "n_items": g["n_items"], "accuracy_full": g["a"],
                               "accuracy_blind": g["b"], "gain": g["difference"], "gain_ci": g["ci"],
@@ -91,8 +81,8 @@ def per_model_table(frame: AuditFrame, arms: dict, alpha: float = 0.05) -> dict[
     for fld in fields:
         if not triple:
             break
-        mg = _diff_rows(paired_tables(frame, "full", "blind", fld, triple), alpha)
-        ml = _diff_rows(paired_tables(frame, "blind", "base", fld, triple), alpha)
+        mg = _diff_rows(frame.paired_counts("full", "blind", fld, triple), alpha)
+        ml = _diff_rows(frame.paired_counts("blind", "base", fld, triple), alpha)
         for m, g, lk in zip(triple, mg, ml):
             if not (g["n_items"] and lk["n_items"]):
                 continue

@@ -192,10 +192,10 @@ class AuditFrame:
 
         return self.cached(("run_counts",), compute)
 
-    def paired_counts(self, arm_a: str, arm_b: str, field: str) -> np.ndarray:
-        """(n_models, 4) counts (n11, n10, n01, n00) of each model's items known in ``field`` in both arms:
+    def paired_counts(self, arm_a: str, arm_b: str, field: str, models: Sequence[str] | None = None) -> np.ndarray:
+        """(len(models), 4) counts (n11, n10, n01, n00) of each model's items known in ``field`` in both arms:
         right in both, right only in ``arm_a``, right only in ``arm_b``, wrong in both (from
-        :meth:`_paired_cells`)."""
+        :meth:`_paired_cells`; rows follow ``models``, default all models in code order)."""
         if field not in ("hit", "hit_exact"):
             raise ValueError("field must be 'hit' or 'hit_exact'")
         cells = self._paired_cells(arm_a, arm_b)            # (M, 10, 9): arm_a's value pair (9: no run), arm_b's
@@ -205,7 +205,7 @@ class AuditFrame:
         out = np.zeros((len(self.models), 4), np.int64)
         for k, (x, y) in enumerate(((1, 1), (1, 0), (0, 1), (0, 0))):
             out[:, k] = cells[:, va == x][:, :, vb == y].sum(axis=(1, 2))
-        return out
+        return out if models is None else out[self._model_index(models)]
 
     def _paired_cells(self, arm_a: str, arm_b: str) -> np.ndarray:
         """(n_models, 10, 9) run rows of ``arm_b`` per model by the (judged, exact-match) value pair of the same
