@@ -712,7 +712,9 @@ def read_parquet_runs(path: str, column_map: dict[str, str] | None = None) -> pd
     / answer texts are read dictionary-encoded straight from the dictionary pages, and each group's
     dictionary is mapped onto one code space per column (:class:`SharedDictionary`): whatever the
     writer did (one categorical's dictionary repeated in every group, a new dictionary per group, plain
-    strings), the column becomes a pandas Categorical with the smallest integer codes. Everything else
+    strings), the column becomes a pandas Categorical with the smallest integer codes. A row group whose
+    dictionary page repeats the first group's byte for byte has its indices decoded from its pages
+    (:class:`_RepeatedDictionaries`), so pyarrow does not hash the same dictionary again. Everything else
     is zero-copy ``pd.ArrowDtype``. Media columns are skipped."""
     import threading
 
