@@ -89,6 +89,19 @@ def test_hand_built_hybrid_stream():
             pp.decode_hybrid(hostile, 3, 4)
 
 
+def test_a_page_claiming_more_than_the_chunk_is_refused(tmp_path):
+    p = tmp_path / "r.parquet"
+    _write(p, 2, 3000, 500)
+    meta = pq.ParquetFile(p).metadata.row_group(1).column(0)
+    with open(p, "rb") as fh:
+        fh.seek(meta.dictionary_page_offset)
+        raw = fh.read(meta.total_compressed_size)
+    assert len(pp.chunk_indices(raw, 500, meta.compression, meta.num_values, 1,
+                                max_page_bytes=meta.total_uncompressed_size)) == 3000
+    with pytest.raises(pp._Unsupported):  # a header's size is not believed past the footer's
+        pp.chunk_indices(raw, 500, meta.compression, meta.num_values, 1, max_page_bytes=10)
+
+
 def test_a_footer_span_outside_the_file_is_not_read(tmp_path):
     p = tmp_path / "r.parquet"
     _write(p, 2, 100, 10)

@@ -688,7 +688,8 @@ class _RepeatedDictionaries:
                     if raw is None or dictionary_page_bytes(raw) != ref_bytes:
                         continue
                     idx = chunk_indices(raw, len(ref_dict), meta.compression, meta.num_values,
-                                        self.pf.schema.column(self.leaf[c]).max_definition_level)
+                                        self.pf.schema.column(self.leaf[c]).max_definition_level,
+                                        max_page_bytes=int(meta.total_uncompressed_size))
                 except _Unsupported:
                     continue
                 if len(idx) != rg.num_rows:

@@ -208,9 +208,12 @@ def _decompress(data: bytes, codec: str | None, size: int) -> bytes:
         raise _Unsupported(f"codec {codec}: {e}") from None
 
 
-def chunk_indices(chunk: bytes, dict_len: int, compression: str, num_values: int, max_def: int) -> np.ndarray:
+def chunk_indices(chunk: bytes, dict_len: int, compression: str, num_values: int, max_def: int,
+                  max_page_bytes: int | None = None) -> np.ndarray:
     """int32 dictionary indices of every value slot of a flat column chunk (-1 for a null), decoded from the
-    data pages that follow its dictionary page. Raises :class:`_Unsupported` for anything else."""
+    data pages that follow its dictionary page. ``max_page_bytes``: the largest uncompressed page accepted
+    (the footer's uncompressed size of the chunk: a page header claiming more is not believed, nothing that
+    size is allocated). Raises :class:`_Unsupported` for anything else."""
     if compression not in _CODECS:
         raise _Unsupported(f"codec {compression}")
     codec = _CODECS[compression]
@@ -225,7 +228,8 @@ def chunk_indices(chunk: bytes, dict_len: int, compression: str, num_values: int
     while filled < num_values:
         hdr, pos = _struct(chunk, pos)
         kind, usize, csize = hdr.get(1), hdr.get(2), hdr.get(3)
-        if usize is None or csize is None or csize < 0 or pos + csize > len(chunk):
+        if usize is None or csize is None or csize < 0 or usize < 0 or pos + csize > len(chunk) \
+                or (max_page_bytes is not None and usize > max_page_bytes):
             raise _Unsupported("bad page header")
         body = chunk[pos:pos + csize]
         pos += csize
