@@ -45,7 +45,7 @@ def _decode_all(path) -> tuple[int, int]:
             try:
                 idx = pp.chunk_indices(raw, len(arr.dictionary), meta.compression, meta.num_values,
                                        leaf.max_definition_level)
-            except pp._Unsupported:
+            except pp.Unsupported:
                 refused += 1
                 continue
             assert np.array_equal(idx, arr.indices.fill_null(-1).to_numpy()), g
@@ -82,10 +82,10 @@ def test_hand_built_hybrid_stream():
     packed = bytes([(1 << 1) | 1]) + bits.to_bytes(3, "little")
     assert pp.decode_hybrid(rle + packed, 3, 13).tolist() == [7] * 5 + vals
     assert pp.decode_hybrid(rle + packed, 3, 10).tolist() == [7] * 5 + vals[:5]
-    with pytest.raises(pp._Unsupported):
+    with pytest.raises(pp.Unsupported):
         pp.decode_hybrid(rle, 3, 6)  # the stream ends before the count
     for hostile in (bytes([1]), bytes([0]), bytes([0x80] * 12), bytes([3, 0xFF])):
-        with pytest.raises(pp._Unsupported):  # an empty run (no progress), a runaway varint, a cut group
+        with pytest.raises(pp.Unsupported):  # an empty run (no progress), a runaway varint, a cut group
             pp.decode_hybrid(hostile, 3, 4)
 
 
@@ -98,7 +98,7 @@ def test_a_page_claiming_more_than_the_chunk_is_refused(tmp_path):
         raw = fh.read(meta.total_compressed_size)
     assert len(pp.chunk_indices(raw, 500, meta.compression, meta.num_values, 1,
                                 max_page_bytes=meta.total_uncompressed_size)) == 3000
-    with pytest.raises(pp._Unsupported):  # a header's size is not believed past the footer's
+    with pytest.raises(pp.Unsupported):  # a header's size is not believed past the footer's
         pp.chunk_indices(raw, 500, meta.compression, meta.num_values, 1, max_page_bytes=10)
 
 
@@ -123,7 +123,7 @@ def test_a_plain_fallback_page_is_refused_and_pyarrow_reads_it(tmp_path):
     with open(p, "rb") as fh:
         fh.seek(meta.dictionary_page_offset)
         raw = fh.read(meta.total_compressed_size)
-    with pytest.raises(pp._Unsupported):
+    with pytest.raises(pp.Unsupported):
         pp.chunk_indices(raw, 10**9, meta.compression, meta.num_values, 1)
     a = fileio.read_parquet_runs(str(p))
     assert a["question_id"].astype(str).tolist() == [f"question-{i:09d}" for i in range(n)]

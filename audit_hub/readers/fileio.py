@@ -654,7 +654,7 @@ class _RepeatedDictionaries:
 
     def learn(self, g: int, part: pa.Table) -> None:
         """The reference dictionary of each column, from the first group read by pyarrow."""
-        from .parquet_pages import _Unsupported, dictionary_page_bytes
+        from .parquet_pages import Unsupported, dictionary_page_bytes
 
         if self.ref or not self.leaf:
             return
@@ -667,14 +667,14 @@ class _RepeatedDictionaries:
                 try:
                     if raw is not None:
                         self.ref[c] = (dictionary_page_bytes(raw), chunks[0].dictionary)
-                except _Unsupported:
+                except Unsupported:
                     pass
         if not self.ref:
             self.leaf = {}
 
     def columns(self, g: int) -> dict[str, pa.Array]:
         """{column: its DictionaryArray} for the columns of group ``g`` decoded from the pages."""
-        from .parquet_pages import _Unsupported, chunk_indices, dictionary_page_bytes
+        from .parquet_pages import Unsupported, chunk_indices, dictionary_page_bytes
 
         out: dict[str, pa.Array] = {}
         if not self.ref:
@@ -690,7 +690,7 @@ class _RepeatedDictionaries:
                     idx = chunk_indices(raw, len(ref_dict), meta.compression, meta.num_values,
                                         self.pf.schema.column(self.leaf[c]).max_definition_level,
                                         max_page_bytes=int(meta.total_uncompressed_size))
-                except _Unsupported:
+                except Unsupported:
                     continue
                 if len(idx) != rg.num_rows:
                     continue

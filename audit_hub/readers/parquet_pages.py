@@ -34,7 +34,7 @@ _PLAIN_DICTIONARY, _RLE, _BIT_PACKED, _RLE_DICTIONARY = 2, 3, 4, 8
 _CODECS = {"UNCOMPRESSED": None, "SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw"}
 
 
-class _Unsupported(Exception):
+class Unsupported(Exception):
     """This chunk is not one the fast path decodes (the caller falls back to pyarrow)."""
 
 
@@ -43,7 +43,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     out = shift = 0
     while True:
         if pos >= len(buf) or shift > 63:
-            raise _Unsupported("truncated varint")
+            raise Unsupported("truncated varint")
         b = buf[pos]
         pos += 1
         out |= (b & 0x7F) << shift
@@ -59,7 +59,7 @@ def _zigzag(n: int) -> int:
 def _skip(buf: bytes, pos: int, t: int, depth: int = 0) -> int:
     """Skip one value of compact type ``t`` starting at ``pos``."""
     if depth > 16:
-        raise _Unsupported("nesting")
+        raise Unsupported("nesting")
     if t in (1, 2):  # bool in a struct field: the value is in the type nibble
         return pos
     if t == 3:
@@ -91,7 +91,7 @@ def _skip(buf: bytes, pos: int, t: int, depth: int = 0) -> int:
         return pos
     if t == 12:
         return _struct(buf, pos, depth + 1)[1]
-    raise _Unsupported(f"thrift type {t}")
+    raise Unsupported(f"thrift type {t}")
 
 
 def _struct(buf: bytes, pos: int, depth: int = 0) -> tuple[dict, int]:
@@ -100,7 +100,7 @@ def _struct(buf: bytes, pos: int, depth: int = 0) -> tuple[dict, int]:
     fid = 0
     while True:
         if pos >= len(buf):
-            raise _Unsupported("truncated struct")
+            raise Unsupported("truncated struct")
         h = buf[pos]
         pos += 1
         if h == 0:
@@ -118,7 +118,7 @@ def _struct(buf: bytes, pos: int, depth: int = 0) -> tuple[dict, int]:
             out[fid] = _zigzag(v)
         elif t == 12:
             if depth > 16:
-                raise _Unsupported("nesting")
+                raise Unsupported("nesting")
             out[fid], pos = _struct(buf, pos, depth + 1)
         else:
             pos = _skip(buf, pos, t, depth)
@@ -131,7 +131,7 @@ def unpack_bits(data: bytes, bit_width: int, count: int) -> np.ndarray:
     if count == 0:
         return np.zeros(0, np.int64)
     if not 1 <= bit_width <= 32 or len(data) * 8 < count * bit_width:
-        raise _Unsupported("bit-packed run shorter than its count")
+        raise Unsupported("bit-packed run shorter than its count")
     raw = np.frombuffer(bytes(data) + b"\0" * 8, dtype=np.uint8)
     bitpos = np.arange(count, dtype=np.int64) * bit_width
     byte = bitpos >> 3
@@ -148,7 +148,7 @@ def decode_hybrid(buf: bytes, bit_width: int, count: int) -> np.ndarray:
     if bit_width == 0:
         return np.zeros(count, np.int64)
     if bit_width > 32:
-        raise _Unsupported("bit width over 32")
+        raise Unsupported("bit width over 32")
     vbytes = (bit_width + 7) // 8
     segs: list[tuple[int, int, int]] = []  # (kind 0 = RLE value / 1 = bit-packed, count, value or packed offset)
     packed: list[bytes] = []
@@ -160,14 +160,14 @@ def decode_hybrid(buf: bytes, bit_width: int, count: int) -> np.ndarray:
         if h & 1:
             n, nb = (h >> 1) * 8, (h >> 1) * bit_width
             if n == 0 or pos + nb > len(buf):
-                raise _Unsupported("empty or truncated bit-packed run")
+                raise Unsupported("empty or truncated bit-packed run")
             packed.append(mv[pos:pos + nb])
             segs.append((1, n, n_packed))
             n_packed += n
         else:
             n, nb = h >> 1, vbytes
             if n == 0 or pos + nb > len(buf):
-                raise _Unsupported("empty or truncated RLE run")
+                raise Unsupported("empty or truncated RLE run")
             segs.append((0, n, int.from_bytes(buf[pos:pos + nb], "little")))
         pos += nb
         got += n
@@ -195,7 +195,7 @@ def dictionary_page_bytes(chunk: bytes) -> bytes:
     byte for their dictionaries to be the same."""
     hdr, pos = _struct(chunk, 0)
     if hdr.get(1) != _DICTIONARY_PAGE or 3 not in hdr:
-        raise _Unsupported("the chunk does not start with a dictionary page")
+        raise Unsupported("the chunk does not start with a dictionary page")
     return chunk[:pos + int(hdr[3])]
 
 
@@ -205,7 +205,7 @@ def _decompress(data: bytes, codec: str | None, size: int) -> bytes:
     try:
         return pa.decompress(data, decompressed_size=size, codec=codec, asbytes=True)
     except (pa.ArrowException, ValueError, OSError) as e:
-        raise _Unsupported(f"codec {codec}: {e}") from None
+        raise Unsupported(f"codec {codec}: {e}") from None
 
 
 def chunk_indices(chunk: bytes, dict_len: int, compression: str, num_values: int, max_def: int,
@@ -213,15 +213,15 @@ def chunk_indices(chunk: bytes, dict_len: int, compression: str, num_values: int
     """int32 dictionary indices of every value slot of a flat column chunk (-1 for a null), decoded from the
     data pages that follow its dictionary page. ``max_page_bytes``: the largest uncompressed page accepted
     (the footer's uncompressed size of the chunk: a page header claiming more is not believed, nothing that
-    size is allocated). Raises :class:`_Unsupported` for anything else."""
+    size is allocated). Raises :class:`Unsupported` for anything else."""
     if compression not in _CODECS:
-        raise _Unsupported(f"codec {compression}")
+        raise Unsupported(f"codec {compression}")
     codec = _CODECS[compression]
     if max_def > 1:
-        raise _Unsupported("nested column")
+        raise Unsupported("nested column")
     hdr, pos = _struct(chunk, 0)
     if hdr.get(1) != _DICTIONARY_PAGE:
-        raise _Unsupported("no dictionary page")
+        raise Unsupported("no dictionary page")
     pos += int(hdr[3])
     out = np.empty(num_values, dtype=np.int32)
     filled = 0
@@ -230,31 +230,31 @@ def chunk_indices(chunk: bytes, dict_len: int, compression: str, num_values: int
         kind, usize, csize = hdr.get(1), hdr.get(2), hdr.get(3)
         if usize is None or csize is None or csize < 0 or usize < 0 or pos + csize > len(chunk) \
                 or (max_page_bytes is not None and usize > max_page_bytes):
-            raise _Unsupported("bad page header")
+            raise Unsupported("bad page header")
         body = chunk[pos:pos + csize]
         pos += csize
         if kind == _DATA_PAGE:
             dp = hdr.get(5)
             if not isinstance(dp, dict) or dp.get(2) not in (_PLAIN_DICTIONARY, _RLE_DICTIONARY):
-                raise _Unsupported("data page not dictionary-encoded")
+                raise Unsupported("data page not dictionary-encoded")
             n = int(dp[1])
             page = _decompress(body, codec, int(usize))
             p = 0
             valid = None
             if max_def:
                 if dp.get(3) != _RLE:
-                    raise _Unsupported("definition levels not RLE")
+                    raise Unsupported("definition levels not RLE")
                 ln = int.from_bytes(page[0:4], "little")
                 valid = decode_hybrid(page[4:4 + ln], 1, n) == 1
                 p = 4 + ln
         elif kind == _DATA_PAGE_V2:
             dp = hdr.get(8)
             if not isinstance(dp, dict) or dp.get(4) not in (_PLAIN_DICTIONARY, _RLE_DICTIONARY):
-                raise _Unsupported("data page not dictionary-encoded")
+                raise Unsupported("data page not dictionary-encoded")
             n = int(dp[1])
             rl, dl = int(dp.get(6, 0)), int(dp.get(5, 0))
             if rl:
-                raise _Unsupported("repetition levels")
+                raise Unsupported("repetition levels")
             levels = body[:dl]
             values = body[dl:]
             if dp.get(7, True):
@@ -262,11 +262,11 @@ def chunk_indices(chunk: bytes, dict_len: int, compression: str, num_values: int
             valid = decode_hybrid(levels, 1, n) == 1 if max_def else None
             page, p = values, 0
         elif kind == _DICTIONARY_PAGE:
-            raise _Unsupported("a second dictionary page")
+            raise Unsupported("a second dictionary page")
         else:
             continue  # (an index page: skipped, as readers do)
         if n <= 0 or filled + n > num_values:
-            raise _Unsupported("page value counts do not add up")
+            raise Unsupported("page value counts do not add up")
         n_vals = n if valid is None else int(valid.sum())
         if n_vals:
             bw = page[p]
@@ -274,7 +274,7 @@ def chunk_indices(chunk: bytes, dict_len: int, compression: str, num_values: int
         else:
             idx = np.zeros(0, np.int64)
         if len(idx) and (idx.max() >= dict_len or idx.min() < 0):
-            raise _Unsupported("index outside the dictionary")
+            raise Unsupported("index outside the dictionary")
         if valid is None:
             out[filled:filled + n] = idx
         else:
