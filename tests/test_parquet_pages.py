@@ -185,3 +185,22 @@ def test_a_pandas_categorical_file(tmp_path, monkeypatch):
     a = fileio.read_parquet_runs(str(p))
     assert a["question_id"].astype(str).tolist() == df["question_id"].astype(str).tolist()
     assert sum(1 for _, cols in seen if "question_id" in cols) == pq.ParquetFile(p).num_row_groups - 1
+
+
+def test_a_media_column_before_the_id_does_not_shift_the_leaf(tmp_path, monkeypatch):
+    # an image struct (two Parquet leaves) ahead of question_id: the leaf index is not the field index
+    n = 3000
+    img = pa.array([{"bytes": b"x", "path": f"p{i}"} for i in range(n)])
+    cats = pa.array([f"q{i}" for i in range(500)])
+    p = tmp_path / "r.parquet"
+    with pq.ParquetWriter(p, pa.schema([("image", img.type), ("question_id", pa.dictionary(pa.int32(), pa.string())),
+                                        ("model", pa.string()), ("hit", pa.bool_())])) as w:
+        for g in range(3):
+            idx = pa.array((np.arange(n) * 7 + g) % 500, pa.int32())
+            w.write_table(pa.table({"image": img, "question_id": pa.DictionaryArray.from_arrays(idx, cats),
+                                    "model": ["m"] * n, "hit": [True] * n}))
+    seen = _count_fast(monkeypatch)
+    a = fileio.read_parquet_runs(str(p))
+    want = [f"q{(i * 7 + g) % 500}" for g in range(3) for i in range(n)]
+    assert a["question_id"].astype(str).tolist() == want
+    assert sum(1 for _, cols in seen if "question_id" in cols) == 2

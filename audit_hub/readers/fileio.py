@@ -632,14 +632,13 @@ class _RepeatedDictionaries:
     def __init__(self, pf, path: str, dict_cols: list[str]) -> None:
         self.pf, self.path = pf, path
         self.size = os.path.getsize(path)
-        arrow_names = pf.schema_arrow.names
-        self.leaf: dict[str, int] = {}
+        self.leaf: dict[str, int] = {}  # column -> its leaf index in the Parquet schema (a flat top-level column)
         if pf.num_row_groups > 1:
+            leaves = {pf.schema.column(i).path: i for i in range(pf.metadata.num_columns)}
             for c in dict_cols:
-                i = arrow_names.index(c)
-                leaf = pf.schema.column(i) if pf.metadata.num_columns == len(arrow_names) else None
-                if leaf is not None and leaf.name == c and leaf.max_repetition_level == 0 \
-                        and leaf.max_definition_level <= 1:
+                i = leaves.get(c)
+                leaf = pf.schema.column(i) if i is not None else None
+                if leaf is not None and leaf.max_repetition_level == 0 and leaf.max_definition_level <= 1:
                     self.leaf[c] = i
         self.ref: dict[str, tuple[bytes, pa.Array]] = {}
 
