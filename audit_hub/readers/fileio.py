@@ -627,49 +627,65 @@ class _RepeatedDictionaries:
     (a pandas categorical, a batch writer): their indices are decoded from the pages
     (:mod:`.parquet_pages`) and paired with the reference group's dictionary as pyarrow decoded it, so
     pyarrow does not hash the same dictionary again in every group (0.3 s per 1M-entry dictionary). A group
-    whose dictionary differs, or that the page decoder does not handle, is read by pyarrow as before."""
+    whose dictionary differs, or that the page decoder does not handle, is read by pyarrow as before.
+
+    Everything read from the footer (each chunk's span, codec, value count and sizes) is taken once, here,
+    on the calling thread; the reading threads only read bytes and decode."""
 
     def __init__(self, pf, path: str, dict_cols: list[str]) -> None:
-        self.pf, self.path = pf, path
-        self.size = os.path.getsize(path)
-        self.leaf: dict[str, int] = {}  # column -> its leaf index in the Parquet schema (a flat top-level column)
+        from .parquet_pages import chunk_span
+
+        self.path = path
+        size = os.path.getsize(path)
+        md = pf.metadata
+        # column -> per row group (span, codec, values, max uncompressed bytes, rows) | None
+        self.chunks: dict[str, list[tuple | None]] = {}
+        self.max_def: dict[str, int] = {}
         if pf.num_row_groups > 1:
-            leaves = {pf.schema.column(i).path: i for i in range(pf.metadata.num_columns)}
+            leaves = {pf.schema.column(i).path: i for i in range(md.num_columns)}
             for c in dict_cols:
                 i = leaves.get(c)
                 leaf = pf.schema.column(i) if i is not None else None
-                if leaf is not None and leaf.max_repetition_level == 0 and leaf.max_definition_level <= 1:
-                    self.leaf[c] = i
+                if leaf is None or leaf.max_repetition_level != 0 or leaf.max_definition_level > 1:
+                    continue
+                per = []
+                for g in range(md.num_row_groups):
+                    rg = md.row_group(g)
+                    m = rg.column(i)
+                    span = chunk_span(m, size)
+                    per.append(None if span is None else
+                               (span, m.compression, int(m.num_values), int(m.total_uncompressed_size), rg.num_rows))
+                self.chunks[c] = per
+                self.max_def[c] = int(leaf.max_definition_level)
         self.ref: dict[str, tuple[bytes, pa.Array]] = {}
 
-    def _chunk(self, g: int, c: str, fh) -> bytes | None:
-        from .parquet_pages import chunk_span
-
-        span = chunk_span(self.pf.metadata.row_group(g).column(self.leaf[c]), self.size)
-        if span is None:
+    @staticmethod
+    def _read(fh, info: tuple | None) -> bytes | None:
+        if info is None:
             return None
-        fh.seek(span[0])
-        return fh.read(span[1])
+        (off, ln) = info[0]
+        fh.seek(off)
+        return fh.read(ln)
 
     def learn(self, g: int, part: pa.Table) -> None:
         """The reference dictionary of each column, from the first group read by pyarrow."""
         from .parquet_pages import Unsupported, dictionary_page_bytes
 
-        if self.ref or not self.leaf:
+        if self.ref or not self.chunks:
             return
         with open(self.path, "rb") as fh:
-            for c in self.leaf:
-                chunks = part.column(c).chunks
-                if len(chunks) != 1 or not pa.types.is_dictionary(chunks[0].type):
+            for c, per in self.chunks.items():
+                arrs = part.column(c).chunks
+                if len(arrs) != 1 or not pa.types.is_dictionary(arrs[0].type):
                     continue
-                raw = self._chunk(g, c, fh)
+                raw = self._read(fh, per[g])
                 try:
                     if raw is not None:
-                        self.ref[c] = (dictionary_page_bytes(raw), chunks[0].dictionary)
+                        self.ref[c] = (dictionary_page_bytes(raw), arrs[0].dictionary)
                 except Unsupported:
                     pass
         if not self.ref:
-            self.leaf = {}
+            self.chunks = {}
 
     def columns(self, g: int) -> dict[str, pa.Array]:
         """{column: its DictionaryArray} for the columns of group ``g`` decoded from the pages."""
@@ -678,20 +694,18 @@ class _RepeatedDictionaries:
         out: dict[str, pa.Array] = {}
         if not self.ref:
             return out
-        rg = self.pf.metadata.row_group(g)
         with open(self.path, "rb") as fh:
             for c, (ref_bytes, ref_dict) in self.ref.items():
-                raw = self._chunk(g, c, fh)
-                meta = rg.column(self.leaf[c])
+                info = self.chunks[c][g]
+                raw = self._read(fh, info)
                 try:
                     if raw is None or dictionary_page_bytes(raw) != ref_bytes:
                         continue
-                    idx = chunk_indices(raw, len(ref_dict), meta.compression, meta.num_values,
-                                        self.pf.schema.column(self.leaf[c]).max_definition_level,
-                                        max_page_bytes=int(meta.total_uncompressed_size))
+                    _, codec, n_values, max_bytes, n_rows = info
+                    idx = chunk_indices(raw, len(ref_dict), codec, n_values, self.max_def[c], max_page_bytes=max_bytes)
                 except Unsupported:
                     continue
-                if len(idx) != rg.num_rows:
+                if len(idx) != n_rows:
                     continue
                 ind = pa.array(idx, mask=idx < 0) if (idx < 0).any() else pa.array(idx)
                 out[c] = pa.DictionaryArray.from_arrays(ind, ref_dict, safe=False)
