@@ -190,6 +190,23 @@ def chunk_span(meta_col, file_size: int | None = None) -> tuple[int, int] | None
     return start, length
 
 
+def _guarded(fn):
+    """Any failure of the decoder on a malformed chunk (an index past the end, a bad size) is
+    :class:`Unsupported`, never another exception: the caller then reads the group with pyarrow, which
+    reports the file as unreadable if it is."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (IndexError, ValueError, OverflowError, TypeError, KeyError, MemoryError) as e:
+            raise Unsupported(f"malformed chunk ({type(e).__name__})") from None
+
+    return wrapper
+
+
+@_guarded
 def dictionary_page_bytes(chunk: bytes) -> bytes:
     """The raw (compressed) dictionary page of a chunk, header included: what two chunks must share byte for
     byte for their dictionaries to be the same."""
@@ -208,6 +225,7 @@ def _decompress(data: bytes, codec: str | None, size: int) -> bytes:
         raise Unsupported(f"codec {codec}: {e}") from None
 
 
+@_guarded
 def chunk_indices(chunk: bytes, dict_len: int, compression: str, num_values: int, max_def: int,
                   max_page_bytes: int | None = None) -> np.ndarray:
     """int32 dictionary indices of every value slot of a flat column chunk (-1 for a null), decoded from the
