@@ -325,3 +325,36 @@ def test_other_commands_read_through_the_same_guards(ws, command, label):
     res = ws.cli(command, "--questions", f"inputs/{name}", "--out", "out_dir")
     ws.check_refused(res, before, out="out_dir")
     assert fragment.lower() in res.error_lines[0].lower(), res
+
+
+@pytest.mark.parametrize("damage", ["compressed_page", "truncated_chunk"])
+def test_a_damaged_row_group_behind_a_repeated_dictionary_is_refused(ws, damage):
+    """A runs file as pandas writes a categorical question ID (its dictionary repeated in every row group),
+    with a later group's data page damaged: the page decoder refuses the chunk, pyarrow reads it and fails,
+    and the audit stops with one line naming the file (nothing partial, nothing touched)."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    r = pd.read_csv(ws.runs, dtype=str)
+    r["question_id"] = r["question_id"].astype("category")
+    p = ws.root / "inputs" / "runs_cat.parquet"
+    r.to_parquet(p, row_group_size=max(2, len(r) // 4))
+    meta = pq.ParquetFile(p).metadata
+    assert meta.num_row_groups >= 3
+    col = meta.row_group(2).column(list(r.columns).index("question_id"))
+    raw = bytearray(p.read_bytes())
+    if damage == "compressed_page":  # the first data page's snappy body overwritten
+        at = col.data_page_offset + 12
+        raw[at:at + 24] = b"\xff" * 24
+    else:  # the data pages cut: the chunk ends inside them (the footer still says otherwise)
+        at = col.data_page_offset + 4
+        raw[at:col.dictionary_page_offset + col.total_compressed_size] = \
+            b"\x00" * (col.dictionary_page_offset + col.total_compressed_size - at)
+    p.write_bytes(bytes(raw))
+    before = ws.snap()
+    res = ws.cli("audit", "--questions", str(ws.questions), "--runs", "inputs/runs_cat.parquet", "--out", "report",
+                 "--calibration-sims", "0", "--n-permutations", "19", "--no-figures")
+    ws.check_refused(res, before)
+    assert "runs_cat.parquet" in res.error_lines[0] and "not a readable Parquet file" in res.error_lines[0], \
+        res.error_lines
+    # (the same file undamaged audits: checked by hand, exit 0)
