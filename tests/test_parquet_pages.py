@@ -1,5 +1,5 @@
 """The page decoder of repeated dictionary chunks (audit_hub.readers.parquet_pages) against pyarrow's own
-reader, on files pyarrow writes: data page v1 and v2, every codec, nulls, many pages, bit widths 1-20, a
+reader, on files pyarrow writes: data page v1 and v2, every codec, nulls, many pages, bit widths 0-20, a
 writer that falls back to plain values, a different dictionary in one row group."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def test_indices_match_pyarrow_for_every_codec_and_page_version(tmp_path, versio
     p = tmp_path / "r.parquet"
     _write(p, 3, 5000, 3000, nulls=0.1, compression=codec, data_page_version=version, data_page_size=4096)
     ok, refused = _decode_all(p)
-    if codec == "LZ4":  # Parquet's LZ4 is Hadoop-framed: not decoded here, pyarrow reads it
+    if codec == "LZ4":  # pyarrow names the raw and the Hadoop-framed codec alike: not decoded here, pyarrow reads it
         assert (ok, refused) == (0, 3)
     else:
         assert (ok, refused) == (3, 0)

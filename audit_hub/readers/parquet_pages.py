@@ -13,11 +13,11 @@ dictionary as pyarrow decoded it, so the shared code space maps them through the
 
 Only what this path understands is decoded: a flat column (no repetition levels, at most one definition
 level), data pages v1 or v2 whose values are ``RLE_DICTIONARY`` / ``PLAIN_DICTIONARY``, and the codecs
-uncompressed, Snappy, gzip, Zstandard and LZ4_RAW. Anything else (a writer that fell back to plain values in a
-later page, another codec, a malformed header, a count that does not add up) returns None and the caller
-reads the row group with pyarrow: this module is a shortcut, never the only reader. Its output is checked
-against pyarrow's on files written by pyarrow itself (data page v1/v2, every codec above, nulls, page
-sizes, bit widths 1-20: ``tests/test_parquet_pages.py``).
+uncompressed, Snappy, gzip and Zstandard. Anything else (a writer that fell back to plain values in a
+later page, another codec such as LZ4 or Brotli, a malformed header, a count that does not add up) raises
+:class:`Unsupported` and the caller reads the row group with pyarrow: this module is a shortcut, never
+the only reader. Its output is checked against pyarrow's on files written by pyarrow itself (data page v1/v2, every codec above, nulls, page
+sizes, bit widths 0-20: ``tests/test_parquet_pages.py``).
 
 Parquet's formats: ``parquet.thrift`` (PageHeader and its parts) and the "Encodings" document (the
 RLE / bit-packing hybrid), apache/parquet-format; Thrift's compact protocol specification.
@@ -31,7 +31,8 @@ import pyarrow as pa
 # parquet.thrift enums
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
 _PLAIN_DICTIONARY, _RLE, _BIT_PACKED, _RLE_DICTIONARY = 2, 3, 4, 8
-_CODECS = {"UNCOMPRESSED": None, "SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw"}
+# (pyarrow's metadata names one "LZ4" for the Hadoop framing and the raw codec: refused, pyarrow reads those)
+_CODECS = {"UNCOMPRESSED": None, "SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd"}
 
 
 class Unsupported(Exception):
