@@ -16,8 +16,8 @@ level), data pages v1 or v2 whose values are ``RLE_DICTIONARY`` / ``PLAIN_DICTIO
 uncompressed, Snappy, gzip and Zstandard. Anything else (a writer that fell back to plain values in a
 later page, another codec such as LZ4 or Brotli, a malformed header, a count that does not add up) raises
 :class:`Unsupported` and the caller reads the row group with pyarrow: this module is a shortcut, never
-the only reader. Its output is checked against pyarrow's on files written by pyarrow itself (data page v1/v2, every codec above, nulls, page
-sizes, bit widths 0-20: ``tests/test_parquet_pages.py``).
+the only reader. Its output is checked against pyarrow's on files written by pyarrow itself (data page
+v1/v2, every codec above, nulls, page sizes, bit widths 0-20: ``tests/test_parquet_pages.py``).
 
 Parquet's formats: ``parquet.thrift`` (PageHeader and its parts) and the "Encodings" document (the
 RLE / bit-packing hybrid), apache/parquet-format; Thrift's compact protocol specification.
@@ -30,7 +30,7 @@ import pyarrow as pa
 
 # parquet.thrift enums
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
-_PLAIN_DICTIONARY, _RLE, _BIT_PACKED, _RLE_DICTIONARY = 2, 3, 4, 8
+_PLAIN_DICTIONARY, _RLE, _RLE_DICTIONARY = 2, 3, 8  # (BIT_PACKED = 4, deprecated levels: refused)
 # (pyarrow's metadata names one "LZ4" for the Hadoop framing and the raw codec: refused, pyarrow reads those)
 _CODECS = {"UNCOMPRESSED": None, "SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd"}
 

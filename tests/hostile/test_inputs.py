@@ -343,10 +343,10 @@ def test_a_damaged_row_group_behind_a_repeated_dictionary_is_refused(ws, damage)
     assert meta.num_row_groups >= 3
     col = meta.row_group(2).column(list(r.columns).index("question_id"))
     raw = bytearray(p.read_bytes())
-    if damage == "compressed_page":  # the first data page's snappy body overwritten
+    if damage == "compressed_page":  # 24 bytes of the first data page (its header and body start) overwritten
         at = col.data_page_offset + 12
         raw[at:at + 24] = b"\xff" * 24
-    else:  # the data pages cut: the chunk ends inside them (the footer still says otherwise)
+    else:  # everything after the first data page's first bytes zeroed (the footer's sizes unchanged)
         at = col.data_page_offset + 4
         raw[at:col.dictionary_page_offset + col.total_compressed_size] = \
             b"\x00" * (col.dictionary_page_offset + col.total_compressed_size - at)
