@@ -1,6 +1,4 @@
 """`python -m audit_hub` == `benchaudit`."""
-import sys
+from .cli import console
 
-from .cli import main
-
-sys.exit(main())
+console()

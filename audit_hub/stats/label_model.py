@@ -151,14 +151,18 @@ class LabelParams:
 
 
 def solve_ability(acc: np.ndarray, sigma) -> np.ndarray:
-    """a with E_u[expit(a - sigma z)] = acc (Newton, vectorised; ``sigma`` broadcasts against ``acc``)."""
+    """a with E_u[expit(a - sigma z)] = acc (Newton, vectorised; ``sigma`` broadcasts against ``acc``): at most
+    8 steps, fewer once every residual is below 1e-13 (Newton converges quadratically: 4 or 5 from the start)."""
     acc = np.clip(acc, 1e-4, 1 - 1e-4)
     sigma = np.asarray(sigma, np.float64)
     a = np.log(acc / (1 - acc)) * np.sqrt(1 + 0.35 * sigma ** 2)
     w = np.exp(LOGW)
+    su = sigma[..., None] * NODES
     for _ in range(8):
-        p = expit(a[..., None] - sigma[..., None] * NODES)
+        p = expit(a[..., None] - su)
         g = p @ w - acc
+        if np.abs(g).max(initial=0.0) < 1e-13:
+            break
         d = (p * (1 - p)) @ w
         a = a - g / np.maximum(d, 1e-9)
     return a
