@@ -554,8 +554,12 @@ def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarra
     cat_ok = np.array([bool(ident[str(x)].get("identifiable")) if str(x) in ident else True for x in labels], bool)
     open_ok = cat_ok[np.asarray(codes, np.int64)] if len(cat_ok) else np.ones(Q, bool)
     strong = np.where(modelled, suspect & supported, unanimous & open_ok)
+    # a suspect gold the check could not test is worth a look (medium); one the held-out models contradict
+    # (the check ran and failed) is a weak, pool-dependent signal (low): a review order, not a finding
+    failed = bool(chk) and chk.get("supported") is False
     sev = np.where(strong, np.where(blind_disagrees | dup_gold, 4, 3),
-                   np.where(unanimous | (suspect & ~supported), 2, np.where(majority, 1, 0)))
+                   np.where(unanimous | (suspect & ~supported & (not failed)), 2,
+                            np.where(majority | suspect, 1, 0)))
     # P(gold right) from the log odds: no saturation at 0, so the ranking has no ties
     score_closed = 1.0 / (1.0 + np.exp(np.clip(np.nan_to_num(log_odds), -700, 700)))
     return {"lab": lab, "p_wrong": p_wrong, "log_odds": log_odds, "modelled": modelled, "suspect": suspect,

@@ -848,6 +848,11 @@ def _entries(per_sim: dict[int, dict], sim: NullSimulator, names: list[str], *, 
             "seed": seed, "n_items_simulated": sim.n_items, "simulator": sim.describe()}
     out = {name: base | _rates(pvals[name], counts[name], flags[name], sim.n_items, alpha,
                                skipped.get(name, "no output")) for name in names}
+    for name in names:  # the share of items each detector flags on these defect-free benchmarks, whatever its kind
+        if flags[name]:
+            tot, n_cells = sum(flags[name]), sim.n_items * len(flags[name])
+            out[name]["flag_rate"] = float(tot / n_cells)
+            out[name]["flag_rate_ci"] = [float(x) for x in wilson_ci(tot, n_cells, 0.05)]
     if len(sim.regimes) < 2:
         return out
     ci_alpha = 0.05 / len(sim.regimes)

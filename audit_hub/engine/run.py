@@ -279,6 +279,30 @@ def _multiplicity(results: dict[str, DetectorResult]) -> dict:
     return multiplicity
 
 
+def flags_vs_null(frame: AuditFrame, results: dict[str, DetectorResult], calibration: dict) -> dict:
+    """Per detector with flags and a calibration: how often it flags here and on the defect-free simulations
+    (``flag_rate``), the share of its flags those explain (:func:`audit_hub.severity.null_share_of_flags`)
+    and ``capped_at``: the most its flags add to a question's overall severity (:func:`audit_hub.severity.null_cap`;
+    None: their own level)."""
+    from ..severity import null_cap, null_share_of_flags
+
+    out: dict[str, dict] = {}
+    Q = max(frame.n_questions, 1)
+    for name, res in results.items():
+        cal = calibration.get(name) or {}
+        col = f"is_{name}_issue"
+        if cal.get("flag_rate") is None or col not in res.per_question:
+            continue
+        n_flagged = int(res.per_question[col].fillna(False).astype(bool).sum())
+        rate = n_flagged / Q
+        out[name] = {"n_flagged": n_flagged, "flag_rate": rate, "null_flag_rate": cal["flag_rate"],
+                     "null_flag_rate_ci": cal.get("flag_rate_ci"),
+                     "worst_regime_flag_rate": cal.get("worst_regime_flag_rate"),
+                     "null_share_of_flags": null_share_of_flags(rate, cal["flag_rate"]),
+                     "capped_at": null_cap(rate, cal["flag_rate"]), "n_sims": cal.get("n_sims")}
+    return out
+
+
 def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict[str, DetectorResult],
              alt: dict[str, DetectorResult], skipped: dict[str, str], judge: dict, calibration: dict,
              multiplicity: dict, tst, arms: dict | None = None) -> dict[str, Any]:
@@ -314,6 +338,7 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
     summary["multiplicity"] = multiplicity
     summary["judge_dependence"] = judge
     summary["calibration"] = calibration
+    summary["flags_vs_null"] = flags_vs_null(frame, results, calibration)
     summary["accuracy"] = frame.accuracy_table().to_dict(orient="records")
     from .per_model import per_model_table
 

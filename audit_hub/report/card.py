@@ -220,6 +220,22 @@ def _judge(result: Any, summary_df: pd.DataFrame) -> dict:
     return out
 
 
+def null_capped_lines(fvn: dict) -> list[str]:
+    """One line per detector whose flags the calibration's defect-free simulations explain (``summary.json``
+    ``flags_vs_null``): they count toward the overall severity at low at most."""
+    out = []
+    for name, c in fvn.items():
+        if not c.get("capped_at"):
+            continue
+        out.append(f"`{name}` flags {c['n_flagged']:,} questions ({pct(c['flag_rate'])}), about as many as on "
+                   f"defect-free benchmarks like this one ({pct(c['null_flag_rate'])} "
+                   f"{ci(c.get('null_flag_rate_ci'), estimate=c['null_flag_rate'])} of the items in {c.get('n_sims')} "
+                   f"calibration simulations: {pct(c['null_share_of_flags'], 0)} of its flags would appear without "
+                   f"any defect), so they count at {c['capped_at']} severity at most in the overall severity and "
+                   f"the suggested actions; the column `{name}_severity` keeps the detector's own level.")
+    return out
+
+
 def calibration_status(c: dict) -> str:
     """The calibration table's status word: out of calibration (the detector's verdict), conservative
     when the whole interval of the false-positive rate lies below the nominal rate (it flags fewer items
@@ -391,6 +407,7 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
             lede.append(line(sm))
     n_med = int((questions["severity"].map({lv: i for i, lv in enumerate(LEVELS)}) >= 2).sum())
     lede.append(f"{n_med:,} of {len(questions):,} questions have a finding at medium severity or above.")
+    lede.extend(null_capped_lines(s.get("flags_vs_null") or {}))
     return {
         "bench": bench,
         "dataset": ds,

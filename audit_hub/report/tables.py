@@ -76,6 +76,10 @@ def build_questions_table(result: Any) -> pd.DataFrame:
     flagged_by = pd.Series([""] * n, dtype=object)
     rationale = pd.Series([""] * n, dtype=object)
     sev_by: dict[str, np.ndarray] = {}
+    # a detector whose flags the calibration's defect-free simulations explain adds at most its cap
+    caps = {n: RANK[c["capped_at"]] for n, c in ((getattr(result, "summary", None) or {}).get("flags_vs_null")
+                                                             or {}).items()
+            if c.get("capped_at")}
     for name in names:
         pq = result.results[name].per_question.reset_index(drop=True)
         if len(pq) != n or not _id_array(pq["question_id"]).equals(qids):
@@ -86,6 +90,8 @@ def build_questions_table(result: Any) -> pd.DataFrame:
         flag_col = f"is_{name}_issue"
         sev = pq[sev_col].astype(object) if sev_col in pq else pd.Series(["info"] * n, dtype=object)
         r = _severity_rank(sev)
+        if name in caps:
+            r = np.minimum(r, caps[name])
         sev_by[name] = r
         flag = pq[flag_col].fillna(False).astype(bool).to_numpy() if flag_col in pq else r > 0
         ranks = np.maximum(ranks, np.where(flag | (r > 0), r, 0))

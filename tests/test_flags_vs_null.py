@@ -1,0 +1,97 @@
+"""A detector's flags count toward a question's overall severity at their own level only where the calibration's
+defect-free simulations of the benchmark do not explain them (``summary.json`` ``flags_vs_null``,
+:func:`audit_hub.severity.null_cap`); consensus_error's suspects the held-out check contradicts are low."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from audit_hub import api
+from audit_hub.severity import LEVELS, NULL_CAP, NULL_SHARE_MAX, RANK, null_cap, null_share_of_flags
+
+BLINK = Path(__file__).parent / "fixtures" / "real_pools" / "blink"
+
+
+def test_null_share_hand_cases():
+    # 669 of 1,901 flagged (0.3519) against 0.3213 on the nulls: 0.913 of the flags would appear without defect
+    assert null_share_of_flags(669 / 1901, 0.3213) == pytest.approx(0.3213 / (669 / 1901))
+    assert null_cap(669 / 1901, 0.3213) == NULL_CAP == "low"
+    assert null_share_of_flags(83 / 1901, 0.01665) == pytest.approx(0.3813, abs=1e-4)
+    assert null_cap(83 / 1901, 0.01665) is None
+    assert null_share_of_flags(0.01, 0.02) == 1.0  # more flags on the nulls than here: all explained
+    assert null_cap(0.1, 0.1 * NULL_SHARE_MAX) == "low" and null_cap(0.1, 0.1 * NULL_SHARE_MAX - 1e-9) is None
+    assert null_share_of_flags(0.0, 0.3) is None and null_share_of_flags(0.2, None) is None
+    assert null_cap(0.0, 0.3) is None and null_cap(0.2, None) is None
+
+
+def _overall(q, summary) -> np.ndarray:
+    """The overall severity recomputed from each detector's own column and flag, capped as summary.json says."""
+    caps = {n: RANK[c["capped_at"]] for n, c in summary["flags_vs_null"].items() if c["capped_at"]}
+    rank = np.zeros(len(q), np.int64)
+    for col in [c for c in q.columns if c.endswith("_severity") and c != "severity"]:
+        name = col[: -len("_severity")]
+        r = q[col].map(RANK).fillna(0).to_numpy(np.int64)
+        flag = q[f"is_{name}_issue"].fillna(False).astype(bool).to_numpy() | (r > 0)
+        rank = np.maximum(rank, np.where(flag, np.minimum(r, caps.get(name, 4)), 0))
+    return np.array(LEVELS, dtype=object)[rank]
+
+
+def test_real_blink_pool_low_agreement_flags_are_what_the_null_produces(tmp_path):
+    """BLINK val (1,901 items, 19 models): 35% of its items have per-item agreement at or below chance, and so
+    do 32% of the items of defect-free simulations of this pool: those flags are not findings. Before: 770 of
+    1,901 questions at medium or above, 669 of them from that detector alone."""
+    res = api.audit(str(BLINK / "questions.parquet"), str(BLINK / "runs.parquet"), out=tmp_path / "r",
+                    figures=False)
+    s = res.summary
+    fk = s["flags_vs_null"]["fleiss_kappa_agreement"]
+    cal = s["calibration"]["fleiss_kappa_agreement"]
+    q = res.questions
+    assert fk["n_flagged"] == int(q["is_fleiss_kappa_agreement_issue"].sum()) and fk["n_flagged"] > 500
+    assert fk["flag_rate"] == pytest.approx(fk["n_flagged"] / len(q))
+    assert fk["null_flag_rate"] == cal["flag_rate"] == pytest.approx(cal["fpr"])  # a flag-rate detector
+    assert fk["null_flag_rate_ci"][0] <= fk["null_flag_rate"] <= fk["null_flag_rate_ci"][1]
+    assert fk["null_share_of_flags"] == pytest.approx(fk["null_flag_rate"] / fk["flag_rate"])
+    assert fk["null_share_of_flags"] >= 0.8 and fk["capped_at"] == "low"
+    # correctness_agreement flags 4.4% against 1.7% on the nulls: kept at its own level
+    ca = s["flags_vs_null"]["correctness_agreement"]
+    assert ca["capped_at"] is None and ca["null_share_of_flags"] < NULL_SHARE_MAX
+    assert (q["severity"].to_numpy() == _overall(q, s)).all()
+    only_fk = q["is_fleiss_kappa_agreement_issue"].to_numpy() & (q["n_flags"].to_numpy() == 1) & (
+        q["correctness_agreement_severity"] == "info").to_numpy() & (q["consensus_error_severity"] == "info").to_numpy()
+    assert only_fk.sum() > 100
+    assert set(q.loc[only_fk, "severity"]) == {"low"} and set(q.loc[only_fk, "suggested_action"]) == {"keep"}
+    assert (q.loc[only_fk, "fleiss_kappa_agreement_severity"] == "medium").all()  # its own column keeps it
+    n_med = int(q["severity"].map(RANK).ge(2).sum())
+    assert n_med == int((q["correctness_agreement_severity"] == "medium").sum()) < 150
+    # consensus_error: the held-out check fails on this pool, so its suspects are low, not medium
+    ce = s["consensus_error"]
+    assert ce["flags_supported"] is False and ce["n_posterior_gold_wrong_unsupported"] > 0
+    assert not q["consensus_error_severity"].isin(["medium", "high", "critical"]).any()
+    card = (tmp_path / "r" / "README.md").read_text()
+    assert f"- {n_med:,} of 1,901 questions have a finding at medium severity or above." in card
+    line = next(x for x in card.splitlines() if x.startswith("- `fleiss_kappa_agreement` flags"))
+    assert f"{fk['n_flagged']:,} questions ({100 * fk['flag_rate']:.1f}%)" in line
+    assert f"({100 * fk['null_flag_rate']:.1f}% [" in line and "count at low severity at most" in line
+    assert "`correctness_agreement` flags" not in card
+
+
+def test_the_bundled_example_keeps_flags_the_null_does_not_explain():
+    """MATH-V (bundled): low-agreement items are 6.4% of the benchmark against 0.4% on its nulls: real, kept."""
+    res = api.audit(figures=False)
+    s, q = res.summary, res.questions
+    fk = s["flags_vs_null"]["fleiss_kappa_agreement"]
+    assert fk["capped_at"] is None and fk["null_share_of_flags"] < 0.2
+    flagged = q["is_fleiss_kappa_agreement_issue"].to_numpy()
+    assert flagged.sum() > 100 and (q.loc[flagged, "severity"].map(RANK) >= 2).all()
+    assert (q["severity"].to_numpy() == _overall(q, s)).all()
+
+
+def test_without_calibration_nothing_is_capped():
+    res = api.audit(calibration_sims=0, figures=False)
+    assert res.summary["flags_vs_null"] == {}
+    q = res.questions
+    flagged = q["is_fleiss_kappa_agreement_issue"].to_numpy()
+    assert (q.loc[flagged, "severity"].map(RANK) >= 2).all()
