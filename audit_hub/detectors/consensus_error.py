@@ -557,9 +557,9 @@ def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarra
     # a suspect gold the check could not test is worth a look (medium); one the held-out models contradict
     # (the check ran and failed) is a weak, pool-dependent signal (low): a review order, not a finding
     failed = bool(chk) and chk.get("supported") is False
+    review = unanimous | (suspect & (not supported) & (not failed))
     sev = np.where(strong, np.where(blind_disagrees | dup_gold, 4, 3),
-                   np.where(unanimous | (suspect & ~supported & (not failed)), 2,
-                            np.where(majority | suspect, 1, 0)))
+                   np.where(review, 2, np.where(majority | suspect, 1, 0)))
     # P(gold right) from the log odds: no saturation at 0, so the ranking has no ties
     score_closed = 1.0 / (1.0 + np.exp(np.clip(np.nan_to_num(log_odds), -700, 700)))
     return {"lab": lab, "p_wrong": p_wrong, "log_odds": log_odds, "modelled": modelled, "suspect": suspect,

@@ -850,9 +850,9 @@ def _entries(per_sim: dict[int, dict], sim: NullSimulator, names: list[str], *, 
                                skipped.get(name, "no output")) for name in names}
     for name in names:  # the share of items each detector flags on these defect-free benchmarks, whatever its kind
         if flags[name]:
-            tot, n_cells = sum(flags[name]), sim.n_items * len(flags[name])
-            out[name]["flag_rate"] = float(tot / n_cells)
-            out[name]["flag_rate_ci"] = [float(x) for x in wilson_ci(tot, n_cells, 0.05)]
+            out[name]["flag_rate"] = _flag_share(flags[name], sim.n_items)
+            out[name]["flag_rate_ci"] = [float(x) for x in wilson_ci(sum(flags[name]),
+                                                                     sim.n_items * len(flags[name]), 0.05)]
     if len(sim.regimes) < 2:
         return out
     ci_alpha = 0.05 / len(sim.regimes)
@@ -864,7 +864,7 @@ def _entries(per_sim: dict[int, dict], sim: NullSimulator, names: list[str], *, 
             x = _rates(pv[name], ct[name], fl[name], sim.n_items, alpha, sk.get(name, "no output"), ci_alpha)
             reg[r] = {k: x[k] for k in ("kind", "fpr", "fpr_ci", "nominal", "n_runs", "out_of_calibration",
                                         "direction")}
-            reg[r]["flag_rate"] = (float(sum(fl[name]) / (sim.n_items * len(fl[name]))) if fl[name] else None)
+            reg[r]["flag_rate"] = _flag_share(fl[name], sim.n_items) if fl[name] else None
             if x["n_runs"] < REGIME_MIN_RUNS and x["out_of_calibration"] is not None:  # too few for a verdict
                 reg[r]["out_of_calibration"], reg[r]["direction"] = None, f"fewer than {REGIME_MIN_RUNS} simulations"
         e["regimes"] = reg
@@ -881,6 +881,11 @@ def _entries(per_sim: dict[int, dict], sim: NullSimulator, names: list[str], *, 
         if fr:
             e["worst_regime_flag_rate"] = max(fr.values())
     return out
+
+
+def _flag_share(flags: list, n_items: int) -> float:
+    """The share of simulated items flagged, pooled over the simulations (``flags``: flagged count per one)."""
+    return float(sum(flags) / (n_items * len(flags)))
 
 
 def _collect(per_sim: dict[int, dict], names) -> tuple[dict, dict, dict, dict]:

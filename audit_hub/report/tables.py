@@ -77,9 +77,8 @@ def build_questions_table(result: Any) -> pd.DataFrame:
     rationale = pd.Series([""] * n, dtype=object)
     sev_by: dict[str, np.ndarray] = {}
     # a detector whose flags the calibration's defect-free simulations explain adds at most its cap
-    caps = {n: RANK[c["capped_at"]] for n, c in ((getattr(result, "summary", None) or {}).get("flags_vs_null")
-                                                             or {}).items()
-            if c.get("capped_at")}
+    fvn = (getattr(result, "summary", None) or {}).get("flags_vs_null") or {}
+    caps = {n: RANK[c["capped_at"]] for n, c in fvn.items() if c.get("capped_at")}
     for name in names:
         pq = result.results[name].per_question.reset_index(drop=True)
         if len(pq) != n or not _id_array(pq["question_id"]).equals(qids):
