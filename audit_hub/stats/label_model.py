@@ -48,6 +48,10 @@ SIGMA_MAX = 4.0
 GUESSING = False
 _SIGMA_GRID = np.linspace(0.0, SIGMA_MAX, 9)
 CHUNK = 1 << 16
+#: an arm's answer layout (:func:`_arm_layout`) is kept on its :class:`LabelData` when its indicator matrices
+#: take at most this many bytes (the fit's subsamples: the EM evaluates the same answers hundreds of times);
+#: a larger one (the final posterior over every item) is rebuilt chunk by chunk on each call
+LAYOUT_CACHE_BYTES = 64 << 20
 #: Beta(a, b) prior of the wrong-gold rate of evidence groups 1, 2: a placeholder gold (the stated gold is
 #: not an option text, so almost surely not the intended answer: mean 0.9) and a gold whose text another
 #: option repeats (no prior lean: uniform); the answers update both (EM)
@@ -116,6 +120,7 @@ class LabelData:
                 self.counts[:, t] += (A == t).sum(axis=1)
         self.dcounts = self.counts  # the answers the shared distractor term sees (set_distractor_counts)
         self._dkey = None
+        self._layouts: dict[int, list] = {}  # arm index -> its kept answer layout (_arm_layout)
 
     def subset(self, idx: np.ndarray) -> LabelData:
         return LabelData([A[idx] for A in self.arms], self.k[idx], self.is_yn[idx], self.gold[idx],
@@ -467,9 +472,10 @@ def _log_distractor(data: LabelData, params: LabelParams) -> np.ndarray:
                         np.log1p(-params.pi_attractor) + dm)
 
 
-def marginal_loglik(data: LabelData, ll: np.ndarray, eps: float) -> float:
-    """log P(answers, stated gold) with the truth summed out (``ll``: (Q, Kmax) log P(answers | truth))."""
-    x = ll + _log_prior(data, eps)
+def marginal_loglik(data: LabelData, ll: np.ndarray, eps: float, prior: np.ndarray | None = None) -> float:
+    """log P(answers, stated gold) with the truth summed out (``ll``: (Q, Kmax) log P(answers | truth));
+    ``prior``: ``_log_prior(data, eps)`` when the caller has it (a likelihood search at a fixed rate)."""
+    x = ll + (_log_prior(data, eps) if prior is None else prior)
     m = x.max(axis=1, keepdims=True)
     return float((np.log(np.exp(x - m).sum(axis=1)) + m[:, 0]).sum())
 
@@ -602,23 +608,42 @@ def _arm_loglik(A: np.ndarray, data: LabelData, a: np.ndarray, sigma: float, pre
     DT = np.ascontiguousarray(D.transpose(0, 1, 3, 2))              # (n_cls, Kmax, nq, M)
     l1rT = np.ascontiguousarray(l1r.transpose(1, 2, 0))             # (n_cls, nq, M)
     logw = LOGW[None, :, None]
-    for lo in range(0, Q, CHUNK):
+    for rows, cv, ts, PsT, X in _arm_layout(A, data):
+        ll = l1rT[cv] @ PsT + np.matmul(DT[cv, ts], X)                          # (n_t, nq, n)
+        if LG is not None and LG[cv, ts].any():
+            ll = ll + (LG[cv, ts] @ PsT)[:, None, :]
+        x = ll.astype(np.float64) + logw
+        amax = x.max(axis=1)
+        x -= amax[:, None, :]
+        np.exp(x, out=x)
+        out[rows[:, None], ts[None, :]] = (np.log(x.sum(axis=1)) + amax).T
+    return out
+
+
+def _arm_layout(A: np.ndarray, data: LabelData):
+    """The parameter-free part of :func:`_arm_loglik` for the answers ``A`` (one of ``data.arms``): per chunk of
+    :data:`CHUNK` items and answer class group (:func:`_class_groups`), (item rows, class, candidate answers,
+    (M, n) float32 "parsed" indicator, (n_t, M, n) float32 "answered t" indicators). Kept on ``data`` when it
+    fits :data:`LAYOUT_CACHE_BYTES` (a list), else yielded chunk by chunk (a generator: one chunk in memory)."""
+    j = next((i for i, B in enumerate(data.arms) if B is A), None)
+    if j is not None and j in data._layouts:
+        return data._layouts[j]
+    gen = _layout_groups(A, data)
+    if j is None or A.size * data.kmax * 4 > LAYOUT_CACHE_BYTES:
+        return gen
+    data._layouts[j] = groups = list(gen)
+    return groups
+
+
+def _layout_groups(A: np.ndarray, data: LabelData):
+    for lo in range(0, A.shape[0], CHUNK):
         Ac = A[lo:lo + CHUNK]
         kk = data.k[lo:lo + CHUNK]
         for cv, sel, cands in _class_groups(data, kk, data.is_yn[lo:lo + CHUNK], data.cls_mc[lo:lo + CHUNK]):
             AsT = np.ascontiguousarray(Ac[sel].T)                              # (M, n)
-            PsT = (AsT >= 0).astype(np.float32)
             ts = np.asarray(cands, np.int64)
-            X = (AsT[None, :, :] == ts[:, None, None]).astype(np.float32)     # (n_t, M, n)
-            ll = l1rT[cv] @ PsT + np.matmul(DT[cv, ts], X)                      # (n_t, nq, n)
-            if LG is not None and LG[cv, ts].any():
-                ll = ll + (LG[cv, ts] @ PsT)[:, None, :]
-            x = ll.astype(np.float64) + logw
-            amax = x.max(axis=1)
-            x -= amax[:, None, :]
-            np.exp(x, out=x)
-            out[(lo + sel)[:, None], ts[None, :]] = (np.log(x.sum(axis=1)) + amax).T
-    return out
+            yield (lo + sel, cv, ts, (AsT >= 0).astype(np.float32),
+                   (AsT[None, :, :] == ts[:, None, None]).astype(np.float32))
 
 
 def log_likelihood(data: LabelData, params: LabelParams) -> np.ndarray:
@@ -664,9 +689,10 @@ def _ml_sigma(j: int, d: LabelData, acc: np.ndarray, rest: np.ndarray, eps: np.n
     moment-matched to ``acc`` at each trial spread; ``rest``: the other terms of the log-likelihood).
     ``ds`` = ``d.subset(sub)``. Returns (sigma, ability, the arm's log-likelihood on every item of ``d``)."""
     A, rest, eps = ds.arms[j], rest[sub], eps[sub]
+    lp = _log_prior(ds, eps)
 
     def nll(s):
-        return -marginal_loglik(ds, rest + _arm_loglik(A, ds, solve_ability(acc, s), s, pref), eps)
+        return -marginal_loglik(ds, rest + _arm_loglik(A, ds, solve_ability(acc, s), s, pref), eps, lp)
 
     lo, hi = bracket
     s, best, _ = minimize_bounded(nll, lo, hi, xatol=0.05)
@@ -698,12 +724,13 @@ def _fit_distractors(d: LabelData, post: np.ndarray, arms_ll: np.ndarray, eps: n
         pi_br = (max(lo_p, lp - 2.0), min(hi_p, lp + 2.0))
     w = np.full(len(SHARE_GRID), 1.0 / len(SHARE_GRID)) if params.share_w is None else params.share_w
     at = _log_attractor(d, w)
+    prior = _log_prior(d, eps)
     for _ in range(DISTRACTOR_ROUNDS):
         dm = _log_dm(d, alpha)
         if inf.any():  # pi by marginal likelihood with the components fixed (EM crawls: they overlap)
             def nll_pi(x, at=at, dm=dm):
                 lp = -np.logaddexp(0.0, -x)
-                return -marginal_loglik(d, arms_ll + np.logaddexp(lp + at, lp - x + dm), eps)
+                return -marginal_loglik(d, arms_ll + np.logaddexp(lp + at, lp - x + dm), eps, prior)
 
             pi = float(expit(minimize_bounded(nll_pi, *pi_br, xatol=0.15)[0]))
         mix = np.logaddexp(np.log(pi) + at, np.log1p(-pi) + dm)
@@ -714,7 +741,7 @@ def _fit_distractors(d: LabelData, post: np.ndarray, arms_ll: np.ndarray, eps: n
 
         def nll(la, pi=pi, at=at):
             m = np.logaddexp(np.log(pi) + at, np.log1p(-pi) + _log_dm(d, float(np.exp(la))))
-            return -marginal_loglik(d, arms_ll + m, eps)
+            return -marginal_loglik(d, arms_ll + m, eps, prior)
 
         alpha = float(np.exp(minimize_bounded(nll, *al_br, xatol=0.1)[0]))
     return pi, alpha, w
@@ -903,7 +930,7 @@ def wrong_gold_rate(ll: np.ndarray, k: np.ndarray, gold: np.ndarray, level: floa
         return float(w @ np.log1p(e * (r - 1)))
 
     grid = np.concatenate([[0.0], np.geomspace(1e-5, 0.999, 400)])
-    vals = np.array([L(e) for e in grid])
+    vals = np.log1p(grid[:, None] * (r - 1)) @ w
     j = int(vals.argmax())
     lo_b, hi_b = grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]
     e_hat = float(minimize_bounded(lambda e: -L(e), lo_b, hi_b, xatol=1e-6)[0]) if hi_b > lo_b else float(grid[j])
