@@ -949,17 +949,24 @@ def _checked_columns(batch: pa.RecordBatch, col: _Collector, *, encode: bool = F
     return out
 
 
-#: JSON-lines files are parsed in byte ranges of about this size, cut at newlines, on reader threads.
-_JSONL_CHUNK = 1 << 26
+#: JSON-lines files are parsed in byte ranges of about this size, cut at newlines, on reader threads
+#: (16 MB: on 2 threads the last round of ranges leaves a core idle for less time than with 64 MB; a
+#: 400 MB file reads in 1.6 s instead of 1.9 s).
+_JSONL_CHUNK = 1 << 24
+#: The first range, parsed alone on Arrow's own threads and whose inferred schema is imposed on the others,
+#: is this many ranges long (64 MB): a type that first appears later sends the file to the exact path, so
+#: the schema is inferred from more lines than one range holds.
+_JSONL_FIRST_RANGES = 4
 
 
 def _jsonl_ranges(path: str, size: int):
     """(start, end) byte ranges covering the file, each ending just after a newline (the last one at
-    the end of the file), of about :data:`_JSONL_CHUNK` bytes: every line lies inside one range."""
+    the end of the file), of about :data:`_JSONL_CHUNK` bytes (the first :data:`_JSONL_FIRST_RANGES`
+    times that): every line lies inside one range."""
     start = 0
     with open(path, "rb") as fh:
         while start < size:
-            end = start + _JSONL_CHUNK
+            end = start + _JSONL_CHUNK * (_JSONL_FIRST_RANGES if start == 0 else 1)
             if end >= size:
                 yield start, size
                 return
@@ -980,7 +987,7 @@ def _jsonl_ranges(path: str, size: int):
 
 def _read_jsonl_runs(path: str, column_map: dict[str, str] | None) -> pd.DataFrame | None:
     """The JSON-lines part of :func:`read_text_runs`: the file is cut at newlines into ranges of about
-    :data:`_JSONL_CHUNK` bytes (:func:`_jsonl_ranges`), and each range is read, pre-scanned like
+    :data:`_JSONL_CHUNK` bytes (:func:`_jsonl_ranges`; the first longer), and each range is read, pre-scanned like
     :func:`_jsonl_fast_ok` (NUL bytes, bracket counts, its line count and last non-blank line),
     parsed with ``pyarrow.json.read_json``, checked and dictionary-encoded on one of up to
     :data:`READ_THREADS` threads (Arrow releases the GIL). The first range is parsed alone and its
@@ -1008,7 +1015,10 @@ def _read_jsonl_runs(path: str, column_map: dict[str, str] | None) -> pd.DataFra
         n_nl, _, last = scanned
         if last is None:  # (blank: no content line here)
             return n_nl, None, []
-        opts = pajson.ReadOptions(block_size=_JSONL_CHUNK, use_threads=False)
+        # the first range is parsed alone (its schema is imposed on the others): on Arrow's threads, in
+        # blocks of one later range's size (0.20 s instead of 0.37 s for 64 MB on 2 cores); the later
+        # ranges run one per reader thread, single-threaded inside
+        opts = pajson.ReadOptions(block_size=_JSONL_CHUNK, use_threads=schema is None)
         popts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error") \
             if schema is not None else pajson.ParseOptions()
         table = pajson.read_json(pa.BufferReader(chunk), read_options=opts, parse_options=popts)
