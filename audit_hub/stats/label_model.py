@@ -926,11 +926,11 @@ def wrong_gold_rate(ll: np.ndarray, k: np.ndarray, gold: np.ndarray, level: floa
     nz = np.flatnonzero(w)
     r, w = np.exp((nz - 50 * RATE_BINS_PER_UNIT) / RATE_BINS_PER_UNIT), w[nz]
 
-    def L(e):
-        return float(w @ np.log1p(e * (r - 1)))
+    def L(e):  # a rate (a float) or an array of rates (their values in one product)
+        return np.log1p(np.multiply.outer(e, r - 1)) @ w
 
     grid = np.concatenate([[0.0], np.geomspace(1e-5, 0.999, 400)])
-    vals = np.log1p(grid[:, None] * (r - 1)) @ w
+    vals = L(grid)
     j = int(vals.argmax())
     lo_b, hi_b = grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]
     e_hat = float(minimize_bounded(lambda e: -L(e), lo_b, hi_b, xatol=1e-6)[0]) if hi_b > lo_b else float(grid[j])
