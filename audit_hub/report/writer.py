@@ -151,21 +151,27 @@ def fill_report(result: Any, f: OutputFolder, *, command_line: list[str], inputs
     runs_job = Background(f.config, "runs", runs, shard_bytes) if early is None else Background(early.move_into, tmp)
     del runs
     try:
-        with stage("report"):
-            f.config("questions", questions, shard_bytes)
-            f.config("summary", summary_df, shard_bytes)
-        local["report"] = time.perf_counter() - t0
         figs: dict[str, str] = {}
-        fig_job = None
-        if figures:
+        fig_job = fi = None
+        local["report"] = time.perf_counter() - t0
+        if figures:  # handed to the worker first, so that it draws them while this thread writes the configs
             from . import figures as fig_mod
 
             t0 = time.perf_counter()
             with stage("figures"):
                 fi = fig_mod.figure_inputs(result, summary_df)
                 fig_job = _submit_figures(worker, fi, tmp / "figures")
-                figs = fig_mod.planned(fi) if fig_job is not None else fig_mod.render_figures(fi, f.folder("figures"))
             local["figures"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with stage("report"):
+            f.config("questions", questions, shard_bytes)
+            f.config("summary", summary_df, shard_bytes)
+        local["report"] += time.perf_counter() - t0
+        if fi is not None:
+            t0 = time.perf_counter()
+            with stage("figures"):
+                figs = fig_mod.planned(fi) if fig_job is not None else fig_mod.render_figures(fi, f.folder("figures"))
+            local["figures"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         with stage("report"):  # what is left of the runs write after the figures
             paths = runs_job.result()
