@@ -336,13 +336,16 @@ def _fit_pref(A: np.ndarray, data: LabelData, truth: np.ndarray) -> np.ndarray:
 
 def _log_dm(data: LabelData, alpha: float) -> np.ndarray:
     """(Q, Kmax) log Dirichlet-multinomial probability of the wrong answers if the truth were t."""
-    n = data.dcounts.astype(np.float64)
-    d = (data.k - 1).astype(np.float64)
+    # the counts are small integers: each gammaln is taken once per value it is needed at (the same
+    # floating-point operations as item by item, so the same numbers) and gathered
+    n = data.dcounts
+    km1 = data.k - 1
     valid = np.arange(data.kmax)[None, :] < data.k[:, None]
-    g = np.where(valid, gammaln(alpha + n) - gammaln(alpha), 0.0)
-    tot = n.sum(axis=1)
-    W = tot[:, None] - n
-    out = gammaln(d * alpha)[:, None] - gammaln(d[:, None] * alpha + W) + g.sum(axis=1)[:, None] - g
+    g = np.where(valid, (gammaln(alpha + np.arange(n.max(initial=0) + 1, dtype=np.float64)) - gammaln(alpha))[n], 0.0)
+    W = n.sum(axis=1)[:, None] - n
+    ds = np.arange(km1.max(initial=0) + 1, dtype=np.float64)[:, None]
+    lw = gammaln(ds * alpha + np.arange(W.max(initial=0) + 1, dtype=np.float64)[None, :])    # (d, W)
+    out = gammaln(ds[:, 0] * alpha)[km1][:, None] - lw[km1[:, None], W] + g.sum(axis=1)[:, None] - g
     return np.where(valid, out, -np.inf)
 
 def _attractor_terms(counts: np.ndarray, k: np.ndarray, kmax: int) -> np.ndarray:
@@ -395,24 +398,12 @@ def _count_patterns(counts: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.n
     return inv.reshape(-1), counts[first], np.asarray(k)[first]
 
 
-def _attractor_exp(data: LabelData, sel: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_attractor_terms` of items ``sel`` as (E, m): ``E = exp(terms - m)`` (q, Kmax, S) with ``m``
-    (q, Kmax) the maximum over the grid (0 where the option does not exist, E then 0), so a share
-    distribution ``w`` gives ``log(E @ w) + m``. Cached on ``data`` for a small ``data`` (the fit subsample)."""
-    whole = isinstance(sel, slice) and sel == slice(None)
-    if whole and getattr(data, "_attr_cache", None) is not None:
-        return data._attr_cache
-    E, m, inv = _attractor_exp_patterns(data.dcounts[sel], data.k[sel], data.kmax)
-    E, m = E[inv], m[inv]
-    if whole and E.size <= 4_000_000:
-        data._attr_cache = (E, m)
-    return E, m
-
-
 def _attractor_exp_patterns(counts: np.ndarray, k: np.ndarray, kmax: int
                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(E, m) of :func:`_attractor_exp` per distinct count pattern (:func:`_count_patterns`) and the inverse
-    that maps the items to them."""
+    """:func:`_attractor_terms` per distinct count pattern (:func:`_count_patterns`) as (E, m, inverse):
+    ``E = exp(terms - m)`` (u, Kmax, S) with ``m`` (u, Kmax) the maximum over the grid (0 where the option
+    does not exist, E then 0), so a share distribution ``w`` gives ``log(E @ w) + m``; the inverse (q,) maps
+    the items to their patterns."""
     inv, cu, ku = _count_patterns(counts, k)
     E = np.empty((len(ku), kmax, len(SHARE_GRID)))
     m = np.empty((len(ku), kmax))
@@ -424,17 +415,19 @@ def _attractor_exp_patterns(counts: np.ndarray, k: np.ndarray, kmax: int
     return E, m, inv
 
 
-def _log_attractor(data: LabelData, share_w: np.ndarray) -> np.ndarray:
-    """(Q, Kmax) log probability of the wrong answers if the truth were t under the attractor model with
-    share weights ``share_w`` (per distinct count pattern, then gathered)."""
-    if getattr(data, "_attr_cache", None) is not None:
-        E, m = data._attr_cache
-        with np.errstate(divide="ignore"):
-            return np.log(E @ share_w) + m
+def _attractor_patterns(data: LabelData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_attractor_exp_patterns` of ``data``'s distractor counts, kept on ``data`` until the counts
+    change (:func:`set_distractor_counts`)."""
     pat = getattr(data, "_pat_cache", None)
     if pat is None:
         pat = data._pat_cache = _attractor_exp_patterns(data.dcounts, data.k, data.kmax)
-    E, m, inv = pat
+    return pat
+
+
+def _log_attractor(data: LabelData, share_w: np.ndarray) -> np.ndarray:
+    """(Q, Kmax) log probability of the wrong answers if the truth were t under the attractor model with
+    share weights ``share_w`` (per distinct count pattern, then gathered)."""
+    E, m, inv = _attractor_patterns(data)
     with np.errstate(divide="ignore"):
         return (np.log(E @ share_w) + m)[inv]
 
@@ -449,16 +442,18 @@ def _fit_share_weights(data: LabelData, post: np.ndarray, share_w: np.ndarray | 
     sel = _informative(data)
     if sel.sum() < 5:
         return w
-    if len(data.k) * data.kmax * S <= 4_000_000:
-        E = _attractor_exp(data, slice(None))[0][sel]
-    else:
-        E = _attractor_exp(data, np.flatnonzero(sel))[0]
+    # an item's responsibilities over the grid depend on it only through its count pattern: the EM runs on
+    # the patterns, each weighted by the summed posterior of its informative items
+    E, _, inv = _attractor_patterns(data)
     P = post[sel]
+    Pu = np.stack([np.bincount(inv[sel], weights=P[:, t], minlength=len(E)) for t in range(data.kmax)], axis=1)
+    used = Pu.any(axis=1)
+    E, Pu = E[used], Pu[used]
     tot = max(float(P.sum()), 1e-300)
     for _ in range(n_steps):
         z = E * w
         r = z / np.maximum(z.sum(axis=2, keepdims=True), 1e-300)
-        w = np.maximum(np.einsum("nk,nks->s", P, r) / tot, 1e-8)
+        w = np.maximum(np.einsum("uk,uks->s", Pu, r) / tot, 1e-8)
         w = w / w.sum()
     return w
 
@@ -513,7 +508,7 @@ def set_distractor_counts(data: LabelData, prefs: list) -> None:
     if key == data._dkey:
         return
     data._dkey = key
-    data._attr_cache = data._pat_cache = None
+    data._pat_cache = None
     if all(p is None or p.ndim != 3 for p in prefs):
         data.dcounts = data.counts
         return
