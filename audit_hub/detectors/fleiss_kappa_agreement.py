@@ -19,7 +19,7 @@ through sums (``#rated, sum P_i, sum n_i, sum_i n_ij``), so resampling works on 
 sums: a unit is an item in categories with at most ``max_units`` rated items, and otherwise one of
 ``max_units`` random groups of that category's items (a random-group bootstrap: for independent items,
 resampling many random groups reproduces the item-level variance). Replicates are then
-``multinomial counts (B x units) @ unit sums (units x stats)``. Answer codes beyond the
+``resampled unit counts (B x units) @ unit sums (units x stats)``. Answer codes beyond the
 ``max_boot_codes`` most frequent enter ``P_e`` at their observed value in every replicate (they are
 rare; their share of ``P_e`` is in ``summary["p_e_fixed_part"]``).
 
@@ -164,15 +164,19 @@ def _untracked_chance_parts(A, rated, cat, C, tracked, p_j, ustats, unit_cat, ma
 def _stratified_bootstrap(ustats: np.ndarray, unit_cat: np.ndarray, C: int, n_boot: int,
                           rng: np.random.Generator) -> np.ndarray:
     """(n_boot, C, stats) bootstrap replicates of the per-category sums, units resampled within each
-    category (multinomial weights, 250 replicates at a time)."""
+    category (250 replicates at a time). A replicate's weights are the counts of ``n`` draws of the category's
+    ``n`` units with replacement (multinomial, equal probabilities), counted from the draws themselves:
+    numpy's multinomial takes one binomial per unit, about 7x slower at 2,000 units."""
     reps_cat = np.zeros((n_boot, C, ustats.shape[1]))
     for c in range(C):
         us = np.flatnonzero(unit_cat == c)
-        if len(us) == 0:
+        n = len(us)
+        if n == 0:
             continue
         for b0 in range(0, n_boot, 250):
             b = min(250, n_boot - b0)
-            w = rng.multinomial(len(us), np.full(len(us), 1.0 / len(us)), size=b).astype(np.float64)
+            draws = rng.integers(0, n, size=(b, n)) + (np.arange(b) * n)[:, None]
+            w = np.bincount(draws.ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
             reps_cat[b0:b0 + b, c] = w @ ustats[us]
     return reps_cat
 
