@@ -199,7 +199,7 @@ def test_sigkill_of_the_audit_leaves_a_quiet_worker_and_no_semaphore_warning(ws)
     q, r = write_benchmark(ws.root / "big", n=3000, models=("m1", "m2", "m3", "m4"))
     env = dict(os.environ, PYTHONPATH=str(REPO))
     p = subprocess.Popen([sys.executable, "-m", "audit_hub.cli", "audit", "--questions", str(q), "--runs", str(r),
-                          "--out", "report", "--n-permutations", "19", "--calibration-sims", "20"],
+                          "--out", "report", "--n-permutations", "19", "--calibration-sims", "400"],
                          cwd=ws.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     t0 = time.time()
     workers: list[int] = []
