@@ -13,6 +13,7 @@ from sim import simulate_frame
 
 from audit_hub.detectors import consensus_error as ce
 from audit_hub.frame.core import AuditFrame
+from audit_hub.stats import label_checks as lc
 from audit_hub.stats import label_model as lm
 from audit_hub.stats.label_model import average_precision
 
@@ -187,6 +188,62 @@ def test_real_blink_planted_on_informative_items():
     planted = np.zeros(len(q), bool)
     planted[sel] = True
     assert average_precision(lo, planted) >= 0.3
+
+
+def test_weak_held_out_models_no_stronger_than_the_pool_are_not_used_by_the_check():
+    """One strong model among seven weak ones (4 options, 29-35% right): only the strong one is held out.
+    Each weak one has kappa over its position-bias baseline below 0.2 and is within z < 2 of the median of
+    the others (accuracy a, SE sqrt(a (1 - a) / n) on the checked items), so it is listed, with its figures,
+    and never fitted against. A pool of equally strong models (kappa >= 0.2) holds out its five strongest."""
+    f = simulate_frame(600, 8, accuracy_blind=None, n_categories=1, seed=0, difficulty_sd=1.0,
+                       accuracy_full=[0.9, 0.35, 0.34, 0.33, 0.32, 0.31, 0.3, 0.29])
+    chk = ce.run(f, recall_sims=0).summary["predictive_check"]
+    assert [u["model"] for u in chk["units"]] == ["model_00"] and chk["n_held_out"] == 1
+    weaker = chk["too_weak_to_hold_out"]
+    assert sorted(w["model"] for w in weaker) == list(range(1, 8))
+    A = f.answer_codes("full", models=f.models_in("full"))
+    gold = f.gold_codes().astype(np.int64)
+    acc = (A == gold[:, None]).mean(axis=0)
+    n = len(gold)
+    freq = np.stack([(A == j).mean(axis=0) for j in range(4)], axis=1)
+    base = freq @ (np.bincount(gold, minlength=4) / n)
+    kap = (acc - base) / (1 - base)
+    for w in weaker:
+        j = w["model"]
+        med = np.median(np.delete(acc, j))
+        assert w["accuracy"] == pytest.approx(acc[j]) and w["median_of_rest"] == pytest.approx(med)
+        assert w["kappa_over_position_baseline"] == pytest.approx(kap[j]) and kap[j] < lc.KAPPA_MIN
+        assert (acc[j] - med) / np.sqrt(acc[j] * (1 - acc[j]) / n) < lc.STRONGER_Z
+    assert (acc[0] - np.median(acc[1:])) / np.sqrt(acc[0] * (1 - acc[0]) / n) >= lc.STRONGER_Z
+    even = simulate_frame(600, 8, accuracy_blind=None, n_categories=1, seed=0, difficulty_sd=1.0,
+                          accuracy_full=0.6)
+    chk = ce.run(even, recall_sims=0).summary["predictive_check"]
+    assert chk["n_held_out"] == 5 and chk["too_weak_to_hold_out"] == []
+
+
+def test_real_mathvista_pool_regression():
+    """MathVista testmini (1,000 items; 8 image models of 2023, 32-49% on its mc items, one above the others:
+    Bard). Before the held-out models had to be stronger than the pool's median model, the check "passed" on
+    the label model's 10 flags (z = 2.4) because the four weak held-out models agreed with the gold on 10-20%
+    of them, below even what wrong golds predict (26%): they erred with the pool. At least two of the ten
+    golds are right on their face (item 320: a midline of a 5-12-13 right triangle, gold 6; item 235: the
+    epigraph of a function is an infinite set, gold Yes). Now Bard alone is held out, it agrees with those
+    golds on 4 of 10 (53% predicted if right, 26% if wrong) and the check fails: no findings."""
+    q, runs = _real("mathvista")
+    r = ce.run(AuditFrame.from_tables(q, runs), recall_sims=0)
+    s = r.summary
+    chk = s["predictive_check"]
+    assert [u["model"] for u in chk["units"]] == ["bard"] and len(chk["too_weak_to_hold_out"]) == 7
+    assert chk["supported"] is False and chk["n_flagged_checked"] == 10
+    assert chk["observed_agreement"] == pytest.approx(0.4)
+    assert s["n_posterior_gold_wrong"] == 10 and s["n_flagged"] == 0
+    assert not r.per_question["is_consensus_error_issue"].any()
+    flagged = set(r.per_question.loc[r.per_question["consensus_error_p_gold_wrong"] >= 0.5, "question_id"])
+    assert {"235", "320"} <= {str(x) for x in flagged}
+    line = next(x for x in ce._notes(s) if x.startswith("**Held-out-model check failed**"))
+    assert "1 model(s) held out; 7 other(s) not" in line
+    wc = s["wrong_gold_share_checked"]
+    assert wc["estimate"] < wc["model_estimate"] and wc["realised_share"] == pytest.approx(chk["realised_share"])
 
 
 def test_wrong_gold_rate_hand_case():

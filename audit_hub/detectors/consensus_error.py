@@ -784,15 +784,22 @@ def _check_notes(ce: dict) -> list[str]:
     chk = ce.get("predictive_check")
     if not isinstance(chk, dict):
         return out
+    from ..stats import label_checks as lc
+
     n_raw = ce.get("n_posterior_gold_wrong", 0)
+    weaker = chk.get("too_weak_to_hold_out") or []
+    skipped = (f" ({chk.get('n_held_out', 0)} model(s) held out; {len(weaker)} other(s) not, being weak (kappa over "
+               f"their position-bias baseline < {lc.KAPPA_MIN:g}) and no stronger than the pool's median model: a "
+               f"model as weak as the pool errs with it)" if weaker else "")
     if chk.get("supported") is True:
         out.append(f"**Held-out-model check passed**: models left out of the fit agree with the gold on "
                    f"{pct(chk.get('observed_agreement'), 0)} of the items their fits flag, as predicted if those golds "
                    f"are wrong ({pct(chk.get('predicted_agreement'), 0)}; {pct(chk.get('predicted_if_gold_right'), 0)} "
-                   f"if right but hard; elsewhere {pct(chk.get('agreement_elsewhere'), 0)}): the {n_raw} flag(s) are "
-                   f"reported as findings.")
+                   f"if right but hard; elsewhere {pct(chk.get('agreement_elsewhere'), 0)}){skipped}: the {n_raw} "
+                   f"flag(s) are reported as findings.")
     elif n_raw:
-        out.append(f"**Held-out-model check failed**: {chk.get('reason', '')}. The {n_raw} item(s) with "
+        verdict = "failed" if chk.get("supported") is False else "could not run"
+        out.append(f"**Held-out-model check {verdict}**: {chk.get('reason', '')}{skipped}. The {n_raw} item(s) with "
                    f"posterior >= 0.5 that the gold is wrong are a review order only (`consensus_error_score`), not "
                    f"findings.")
     return out

@@ -20,7 +20,11 @@ with the item's truth and difficulty drawn from their posterior given the others
 it would be if those golds were right and the items merely hard (``P0``: the same with the truth fixed at the
 gold, so difficulty shared with the other models is accounted for). Pooled over the :data:`HELD_OUT`
 strongest models (observed ``O``, its agreement elsewhere ``E``: same category, unflagged items, reported
-beside). It *supports* the flags when ``O`` is significantly below ``P0`` (``z = (P0 - O) / sqrt(sum
+beside). A *weak* model (kappa over its own position-bias baseline on the checked items below
+:data:`KAPPA_MIN`, the identifiability rule's bar) is held out only when it is stronger than the pool's median
+model (its accuracy above the median of the others' by ``z >= STRONGER_Z``, binomial SE): a model as weak as
+the pool falls into the pool's traps with it (on MathVista's 8-model pool the four weak held-out models agreed
+with the flagged golds less often than even wrong golds predict), so its answers cannot check the flags. It *supports* the flags when ``O`` is significantly below ``P0`` (``z = (P0 - O) / sqrt(sum
 p0 (1 - p0)) >= Z_MIN``) and realises at least :data:`REALISED_MIN` of the predicted drop
 (``(P0 - O) / (P0 - P)``). Flags the check does not support are a review order only.
 """
@@ -43,6 +47,7 @@ CHECK_ITEMS = 4000
 Z_MIN = 2.0
 REALISED_MIN = 0.5
 MIN_CHECK_FLAGS = 5
+STRONGER_Z = 2.0
 
 
 def _freq(A: np.ndarray, kmax: int) -> np.ndarray:
@@ -155,11 +160,16 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
     n_target = int(np.asarray(flagged)[rows].sum()) if flagged is not None else 0
     As, gs, cs = sub.arms[0], sub.gold, cat[rows]
     acc = (As == gs[:, None]).mean(axis=0)
+    kmax = int(sub.k.max()) if len(sub.k) else 2
+    base = _freq(As, kmax) @ (np.bincount(gs, minlength=kmax)[:kmax] / max(len(gs), 1))
+    kap = (acc - base) / np.maximum(1 - base, 1e-9)
     fam = families(As)
     order = np.argsort(-acc, kind="stable")
     Obs = E = P = P0 = V = 0.0
     n_flag = 0
     done: set[int] = set()
+    n_rows = len(rows)
+    weaker: list[dict] = []
     n_cat = int(cat.max()) + 1 if len(cat) else 1
     for u in order:
         if len(out["units"]) >= held_out:
@@ -170,6 +180,14 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
         done.update(f)
         keep = np.setdiff1d(np.arange(M), f)
         if len(keep) < 2:
+            continue
+        # a weak model no stronger than the pool's median model falls into the pool's traps with it: its
+        # agreement with the gold there says nothing about the gold that the pool's answers did not
+        med = float(np.median(acc[keep]))
+        se = float(np.sqrt(max(acc[u] * (1 - acc[u]), 1e-12) / max(n_rows, 1)))
+        if kap[u] < KAPPA_MIN and (acc[u] - med) / se < STRONGER_Z:
+            weaker.append({"model": int(u), "accuracy": float(acc[u]), "median_of_rest": med,
+                           "kappa_over_position_baseline": float(kap[u])})
             continue
         d = type(sub)([sub.arms[0][:, keep]] + list(sub.arms[1:]), sub.k, sub.is_yn, sub.gold, sub.evidence,
                       sub.group, sub.class_keys)
@@ -197,6 +215,13 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
                              "agreement_elsewhere": float(e.mean()) if flag.any() else None})
     out["n_held_out"] = len(out["units"])
     out["n_flagged_checked"] = n_flag
+    out["too_weak_to_hold_out"] = weaker
+    if not out["units"]:
+        out["reason"] = (f"every model is weak (kappa over its position-bias baseline < {KAPPA_MIN:g}) and no "
+                         f"stronger than the pool's median model (accuracy above the others' median by z >= "
+                         f"{STRONGER_Z:g}): a held-out model as weak as the pool errs with it, so its answers cannot "
+                         "check the flags")
+        return out
     if n_flag < MIN_CHECK_FLAGS:
         out["reason"] = f"the held-out fits flag {n_flag} item(s) (< {MIN_CHECK_FLAGS}): nothing to check"
         return out
