@@ -127,13 +127,17 @@ def test_real_blink_pool_regression():
     wg = s["wrong_gold_share"]
     assert wg["n_items"] == n_id and wg["ci"][0] < wg["estimate"] < wg["ci"][1]
     assert 0.08 <= wg["estimate"] <= 0.14
-    # calibrated by the held-out check: left-out models realise 0.29 of the drop in agreement with the gold the
-    # fits predict on their flags (33% observed, 28% predicted if wrong, 35% if right): 0.112 x 0.29 = 0.032
+    # calibrated by the held-out check over every item the held-out fits doubt, weighted by the posterior that the
+    # gold is wrong (about 327 expected wrong golds): left-out models agree with those golds on 39%, above even
+    # what right golds on hard items predict (37.5%; 33% if wrong): w = 0 (clipped), interval 0 to 0.26. On the
+    # flagged items alone (344, 33% / 28% / 35%) w was 0.29: 0.112 x 0.29 = 0.032.
     wc = s["wrong_gold_share_checked"]
-    chk = s["predictive_check"]
-    w = (chk["predicted_if_gold_right"] - chk["observed_agreement"]) / (
-        chk["predicted_if_gold_right"] - chk["predicted_agreement"])
-    assert wc["realised_share"] == pytest.approx(min(max(w, 0.0), 1.0)) and 0.15 <= wc["realised_share"] <= 0.45
+    sc = s["predictive_check"]["share_check"]
+    w = (sc["predicted_if_gold_right"] - sc["observed_agreement"]) / (
+        sc["predicted_if_gold_right"] - sc["predicted_agreement"])
+    assert sc["realised_share"] == pytest.approx(w) and w < 0 and 250 <= sc["expected_wrong_checked"] <= 400
+    assert wc["realised_share"] == 0.0 and wc["checked_on"] == "posterior-weighted items"
+    assert 0.1 <= wc["realised_share_ci"][1] <= 0.4
     assert wc["estimate"] == pytest.approx(wg["estimate"] * wc["realised_share"])
     assert wc["estimate"] <= 0.05 and wc["ci"][0] <= wc["estimate"] <= wc["ci"][1] <= wg["ci"][1]
     line = next(x for x in ce._notes(s) if x.startswith("**Estimated wrong-gold share**"))
@@ -242,8 +246,14 @@ def test_real_mathvista_pool_regression():
     assert {"235", "320"} <= {str(x) for x in flagged}
     line = next(x for x in ce._notes(s) if x.startswith("**Held-out-model check failed**"))
     assert "1 model(s) held out; 7 other(s) not" in line
+    # the share check (every checked item weighted by the posterior that its gold is wrong: about 19 expected
+    # wrong golds) realises 0.22 of the predicted drop (46% observed, 38% if wrong, 49% if right): 0.161 x 0.22
     wc = s["wrong_gold_share_checked"]
-    assert wc["estimate"] < wc["model_estimate"] and wc["realised_share"] == pytest.approx(chk["realised_share"])
+    sc = chk["share_check"]
+    assert 10 <= sc["expected_wrong_checked"] <= 30
+    assert sc["predicted_agreement"] < sc["observed_agreement"] < sc["predicted_if_gold_right"]
+    assert wc["realised_share"] == pytest.approx(sc["realised_share"]) and 0.1 <= wc["realised_share"] <= 0.35
+    assert wc["estimate"] == pytest.approx(wc["model_estimate"] * wc["realised_share"]) and wc["estimate"] <= 0.05
 
 
 def test_wrong_gold_rate_hand_case():
@@ -285,6 +295,52 @@ def test_checked_wrong_gold_rate_hand_case():
     none = ce.checked_wrong_gold_rate(wg, {"supported": None, "realised_share": None})
     assert none["estimate"] == 0.1 and none["realised_share"] is None
     assert ce.checked_wrong_gold_rate(None, chk) is None
+
+
+def test_share_check_hand_case():
+    """Sums over the checked items of w, w hit, w pred, w pred0, w^2 pred0 (1 - pred0) with w the posterior that
+    the gold is wrong: two items, w = (1, 0.5), hit = (0, 1), pred = (0.2, 0.4), pred0 = (0.6, 0.8): W = 1.5,
+    O = 0.5 / 1.5, P = 0.4 / 1.5, P0 = 1.0 / 1.5, V = 0.24 + 0.25 x 0.16 = 0.28; realised (1.0 - 0.5) / (1.0 -
+    0.4) = 5 / 6. Fewer than MIN_CHECK_FLAGS expected wrong golds: no check. The checked rate reads the share
+    check when there is one, the flagged items' figures otherwise."""
+    w, hit = np.array([1.0, 0.5]), np.array([0.0, 1.0])
+    pred, pred0 = np.array([0.2, 0.4]), np.array([0.6, 0.8])
+    sw = np.array([w.sum(), w @ hit, w @ pred, w @ pred0, (w * w) @ (pred0 * (1 - pred0))])
+    assert lc._share_check(sw) is None                       # 1.5 expected wrong golds < 5
+    sc = lc._share_check(sw * 4)                             # the same items four times over
+    assert sc["expected_wrong_checked"] == pytest.approx(6.0)
+    assert sc["observed_agreement"] == pytest.approx(1 / 3) and sc["predicted_agreement"] == pytest.approx(0.4 / 1.5)
+    assert sc["predicted_if_gold_right"] == pytest.approx(1 / 1.5)
+    assert sc["sd_observed_agreement"] == pytest.approx(np.sqrt(4 * 0.28) / 6.0)
+    assert sc["realised_share"] == pytest.approx(5 / 6)
+    wg = {"estimate": 0.1, "ci": [0.05, 0.2], "n_items": 100}
+    flag = {"predicted_if_gold_right": 0.6, "predicted_agreement": 0.2, "observed_agreement": 0.4,
+            "sd_observed_agreement": 0.05, "realised_share": 0.5}
+    out = ce.checked_wrong_gold_rate(wg, flag | {"share_check": sc})
+    assert out["realised_share"] == pytest.approx(5 / 6) and out["checked_on"] == "posterior-weighted items"
+    assert out["estimate"] == pytest.approx(0.1 * 5 / 6)
+    lo = (1 / 1.5 - 1 / 3 - 1.96 * sc["sd_observed_agreement"]) / (0.6 / 1.5)
+    assert out["realised_share_ci"][0] == pytest.approx(max(lo, 0.0)) and out["realised_share_ci"][1] == 1.0
+    out = ce.checked_wrong_gold_rate(wg, flag | {"share_check": None})
+    assert out["realised_share"] == pytest.approx(0.5) and out["checked_on"] == "flagged items"
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.03, 0.08])
+def test_share_check_keeps_a_well_fit_estimate(rate):
+    """A pool the label model fits (8 models at 75-90%, difficulty sd 1) with 0, 3% or 8% planted wrong golds:
+    held-out models realise the drop the fits predict on the items they doubt (w near 1), so the checked share
+    is the model's (measured: 0.022-0.023 at 3%, 0.072-0.076 at 8%, seeds 0-1) and its interval holds the planted
+    rate; without wrong golds the model's estimate is 0 and so is the checked one."""
+    f = simulate_frame(800, 8, accuracy_blind=None, n_categories=3, seed=0, difficulty_sd=1.0,
+                       accuracy_full=[0.9, 0.87, 0.85, 0.82, 0.8, 0.78, 0.76, 0.75], label_errors=int(rate * 800))
+    s = ce.run(f, recall_sims=0).summary
+    wc = s["wrong_gold_share_checked"]
+    if rate == 0:
+        assert wc["estimate"] <= 0.003 and wc["ci"][1] <= 0.01
+        return
+    assert wc["checked_on"] == "posterior-weighted items" and wc["realised_share"] >= 0.85
+    assert wc["ci"][0] <= rate <= wc["ci"][1] + 0.005
+    assert abs(wc["estimate"] - rate) <= 0.015
 
 
 def test_audit_calibration_null_keeps_findings_below_one_percent_in_every_regime():

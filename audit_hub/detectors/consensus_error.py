@@ -488,31 +488,37 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
 
 def checked_wrong_gold_rate(wg: dict | None, chk: dict | None, z: float = 1.96) -> dict | None:
     """The label model's wrong-gold share calibrated by the held-out-model check: on the items the held-out fits
-    flag, the left-out models' agreement with the gold drops from ``P0`` (golds right, items hard) by ``P0 - O``
+    doubt, the left-out models' agreement with the gold drops from ``P0`` (golds right, items hard) by ``P0 - O``
     where the fits predict ``P0 - P``; ``w = (P0 - O) / (P0 - P)`` (``realised_share``) is the share of the wrong
-    golds the model counts there that the held-out answers confirm (method of moments: ``O = P0 - w (P0 - P)``).
-    The estimate is the model's maximum-likelihood share times ``w`` clipped to [0, 1] (the check removes what
-    the held-out answers contradict; it is not read as finding more than the model does), its interval the
-    model's interval times ``w``'s (``(P0 - O +- z sd(O)) / (P0 - P)``, clipped). Assumes the share of the
-    model's wrong golds that are real is the same on the items it flags as elsewhere. None without a model
-    estimate; the model's own figure (``realised_share`` None) when the check had nothing to check."""
+    golds the model counts that the held-out answers confirm (method of moments: ``O = P0 - w (P0 - P)``). The
+    figures are the check's ``share_check`` (every checked item weighted by the fit's posterior that its gold is
+    wrong: the share the model estimates is what is checked); where the fits expect too few wrong golds for it,
+    the flagged items' figures. The estimate is the model's maximum-likelihood share times ``w`` clipped to [0,
+    1] (the check removes what the held-out answers contradict; it is not read as finding more than the model
+    does), its interval the model's interval times ``w``'s (``(P0 - O +- z sd(O)) / (P0 - P)``, clipped).
+    Assumes the share of the model's wrong golds that are real does not depend on how strongly the model
+    doubts them. None without a model estimate; the model's own figure (``realised_share`` None) when the check
+    had nothing to check."""
     if not wg or wg.get("estimate") is None:
         return None
     base = {"model_estimate": wg["estimate"], "model_ci": wg["ci"], "n_items": wg.get("n_items"),
             "method": ("the label model's maximum-likelihood share times the share of its predicted drop in "
-                       "held-out agreement that the left-out models realise on the flagged items")}
-    if not chk or chk.get("realised_share") is None or chk.get("sd_observed_agreement") is None:
+                       "held-out agreement that the left-out models realise on the items their fits doubt, "
+                       "weighted by the posterior that the gold is wrong")}
+    src = (chk or {}).get("share_check") or chk
+    if not src or src.get("realised_share") is None or src.get("sd_observed_agreement") is None:
         return base | {"estimate": wg["estimate"], "ci": wg["ci"], "realised_share": None, "realised_share_ci": None,
                        "note": "the held-out check had nothing to check: the label model's estimate"}
-    drop = float(chk["predicted_if_gold_right"]) - float(chk["predicted_agreement"])
-    seen = float(chk["predicted_if_gold_right"]) - float(chk["observed_agreement"])
-    sd = float(chk["sd_observed_agreement"])
+    drop = float(src["predicted_if_gold_right"]) - float(src["predicted_agreement"])
+    seen = float(src["predicted_if_gold_right"]) - float(src["observed_agreement"])
+    sd = float(src["sd_observed_agreement"])
     if drop <= 1e-9:
         w = lo = hi = 0.0
     else:
         w, lo, hi = (float(np.clip(x / drop, 0.0, 1.0)) for x in (seen, seen - z * sd, seen + z * sd))
     return base | {"estimate": wg["estimate"] * w, "ci": [wg["ci"][0] * lo, wg["ci"][1] * hi],
-                   "realised_share": w, "realised_share_ci": [lo, hi]}
+                   "realised_share": w, "realised_share_ci": [lo, hi],
+                   "checked_on": "posterior-weighted items" if src is not chk else "flagged items"}
 
 
 def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarray, majority: np.ndarray,
@@ -759,8 +765,10 @@ def _notes(ce: dict) -> list[str]:
         out.append(f"**Estimated wrong-gold share** of the {wc.get('n_items')} closed item(s) in categories this pool "
                    f"can audit: {pct(wc['estimate'], 1)} (95% interval {pct(wc['ci'][0], 1)} to {pct(wc['ci'][1], 1)}): "
                    f"the label model's maximum-likelihood {pct(wc['model_estimate'], 1)} times the share of its "
-                   f"predicted drop in agreement with the gold that held-out models realise on the flagged items "
-                   f"({float(wc['realised_share']):.2f}, 95% {float(rs[0]):.2f} to {float(rs[1]):.2f}).")
+                   f"predicted drop in agreement with the gold that held-out models realise on "
+                   + ("the items their fits doubt, weighted by that doubt" if wc.get("checked_on") != "flagged items"
+                      else "the flagged items")
+                   + f" ({float(wc['realised_share']):.2f}, 95% {float(rs[0]):.2f} to {float(rs[1]):.2f}).")
     elif isinstance(wg, dict) and wg.get("estimate") is not None:
         chk = ce.get("predictive_check") or {}
         out.append(f"**Estimated wrong-gold share** of the {wg.get('n_items')} closed item(s) in categories this pool "

@@ -131,6 +131,26 @@ def families(A: np.ndarray, threshold: float = FAMILY_AGREEMENT) -> list[list[in
     return [[j] + [v for v in range(M) if v != j and agree[j, v] >= threshold] for j in range(M)]
 
 
+def _share_check(sw: np.ndarray) -> dict | None:
+    """The held-out check of the wrong-gold *share* (:func:`predictive_check`, ``share_check``): every checked
+    item weighted by the held-out fit's posterior that its gold is wrong, ``w_i = p_i`` (the fit's expected
+    count of wrong golds is ``sum w``), pooled over the held-out models. If the fit's wrong golds are real the
+    weighted agreement is ``P = sum w pred / sum w``; if every gold is right, ``P0 = sum w pred0 / sum w``;
+    observed ``O = sum w hit / sum w``, sd ``sqrt(sum w^2 pred0 (1 - pred0)) / sum w`` (binomial, golds right).
+    ``realised_share = (P0 - O) / (P0 - P)``: the share of the predicted drop that the held-out answers show.
+    Unlike the flag check it reads every item the model doubts, in proportion to its doubt, so it checks the
+    share the model estimates (about ``sum w`` items), not only the few items past the flag threshold. None
+    when the fits expect fewer than :data:`MIN_CHECK_FLAGS` wrong golds among the checked items."""
+    W, Ob, P, P0, V = (float(x) for x in sw)
+    if W < MIN_CHECK_FLAGS:
+        return None
+    drop = (P0 - P) / W
+    return {"expected_wrong_checked": W, "observed_agreement": Ob / W, "predicted_agreement": P / W,
+            "predicted_if_gold_right": P0 / W, "sd_observed_agreement": float(np.sqrt(V)) / W,
+            "realised_share": float((P0 - Ob) / (P0 - P)) if drop > 1e-9 else 0.0,
+            "method": "every checked item weighted by the held-out fit's posterior that its gold is wrong"}
+
+
 def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_predict, *, seed: int = 0,
                      held_out: int = HELD_OUT, max_items: int = CHECK_ITEMS, flagged: np.ndarray | None = None
                      ) -> dict:
@@ -166,6 +186,7 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
     fam = families(As)
     order = np.argsort(-acc, kind="stable")
     Obs = E = P = P0 = V = 0.0
+    sw = np.zeros(5)  # the share check: sums of w, w o, w pred, w pred0, w^2 pred0 (1 - pred0) (w: p_wrong)
     n_flag = 0
     done: set[int] = set()
     n_rows = len(rows)
@@ -205,6 +226,9 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
         e = np.where(n_c > 0, (h_c + 0.5) / (n_c + 1.0), acc[u])[cs][flag]
         pred, pred0 = np.asarray(pr["pred"])[flag], np.asarray(pr["pred_if_right"])[flag]
         o = hit[flag]
+        wt = np.where(answered, pw, 0.0)
+        p_all, p0_all = np.asarray(pr["pred"]), np.asarray(pr["pred_if_right"])
+        sw += [wt.sum(), wt @ hit, wt @ p_all, wt @ p0_all, (wt * wt) @ (p0_all * (1 - p0_all))]
         Obs, E, P, P0 = Obs + float(o.sum()), E + float(e.sum()), P + float(pred.sum()), P0 + float(pred0.sum())
         V += float((pred0 * (1 - pred0)).sum())
         n_flag += int(flag.sum())
@@ -216,6 +240,7 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
     out["n_held_out"] = len(out["units"])
     out["n_flagged_checked"] = n_flag
     out["too_weak_to_hold_out"] = weaker
+    out["share_check"] = _share_check(sw)
     if not out["units"]:
         out["reason"] = (f"every model is weak (kappa over its position-bias baseline < {KAPPA_MIN:g}) and no "
                          f"stronger than the pool's median model (accuracy above the others' median by z >= "
