@@ -587,11 +587,20 @@ def report_real(reals: list[dict]) -> None:
                               for k, v in c["regimes"].items() if v["flag_rate"] is not None)
                   + f" (flagged <= 0.01 in every regime: "
                   f"{'met' if all((v['flag_rate'] or 0) <= 0.01 for v in c['regimes'].values()) else 'NOT met'})")
+        if not s.get("planted_informative") and len(s["categories_not_identifiable"]) and wc.get("estimate") is None:
+            print(f"real pool {s['pool']}: no category is identifiable with this pool "
+                  f"({len(s['categories_not_identifiable'])} not): no wrong-gold share to estimate and no eligible item "
+                  "to plant on (the targets do not apply)")
+            continue
         pi = s.get("planted_informative") or nan3
         print(f"real pool {s['pool']}: planting on informative items (share {s.get('informative_share_of_eligible')} "
               f"of the eligible): AP ours {pi['ours_ap'][0]:.3f} (>= 0.5: {'met' if pi['ours_ap'][0] >= 0.5 else 'NOT met'}), "
               f"self-confidence {pi['cleanlab_ap'][0]:.3f}, CROWDLAB {pi['crowdlab_ap'][0]:.3f}")
     for s in reals:
+        if s.get("planted") is None and (s.get("wrong_gold_share_checked") or {}).get("estimate") is None:
+            print(f"real pool {s['pool']}: flagged share {s['flagged_share']:.3f} (<= 0.03: "
+                  f"{'met' if s['flagged_share'] <= 0.03 else 'NOT met'}); nothing identifiable to estimate or plant on")
+            continue
         pl = s.get("planted") or nan3
         est = (s.get("wrong_gold_share_checked") or {}).get("estimate")
         est = float("nan") if est is None else est
