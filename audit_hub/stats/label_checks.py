@@ -26,7 +26,9 @@ model (its accuracy above the median of the others' by ``z >= STRONGER_Z``, bino
 the pool falls into the pool's traps with it (on MathVista's 8-model pool the four weak held-out models agreed
 with the flagged golds less often than even wrong golds predict), so its answers cannot check the flags. It *supports* the flags when ``O`` is significantly below ``P0`` (``z = (P0 - O) / sqrt(sum
 p0 (1 - p0)) >= Z_MIN``) and realises at least :data:`REALISED_MIN` of the predicted drop
-(``(P0 - O) / (P0 - P)``). Flags the check does not support are a review order only.
+(``(P0 - O) / (P0 - P)``). Flags the check does not support are a review order only. The same held-out fits
+also check the wrong-gold *share* (``share_check``, :func:`_share_check`): every checked item weighted by the
+fit's posterior that its gold is wrong, so the items the model counts in its estimate are the ones checked.
 """
 
 from __future__ import annotations
