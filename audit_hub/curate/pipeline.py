@@ -695,7 +695,7 @@ def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> di
     """Each held-out model's whole-pool accuracy estimated from a small item budget, pooled over the splits:
     every estimator's MAE with a bootstrap-over-models interval, and the reported one (each split's estimator
     chosen by inner cross-validation on its training models)."""
-    from .estimate import ESTIMATORS
+    from .estimate import ESTIMATORS, LOO_MAX_TRAIN
 
     if not folds or not all("_score" in f for f in folds):
         return None
@@ -712,7 +712,9 @@ def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> di
     return {"n_items": int(min(cfg.score_budget, pool.Q)),
             "method": "per split, the ensemble of the estimators on one stratified random draw of the budget (random, "
                       "random_calibrated, random_pirt; weights 1 / inner MAE^2) unless another estimator's inner "
-                      "cross-validated MAE is lower by more than one standard error of the paired difference "
+                      f"cross-validated MAE (leave one training model out up to {LOO_MAX_TRAIN} training models, 3 "
+                      "folds above) "
+                      "is lower by more than one standard error of the paired difference "
                       f"(chosen: {', '.join(names)}); every estimator reads the held-out model's answers on "
                       "budget items only",
             "mae_points": mae, "mae_points_ci": _mean_ci(chosen, (cfg.seed, 19)),
@@ -720,6 +722,7 @@ def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> di
             "by_estimator": by,
             "chosen_per_split": [x["chosen"] for x in sc],
             "inner_mae_points_per_split": [x["inner_mae_points"] for x in sc],
+            "inner_folds_per_split": [x["inner_folds"] for x in sc],
             "versus_random": (f"reported MAE {mae:.2f} points is {word} plain random items' {rnd:.2f} at the same size "
                               f"(anchors: {anchors:.2f})"),
             "beats_random": bool(mae < rnd), "beats_anchors": bool(mae < anchors),
