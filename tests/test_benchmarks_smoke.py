@@ -49,3 +49,24 @@ def test_benchmark_smoke(script, tmp_path, request):
         for enc in ("dict", "plain", "jsonl"):
             line = next((ln for ln in p.stdout.splitlines() if ln.startswith(f"[2000x3 {enc}] benchaudit audit")), None)
             assert line is not None and "best bare read" in line and "peak RSS" in line, p.stdout[-3000:]
+
+
+def test_curate_seed_margins_hand_case():
+    """benchmarks/curate.py --seeds: the mean over seeds and the paired margin in the default's favour with its SE
+    over seeds. Two seeds: rho 0.9 / 0.8 against random 0.85 / 0.85 -> margins +0.05, -0.05: mean 0, SE
+    0.0707 / sqrt 2 = 0.05; MAE 2.0 / 2.4 against random 3.0 / 2.0 -> +1.0, -0.4: +0.30, SE 0.70; against anchors
+    2.5 / 2.5 -> +0.5, +0.1: +0.30, SE 0.20. A displacement is better when lower: its margin's sign flips."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("curate_bench", ROOT / "benchmarks" / "curate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    figs = [{"kind": "rho", "heldout": 0.9, "random": 0.85, "mae": 2.0, "mae_random": 3.0, "mae_anchors": 2.5},
+            {"kind": "rho", "heldout": 0.8, "random": 0.85, "mae": 2.4, "mae_random": 2.0, "mae_anchors": 2.5}]
+    lines = mod.margin_lines(figs)
+    assert "0.850 vs 0.850; margin in the default's favour +0.000 (SE 0.050 over 2 seeds)" in lines[0]
+    assert "2.20 vs 2.50; margin in the default's favour +0.30 (SE 0.70 over 2 seeds)" in lines[1]
+    assert "2.20 vs 2.50; margin in the default's favour +0.30 (SE 0.20 over 2 seeds)" in lines[2]
+    lomo = [dict(f, kind="displacement", heldout=h) for f, h in zip(figs, (0.5, 0.7))]
+    # displacement 0.5 / 0.7 against 0.85 / 0.85: +0.35, +0.15 -> +0.25, SE 0.1414 / sqrt 2 = 0.10
+    assert "0.600 vs 0.850; margin in the default's favour +0.250 (SE 0.100 over 2 seeds)" in mod.margin_lines(lomo)[0]
