@@ -67,6 +67,13 @@ def test_curate_seed_margins_hand_case():
     assert "0.850 vs 0.850; margin in the default's favour +0.000 (SE 0.050 over 2 seeds)" in lines[0]
     assert "2.20 vs 2.50; margin in the default's favour +0.30 (SE 0.70 over 2 seeds)" in lines[1]
     assert "2.20 vs 2.50; margin in the default's favour +0.30 (SE 0.20 over 2 seeds)" in lines[2]
+    assert not any(line.startswith("mean over seeds: score MAE by estimator") for line in lines)
+    # each estimator's mean over the seeds: anchor_irt 2.6 / 2.5 -> 2.55, anchor_calibrated 2.5 / 2.7 -> 2.60
+    by = [{"anchor_irt": 2.6, "anchor_calibrated": 2.5}, {"anchor_irt": 2.5, "anchor_calibrated": 2.7}]
+    lines_by = mod.margin_lines([dict(f, mae_by_estimator=b) for f, b in zip(figs, by)])
+    assert lines_by[-1] == ("mean over seeds: score MAE by estimator (points)  anchor_irt 2.55, anchor_calibrated "
+                           "2.60; reported 2.20")
+    assert lines_by[:-1] == lines
     lomo = [dict(f, kind="displacement", heldout=h) for f, h in zip(figs, (0.5, 0.7))]
     # displacement 0.5 / 0.7 against 0.85 / 0.85: +0.35, +0.15 -> +0.25, SE 0.1414 / sqrt 2 = 0.10
     assert "0.600 vs 0.850; margin in the default's favour +0.250 (SE 0.100 over 2 seeds)" in mod.margin_lines(lomo)[0]
