@@ -225,14 +225,16 @@ def _install_signal_handlers():
     import signal
     import threading
 
-    from .errors import Interrupted
+    from .errors import Interrupted, note_signal
 
     if threading.current_thread() is not threading.main_thread():
         return None
+    note_signal(None)
 
     def handler(signum, frame):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        note_signal(signum)  # checked again before the output is swapped in, should the exception be lost
         raise Interrupted(signum)
 
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -276,7 +278,7 @@ def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | 
     import os
     import signal
 
-    from .errors import BenchauditError, Interrupted
+    from .errors import BenchauditError, Interrupted, note_signal
     from .escape import one_line
     from .scrub import ScrubbingStream
 
@@ -339,6 +341,7 @@ def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | 
         if old_handlers:
             for s, h in old_handlers.items():
                 signal.signal(s, h)
+            note_signal(None)
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()

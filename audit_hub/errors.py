@@ -46,6 +46,22 @@ class OutputError(BenchauditError):
     """The output folder cannot be written or would destroy something that is not a previous output."""
 
 
+_SIGNAL_RECEIVED: list[int] = []  # the CLI's handlers record a signal here as well as raising Interrupted
+
+
+def note_signal(signum: int | None) -> None:
+    """Record that SIGINT/SIGTERM arrived (``None``: forget it; the CLI does so as each run starts)."""
+    _SIGNAL_RECEIVED[:] = [] if signum is None else [int(signum)]
+
+
+def signal_received() -> int | None:
+    """The signal recorded by :func:`note_signal` during this run, or None. Checked where output is made
+    final: the handler's :class:`Interrupted` may have been raised inside code that cannot pass it on (a
+    finaliser, ``__del__`` or a weakref callback prints "Exception ignored" and carries on), and the run must
+    still not write its output."""
+    return _SIGNAL_RECEIVED[0] if _SIGNAL_RECEIVED else None
+
+
 class Interrupted(BaseException):  # noqa: N818 - a signal, not an error
     """SIGINT/SIGTERM arrived; raised by the CLI's signal handlers so every cleanup block runs.
 

@@ -396,6 +396,10 @@ def _commit(tmp: Path, real: Path, replaceable=None, refused=None) -> None:
         old_mask = None
     retired: Path | None = None
     try:
+        from ..errors import Interrupted, signal_received
+
+        if (sig := signal_received()) is not None:  # a signal whose Interrupted was lost on the way here
+            raise Interrupted(sig)
         done = _rename_noreplace(tmp, real) if not os.path.lexists(real) else False
         if done is None:  # no RENAME_NOREPLACE: a plain rename fails on a non-empty folder or a file
             try:

@@ -182,6 +182,43 @@ def test_interrupt_inside_the_writer_leaves_old_output_and_no_temp(ws, previous_
     assert ws.snap() == before
 
 
+@pytest.mark.parametrize("fresh", [False, True])
+def test_signal_whose_exception_is_swallowed_still_writes_nothing(ws, previous_report, monkeypatch, fresh):
+    """A real SIGTERM to the CLI's own process, whose Interrupted is raised where code swallows it (as a
+    finaliser or ``__del__`` does: "Exception ignored", and the run carries on): the run goes on to the end, but
+    the output is not swapped in; exit 143, the one line, the old output (or none) left as it was. A later run
+    in the same process is not refused."""
+    import signal
+    import time
+
+    import audit_hub.report.card as card
+
+    if not fresh:
+        shutil.copytree(previous_report, ws.root / "report")
+    before = ws.snap()
+    real = card.render_card
+    seen = []
+
+    def swallowing(*a, **k):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(2.0)  # the handler runs here and raises Interrupted
+        except BaseException as e:  # noqa: BLE001 - what a finaliser does with it
+            seen.append(type(e).__name__)
+        return real(*a, **k)
+
+    monkeypatch.setattr(card, "render_card", swallowing)
+    res = ws.cli(*ws.audit_args("report"))
+    assert seen == ["Interrupted"]
+    assert res.rc == 143 and res.err.strip().splitlines()[-1] == "interrupted, nothing written", res
+    assert ws.snap() == before
+    assert not [p for p in ws.root.iterdir() if ".ba-" in p.name]
+    monkeypatch.setattr(card, "render_card", real)
+    again = ws.cli(*ws.audit_args("report"))
+    assert again.rc == 0, again
+    assert (ws.root / "report" / "summary.json").exists()
+
+
 def test_new_parent_folders_are_removed_when_the_run_fails(ws, monkeypatch):
     import audit_hub.report.card as card
 
