@@ -386,20 +386,23 @@ def _commit(tmp: Path, real: Path, replaceable=None, refused=None) -> None:
     fails if something appeared meanwhile (RENAME_NOREPLACE); otherwise what was there is swapped out
     atomically into ``tmp``'s place and checked there with ``replaceable``; when it is not replaceable
     (a folder the user made at ``--out`` during the run) it is swapped straight back, untouched, and
-    ``refused()`` is raised."""
-    import signal
+    ``refused()`` is raised.
 
-    sigs = {signal.SIGINT, signal.SIGTERM}
-    try:
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    except (ValueError, OSError, AttributeError):  # not the main thread / no pthreads
-        old_mask = None
+    Signals: during the swap SIGINT/SIGTERM only record themselves (a handler that records replaces the
+    process's for those instants; blocking them in this thread would not do, as a process-directed signal is
+    taken by any thread that does not block it and its Python handler then runs here all the same). One that
+    came undoes the swap (the old output, or nothing, at ``real`` again) and is then passed to the handler it
+    was meant for; :class:`Interrupted` is raised if that handler does not raise. A signal whose Interrupted
+    was swallowed before the swap (:func:`~audit_hub.errors.signal_received`) stops it too."""
+    from ..errors import Interrupted, signal_received
+
+    if (sig := signal_received()) is not None:  # a signal whose Interrupted was lost on the way here
+        raise Interrupted(sig)
+    got: list[int] = []
+    old_handlers = _record_signals(got)
     retired: Path | None = None
+    swapped = undone = False
     try:
-        from ..errors import Interrupted, signal_received
-
-        if (sig := signal_received()) is not None:  # a signal whose Interrupted was lost on the way here
-            raise Interrupted(sig)
         done = _rename_noreplace(tmp, real) if not os.path.lexists(real) else False
         if done is None:  # no RENAME_NOREPLACE: a plain rename fails on a non-empty folder or a file
             try:
@@ -428,11 +431,75 @@ def _commit(tmp: Path, real: Path, replaceable=None, refused=None) -> None:
                     os.rename(retired, real)
                     retired = None
                     raise
+        swapped = True
+        if _came(got):
+            _undo_swap(tmp, real, retired)
+            undone = True
     finally:
-        if old_mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        _restore_signals(old_handlers)
+    if swapped and got and not undone:  # one came in the last instants, before the handlers were restored
+        _undo_swap(tmp, real, retired)
+        undone = True
+    if undone:
+        _redeliver(got[-1], old_handlers)
+        raise Interrupted(got[-1])
     if retired is not None:
         shutil.rmtree(retired, ignore_errors=True)
+
+
+def _record_signals(got: list[int]) -> dict | None:
+    """Replace the SIGINT/SIGTERM handlers (main thread only; ignored signals stay ignored) by one that appends
+    the signal to ``got``; the previous handlers, or None where none was replaced."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    old = {}
+    try:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            h = signal.getsignal(s)
+            if h is not signal.SIG_IGN and h is not None:
+                old[s] = signal.signal(s, lambda signum, frame: got.append(int(signum)))
+    except (ValueError, OSError):  # pragma: no cover (main thread checked above)
+        _restore_signals(old)
+        return None
+    return old
+
+
+def _restore_signals(old: dict | None) -> None:
+    import signal
+
+    for s, h in (old or {}).items():
+        signal.signal(s, h)
+
+
+def _came(got: list[int]) -> bool:
+    """Whether a signal was recorded. A Python function on purpose: entering it lets a signal that the C level
+    has already caught run its (recording) handler first."""
+    return bool(got)
+
+
+def _undo_swap(tmp: Path, real: Path, retired: Path | None) -> None:
+    """Put back what was at ``real`` before the swap: nothing (the new output goes back to ``tmp``), the old
+    output exchanged into ``tmp`` (exchanged back), or the old output in a retired sibling (it returns)."""
+    if retired is None:
+        os.rename(real, tmp)
+    elif retired == tmp:
+        if not _exchange(tmp, real):
+            raise OSError("cannot swap back")  # pragma: no cover (it just worked)
+    else:
+        os.rename(real, tmp)
+        os.rename(retired, real)
+
+
+def _redeliver(signum: int, old: dict | None) -> None:
+    """The recorded signal, passed to the handler it was meant for: a Python handler is called (the CLI's raises
+    Interrupted, Python's default SIGINT handler KeyboardInterrupt); otherwise (SIG_DFL, a handler not set from
+    Python) this returns and the caller raises Interrupted."""
+    h = (old or {}).get(signum)
+    if callable(h):
+        h(signum, None)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

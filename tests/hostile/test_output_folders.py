@@ -219,6 +219,69 @@ def test_signal_whose_exception_is_swallowed_still_writes_nothing(ws, previous_r
     assert (ws.root / "report" / "summary.json").exists()
 
 
+@pytest.mark.parametrize("path", ["new", "exchange", "retired_sibling"])
+def test_signal_during_the_swap_undoes_it(ws, previous_report, monkeypatch, path):
+    """A real SIGTERM sent while the swap holds signals off (it stays pending): the swap is undone before the
+    signal is let through, so exit 143 and "nothing written" are true: no output where there was none, the old
+    output byte for byte where there was one (swapped by renameat2 EXCHANGE, or by the retired-sibling
+    fallback), no temporary folder."""
+    import signal
+
+    import audit_hub.hub.folders as io
+
+    if path != "new":
+        shutil.copytree(previous_report, ws.root / "report")
+    before = ws.snap()
+    real_noreplace, real_exchange = io._rename_noreplace, io._exchange
+    calls = []
+
+    def kill_then(fn):
+        def wrapped(*a, **k):
+            if not calls:
+                os.kill(os.getpid(), signal.SIGTERM)  # held off: pending until the swap lets it through
+            calls.append(fn.__name__)
+            return fn(*a, **k)
+        return wrapped
+
+    if path == "new":
+        monkeypatch.setattr(io, "_rename_noreplace", kill_then(real_noreplace))
+    elif path == "exchange":
+        monkeypatch.setattr(io, "_exchange", kill_then(real_exchange))
+    else:
+        monkeypatch.setattr(io, "_exchange", kill_then(lambda a, b: False))
+    res = ws.cli(*ws.audit_args("report"))
+    assert calls, ("the swap was not reached", res)
+    assert res.rc == 143 and res.err.strip().splitlines()[-1] == "interrupted, nothing written", res
+    assert ws.snap() == before
+    assert not [p for p in ws.root.iterdir() if ".ba-" in p.name]
+
+
+def test_signal_during_the_swap_with_a_handler_that_does_not_raise(tmp_path, monkeypatch):
+    """Library use under a SIGTERM handler that only records (not the CLI's): the swap is undone all the same and
+    ``atomic_dir`` raises Interrupted, leaving nothing at the target and no temporary folder."""
+    import signal
+
+    import audit_hub.hub.folders as io
+    from audit_hub.errors import Interrupted
+
+    got = []
+    old = signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+    real_noreplace = io._rename_noreplace
+
+    def kill_then(*a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_noreplace(*a, **k)
+
+    monkeypatch.setattr(io, "_rename_noreplace", kill_then)
+    try:
+        with pytest.raises(Interrupted) as e, io.atomic_dir(tmp_path / "out", command="audit") as tmp:
+            (tmp / "manifest.json").write_text("{}")
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert e.value.exit_code == 143 and got == [signal.SIGTERM]  # its handler ran, after the undo
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_new_parent_folders_are_removed_when_the_run_fails(ws, monkeypatch):
     import audit_hub.report.card as card
 
