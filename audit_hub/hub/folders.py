@@ -401,7 +401,7 @@ def _commit(tmp: Path, real: Path, replaceable=None, refused=None) -> None:
     got: list[int] = []
     old_handlers = _record_signals(got)
     retired: Path | None = None
-    swapped = undone = False
+    swapped = False
     try:
         done = _rename_noreplace(tmp, real) if not os.path.lexists(real) else False
         if done is None:  # no RENAME_NOREPLACE: a plain rename fails on a non-empty folder or a file
@@ -432,15 +432,11 @@ def _commit(tmp: Path, real: Path, replaceable=None, refused=None) -> None:
                     retired = None
                     raise
         swapped = True
-        if _came(got):
-            _undo_swap(tmp, real, retired)
-            undone = True
     finally:
+        # entering this Python function first lets a signal the C level has already caught be recorded
         _restore_signals(old_handlers)
-    if swapped and got and not undone:  # one came in the last instants, before the handlers were restored
+    if swapped and got:
         _undo_swap(tmp, real, retired)
-        undone = True
-    if undone:
         _redeliver(got[-1], old_handlers)
         raise Interrupted(got[-1])
     if retired is not None:
@@ -472,12 +468,6 @@ def _restore_signals(old: dict | None) -> None:
 
     for s, h in (old or {}).items():
         signal.signal(s, h)
-
-
-def _came(got: list[int]) -> bool:
-    """Whether a signal was recorded. A Python function on purpose: entering it lets a signal that the C level
-    has already caught run its (recording) handler first."""
-    return bool(got)
 
 
 def _undo_swap(tmp: Path, real: Path, retired: Path | None) -> None:
