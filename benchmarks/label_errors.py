@@ -19,6 +19,8 @@ rules, each swapping the gold of 3% of the *eligible* items (mc, a letter gold, 
 identifiability test) uniformly to another option: (i) uniform over the eligible items; (ii) the issue's rule,
 uniform over the eligible items *whose pool is informative*: the 3 models with the highest accuracy against
 the released gold over the item's category all give the released gold (``informative_items``; model-free).
+Under rule (ii) a reference ranking that is told the rule (``rule_aware_scores``) is scored on the same answers,
+with the count of unplanted items that look like a swap to it: what the answers allow under this planting.
 Also reported: the wrong-gold share of the closed items of identifiable categories, as the maximum-likelihood
 estimate with its 95% profile-likelihood interval (``label_model.wrong_gold_rate``), that estimate calibrated by
 the held-out-model check (``consensus_error.checked_wrong_gold_rate``; the one the <= 5% target reads) and as the
@@ -262,12 +264,16 @@ def evaluate(frame: AuditFrame, planted: np.ndarray, seed: int, oracle: np.ndarr
 def summarise(name: str, rows: list[dict]) -> dict:
     out = {"setting": name, "n_plantings": len(rows), "n_items": rows[0]["n_items"],
            "n_planted_each": rows[0]["n_planted"]}
-    for m in ("ours", "cleanlab", "crowdlab", "oracle"):
+    for m in ("ours", "cleanlab", "crowdlab", "oracle", "rule_aware"):
         if m not in rows[0]:
             continue
         for k in ("precision", "recall", "ap"):
             v = np.array([r[m][k] for r in rows], dtype=np.float64)
             out[f"{m}_{k}"] = [round(float(np.nanmean(v)), 3), round(float(np.nanmin(v)), 3), round(float(np.nanmax(v)), 3)]
+    if "lookalikes" in rows[0]:
+        v = [r["lookalikes"] for r in rows]
+        out["lookalikes"] = [round(float(np.mean(v)), 1), int(min(v)), int(max(v))]
+        out["plantings_ours_ap_ge_rule_aware"] = int(sum(r["ours"]["ap"] >= r["rule_aware"]["ap"] for r in rows))
     out["plantings_ours_ap_ge_cleanlab"] = int(sum(r["ours"]["ap"] >= r["cleanlab"]["ap"] for r in rows))
     out["plantings_ours_ap_ge_crowdlab"] = int(sum(r["ours"]["ap"] >= r["crowdlab"]["ap"] for r in rows))
     out["flagged_share_max"] = round(max(r.get("flagged_share", 0.0) for r in rows), 4)
@@ -398,22 +404,47 @@ REAL_POOLS = ("blink", "mathvista")
 INFORMATIVE_TOP = 3
 
 
+def top_consensus(q: pd.DataFrame, r: pd.DataFrame, eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per item, the answer code on which the :data:`INFORMATIVE_TOP` models with the highest accuracy against the
+    stated gold over the item's category (among the ``eligible`` items: mc, a letter gold, identifiable category)
+    all agree (-1 where they differ or the item is not eligible), with the stated gold's code and the (Q, M)
+    answer codes of the full arm. Model-free; shared by the planting rule and the rule-aware reference ranking."""
+    f = AuditFrame.from_tables(q, r)
+    A = f.answer_codes("full", models=f.models_in("full"))
+    gold = f.gold_codes().astype(np.int64)
+    cat = q["category"].astype(str).to_numpy()
+    out = np.full(len(q), -1, np.int64)
+    for c in np.unique(cat[eligible]):
+        s = np.flatnonzero((cat == c) & eligible)
+        acc = (A[s] == gold[s, None]).mean(axis=0)
+        top = A[s][:, np.argsort(-acc, kind="stable")[:INFORMATIVE_TOP]]
+        out[s] = np.where((top == top[:, :1]).all(axis=1) & (top[:, 0] >= 0), top[:, 0], -1)
+    return out, gold, A
+
+
 def informative_items(q: pd.DataFrame, r: pd.DataFrame, eligible: np.ndarray) -> np.ndarray:
     """(Q,) the items whose pool is informative, the issue's planting rule: an ``eligible`` item (mc, a letter
     gold, identifiable category) on which the :data:`INFORMATIVE_TOP` models with the highest accuracy against
     the released gold over its category all give the released gold. Model-free (no label-model fit): it says
     the pool's strongest models point at the gold, so a swapped gold is visible in the answers at all."""
-    f = AuditFrame.from_tables(q, r)
-    A = f.answer_codes("full", models=f.models_in("full"))
-    gold = f.gold_codes().astype(np.int64)
-    cat = q["category"].astype(str).to_numpy()
-    out = np.zeros(len(q), bool)
-    for c in np.unique(cat[eligible]):
-        s = np.flatnonzero((cat == c) & eligible)
-        acc = (A[s] == gold[s, None]).mean(axis=0)
-        top = np.argsort(-acc, kind="stable")[:INFORMATIVE_TOP]
-        out[s] = (A[s][:, top] == gold[s, None]).all(axis=1)
-    return out
+    top, gold, _ = top_consensus(q, r, eligible)
+    return (top >= 0) & (top == gold)
+
+
+def rule_aware_scores(q: pd.DataFrame, r: pd.DataFrame, eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A reference ranking that knows how the informative planting chose its items (not a method: it is told
+    the rule). On the benchmark as planted, the items where the category's :data:`INFORMATIVE_TOP` strongest
+    models (by accuracy against the stated, partly planted, gold) agree on one answer that is not the stated
+    gold come first, by (votes for that answer - votes for the gold); every other item after them by -(votes
+    for the gold). Returns (score, mask of the items the rule puts first). The rule's items that were not
+    planted are the benchmark's own look-alikes: no ranking of these answers tells them from a planted swap
+    by the top models, so they bound what AP the answers allow under this planting."""
+    top, gold, A = top_consensus(q, r, eligible)
+    rule = (top >= 0) & (top != gold)
+    votes_gold = (A == gold[:, None]).sum(axis=1)
+    votes_top = (A == np.where(rule, top, -2)[:, None]).sum(axis=1)
+    score = np.where(rule, 1000.0 + votes_top - votes_gold, -votes_gold.astype(np.float64))
+    return score, rule
 
 
 def run_real(name: str, q: pd.DataFrame, r: pd.DataFrame, n_plantings: int, rate: float, seed: int,
@@ -466,7 +497,15 @@ def run_real(name: str, q: pd.DataFrame, r: pd.DataFrame, n_plantings: int, rate
                                                for j in sel]
             planted = np.zeros(len(q), bool)
             planted[sel] = True
-            rows.append(evaluate(AuditFrame.from_tables(q2, r), planted, seed + i))
+            row = evaluate(AuditFrame.from_tables(q2, r), planted, seed + i)
+            if key == "planted_informative":  # what a ranking told the planting rule reaches on the same answers
+                items = np.flatnonzero((q2["answer_type"] == "mc").to_numpy())
+                score, rule = rule_aware_scores(q2, r, mc)
+                tp = int((rule & planted).sum())
+                row["rule_aware"] = {"precision": tp / rule.sum() if rule.any() else float("nan"),
+                                     "recall": tp / planted.sum(), "ap": average_precision(score[items], planted[items])}
+                row["lookalikes"] = int((rule & ~planted).sum())
+            rows.append(row)
         out[key] = summarise(f"{name} with {n_plant} golds ({100 * rate:.0f}% of the eligible) planted on {label}",
                              rows)
     return out
@@ -595,7 +634,12 @@ def report_real(reals: list[dict]) -> None:
         pi = s.get("planted_informative") or nan3
         print(f"real pool {s['pool']}: planting on informative items (share {s.get('informative_share_of_eligible')} "
               f"of the eligible): AP ours {pi['ours_ap'][0]:.3f} (>= 0.5: {'met' if pi['ours_ap'][0] >= 0.5 else 'NOT met'}), "
-              f"self-confidence {pi['cleanlab_ap'][0]:.3f}, CROWDLAB {pi['crowdlab_ap'][0]:.3f}")
+              f"self-confidence {pi['cleanlab_ap'][0]:.3f}, CROWDLAB {pi['crowdlab_ap'][0]:.3f}"
+              + (f"; a ranking told the planting rule {pi['rule_aware_ap'][0]:.3f} (ours at least as high in "
+                 f"{pi['plantings_ours_ap_ge_rule_aware']} of {pi['n_plantings']} plantings): "
+                 f"{pi['lookalikes'][0]:.0f} unplanted items ({pi['lookalikes'][1]}-{pi['lookalikes'][2]}) "
+                 f"look like a swap to it (the category's {INFORMATIVE_TOP} strongest models agree on one non-gold "
+                 f"answer) beside the {pi['n_planted_each']} planted" if "rule_aware_ap" in pi else ""))
     for s in reals:
         if s.get("planted") is None and (s.get("wrong_gold_share_checked") or {}).get("estimate") is None:
             print(f"real pool {s['pool']}: flagged share {s['flagged_share']:.3f} (<= 0.03: "

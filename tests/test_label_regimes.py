@@ -166,7 +166,7 @@ def test_real_blink_pool_regression():
 def test_real_blink_planted_on_informative_items():
     """The issue's planting rule: 3% of the identifiable mc items, swapped among the items whose pool is
     informative (the category's 3 most accurate models all give the released gold; benchmarks/label_errors.py
-    ``informative_items``). Measured AP 0.45 (0.43-0.47 over three plantings), self-confidence 0.14."""
+    ``informative_items``). Measured AP 0.37 at this planting (0.436 mean over the benchmark's 20)."""
     q, runs = _real("blink")
     f = AuditFrame.from_tables(q, runs)
     bad = ce.run(f, recall_sims=0, check=False).summary["categories_not_identifiable"]
@@ -191,7 +191,25 @@ def test_real_blink_planted_on_informative_items():
     lo = np.nan_to_num(r2.per_question["consensus_error_log_odds_gold_wrong"].to_numpy(), nan=-1e9)
     planted = np.zeros(len(q), bool)
     planted[sel] = True
-    assert average_precision(lo, planted) >= 0.3
+    ours = average_precision(lo, planted)
+    assert ours >= 0.3
+    # a ranking told the planting rule, on the planted benchmark: the items where the category's 3 strongest
+    # models (by accuracy against the stated gold) agree on one non-gold answer first, by vote margin. BLINK has
+    # more such items that were not planted (look-alikes) than planted ones, so even that ranking stays below
+    # AP 0.5: the issue's 0.5 is beyond what these answers allow under this planting. Here ours 0.37, the rule
+    # 0.45; over benchmarks/label_errors.py's 20 plantings ours 0.436 vs 0.397 (higher in 15 of 20)
+    g2 = AuditFrame.from_tables(q2, runs).gold_codes().astype(np.int64)
+    rule = np.zeros(len(q), bool)
+    margin = np.zeros(len(q))
+    for c in np.unique(cat[ident]):
+        s = np.flatnonzero((cat == c) & ident)
+        top = A[s][:, np.argsort(-(A[s] == g2[s, None]).mean(axis=0), kind="stable")[:3]]
+        rule[s] = (top == top[:, :1]).all(axis=1) & (top[:, 0] >= 0) & (top[:, 0] != g2[s])
+        margin[s] = (A[s] == top[:, :1]).sum(axis=1) - (A[s] == g2[s, None]).sum(axis=1)
+    score = np.where(rule, 1000 + margin, -(A == g2[:, None]).sum(axis=1))
+    assert int((rule & ~planted).sum()) >= 1.5 * planted.sum()    # measured 62 beside 37 planted
+    assert int((rule & planted).sum()) >= 0.6 * planted.sum()     # the rule finds most planted swaps (32)
+    assert 0.3 <= average_precision(score, planted) <= 0.55       # measured 0.45
 
 
 def test_weak_held_out_models_no_stronger_than_the_pool_are_not_used_by_the_check():

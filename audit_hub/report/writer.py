@@ -121,9 +121,11 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
 
 
 def _tables(result: Any, early_runs: EarlyRuns | None) -> tuple:
+    """(None, summary, runs or None, early runs or None): the ``questions`` table is built by
+    :func:`fill_report` once the figures are handed to the worker (they need only the summary), so that
+    they are drawn while it is built."""
     early = early_runs if early_runs is not None and early_runs.usable_for(result.frame) else None
-    return (build_questions_table(result), build_summary_table(result),
-            build_runs_table(result) if early is None else None, early)
+    return (None, build_summary_table(result), build_runs_table(result) if early is None else None, early)
 
 
 def fill_report(result: Any, f: OutputFolder, *, command_line: list[str], inputs: list[dict], figures: bool = True,
@@ -164,6 +166,8 @@ def fill_report(result: Any, f: OutputFolder, *, command_line: list[str], inputs
             local["figures"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         with stage("report"):
+            if questions is None:
+                questions = build_questions_table(result)
             f.config("questions", questions, shard_bytes)
             f.config("summary", summary_df, shard_bytes)
         local["report"] += time.perf_counter() - t0
