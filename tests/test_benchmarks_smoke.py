@@ -49,6 +49,11 @@ def test_benchmark_smoke(script, tmp_path, request):
         for enc in ("dict", "plain", "jsonl"):
             line = next((ln for ln in p.stdout.splitlines() if ln.startswith(f"[2000x3 {enc}] benchaudit audit")), None)
             assert line is not None and "best bare read" in line and "peak RSS" in line, p.stdout[-3000:]
+    if script == "label_errors.py":  # issue 25: the informative planting beside a ranking told its rule
+        line = next((ln for ln in p.stdout.splitlines() if ln.startswith("real pool blink: planting on informative")),
+                    None)
+        assert line is not None and "a ranking told the planting rule" in line and "look like a swap" in line, \
+            p.stdout[-3000:]
 
 
 def test_curate_seed_margins_hand_case():

@@ -164,6 +164,26 @@ def _label_errors_bench():
     return sys.modules[name]
 
 
+def test_label_errors_rule_aware_hand_case():
+    """benchmarks/label_errors.py ``rule_aware_scores`` on a hand-made pool: one category, 4 models, 4 items with
+    options A-D, items 0-2 eligible. Accuracies against the stated gold over the eligible items: m0 2/3, m2 2/3,
+    m1 1/3, m3 0, so the top 3 are m0, m2, m1 (stable order). Item 1: they agree on C, gold A -> the rule's (score 1000 + 4 votes for C - 0 for A = 1004).
+    Item 0: they agree on the gold -> informative, not the rule's (score -3). Item 2: they differ -> -2. Item 3:
+    not eligible -> -1 (one vote for its gold)."""
+    mod = _label_errors_bench()
+    qids = ["q0", "q1", "q2", "q3"]
+    q = pd.DataFrame({"question_id": qids, "question": ["?"] * 4, "options": [["a", "b", "c", "d"]] * 4,
+                      "answer": ["B", "A", "D", "A"], "answer_type": ["mc"] * 4, "category": ["x"] * 4})
+    answers = {"m0": "BCDA", "m1": "BCAD", "m2": "BCDB", "m3": "ACBC"}
+    r = pd.DataFrame([{"question_id": qid, "model": m, "arm": "full", "prediction": a[i]}
+                      for m, a in answers.items() for i, qid in enumerate(qids)])
+    eligible = np.array([True, True, True, False])
+    score, rule = mod.rule_aware_scores(q, r, eligible)
+    assert rule.tolist() == [False, True, False, False]
+    assert score.tolist() == [-3.0, 1004.0, -2.0, -1.0]
+    assert mod.informative_items(q, r, eligible).tolist() == [True, False, False, False]
+
+
 def _shared_difficulty_data(seed, n=540, m=6):
     """Answer codes of a defect-free benchmark with shared item difficulty and mixed 2/4/5 options (the
     benchmark's shared-difficulty regime, drawn with ``default_rng(seed)``)."""
