@@ -437,8 +437,9 @@ def rule_aware_scores(q: pd.DataFrame, r: pd.DataFrame, eligible: np.ndarray) ->
     models (by accuracy against the stated, partly planted, gold) agree on one answer that is not the stated
     gold come first, by (votes for that answer - votes for the gold); every other item after them by -(votes
     for the gold). Returns (score, mask of the items the rule puts first). The rule's items that were not
-    planted are the benchmark's own look-alikes: no ranking of these answers tells them from a planted swap
-    by the top models, so they bound what AP the answers allow under this planting."""
+    planted are the benchmark's own look-alikes: the top models' answers alone cannot tell them from a planted
+    swap, so they hold down what AP the answers allow under this planting (evidence, not a bound: a ranking
+    may use the rest of the pool)."""
     top, gold, A = top_consensus(q, r, eligible)
     rule = (top >= 0) & (top != gold)
     votes_gold = (A == gold[:, None]).sum(axis=1)

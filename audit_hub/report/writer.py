@@ -121,11 +121,10 @@ def write_report(result: Any, out_dir: str | os.PathLike, *, command_line: list[
 
 
 def _tables(result: Any, early_runs: EarlyRuns | None) -> tuple:
-    """(None, summary, runs or None, early runs or None): the ``questions`` table is built by
-    :func:`fill_report` once the figures are handed to the worker (they need only the summary), so that
-    they are drawn while it is built."""
+    """(summary, runs or None, early runs or None). The ``questions`` table is built by :func:`fill_report` once
+    the figures are handed to the worker (they need only the summary), so that they are drawn meanwhile."""
     early = early_runs if early_runs is not None and early_runs.usable_for(result.frame) else None
-    return (None, build_summary_table(result), build_runs_table(result) if early is None else None, early)
+    return build_summary_table(result), build_runs_table(result) if early is None else None, early
 
 
 def fill_report(result: Any, f: OutputFolder, *, command_line: list[str], inputs: list[dict], figures: bool = True,
@@ -145,7 +144,7 @@ def fill_report(result: Any, f: OutputFolder, *, command_line: list[str], inputs
     if _prepared is None:
         with stage("report"):
             _prepared = _tables(result, None)
-    questions, summary_df, runs, early = _prepared
+    summary_df, runs, early = _prepared
     tmp = f.root
     # the runs config (100M rows at 1M x 50: most of the report's time, in Arrow's C++ writer with the
     # GIL released) is written on a second thread while this one writes the other configs and draws
@@ -166,8 +165,7 @@ def fill_report(result: Any, f: OutputFolder, *, command_line: list[str], inputs
             local["figures"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         with stage("report"):
-            if questions is None:
-                questions = build_questions_table(result)
+            questions = build_questions_table(result)
             f.config("questions", questions, shard_bytes)
             f.config("summary", summary_df, shard_bytes)
         local["report"] += time.perf_counter() - t0
