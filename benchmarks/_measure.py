@@ -5,7 +5,8 @@ process, so that the peak is this command's own and not the largest of earlier c
     python benchmarks/_measure.py -- benchaudit audit ...      # prints one JSON line
 
 Used by cli_scale.py and xlsx_read.py; also records the machine's load (``os.getloadavg``), since
-wall times on a shared machine mean little without it.
+wall times on a shared machine mean little without it, and gives a machine reference
+(:func:`machine_reference`) to compare figures across machines by.
 """
 
 from __future__ import annotations
@@ -38,6 +39,42 @@ def measure(cmd: list[str], env: dict | None = None, timeout: float | None = Non
     if not lines:
         raise RuntimeError(f"measurement wrapper failed: {p.stderr[-2000:]}")
     return json.loads(lines[-1][8:])
+
+
+#: a fixed single-threaded workload of the kinds the audit spends its CPU on (interpreted loops, NumPy
+#: element-wise passes, small float32 matrix products, hypergeometric draws, a sort); see machine_reference
+_REFERENCE_CODE = """
+import time
+import numpy as np
+best = float('inf')
+for _ in range(3):
+    t0 = time.perf_counter()
+    s = 0
+    for i in range(3_000_000):
+        s += i & 7
+    rng = np.random.default_rng(0)
+    x = rng.random(1_000_000)
+    for _ in range(20):
+        s += float(np.log1p(np.exp(-x)).sum())
+    a = rng.random((20, 750)).astype(np.float32)
+    b = rng.random((750, 15)).astype(np.float32)
+    for _ in range(4_000):
+        s += float((a @ b).max())
+    s += int(rng.hypergeometric(np.full(400_000, 40), np.full(400_000, 60), 30).sum())
+    s += float(np.sort(rng.random(1_000_000))[500_000])
+    best = min(best, time.perf_counter() - t0)
+print('REFERENCE=' + repr(best))
+"""
+
+
+def machine_reference() -> float:
+    """Seconds this machine takes for a fixed single-threaded workload (best of 3, BLAS on one thread), printed
+    beside wall times so that figures from different machines or days can be set side by side: the same code
+    measured 7.9 s on one machine and 11.2 s on another (docs/scale.md, 2026-12-06); the reference tells
+    a slower machine from a slower commit."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-c", _REFERENCE_CODE], capture_output=True, text=True, env=env, check=True)
+    return float(next(ln for ln in p.stdout.splitlines() if ln.startswith("REFERENCE="))[10:])
 
 
 def benchaudit_cmd() -> list[str]:

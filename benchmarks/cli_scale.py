@@ -25,7 +25,10 @@ The questions file is the same Parquet file for every encoding. Per encoding the
   worker), the ratio wall / bare read, the machine's load, the per-stage timings from manifest.json and
   the memory plan the audit recorded there (its estimate beside the measured peak);
 * prints two lower bounds of the wall/read ratio no schedule removes: interpreter start and imports, and
-  the longest single detector.
+  the longest single detector;
+* prints the machine reference first (``_measure.machine_reference``: a fixed single-threaded workload, best
+  of 3) and each audit's CPU time as a multiple of it, so that figures from different machines or days can
+  be compared (a slower machine and a slower commit look the same in a wall time alone).
 
 Targets (issues 11, 30), each printed PASS or FAIL: 1,000,000 x 50 on each Parquet encoding under 60 s
 and 6 GB, JSONL under 3 minutes and 6 GB, each within 4x its bare read; 100,000 x 20 on each Parquet
@@ -50,7 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _measure import benchaudit_cmd, child_env, measure  # noqa: E402
+from _measure import benchaudit_cmd, child_env, machine_reference, measure  # noqa: E402
 
 ENCODINGS = ("dict", "plain", "jsonl")
 RUNS_FILE = {"dict": "runs.parquet", "plain": "runs_plain.parquet", "jsonl": "runs.jsonl"}
@@ -279,7 +282,9 @@ def report(m: dict) -> bool:
           f"{m['runs_mb']:.0f} MB of runs: {times}, "
           f"peak RSS {m['peak_rss_gb']:.2f} GB; best bare read {m['floor_s']:.2f} s "
           f"(best of {m['floor_repeats']}, {m['floor_rss_gb']:.2f} GB) -> wall/read {ratio:.1f}x; "
-          f"load avg before {m['load_before'][0]:.1f}, after {m['load_after'][0]:.1f} (1 min)", flush=True)
+          f"load avg before {m['load_before'][0]:.1f}, after {m['load_after'][0]:.1f} (1 min)"
+          + (f"; CPU {m['cpu_s'] / m['reference_s']:.1f}x the machine reference" if m.get("reference_s") else ""),
+          flush=True)
     plan = m.get("memory_plan") or {}
     if plan.get("estimate_bytes"):
         est = plan["estimate_bytes"] / 1e9
@@ -402,8 +407,10 @@ def main() -> None:
         extra = ["--calibration-sims", "2"]  # the smoke run checks the script, not the calibration's cost
     import os
 
+    ref = machine_reference()
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min); "
-          f"{os.cpu_count()} CPUs", flush=True)
+          f"{os.cpu_count()} CPUs; machine reference {ref:.3f} s (a fixed single-threaded workload, best of 3: "
+          "compare figures across machines by it)", flush=True)
     import_s = import_floor()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.data_dir) if args.data_dir else Path(tmp)
@@ -413,7 +420,7 @@ def main() -> None:
             for enc in encodings:
                 reps = args.repeats if args.repeats is not None else (2 if args.smoke else default_repeats(size))
                 m = run_one(size, enc, folder, extra, args.timeout, import_s, reps)
-                m["extra"] = extra
+                m["extra"], m["reference_s"] = extra, ref
                 measured.append(m)
                 results.append(report(m))
     if args.fit_memory or args.smoke:

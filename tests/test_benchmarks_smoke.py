@@ -49,6 +49,10 @@ def test_benchmark_smoke(script, tmp_path, request):
         for enc in ("dict", "plain", "jsonl"):
             line = next((ln for ln in p.stdout.splitlines() if ln.startswith(f"[2000x3 {enc}] benchaudit audit")), None)
             assert line is not None and "best bare read" in line and "peak RSS" in line, p.stdout[-3000:]
+            assert "x the machine reference" in line, line
+        head = p.stdout.splitlines()[0]
+        ref = float(head.split("machine reference ")[1].split(" s")[0])
+        assert 0 < ref < 60, head  # seconds of a fixed workload, measured
     if script == "label_errors.py":  # issue 25: the informative planting beside a ranking told its rule
         line = next((ln for ln in p.stdout.splitlines() if ln.startswith("real pool blink: planting on informative")),
                     None)
