@@ -341,7 +341,13 @@ def test_leave_one_out_inner_folds_on_the_real_mathvista_pool():
     inner folds they are compared fitted to 6 (as the outer split fits them to 7) and p-IRT on information
     anchors is chosen for 7 of the 8 left-out models. Measured (seeds 0-3): reported MAE 1.84 / 1.56 / 1.17 /
     2.11 points with leave-one-out inner folds, 4.24 / 1.48 / 3.71 / 3.20 with 2 folds, plain random items 3.70
-    / 1.93 / 3.97 / 3.43."""
+    / 1.93 / 3.97 / 3.43.
+
+    The 2-fold figure of seed 0 depends on the machine: 4.24 on an AMD EPYC, 4.13 on an Intel Xeon with
+    AVX-512 and 4.07 there with OpenBLAS's Haswell kernels (OPENBLAS_CORETYPE=Haswell). Its inner folds fit the
+    2PL to 3-4 models, the estimators come out nearly tied, and the last bits of NumPy's and OpenBLAS's
+    CPU-specific kernels decide 3 of the 8 choices. So it is asserted as a range, well above the leave-one-out
+    figure. The leave-one-out figure and its choices are the same on all three."""
     from audit_hub.curate.pipeline import _Pool
     from audit_hub.frame.core import AuditFrame
 
@@ -360,5 +366,6 @@ def test_leave_one_out_inner_folds_on_the_real_mathvista_pool():
         rnd.append(a["abs_err"]["random"][0])
         chosen.append(a["chosen"])
     assert 100 * np.mean(loo) == pytest.approx(1.84, abs=0.01)
-    assert 100 * np.mean(kfold) == pytest.approx(4.24, abs=0.01) and 100 * np.mean(rnd) == pytest.approx(3.70, abs=0.01)
+    assert 100 * np.mean(rnd) == pytest.approx(3.70, abs=0.01)
+    assert 3.9 <= 100 * np.mean(kfold) <= 4.4 and 100 * np.mean(kfold) >= 100 * np.mean(loo) + 2.0
     assert chosen.count("pirt_information") == 7
