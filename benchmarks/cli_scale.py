@@ -282,9 +282,8 @@ def report(m: dict) -> bool:
           f"{m['runs_mb']:.0f} MB of runs: {times}, "
           f"peak RSS {m['peak_rss_gb']:.2f} GB; best bare read {m['floor_s']:.2f} s "
           f"(best of {m['floor_repeats']}, {m['floor_rss_gb']:.2f} GB) -> wall/read {ratio:.1f}x; "
-          f"load avg before {m['load_before'][0]:.1f}, after {m['load_after'][0]:.1f} (1 min)"
-          + (f"; CPU {m['cpu_s'] / m['reference_s']:.1f}x the machine reference" if m.get("reference_s") else ""),
-          flush=True)
+          f"load avg before {m['load_before'][0]:.1f}, after {m['load_after'][0]:.1f} (1 min); "
+          f"CPU {m['cpu_s'] / m['reference_s']:.1f}x the machine reference", flush=True)
     plan = m.get("memory_plan") or {}
     if plan.get("estimate_bytes"):
         est = plan["estimate_bytes"] / 1e9
