@@ -383,7 +383,7 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
           on_progress: Callable[[str, int, int, float], None] | None = None,
           command_line: list[str] | None = None, benchmark: Sequence[str] | None = None,
           on_benchmark: Callable[[str], None] | None = None,
-          max_memory: int | str | None = None) -> AuditResult | AuditSetResult:
+          max_memory: int | str | None = None, runs_as_given: bool = False) -> AuditResult | AuditSetResult:
     """Audit a benchmark from saved evaluation runs (``benchaudit audit``); no inputs: the bundled example.
 
     Run files of several benchmarks (a VLMEvalKit work_dir, an lmms-eval run folder) are read once and each
@@ -398,7 +398,9 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     ``max_memory``: bytes or a size such as ``"6G"`` (``--max-memory``; default: what the machine has, minus a
     margin): the memory plan (:mod:`audit_hub.engine.memory`) decides from the inputs' sizes, before reading
     them, whether the calibration worker and parallel detectors fit, and refuses (InputError) an audit that
-    cannot. Every other argument is the command's option of the same name.
+    cannot. ``runs_as_given``: read every ``runs`` file as an image-enabled run, even one whose model is named
+    as a text-only run or a baseline (:mod:`audit_hub.readers.named_roles`). Every other argument is the
+    command's option of the same name.
     """
     import sys
 
@@ -447,7 +449,7 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
 
                 groups, skipped = read_benchmarks(questions, runs_l, blind_l, column_map=_column_map(column_map),
                                                   dataset=dataset, blind_model=blind_model, benchmark=benchmark,
-                                                  worker=worker)
+                                                  worker=worker, as_given=runs_as_given)
             if len(groups) > 1 and base_l:
                 from .errors import InputError
 
@@ -718,7 +720,7 @@ def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os
            random_draws: int = 200, ibp: str = "auto", seed: int = 0, threads: int = 1, column_map=None,
            revision: str | None = None, dataset: str | None = None, blind_model: str | None = None,
            figures: bool = True, progress: Callable[[str], None] | None = None,
-           command_line: list[str] | None = None) -> CurateResult:
+           command_line: list[str] | None = None, runs_as_given: bool = False) -> CurateResult:
     """A smaller benchmark that keeps model rankings on models it never saw (``benchaudit curate``);
     no inputs: the bundled example. ``thresholds``: ``["NAME=VALUE", ...]`` or a dict."""
     import sys
@@ -733,7 +735,7 @@ def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os
 
         check_output_target(out, command="curate", inputs=[questions, *runs_l, *blind_l, tst_scores])
     frame = curation_frame(questions, runs_l, blind_l, column_map=_column_map(column_map), revision=revision,
-                           dataset=dataset, blind_model=blind_model)
+                           dataset=dataset, blind_model=blind_model, as_given=runs_as_given)
     inputs = list(frame.sources)
     stage_names = [s.strip() for s in stages.split(",")] if isinstance(stages, str) else list(stages)
     cfg = CurateConfig(stages=tuple(s for s in stage_names if s), thresholds=stage_thresholds(thresholds),

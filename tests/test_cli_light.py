@@ -54,9 +54,9 @@ def test_audit_command_end_to_end_on_a_renamed_generic_layout(tmp_path):
     assert summary["n_questions"] == 2 and summary["models"]["full"] == ["model-a", "model-b"]
     assert summary["pool"]["paired"] == ["model-a"] and summary["pool"]["pool_level"] is False
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["dataset"]["name"] == "questions"
+    assert manifest["dataset"]["name"] == "generic"  # questions.csv: named after its folder
     card = (out / "README.md").read_text()
-    assert card.startswith("---\n") and "# benchaudit report: questions" in card
+    assert card.startswith("---\n") and "# benchaudit report: generic" in card
 
 
 def test_the_program_ends_with_its_exit_code_and_every_output_written(tmp_path):

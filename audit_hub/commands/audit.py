@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from ..bounds import opt
+from . import RUNS_AS_GIVEN_HELP
 
 
 def register(app: typer.Typer) -> None:
@@ -45,6 +46,7 @@ def register(app: typer.Typer) -> None:
         blind_model: str | None = typer.Option(
             None, "--blind-model", help="Model name to give the blind runs (pairs a single blind file with a "
                                         "full-arm model of that name)."),
+        runs_as_given: bool = typer.Option(False, "--runs-as-given", help=RUNS_AS_GIVEN_HELP),
         seed: int = typer.Option(0, "--seed", **opt("--seed"), help="Seed for every random draw (recorded in the report)."),
         n_permutations: int = typer.Option(999, "--n-permutations", **opt("--n-permutations"), help="Permutations for the zero-gain null."),
         calibration_sims: int = typer.Option(
@@ -91,6 +93,7 @@ def register(app: typer.Typer) -> None:
         from ..bounds import detector_threads
         from ..engine.run import AuditConfig
         from ..escape import console_text, one_line
+        from ..readers.named_roles import named_roles_note
 
         console = Console(stderr=True)
         detector_names = list(AuditConfig().detectors) if detector_threads(parallel) == 1 else ["detectors"]
@@ -119,7 +122,7 @@ def register(app: typer.Typer) -> None:
                          calibration_sims=calibration_sims, stratify=stratify, tst=tst, figures=figures,
                          design_label=design_label, allow_unparsed_options=allow_unparsed_options, threads=threads,
                          parallel=parallel, on_stage=on_stage, on_progress=on_progress, benchmark=benchmark,
-                         max_memory=max_memory,
+                         max_memory=max_memory, runs_as_given=runs_as_given,
                          on_benchmark=lambda name: prog.update(task, completed=0, description=f"{name[:28]:<28}"))
             prog.update(task, completed=len(plan))
         if hasattr(result, "results"):  # several benchmarks: one report each and the index
@@ -128,12 +131,16 @@ def register(app: typer.Typer) -> None:
             for name, r in result.results.items():
                 console.print(f"[bold]{console_text(name)}[/bold]: {r.frame.n_questions:,} questions, "
                               f"{len(r.frame.models)} model(s) -> {console_text(result.folders[name])}/")
+                named = named_roles_note(r.frame.meta.get("named_roles"))
+                if named:
+                    console.print(f"[yellow]note:[/yellow] {console_text(named)}")
                 _print_headlines(console, r.engine)
             typer.echo(f"reports: {one_line(result.folder)} (index: README.md, index.json; one folder per benchmark)")
             return
-        note = (result.summary.get("pool") or {}).get("note")
-        if note:
-            console.print(f"[yellow]note:[/yellow] {console_text(note)}")
+        for note in (named_roles_note(result.frame.meta.get("named_roles")),
+                     (result.summary.get("pool") or {}).get("note")):
+            if note:
+                console.print(f"[yellow]note:[/yellow] {console_text(note)}")
         if verbose:
             _print_stages(console, result)
         _print_headlines(console, result.engine)

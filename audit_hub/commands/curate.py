@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from ..bounds import opt
+from . import RUNS_AS_GIVEN_HELP
 
 
 def register(app: typer.Typer) -> None:
@@ -56,12 +57,15 @@ def register(app: typer.Typer) -> None:
         dataset: str | None = typer.Option(None, "--dataset", help="Dataset name inside VLMEvalKit file names."),
         blind_model: str | None = typer.Option(None, "--blind-model", help="Model name for a single blind file."),
         figures: bool = typer.Option(True, "--figures/--no-figures", help="Render the PNG figures."),
+        runs_as_given: bool = typer.Option(False, "--runs-as-given", help=RUNS_AS_GIVEN_HELP),
     ) -> None:
         """Curate a benchmark from the audit's findings and prove it on held-out models; with no inputs,
         curates the bundled MATH-Vision example."""
         from rich.console import Console
 
         from ..api import curate as run
+        from ..escape import console_text
+        from ..readers.named_roles import named_roles_note
 
         console = Console(stderr=True)
         with console.status("reading and validating inputs") as st:
@@ -70,9 +74,12 @@ def register(app: typer.Typer) -> None:
                          folds=folds, model_dates=model_dates, model_order=model_order, tst_scores=tst_scores,
                          tst=tst, junk=junk, score_budget=score_budget, n_boot=n_boot, random_draws=random_draws,
                          ibp=ibp, seed=seed, threads=threads, column_map=column_map, revision=revision,
-                         dataset=dataset, blind_model=blind_model, figures=figures,
+                         dataset=dataset, blind_model=blind_model, figures=figures, runs_as_given=runs_as_given,
                          progress=lambda m: st.update(f"curating: {m}"))
         _print(result.summary)
+        named = named_roles_note(result.summary.get("named_roles"))
+        if named:
+            console.print(f"[yellow]note:[/yellow] {console_text(named)}")
         typer.echo(f"curated benchmark: {result.folder}")
 
 

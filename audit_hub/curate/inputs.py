@@ -116,8 +116,9 @@ def load_model_dates(path: str | None, order: str | None) -> dict | None:
 
 
 def curation_frame(questions: str | None, runs: list[str], blind: list[str], *, column_map: dict[str, str],
-                   revision: str | None, dataset: str | None, blind_model: str | None):
-    """The audit frame of the inputs, or of the bundled MATH-Vision example when none is given."""
+                   revision: str | None, dataset: str | None, blind_model: str | None, as_given: bool = False):
+    """The audit frame of the inputs, or of the bundled MATH-Vision example when none is given (``as_given``:
+    ``--runs-as-given``, see :mod:`audit_hub.readers.named_roles`)."""
     from ..errors import InputError
 
     if questions is None and not runs and not blind:
@@ -129,7 +130,7 @@ def curation_frame(questions: str | None, runs: list[str], blind: list[str], *, 
     from ..readers.ingest import build_frame
 
     return build_frame(questions, list(runs), list(blind), column_map=column_map, revision=revision,
-                       dataset_hint=dataset, blind_model=blind_model)
+                       dataset_hint=dataset, blind_model=blind_model, as_given=as_given)
 
 
 def tst_excess(frame, tst_scores: str | None, tst: bool, seed: int, inputs: list,

@@ -184,6 +184,8 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
                             for k, v in by.items()], ["l", "r"]) if by else ""
     evidence = "; ".join(f"{md_inline(k.replace('_', ' '))}: {md_inline(v)}" for k, v in (s.get("stage_evidence") or {}).items())
     bench = result.frame.meta.get("benchmark") or (result.frame.meta.get("dataset") or {}).get("name") or "the input benchmark"
+    from ..readers.named_roles import named_roles_note
+
     return {
         "bench": md_inline(bench), "n_before": fmt_num(s["n_before"]), "n_after": fmt_num(s["n_after"]),
         "reduction": pct(s["reduction"]), "pipeline": pipeline, "overlaps": overlaps, "ranking": ranking_table,
@@ -200,6 +202,7 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
         "irt_notes": md_inline("; ".join(x for x in se.get("irt_not_eligible_because") or [] if x), 600), "figures": figures, "files": files,
         "selection": s["selection"], "method": md_inline(s["selection"].get("method") or "none"),
         "models": ", ".join(md_inline(m, 60) for m in s["models"]), "n_models": len(s["models"]),
+        "named_roles": md_inline(named_roles_note(s.get("named_roles")) or "", 600),
         "ci": ci, "seed": s["seeds"]["seed"], "version": __version__,
         "leader": ", ".join(md_inline(m, 60) for m in s.get("heldout_leader_changes_on_drop") or []) or "none",
     }

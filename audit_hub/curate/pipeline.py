@@ -900,6 +900,7 @@ def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, v
         "selection_choice": _choice_brief(cur),
         "stage_evidence": evidence_notes(fnd.table, tst_excess, cfg.stages),
         "models": pool.models,
+        "named_roles": dict(pool.frame.meta.get("named_roles") or {}),
         "spearman_rho": inpool["spearman_rho"],
         "spearman_rho_ci": [float(x) for x in np.nanquantile(rho_b, [0.025, 0.975])],
         "kendall_tau": inpool["kendall_tau"],

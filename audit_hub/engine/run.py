@@ -313,7 +313,7 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
         "n_questions": frame.n_questions,
         "models": {arm: frame.models_in(arm) for arm in ARMS if arm != "base" or frame.has_arm(arm)},
         "pool": frame.meta.get("pool") or pool_summary(frame.models_in("full"), frame.models_in("blind"),
-                                                       frame.meta.get("pairing")),
+                                                       frame.meta.get("pairing"), frame.meta.get("named_roles")),
         "judges": frame.meta.get("judges", {}),
         "primary_field": primary,
         "arm_comparison": arms or arm_field(frame),
@@ -407,9 +407,13 @@ def _run_audit(frame: AuditFrame, config: AuditConfig, progress: Callable[[str],
                        timings=timings, tst=tst)
 
 
-def pool_summary(full_models: Sequence[str], blind_models: Sequence[str], pairing: dict | None = None) -> dict:
+def pool_summary(full_models: Sequence[str], blind_models: Sequence[str], pairing: dict | None = None,
+                 named_roles: dict | None = None) -> dict:
     """Which models pair by name across arms; a note naming every blind run that pairs with no full-arm
-    model (``pairing``: :func:`audit_hub.readers.pairing.pair_arms`'s record, how each pair was made)."""
+    model (``pairing``: :func:`audit_hub.readers.pairing.pair_arms`'s record, how each pair was made); the
+    ``--runs`` files read by their model's name as text-only runs or left out as baselines (``named_roles``:
+    :func:`audit_hub.readers.named_roles.named_roles_record`; its sentence is the card's and the CLI's own note)."""
+
     full, blind = list(full_models), list(blind_models)
     paired = [m for m in full if m in set(blind)]
     pb = (pairing or {}).get("blind") or {}
@@ -432,7 +436,8 @@ def pool_summary(full_models: Sequence[str], blind_models: Sequence[str], pairin
                 + (f"; blind runs paired with no full-arm model, left out: {names(unmatched)}" if unmatched else "")
                 + (f"; full-arm models without a blind run: {names(without)}" if without else ""))
     return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level,
-            "unmatched_blind": unmatched, "pairing": pairing or {}, "note": note}
+            "unmatched_blind": unmatched, "pairing": pairing or {}, "named_roles": dict(named_roles or {}),
+            "note": note}
 
 
 def _version() -> str:

@@ -234,7 +234,8 @@ def generic_runs(df: pd.DataFrame, file: str, *, arm: str = "full", model: str |
     if with_questions and "gold" in df.columns and "question" in df.columns:
         qdf = df.drop(columns=[c for c in ("answer", "prediction") if c in df.columns])
         questions = normalise_questions(qdf.drop_duplicates(subset=[idcol]), file, gold_column="gold")
-    return ReadResult(path=file, kind="generic", runs=runs, questions=questions, rows=n)
+    return ReadResult(path=file, kind="generic", runs=runs, questions=questions, rows=n,
+                      info={"arm_from_file": True} if "arm" in df.columns else {})
 
 
 def is_generic_run_table(columns) -> bool:

@@ -165,6 +165,8 @@ def concerns(rec: dict, name: str | None) -> bool:
     the older runs and summaries named ``..._{name}...``; every record when the benchmark has no name."""
     if name is None:
         return True
+    if "named_role" in rec:  # a run file left out for its model's name (readers.named_roles) knows its benchmark
+        return rec.get("benchmark") in (None, name)
     base = os.path.basename(str(rec.get("path", "")))
     return f"_{name}." in base or f"_{name}_" in base or base.startswith(f"{name}.")
 

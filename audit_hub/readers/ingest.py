@@ -32,6 +32,7 @@ from ..hub.folders import sha256_file
 from ..schema import ARMS
 from .cells import constant_categorical, stem_of
 from .dispatch import materialise_hub_specs, read_all, read_questions
+from .hf import SPLIT_PREFERENCE
 from .mathv import restore_non_mc_answers
 from .merge import (
     concat_runs,
@@ -141,7 +142,8 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
                 column_map: dict[str, str] | None = None, revision: str | None = None,
                 dataset_hint: str | None = None, model: str | None = None, blind_model: str | None = None,
                 model_map: dict[str, str] | None = None, metric: str | None = None, split: str | None = None,
-                compute_exact: bool = True, allow_unparsed_options: bool = False, worker=None):
+                compute_exact: bool = True, allow_unparsed_options: bool = False, worker=None,
+                as_given: bool = False):
     """Read questions and runs, validate them into an :class:`AuditFrame`, record provenance.
 
     ``blind``: the same models with the image removed; ``base``: their language backbones alone, text only
@@ -165,7 +167,7 @@ def build_frame(questions_spec: str | None, runs: Sequence[str], blind: Sequence
     with stage("read"):  # parse the files into tables (timed for the manifest and --verbose)
         full_res, blind_res, skipped = read_run_files(
             runs, blind, column_map=column_map, dataset_hint=dataset_hint, model=model, blind_model=blind_model,
-            metric=metric, with_questions=questions_spec is None, worker=worker)
+            metric=metric, with_questions=questions_spec is None, worker=worker, as_given=as_given)
         base_res, skipped_t = read_base_files(base, column_map=column_map, dataset_hint=dataset_hint,
                                               metric=metric, worker=worker)
     return frame_from_results(questions_spec, full_res, blind_res, skipped + skipped_t, column_map=column_map,
@@ -185,16 +187,25 @@ def read_base_files(base: Sequence[str], *, column_map: dict[str, str] | None = 
 
 def read_run_files(runs: Sequence[str], blind: Sequence[str] = (), *, column_map: dict[str, str] | None = None,
                    dataset_hint: str | None = None, model: str | None = None, blind_model: str | None = None,
-                   metric: str | None = None, with_questions: bool = True, worker=None,
+                   metric: str | None = None, with_questions: bool = True, worker=None, as_given: bool = False,
                    ) -> tuple[list, list, list[dict]]:
-    """Every run file of both arms read once: (full-arm results, blind-arm results, files skipped)."""
+    """Every run file of both arms read once: (full-arm results, blind-arm results, files skipped). A
+    ``--runs`` file whose model is named as a text-only run joins the blind arm, one named as a baseline is
+    left out (:mod:`audit_hub.readers.named_roles`; ``as_given=True``: ``--runs-as-given``)."""
+    from .named_roles import apply_named_roles
+
     full_res, skipped = read_all(runs, arm="full", questions=None, column_map=column_map, dataset_hint=dataset_hint,
                                  model=model, metric=metric, with_questions=with_questions, worker=worker) \
         if runs else ([], [])
     blind_res, skipped_b = read_all(blind, arm="blind", questions=None, column_map=column_map,
                                     dataset_hint=dataset_hint, model=blind_model, metric=metric,
                                     with_questions=with_questions, worker=worker) if blind else ([], [])
-    return full_res, blind_res, skipped + skipped_b
+    full_res, blind_res, left = apply_named_roles(full_res, blind_res, as_given=as_given)
+    if runs and not full_res and not blind:
+        raise InputError(f"every --runs file is named as a text-only run or a baseline ("
+                         f"{', '.join(s['model'] for s in left) or 'text-only runs only'}); give image-enabled runs, "
+                         "or --runs-as-given to audit them as they are", file=str(runs[0]))
+    return full_res, blind_res, skipped + skipped_b + left
 
 
 def frame_from_results(questions_spec: str | None, full_res: list, blind_res: list, skipped: list[dict], *,
@@ -206,6 +217,7 @@ def frame_from_results(questions_spec: str | None, full_res: list, blind_res: li
     benchmark; ``specs``: what the user named, for messages (default: the files); ``base_res``: the base arm's."""
     from ..clock import stage
     from ..frame.core import AuditFrame
+    from .named_roles import named_roles_note, named_roles_record
 
     sources: list[dict] = []
     base_res = list(base_res)
@@ -246,13 +258,16 @@ def frame_from_results(questions_spec: str | None, full_res: list, blind_res: li
             sources=sources, compute_exact=compute_exact,
             meta={"judges": full_judges, "judges_blind": blind_judges, "skipped": list(skipped), "pairing": pairing,
                   "column_map": dict(column_map or {}), "dataset_hint": dataset_hint,
-                  "dataset": _dataset_meta(questions_spec, dataset_hint, sources)},
+                  "dataset": _dataset_meta(questions_spec, dataset_hint, sources),
+                  "named_roles": named_roles_record(blind_res, list(skipped))},
         )
         from .circular import collapse_circular
 
         frame = collapse_circular(frame)  # MMBench-style option-shifted copies -> one question each
         if unparsed:
             frame.meta["unparsed_options"] = unparsed
+        if frame.meta["named_roles"]:
+            frame.meta.setdefault("notes", []).append(named_roles_note(frame.meta["named_roles"]) + ".")
     frame.meta["benchmark"] = frame.meta["dataset"]["name"]
     return frame
 
@@ -326,7 +341,7 @@ def split_by_benchmark(full_res: list, blind_res: list, *, wanted: Sequence[str]
 def read_benchmarks(questions_spec: str | None, runs: Sequence[str], blind: Sequence[str] = (), *,
                     column_map: dict[str, str] | None = None, dataset: str | None = None,
                     blind_model: str | None = None, benchmark: Sequence[str] | None = None, worker=None,
-                    ) -> tuple[list[BenchmarkInputs], list[dict]]:
+                    as_given: bool = False) -> tuple[list[BenchmarkInputs], list[dict]]:
     """Every run file read once (``worker`` reads some beside this process) and split by benchmark
     (:func:`split_by_benchmark`): ``(groups, files skipped)``. ``dataset`` is ``--dataset`` (the name hint for
     VLMEvalKit file names, and a selection among several benchmarks)."""
@@ -341,7 +356,8 @@ def read_benchmarks(questions_spec: str | None, runs: Sequence[str], blind: Sequ
     with stage("read"):
         full_res, blind_res, skipped = read_run_files(runs, blind, column_map=column_map, dataset_hint=hint,
                                                       blind_model=blind_model,
-                                                      with_questions=questions_spec is None, worker=worker)
+                                                      with_questions=questions_spec is None, worker=worker,
+                                                      as_given=as_given)
         groups, left = split_by_benchmark(full_res, blind_res, wanted=benchmark, dataset=dataset,
                                           questions_spec=questions_spec)
     return groups, skipped + left
@@ -393,13 +409,31 @@ def _check_unparsed_options(questions: pd.DataFrame, file: str, allow: bool) -> 
     return {"n": len(rows), "question_ids": [str(x) for x in ids[:100]]}
 
 
+_GENERIC_STEMS = {*SPLIT_PREFERENCE, "data", "questions", "question", "benchmark", "eval", "evaluation", "default",
+                  "samples", "annotations", "metadata"}
+
+
+def _named_for_folder(path: str, stem: str) -> str:
+    """A questions file with a generic name is named after the nearest folder whose name is not generic too:
+    ``mathv/data/test.jsonl`` -> ``mathv (test)`` (the split kept), ``MMStar/questions.csv`` -> ``MMStar``;
+    any other stem is the name."""
+    if stem.lower() not in _GENERIC_STEMS:
+        return stem
+    for part in reversed(Path(os.path.abspath(path)).parent.parts[1:]):
+        if part.lower() not in _GENERIC_STEMS and not part.startswith("."):
+            return f"{part} ({stem})" if stem.lower() in SPLIT_PREFERENCE else part
+    return stem
+
+
 def _dataset_meta(questions_spec: str | None, dataset_hint: str | None, sources: list[dict]) -> dict:
     """What was audited, for the card and manifest: a name, and the Hub repo / revision / resolved
     commit when the questions came from the Hub."""
     name = dataset_hint
-    if not name and questions_spec:
-        spec = str(questions_spec)
+    spec = str(questions_spec) if questions_spec else None
+    if not name and spec:
         name = Path(spec).stem if os.path.exists(spec) else spec.split("@")[0]
+    if name and spec and os.path.isfile(spec) and name == Path(spec).stem:
+        name = _named_for_folder(spec, name)
     if not name:  # the benchmark named by the run files: VLMEvalKit {model}_{dataset}, lmms-eval task
         found = sorted({v for src in sources for k in ("dataset", "task")
                         if isinstance((v := src.get(k)), str) and v})
