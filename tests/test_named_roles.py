@@ -97,6 +97,10 @@ def test_only_baselines_given_is_one_clear_error(tmp_path):
     assert p.returncode == 2
     assert "every --runs file is named as a text-only run or a baseline (Random-Chance)" in " ".join(p.stderr.split())
     assert not out.exists()
+    p = _cli("audit", "--questions", MATHV / "data" / "test.jsonl", "--runs", MATHV / "outputs" / "Random-Chance.jsonl",
+             "--runs", MATHV / "outputs" / "closed-source" / "GPT", "--out", out, *FAST)
+    assert p.returncode == 2 and not out.exists()
+    assert "a baseline (GPT4-CoT (Text Only), Random-Chance)" in " ".join(p.stderr.split())
 
 
 def test_a_file_that_names_its_arm_or_several_models_is_taken_as_it_says(tmp_path):

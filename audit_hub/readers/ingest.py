@@ -202,8 +202,9 @@ def read_run_files(runs: Sequence[str], blind: Sequence[str] = (), *, column_map
                                     with_questions=with_questions, worker=worker) if blind else ([], [])
     full_res, blind_res, left = apply_named_roles(full_res, blind_res, as_given=as_given)
     if runs and not full_res and not blind:
+        named = [r.info.get("named_role") and str(r.runs["model"].iloc[0]) for r in blind_res] + [s["model"] for s in left]
         raise InputError(f"every --runs file is named as a text-only run or a baseline ("
-                         f"{', '.join(s['model'] for s in left) or 'text-only runs only'}); give image-enabled runs, "
+                         f"{', '.join(dict.fromkeys(m for m in named if m))}); give image-enabled runs, "
                          "or --runs-as-given to audit them as they are", file=str(runs[0]))
     return full_res, blind_res, skipped + skipped_b + left
 
