@@ -174,3 +174,21 @@ def test_folder_name_for_a_split_named_questions_file(tmp_path):
     assert _named_for_folder("/x/MathVista/testmini.parquet", "testmini") == "MathVista (testmini)"
     assert _named_for_folder("/x/mathv/data/MMStar.tsv", "MMStar") == "MMStar"
     assert _named_for_folder("/x/MMStar/data/questions.csv", "questions") == "MMStar"
+
+
+def test_a_hostile_model_name_in_the_note_is_escaped_on_the_card(tmp_path):
+    q = pd.DataFrame({"question_id": ["1", "2", "3"], "question": ["a?", "b?", "c?"], "answer": ["A", "B", "A"],
+                      "options": [["x", "y"]] * 3})
+    q.to_json(tmp_path / "q.jsonl", orient="records", lines=True)
+    runs = []
+    for i, model in enumerate(["<img src=x onerror=alert(1)> [text only](http://e.x)", "M1", "M2", "M3"]):
+        f = tmp_path / f"r{i}.csv"
+        pd.DataFrame({"question_id": ["1", "2", "3"], "model": [model] * 3, "prediction": ["A", "B", "B"]}).to_csv(
+            f, index=False)
+        runs += ["--runs", f]
+    out = tmp_path / "audit"
+    p = _cli("audit", "--questions", tmp_path / "q.jsonl", *runs, "--out", out, *FAST)
+    assert p.returncode == 0, p.stderr[-2000:]
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "<img" not in card and "[text only](" not in card  # no raw HTML, no live link
+    assert "&lt;img src=x onerror=alert(1)&gt; \\[text only\\](http://e.x)" in card

@@ -354,7 +354,7 @@ def _limitations(result: Any) -> list[str]:
         if fn is not None and sm and not sm.get("skipped"):
             lims.extend(fn(sm))
     for note in result.frame.meta.get("notes", []) or []:
-        lims.append(str(note))
+        lims.append(md_inline(str(note), 1000))  # notes can name models (readers.named_roles): input text
     unparsed = result.frame.meta.get("unparsed_options") or {}
     if unparsed.get("n"):
         ids = ", ".join(md_inline(x, 40) for x in unparsed.get("question_ids", [])[:10])
