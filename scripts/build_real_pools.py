@@ -92,33 +92,34 @@ def build_blink(gd: str, commit: str = BLINK_COMMIT) -> tuple[pd.DataFrame, pd.D
 
 
 def build_mathvista(gd: str, commit: str = MATHVISTA_COMMIT) -> tuple[pd.DataFrame, pd.DataFrame]:
-    qrows, rows = {}, []
-    for arm, files in (("full", MATHVISTA_FULL), ("blind", MATHVISTA_BLIND)):
-        for f in files:
-            model = f.split("/")[1][len("output_"):-len(".json")]
-            d = json.loads(_git(gd, "show", f"{commit}:results/{f}"))
-            for pid, r in d.items():
-                mc = r["question_type"] == "multi_choice"
-                ch = list(r["choices"] or [])
-                if pid not in qrows:
-                    md = r.get("metadata") or {}
+    """Read with the product's own MathVista reader (``audit_hub.readers.mathvista``), then strip the texts."""
+    import tempfile
+
+    from audit_hub.readers.mathvista import read_outputs
+
+    qrows, runs = {}, []
+    with tempfile.TemporaryDirectory() as tmp:
+        for arm, files in (("full", MATHVISTA_FULL), ("blind", MATHVISTA_BLIND)):
+            for f in files:
+                path = Path(tmp) / f.split("/")[1]
+                path.write_bytes(_git(gd, "show", f"{commit}:results/{f}"))
+                res = read_outputs(str(path), arm=arm)
+                for q in res.questions.itertuples():
                     # question and option texts belong to the source datasets' authors (MathVista's licence
                     # note): not copied; the options are their letters, the gold and answers letters too
-                    qrows[pid] = {"question_id": str(pid),
-                                  "question": f"MathVista testmini item {pid} (question text not copied)",
-                                  "options": list(LETTERS[:len(ch)]) if mc else [],
-                                  "answer": (LETTERS[ch.index(r["answer"])] if mc and r["answer"] in ch
-                                             else str(r["answer"])),
-                                  "answer_type": "mc" if mc else ("numeric" if r["answer_type"] in ("integer", "float")
-                                                                  else "free"),
-                                  "category": str(md.get("task", "")), "l2_category": str(md.get("context", ""))}
-                pred = r.get("prediction")
-                a = (LETTERS[ch.index(pred)] if mc and pred in ch else "") if mc else ("" if pred is None else str(pred))
-                rows.append({"question_id": str(pid), "model": model, "arm": arm,
-                             "prediction": str(r.get("response", ""))[:TRUNC], "answer": a,
-                             "hit": bool(r.get("true_false", False))})
+                    qrows.setdefault(q.question_id, {
+                        "question_id": q.question_id,
+                        "question": f"MathVista testmini item {q.question_id} (question text not copied)",
+                        "options": list(LETTERS[:len(q.options)]), "answer": q.answer, "answer_type": q.answer_type,
+                        "category": str(q.category or ""), "l2_category": str(q.l2_category or "")})
+                r = res.runs
+                runs.append(pd.DataFrame({
+                    "question_id": r["question_id"].astype(str), "model": str(r["model"].iloc[0]), "arm": arm,
+                    "prediction": [("" if pd.isna(p) else str(p))[:TRUNC] for p in r["prediction"]],
+                    "answer": ["" if pd.isna(a) else str(a) for a in r["answer"]],
+                    "hit": r["hit"].astype(bool)}))
     q = pd.DataFrame(sorted(qrows.values(), key=lambda x: int(x["question_id"])))
-    return q, pd.DataFrame(rows)
+    return q, pd.concat(runs, ignore_index=True)
 
 
 def write(name: str, q: pd.DataFrame, runs: pd.DataFrame, out: Path) -> None:

@@ -121,7 +121,7 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
                    column_map: dict[str, str] | None, dataset_hint: str | None, model: str | None,
                    metric: str | None, with_questions: bool = True) -> ReadResult | str:
     """One file -> ReadResult, or a string saying why a file found in a folder was skipped."""
-    from . import generic, lmms_eval, mathv, vlmevalkit
+    from . import generic, lmms_eval, mathv, mathvista, vlmevalkit
 
     if explicit:
         check_input_path(path, allow_dir=False)
@@ -132,6 +132,10 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
         if explicit:
             refuse_pickle(path)
         return "pickle cache (never unpickled; export it to .xlsx/.tsv/.parquet to use it)"
+    if ext == ".json" and os.path.getsize(path) > 0 and mathvista.is_output_file(path):
+        if mathvista.is_template(path) and not explicit:
+            return "MathVista's leaderboard submission template (an example, not a model's run; name it to read it)"
+        return mathvista.read_outputs(path, arm=arm, model=model)
     if ext in TABLE_EXTENSIONS + LOG_EXTENSIONS and os.path.getsize(path) > 0:
         harness = read_harness_file(path, arm=arm, model=model, metric=metric)  # lm-eval, inspect_ai, ...
         if isinstance(harness, str) and explicit:

@@ -1,0 +1,105 @@
+"""MathVista's result files (``audit_hub.readers.mathvista``) on an excerpt of the released files.
+
+``tests/fixtures/mathvista`` (see its NOTICE) keeps the repository's layout and JSON form; the figures below
+are computed from the files with ``json`` here, not with the reader under test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "tests" / "fixtures" / "mathvista" / "results"
+FAST = ["--calibration-sims", "0", "--no-figures", "--n-permutations", "99"]
+IMAGE = {"bard": "bard/output_bard.json", "llava_llama_2_13b": "llava/output_llava_llama_2_13b.json",
+         "mplugowl_7b_ft": "mplugowl/output_mplugowl_7b_ft.json"}
+
+
+def _cli(*args) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("MPLBACKEND", "Agg")
+    return subprocess.run([sys.executable, "-m", "audit_hub.cli", "audit", *map(str, args)], capture_output=True,
+                          text=True, env=env, timeout=600)
+
+
+def _score(rel: str) -> float:
+    """MathVista's own accuracy (evaluation/calculate_score.py): true_false == True over every problem."""
+    d = json.loads((RESULTS / rel).read_text(encoding="utf-8"))
+    return sum(r.get("true_false") is True for r in d.values()) / len(d)
+
+
+def test_read_outputs_maps_the_released_fields():
+    from audit_hub.readers.mathvista import is_output_file, read_outputs
+
+    path = str(RESULTS / IMAGE["bard"])
+    assert is_output_file(path)
+    res = read_outputs(path)
+    d = json.loads(Path(path).read_text(encoding="utf-8"))
+    assert res.benchmark == "MathVista_testmini" and res.judges == {"bard": "MathVista evaluation (true_false)"}
+    assert list(res.runs["question_id"]) == list(d) and str(res.runs["model"].iloc[0]) == "bard"
+    q = res.questions.set_index("question_id")
+    assert q.loc["781", "options"] == ["option A", "option B", "option C", "option C"]
+    assert q.loc["781", "answer"] == "C"  # the first of the two equal choices, as the verdict reads it
+    assert q.loc["3", "answer_type"] == "mc" and q.loc["1", "answer_type"] == "numeric"
+    assert q.loc["1", "category"] == d["1"]["metadata"]["task"] and q.loc["1", "l2_category"] == d["1"]["metadata"]["context"]
+    runs = res.runs.set_index("question_id")
+    assert runs.loc["3", "answer"] == "C" and runs.loc["1", "answer"] == d["1"]["prediction"]
+    assert runs.loc["3", "prediction"] == d["3"]["response"]
+    assert [int(h) for h in runs["hit"]] == [int(d[k]["true_false"] is True) for k in d]
+
+
+def test_results_folder_audit_matches_mathvistas_own_scores(tmp_path):
+    out = tmp_path / "audit"
+    p = _cli("--runs", RESULTS, "--out", out, *FAST)
+    assert p.returncode == 0, p.stderr[-2000:]
+    s = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    # the random baseline is left out by its name; the template is skipped; ChatGPT is in the full arm
+    # (nothing in MathVista's files says it ran text only: pass it with --blind, next test)
+    assert sorted(s["models"]["full"]) == ["bard", "chatgpt", "llava_llama_2_13b", "mplugowl_7b_ft"]
+    assert s["pool"]["named_roles"]["baselines_left_out"] == ["random_guess"]
+    acc = {r["model"]: r["accuracy_judged"] for r in s["accuracy"]}
+    for model, rel in {**IMAGE, "chatgpt": "chatgpt/output_chatgpt.json"}.items():
+        assert acc[model] == pytest.approx(_score(rel), abs=1e-12), model
+    chatgpt = next(r for r in s["accuracy"] if r["model"] == "chatgpt")
+    assert chatgpt["n_judged"] == 41  # its refusals (pids 2 and 4: no true_false) counted wrong, as MathVista does
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["dataset"]["name"] == "MathVista_testmini"
+    index_rows = json.loads((out / "summary.json").read_text(encoding="utf-8"))["n_questions"]
+    assert index_rows == 41
+
+
+def test_image_runs_and_a_text_only_blind_arm(tmp_path):
+    out = tmp_path / "audit"
+    runs = [x for rel in IMAGE.values() for x in ("--runs", RESULTS / rel)]
+    p = _cli(*runs, "--blind", RESULTS / "chatgpt" / "output_chatgpt.json", "--out", out, *FAST)
+    assert p.returncode == 0, p.stderr[-2000:]
+    s = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert s["models"]["blind"] == ["chatgpt"] and s["pool"]["pool_level"] is True
+    vd = s["visual_dependency"]
+    assert not vd.get("skipped") and vd["n_items"] == 41
+
+
+def test_the_template_is_read_when_named_and_a_bad_verdict_is_one_line(tmp_path):
+    from audit_hub.errors import InputError
+    from audit_hub.readers.mathvista import read_outputs
+
+    tpl = RESULTS / "leaderboad_submission_template" / "output_testmini_template_for_leaderboard_submission.json"
+    assert str(read_outputs(str(tpl)).runs["model"].iloc[0]) == "testmini_template_for_leaderboard_submission"
+    d = json.loads((RESULTS / IMAGE["bard"]).read_text(encoding="utf-8"))
+    d["5"]["true_false"] = "maybe"
+    bad = tmp_path / "output_bard.json"
+    bad.write_text(json.dumps(d), encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        read_outputs(str(bad))
+    assert str(e.value).startswith(f"file {bad}, row 5, column 'true_false': problem '5': true_false is 'maybe'")
+    out = tmp_path / "audit"
+    p = _cli("--runs", bad, "--out", out, *FAST)
+    assert p.returncode == 2 and not out.exists()
+    assert "row 5, column 'true_false'" in p.stderr
