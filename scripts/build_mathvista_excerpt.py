@@ -10,7 +10,7 @@ source datasets' authors (MathVista's licence section), so ``question`` and ``qu
 "MathVista testmini item <pid> (question text not copied)" and each distinct choice text becomes
 "option <letter of its first occurrence>" everywhere it appears (``choices``, ``answer``, ``prediction``,
 ``extraction``), so that repeated choices stay repeated (pid 781). Responses, verdicts, metadata and
-every other field are as released.
+every other field are as released. ``bard/scores_bard.json`` (Bard's scores summary) is copied unchanged.
 """
 
 from __future__ import annotations
@@ -61,6 +61,9 @@ def main() -> None:
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.write_text(json.dumps(excerpt, indent=4, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"{dst}: {len(excerpt)} problems, {dst.stat().st_size / 1e3:.1f} kB")
+    scores = out / "bard" / "scores_bard.json"  # a summary the reader must skip in a folder: copied unchanged
+    scores.write_bytes(subprocess.run(["git", "--git-dir", sys.argv[1], "show", f"{COMMIT}:results/bard/scores_bard.json"],
+                                      capture_output=True, check=True).stdout)
 
 
 if __name__ == "__main__":

@@ -103,3 +103,7 @@ def test_the_template_is_read_when_named_and_a_bad_verdict_is_one_line(tmp_path)
     p = _cli("--runs", bad, "--out", out, *FAST)
     assert p.returncode == 2 and not out.exists()
     assert "row 5, column 'true_false'" in p.stderr
+    # the scores summary beside an output file: skipped in a folder (the folder test), refused when named
+    p = _cli("--runs", RESULTS / "bard" / "scores_bard.json", "--out", out, *FAST)
+    assert p.returncode == 2 and not out.exists()
+    assert "this is MathVista's scores summary; pass the output_*.json beside it" in " ".join(p.stderr.split())

@@ -132,6 +132,10 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
         if explicit:
             refuse_pickle(path)
         return "pickle cache (never unpickled; export it to .xlsx/.tsv/.parquet to use it)"
+    if ext == ".json" and os.path.getsize(path) > 0 and mathvista.is_scores_file(path):
+        if explicit:
+            raise InputError("this is MathVista's scores summary; pass the output_*.json beside it", file=path)
+        return "MathVista scores file (a summary of an output file)"
     if ext == ".json" and os.path.getsize(path) > 0 and mathvista.is_output_file(path):
         if mathvista.is_template(path) and not explicit:
             return "MathVista's leaderboard submission template (an example, not a model's run; name it to read it)"

@@ -23,7 +23,8 @@ The repository's ``results/random/`` runs are baselines (``random_guess``, ``fre
 ``chatgpt``, ``claude`` and ``gpt4`` runs are text-only LLMs (some given captions or OCR text): pass the
 image-enabled runs with ``--runs`` and the text-only ones with ``--blind`` (README). The leaderboard's
 submission template (``output_testmini_template_for_leaderboard_submission.json``) is an example, not a
-run: skipped in a folder, read when named.
+run: skipped in a folder, read when named. The ``scores_<name>.json`` beside each output file (its accuracies)
+is a summary: skipped in a folder, refused when named.
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ def is_output_file(path: str) -> bool:
     """A JSON object of MathVista problems (``pid``, ``question_type``, ``answer_type`` in its first record)."""
     h = read_head(path, 16384).lstrip(b"\xef\xbb\xbf").lstrip()
     return h.startswith(b"{") and b'"pid"' in h and b'"question_type"' in h and b'"answer_type"' in h
+
+
+def is_scores_file(path: str) -> bool:
+    """MathVista's ``scores_<name>.json`` (accuracies by type, task, ...: a summary of an output file)."""
+    h = read_head(path, 4096).lstrip(b"\xef\xbb\xbf").lstrip()
+    return (os.path.basename(path).startswith("scores_") and h.startswith(b"{") and b'"average"' in h
+            and b'"accuracy"' in h)
 
 
 def is_template(path: str) -> bool:
