@@ -20,9 +20,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from audit_hub.schema import LETTERS
+
 ROOT = Path(__file__).resolve().parents[1]
 COMMIT = "53d525874bdde205128e6b160b7357a88277d479"
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 FILES = ["bard/output_bard.json", "llava/output_llava_llama_2_13b.json", "mplugowl/output_mplugowl_7b_ft.json",
          "chatgpt/output_chatgpt.json", "random/output_random_guess.json",
          "leaderboad_submission_template/output_testmini_template_for_leaderboard_submission.json"]
