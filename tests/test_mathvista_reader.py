@@ -71,8 +71,16 @@ def test_results_folder_audit_matches_mathvistas_own_scores(tmp_path):
     assert chatgpt["n_judged"] == 41  # its refusals (pids 2 and 4: no true_false) counted wrong, as MathVista does
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["dataset"]["name"] == "MathVista_testmini"
-    index_rows = json.loads((out / "summary.json").read_text(encoding="utf-8"))["n_questions"]
-    assert index_rows == 41
+    assert s["n_questions"] == 41
+    # problem 781 repeats its gold among the choices (C = D, as released): the option detector's critical finding
+    import glob
+
+    import pandas as pd
+
+    q = pd.read_parquet(glob.glob(str(out / "data" / "questions-*.parquet"))[0]).set_index("question_id")
+    assert q.loc["781", "distractor_similarity_severity"] == "critical"
+    assert q.loc["781", "distractor_similarity_pair"] == "C=D" and bool(q.loc["781", "distractor_similarity_involves_gold"])
+    assert (q["distractor_similarity_severity"] == "critical").sum() == 1
 
 
 def test_image_runs_and_a_text_only_blind_arm(tmp_path):
