@@ -129,3 +129,22 @@ def test_swapped_words_and_changed_numbers_are_contrastive_not_duplicates():
     assert pq["distractor_similarity_n_near_pairs"].tolist() == [0, 0, 1]
     # "none" before real options is an answer, not a placeholder distractor
     assert pq["distractor_similarity_n_placeholder_distractors"].tolist() == [0, 0, 0]
+
+
+def test_changed_labels_are_contrastive_not_near_duplicates():
+    """MathVista testmini 232 and 769 (read from the released result files): "Solution A" / "Solution B" name
+    two different solutions (Levenshtein similarity 0.9, so they were near duplicates at medium). Texts that
+    differ only in single letters or roman numerals are changed labels, contrastive; a real near duplicate
+    and an exact duplicate beside them are still found."""
+    f = _frame([
+        ["neither; their concentrations are the same", "Solution B", "Solution A"],   # 0 MathVista 232
+        ["the larger set is Set I", "the larger set is Set II", "both", "neither"],  # 1 roman numerals
+        ["x = 5 at the top point", "y = 5 at the top point", "z", "w"],               # 2 variables
+        ["Solution A is stronger", "Solution A is strongerr", "Solution B", "neither"],  # 3 near duplicate
+        ["15", "100", "50", "50"],                                                    # 4 MathVista 740
+    ], ["B", "A", "A", "C", "A"])
+    pq = ds.run(f).per_question
+    assert pq["distractor_similarity_tier"].tolist()[:3] == ["contrastive"] * 3
+    assert pq["distractor_similarity_severity"].tolist() == ["info", "info", "info", "low", "high"]
+    assert pq["distractor_similarity_n_near_pairs"].tolist() == [0, 0, 0, 1, 0]
+    assert pq["distractor_similarity_n_contrastive_pairs"].tolist()[:3] == [1, 1, 1]

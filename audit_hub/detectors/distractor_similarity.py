@@ -15,7 +15,9 @@ letter prefixes such as ``"A."``/``"(B)"`` stripped, light LaTeX clean-up, numbe
   **contrastive** pairs are reported as contrastive (severity info), never duplicate: an antonym
   (left/right, above/below, increase/decrease, more/less, true/false, ...), a negation present in only
   one text, the same words in a different order ("40 black and 41 white ones" vs "40 white and 41 black
-  ones": the similarity is order-aware), or changed numbers (same skeleton, "4 cm" vs "5 cm").
+  ones": the similarity is order-aware), changed numbers (same skeleton, "4 cm" vs "5 cm"), or changed
+  labels: texts that differ only in single letters or roman numerals ("Solution A" vs "Solution B",
+  "Set I" vs "Set II": MathVista testmini 232 and 769 name two solutions this way).
 * Options whose text is just their own letter (``["A", "B", "C", "D", "E"]`` in MATH-Vision: the real
   options are in the image) are *bare-letter* options. They are excluded from text comparison;
   ``n_bare_letter_option_items`` counts items whose options are all bare letters. Empty texts are
@@ -93,6 +95,18 @@ def _is_contrastive(a: str, b: str) -> bool:
                 if x == p + y or y == p + x:
                     return True
     return False
+
+
+_LABEL_TOKENS = frozenset("abcdefghijklmnopqrstuvwxyz") | frozenset(
+    ("ii", "iii", "iv", "vi", "vii", "viii", "ix", "xi", "xii"))
+
+
+def _is_relabel(a: str, b: str) -> bool:
+    """True when two texts differ only in labels: single letters or roman numerals that name different
+    things ("Solution A" vs "Solution B", "Set I" vs "Set II", "x = 5" vs "y = 5")."""
+    ta, tb = set(_WORD_RE.findall(a)), set(_WORD_RE.findall(b))
+    da, db = ta - tb, tb - ta
+    return bool(da) and bool(db) and all(t in _LABEL_TOKENS for t in da | db)
 
 
 def _is_permutation(a: str, b: str) -> bool:
@@ -238,7 +252,7 @@ def _score_near_pairs(ca, cb, exact, sim, near, contrast, norm_texts, chars, tok
             s = np.where(e_lev[cand], lev, 0.0)
             for j in np.flatnonzero(lev_ok | tok_ok):
                 ta, tb = qa[j], qb[j]
-                if _is_contrastive(ta, tb) or _is_permutation(ta, tb):
+                if _is_contrastive(ta, tb) or _is_permutation(ta, tb) or _is_relabel(ta, tb):
                     ucls[cand[j]] = 2
                     s[j] = 0.0
                 elif lev_ok[j]:
