@@ -20,28 +20,24 @@ Each argument is a git directory (a bare clone or ``.git``) of:
   repository's ``prediction``, the option text) on mc items and the repository's ``prediction`` on free-form
   items; ``hit`` its ``true_false``.
 
-The full model outputs (``full_prediction`` / ``response``) are kept in ``prediction`` truncated to 300
-characters, which keeps each Parquet file well under 1 MB.
+Both are read with the product's own readers (``audit_hub.readers.blink`` and ``audit_hub.readers.mathvista``),
+then their texts are stripped as above. The full model outputs (``full_prediction`` / ``response``) are kept in
+``prediction`` truncated to 300 characters, which keeps each Parquet file well under 1 MB.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from audit_hub.schema import LETTERS
+
 ROOT = Path(__file__).resolve().parents[1]
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 BLINK_COMMIT = "2d6a779be4aa1ad0d38d7aa539bcb43b6dd81592"
 MATHVISTA_COMMIT = "53d525874bdde205128e6b160b7357a88277d479"
-#: options per BLINK subtask (the paper's Table 1; the golds and the strong models' answers agree)
-BLINK_OPTIONS = {"Art_Style": 2, "Counting": 4, "Forensic_Detection": 4, "Functional_Correspondence": 4,
-                 "IQ_Test": 4, "Jigsaw": 2, "Multi-view_Reasoning": 2, "Object_Localization": 2,
-                 "Relative_Depth": 2, "Relative_Reflectance": 3, "Semantic_Correspondence": 4,
-                 "Spatial_Relation": 2, "Visual_Correspondence": 4, "Visual_Similarity": 2}
 MATHVISTA_FULL = ["bard/output_bard.json", "idefics/output_idefics_9b_instruct.json",
                   "instruct_blip2/output_instruct_blip2_vicuna_13b.json",
                   "llama_adapter_v2/output_llama_adapter_v2.json", "llava/output_llava_llama_2_13b.json",
@@ -55,40 +51,37 @@ def _git(gd: str, *args: str) -> bytes:
     return subprocess.run(["git", "--git-dir", gd, *args], capture_output=True, check=True).stdout
 
 
-def _letter(s: str) -> str:
-    """The choice letter of a BLINK extracted answer ("(B)", "(B) the third image"); "" when none."""
-    s = str(s).strip()
-    return s[1] if len(s) >= 3 and s[0] == "(" and s[2] == ")" and s[1] in LETTERS and s[1] != "Z" else ""
-
-
 def build_blink(gd: str, commit: str = BLINK_COMMIT) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read with the product's own BLINK reader (``audit_hub.readers.blink``), plain runs only."""
+    import tempfile
+
+    from audit_hub.readers.blink import read_outputs
+
     files = [f for f in _git(gd, "ls-tree", "-r", "--name-only", commit, "eval/saved_outputs").decode().split("\n")
              if f.endswith(".json") and "concatenate" not in f]
     gold: dict[str, str] = {}
-    rows = []
-    for f in sorted(files):
-        model = f.split("/")[2]
-        for r in json.loads(_git(gd, "show", f"{commit}:{f}"))["val"]:
-            g = _letter(r["answer"])
-            if gold.setdefault(r["idx"], g) != g:
-                raise SystemExit(f"{f}: gold of {r['idx']} differs between models")
-            a = _letter(r["prediction"])
-            rows.append({"question_id": r["idx"], "model": model, "arm": "full",
-                         "prediction": str(r.get("full_prediction", ""))[:TRUNC], "answer": a,
-                         "hit": r["prediction"] == r["answer"]})
-    runs = pd.DataFrame(rows)
-    qids = sorted(gold, key=lambda s: ("_".join(s.split("_")[1:-1]), int(s.rsplit("_", 1)[1])))
-    task = ["_".join(q.split("_")[1:-1]) for q in qids]
-    q = pd.DataFrame({"question_id": qids,
-                      "question": [f"BLINK {t} item {i.rsplit('_', 1)[1]} (question text not in the source)"
-                                   for i, t in zip(qids, task)],
-                      "options": [list(LETTERS[:BLINK_OPTIONS[t]]) for t in task],
-                      "answer": [gold[i] for i in qids], "answer_type": "mc", "category": task})
-    # answers beyond the item's options are unparsed (a model answered "(C)" on a 2-option item)
-    k = dict(zip(q["question_id"], [len(o) for o in q["options"]]))
-    beyond = runs["answer"].map(lambda a: LETTERS.index(a) if a else -1) >= runs["question_id"].map(k)
-    runs.loc[beyond, "answer"] = ""
-    return q, runs
+    qrows: dict[str, dict] = {}
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in sorted(files):
+            model = f.split("/")[2]
+            path = Path(tmp) / model / f.split("/")[3]
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(_git(gd, "show", f"{commit}:{f}"))
+            res = read_outputs(str(path))
+            for q in res.questions.itertuples():
+                if gold.setdefault(q.question_id, q.answer) != q.answer:
+                    raise SystemExit(f"{f}: gold of {q.question_id} differs between models")
+                qrows.setdefault(q.question_id, {"question_id": q.question_id, "question": q.question,
+                                                 "options": list(q.options), "answer": q.answer, "answer_type": "mc",
+                                                 "category": q.category})
+            r = res.runs
+            runs.append(pd.DataFrame({
+                "question_id": r["question_id"].astype(str), "model": model, "arm": "full",
+                "prediction": [("" if pd.isna(p) else str(p))[:TRUNC] for p in r["prediction"]],
+                "answer": ["" if pd.isna(a) else str(a) for a in r["answer"]], "hit": r["hit"].astype(bool)}))
+    qids = sorted(qrows, key=lambda s: ("_".join(s.split("_")[1:-1]), int(s.rsplit("_", 1)[1])))
+    return pd.DataFrame([qrows[i] for i in qids]), pd.concat(runs, ignore_index=True)
 
 
 def build_mathvista(gd: str, commit: str = MATHVISTA_COMMIT) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -121,7 +121,7 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
                    column_map: dict[str, str] | None, dataset_hint: str | None, model: str | None,
                    metric: str | None, with_questions: bool = True) -> ReadResult | str:
     """One file -> ReadResult, or a string saying why a file found in a folder was skipped."""
-    from . import generic, lmms_eval, mathv, mathvista, vlmevalkit
+    from . import blink, generic, lmms_eval, mathv, mathvista, vlmevalkit
 
     if explicit:
         check_input_path(path, allow_dir=False)
@@ -132,6 +132,13 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
         if explicit:
             refuse_pickle(path)
         return "pickle cache (never unpickled; export it to .xlsx/.tsv/.parquet to use it)"
+    if ext == ".json" and os.path.getsize(path) > 0 and blink.is_test_predictions(path):
+        if explicit:
+            raise InputError("BLINK's test predictions hold no golds (the test answers are not released); pass the "
+                             "eval/saved_outputs files", file=path)
+        return "BLINK test predictions (no golds)"
+    if ext == ".json" and os.path.getsize(path) > 0 and blink.is_output_file(path):
+        return blink.read_outputs(path, arm=arm, model=model)
     if ext == ".json" and os.path.getsize(path) > 0 and mathvista.is_scores_file(path):
         if explicit:
             raise InputError("this is MathVista's scores summary; pass the output_*.json beside it", file=path)

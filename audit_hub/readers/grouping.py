@@ -7,8 +7,10 @@ every reader sets from what the harness wrote (the one place that says where eac
 * VLMEvalKit: the ``{dataset}`` of ``{model}_{dataset}[_{judge}_result|_auxmatch|...].xlsx`` (so
   ``MMBench_DEV_EN`` and ``MMBench_DEV_EN_V11`` are two benchmarks);
 * lmms-eval: the task of ``[<date>_]samples_<task>[_<date>].jsonl``;
-* lm-evaluation-harness, inspect_ai, lighteval, OpenCompass (:mod:`audit_hub.readers.sample_rows`, for every
-  reader built on it): the task its reader records (``info["task"]``);
+* lm-evaluation-harness, inspect_ai, lighteval, OpenCompass, and the benchmark repositories' own result files
+  of MathVista (``MathVista_<split>``) and BLINK (``BLINK_val``, ``BLINK_val_concat`` for its "concatenate
+  images" variants) (:mod:`audit_hub.readers.sample_rows`, for every reader built on it): the task its reader
+  records (``info["task"]``);
 * a ``benchaudit blind`` output folder: the stem of the questions file recorded in its ``run_config.json``;
 * generic tables and MATH-V outputs: None (one unnamed benchmark, named by ``--dataset`` or the questions).
 
