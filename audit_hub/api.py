@@ -521,22 +521,11 @@ def _audit_frame(questions: str | None, runs: list[str], blind: list[str], base:
     from .errors import InputError
 
     if group is not None:  # one benchmark's run files, already read (readers.ingest.read_benchmarks)
-        from .readers.cells import stem_of
-        from .readers.ingest import frame_from_results
+        from .readers.ingest import frame_from_group
 
-        hint = dataset
-        if hint is None and questions is not None and os.path.isfile(str(questions)):
-            hint = stem_of(str(questions))
-        if hint is None and group.name is not None:
-            hint = group.name
-        from .readers.ingest import read_base_files
-
-        base_res, skipped_t = read_base_files(base, column_map=_column_map(column_map), dataset_hint=hint,
-                                              worker=worker)
-        return frame_from_results(questions, group.full, group.blind, list(skipped) + skipped_t,
-                                  column_map=_column_map(column_map), revision=revision, dataset_hint=hint,
-                                  allow_unparsed_options=allow_unparsed_options, specs=[*runs, *blind, *base],
-                                  base_res=base_res)
+        return frame_from_group(questions, group, skipped, base=base, column_map=_column_map(column_map),
+                                revision=revision, dataset=dataset, allow_unparsed_options=allow_unparsed_options,
+                                specs=[*runs, *blind, *base], worker=worker)
 
     if questions is None and not runs and not blind:
         from .readers.example import example_frame
@@ -720,7 +709,8 @@ def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os
            random_draws: int = 200, ibp: str = "auto", seed: int = 0, threads: int = 1, column_map=None,
            revision: str | None = None, dataset: str | None = None, blind_model: str | None = None,
            figures: bool = True, progress: Callable[[str], None] | None = None,
-           command_line: list[str] | None = None, runs_as_given: bool = False) -> CurateResult:
+           command_line: list[str] | None = None, runs_as_given: bool = False,
+           benchmark: Sequence[str] | None = None) -> CurateResult:
     """A smaller benchmark that keeps model rankings on models it never saw (``benchaudit curate``);
     no inputs: the bundled example. ``thresholds``: ``["NAME=VALUE", ...]`` or a dict."""
     import sys
@@ -735,7 +725,8 @@ def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os
 
         check_output_target(out, command="curate", inputs=[questions, *runs_l, *blind_l, tst_scores])
     frame = curation_frame(questions, runs_l, blind_l, column_map=_column_map(column_map), revision=revision,
-                           dataset=dataset, blind_model=blind_model, as_given=runs_as_given)
+                           dataset=dataset, blind_model=blind_model, as_given=runs_as_given,
+                           benchmark=list(benchmark) if benchmark else None)
     inputs = list(frame.sources)
     stage_names = [s.strip() for s in stages.split(",")] if isinstance(stages, str) else list(stages)
     cfg = CurateConfig(stages=tuple(s for s in stage_names if s), thresholds=stage_thresholds(thresholds),

@@ -89,3 +89,19 @@ def test_test_predictions_and_a_bad_idx_are_one_line(tmp_path):
     p = _cli("--runs", bad, "--out", out, *FAST)
     assert p.returncode == 2 and not out.exists()
     assert f"file {bad}, row 3, column 'idx': idx 'val_Countng_3' is not val_<subtask>_<n>" in " ".join(p.stderr.split())
+
+
+def test_curate_takes_one_benchmark_of_a_folder(tmp_path):
+    from audit_hub import api
+    from audit_hub.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        api.curate(runs=[str(EVAL)], target_size=100, out=tmp_path / "c0", figures=False)
+    assert str(e.value) == ("the runs hold 2 benchmarks (BLINK_val, BLINK_val_concat); curate works on one at a "
+                            "time: add --benchmark NAME")
+    assert not (tmp_path / "c0").exists()
+    res = api.curate(runs=[str(EVAL)], benchmark=["BLINK_val"], target_size=100, random_draws=20, n_boot=50,
+                     figures=False, out=tmp_path / "c1")
+    assert res.summary["n_before"] == 244 and res.summary["n_after"] == 100
+    assert sorted(res.summary["models"]) == ["GPT4o", "instructblip_7b", "llava_v1.5_7b"]
+    assert res.engine.frame.meta["benchmark"] == "BLINK_val"

@@ -58,6 +58,9 @@ def register(app: typer.Typer) -> None:
         blind_model: str | None = typer.Option(None, "--blind-model", help="Model name for a single blind file."),
         figures: bool = typer.Option(True, "--figures/--no-figures", help="Render the PNG figures."),
         runs_as_given: bool = typer.Option(False, "--runs-as-given", help=RUNS_AS_GIVEN_HELP),
+        benchmark: list[str] | None = typer.Option(
+            None, "--benchmark", help="Curate this benchmark of a harness output folder that holds several (a "
+                                      "VLMEvalKit work_dir, BLINK's saved_outputs); curation takes one at a time."),
     ) -> None:
         """Curate a benchmark from the audit's findings and prove it on held-out models; with no inputs,
         curates the bundled MATH-Vision example."""
@@ -74,7 +77,7 @@ def register(app: typer.Typer) -> None:
                          folds=folds, model_dates=model_dates, model_order=model_order, tst_scores=tst_scores,
                          tst=tst, junk=junk, score_budget=score_budget, n_boot=n_boot, random_draws=random_draws,
                          ibp=ibp, seed=seed, threads=threads, column_map=column_map, revision=revision,
-                         dataset=dataset, blind_model=blind_model, figures=figures, runs_as_given=runs_as_given,
+                         dataset=dataset, blind_model=blind_model, figures=figures, runs_as_given=runs_as_given, benchmark=benchmark,
                          progress=lambda m: st.update(f"curating: {m}"))
         _print(result.summary)
         named = named_roles_note(result.summary.get("named_roles"))

@@ -116,9 +116,12 @@ def load_model_dates(path: str | None, order: str | None) -> dict | None:
 
 
 def curation_frame(questions: str | None, runs: list[str], blind: list[str], *, column_map: dict[str, str],
-                   revision: str | None, dataset: str | None, blind_model: str | None, as_given: bool = False):
+                   revision: str | None, dataset: str | None, blind_model: str | None, as_given: bool = False,
+                   benchmark: list[str] | None = None):
     """The audit frame of the inputs, or of the bundled MATH-Vision example when none is given (``as_given``:
-    ``--runs-as-given``, see :mod:`audit_hub.readers.named_roles`)."""
+    ``--runs-as-given``, see :mod:`audit_hub.readers.named_roles`). Runs of several benchmarks (a harness
+    folder) are read once and split as the audit splits them; curation takes one (``benchmark``:
+    ``--benchmark``), never a pool of several."""
     from ..errors import InputError
 
     if questions is None and not runs and not blind:
@@ -127,10 +130,14 @@ def curation_frame(questions: str | None, runs: list[str], blind: list[str], *, 
         return example_frame()
     if not runs:
         raise InputError("give --runs (full-arm runs of at least 3 models); curation ranks models")
-    from ..readers.ingest import build_frame
+    from ..readers.grouping import concerns
+    from ..readers.ingest import frame_from_group, one_benchmark, read_benchmarks
 
-    return build_frame(questions, list(runs), list(blind), column_map=column_map, revision=revision,
-                       dataset_hint=dataset, blind_model=blind_model, as_given=as_given)
+    groups, skipped = read_benchmarks(questions, list(runs), list(blind), column_map=column_map, dataset=dataset,
+                                      blind_model=blind_model, benchmark=benchmark, as_given=as_given)
+    group = one_benchmark(groups, "curate")
+    return frame_from_group(questions, group, [s for s in skipped if concerns(s, group.name)], column_map=column_map,
+                            revision=revision, dataset=dataset, specs=[*runs, *blind])
 
 
 def tst_excess(frame, tst_scores: str | None, tst: bool, seed: int, inputs: list,

@@ -364,6 +364,34 @@ def read_benchmarks(questions_spec: str | None, runs: Sequence[str], blind: Sequ
     return groups, skipped + left
 
 
+def frame_from_group(questions_spec: str | None, group: BenchmarkInputs, skipped: Sequence[dict] = (), *,
+                     base: Sequence[str] = (), column_map: dict[str, str] | None = None, revision: str | None = None,
+                     dataset: str | None = None, allow_unparsed_options: bool = False,
+                     specs: Sequence[str] | None = None, worker=None):
+    """The validated frame of one benchmark of :func:`read_benchmarks` (``--base`` files read here, for it).
+    The dataset name hint: ``dataset`` (``--dataset``), else the questions file's stem, else the harness's
+    name for the benchmark."""
+    hint = dataset
+    if hint is None and questions_spec is not None and os.path.isfile(str(questions_spec)):
+        hint = stem_of(str(questions_spec))
+    if hint is None and group.name is not None:
+        hint = group.name
+    base_res, skipped_t = read_base_files(list(base), column_map=column_map, dataset_hint=hint, worker=worker)
+    return frame_from_results(questions_spec, group.full, group.blind, list(skipped) + skipped_t,
+                              column_map=column_map, revision=revision, dataset_hint=hint,
+                              allow_unparsed_options=allow_unparsed_options, specs=specs, base_res=base_res)
+
+
+def one_benchmark(groups: list[BenchmarkInputs], command: str) -> BenchmarkInputs:
+    """The only benchmark of the runs, or one clear error naming them (a command that makes one benchmark at
+    a time: ``curate``)."""
+    if len(groups) != 1:
+        names = ", ".join(str(g.name) for g in groups)
+        raise InputError(f"the runs hold {len(groups)} benchmarks ({names}); {command} works on one at a time: add "
+                         "--benchmark NAME")
+    return groups[0]
+
+
 def _pair_with_full(full_df, blind_df, base_df, blind_res, base_res):
     """The blind and base runs renamed to the full-arm model each pairs with (:func:`pairing.pair_arms`),
     and the pairing record; without a full arm nothing is renamed."""
