@@ -8,24 +8,18 @@ from __future__ import annotations
 
 import glob
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "tests" / "fixtures" / "blink" / "eval"
 FAST = ["--calibration-sims", "0", "--no-figures", "--n-permutations", "99"]
 
 
-def _cli(*args) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("MPLBACKEND", "Agg")
-    return subprocess.run([sys.executable, "-m", "audit_hub.cli", "audit", *map(str, args)], capture_output=True,
-                          text=True, env=env, timeout=600)
+def _cli(*args):
+    return run_cli("audit", *args)
 
 
 def _records(model: str) -> list[dict]:

@@ -7,12 +7,10 @@ are computed from the files with ``json`` here, not with the reader under test.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "tests" / "fixtures" / "mathvista" / "results"
@@ -21,12 +19,8 @@ IMAGE = {"bard": "bard/output_bard.json", "llava_llama_2_13b": "llava/output_lla
          "mplugowl_7b_ft": "mplugowl/output_mplugowl_7b_ft.json"}
 
 
-def _cli(*args) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("MPLBACKEND", "Agg")
-    return subprocess.run([sys.executable, "-m", "audit_hub.cli", "audit", *map(str, args)], capture_output=True,
-                          text=True, env=env, timeout=600)
+def _cli(*args):
+    return run_cli("audit", *args)
 
 
 def _score(rel: str) -> float:

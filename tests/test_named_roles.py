@@ -7,14 +7,12 @@ The MATH-Vision excerpt (``tests/fixtures/mathv``, see its NOTICE) is the reposi
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from cli_run import run_cli
 
 from audit_hub.readers.named_roles import BASELINE, TEXT_ONLY, named_role, named_roles_note
 
@@ -23,14 +21,6 @@ MATHV = ROOT / "tests" / "fixtures" / "mathv"
 VLM = ROOT / "tests" / "fixtures" / "vlmevalkit" / "real" / "outputs"
 FAST = ["--calibration-sims", "0", "--no-figures", "--n-permutations", "99"]
 IMAGE_MODELS = ["Gemini-Pro", "InternLM-XComposer2-VL", "LLaVA-v1.5-7B", "Qwen-VL-Max", "SPHINX-MoE"]
-
-
-def _cli(command: str, *args) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("MPLBACKEND", "Agg")
-    return subprocess.run([sys.executable, "-m", "audit_hub.cli", command, *map(str, args)], capture_output=True,
-                          text=True, env=env, timeout=600)
 
 
 def _share_correct(path: Path) -> float:
@@ -56,7 +46,7 @@ def test_named_role_table(name, role):
 
 def test_mathv_outputs_folder_reads_text_only_as_blind_and_leaves_the_baseline_out(tmp_path):
     out = tmp_path / "audit"
-    p = _cli("audit", "--questions", MATHV / "data" / "test.jsonl", "--runs", MATHV / "outputs", "--out", out, *FAST)
+    p = run_cli("audit", "--questions", MATHV / "data" / "test.jsonl", "--runs", MATHV / "outputs", "--out", out, *FAST)
     assert p.returncode == 0, p.stderr[-2000:]
     s = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert sorted(s["models"]["full"]) == IMAGE_MODELS
@@ -80,7 +70,7 @@ def test_mathv_outputs_folder_reads_text_only_as_blind_and_leaves_the_baseline_o
 
 def test_runs_as_given_keeps_every_file_in_the_full_arm(tmp_path):
     out = tmp_path / "audit"
-    p = _cli("audit", "--questions", MATHV / "data" / "test.jsonl", "--runs", MATHV / "outputs", "--out", out,
+    p = run_cli("audit", "--questions", MATHV / "data" / "test.jsonl", "--runs", MATHV / "outputs", "--out", out,
              "--runs-as-given", *FAST)
     assert p.returncode == 0, p.stderr[-2000:]
     s = json.loads((out / "summary.json").read_text(encoding="utf-8"))
@@ -92,12 +82,12 @@ def test_runs_as_given_keeps_every_file_in_the_full_arm(tmp_path):
 
 def test_only_baselines_given_is_one_clear_error(tmp_path):
     out = tmp_path / "audit"
-    p = _cli("audit", "--questions", MATHV / "data" / "test.jsonl", "--runs", MATHV / "outputs" / "Random-Chance.jsonl",
+    p = run_cli("audit", "--questions", MATHV / "data" / "test.jsonl", "--runs", MATHV / "outputs" / "Random-Chance.jsonl",
              "--out", out, *FAST)
     assert p.returncode == 2
     assert "every --runs file is named as a text-only run or a baseline (Random-Chance)" in " ".join(p.stderr.split())
     assert not out.exists()
-    p = _cli("audit", "--questions", MATHV / "data" / "test.jsonl", "--runs", MATHV / "outputs" / "Random-Chance.jsonl",
+    p = run_cli("audit", "--questions", MATHV / "data" / "test.jsonl", "--runs", MATHV / "outputs" / "Random-Chance.jsonl",
              "--runs", MATHV / "outputs" / "closed-source" / "GPT", "--out", out, *FAST)
     assert p.returncode == 2 and not out.exists()
     assert "a baseline (GPT4-CoT (Text Only), Random-Chance)" in " ".join(p.stderr.split())
@@ -136,7 +126,7 @@ def test_work_dir_of_several_benchmarks_leaves_the_baseline_out_of_each(tmp_path
             if f.name.endswith(".xlsx") and "_MMStar" in f.name:
                 shutil.copy(f, dst / f.name.replace("ScriptedWeak", name))
     out = tmp_path / "out"
-    p = _cli("audit", "--runs", work, "--out", out, *FAST)
+    p = run_cli("audit", "--runs", work, "--out", out, *FAST)
     assert p.returncode == 0, p.stderr[-2000:]
     index = json.loads((out / "index.json").read_text(encoding="utf-8"))
     folders = {r["benchmark"]: r["path"] for r in index["benchmarks"]}
@@ -187,7 +177,7 @@ def test_a_hostile_model_name_in_the_note_is_escaped_on_the_card(tmp_path):
             f, index=False)
         runs += ["--runs", f]
     out = tmp_path / "audit"
-    p = _cli("audit", "--questions", tmp_path / "q.jsonl", *runs, "--out", out, *FAST)
+    p = run_cli("audit", "--questions", tmp_path / "q.jsonl", *runs, "--out", out, *FAST)
     assert p.returncode == 0, p.stderr[-2000:]
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "<img" not in card and "[text only](" not in card  # no raw HTML, no live link
