@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,13 @@ def test_saved_outputs_folder_one_audit_per_variant(tmp_path):
     index = json.loads((out / "index.json").read_text(encoding="utf-8"))
     rows = {r["benchmark"]: r for r in index["benchmarks"]}
     assert sorted(rows) == ["BLINK_val", "BLINK_val_concat"]  # the concatenated-image variant is never pooled
-    assert [s["reason"] for s in index["skipped_files"]] == ["BLINK test predictions (no golds)"]
+    assert sorted(os.path.relpath(s["path"], EVAL) + ": " + s["reason"] for s in index["skipped_files"]) == [
+        "saved_test_predictions/GPT4o.json: BLINK's test predictions hold no golds (the test answers are not released)",
+        "saved_val_predictions/GPT4o.json: BLINK's merged val predictions hold only the chosen letters",
+        "val_answers.json: BLINK's val answer key (the saved_outputs files carry the golds)"]
+    # the answer key agrees with the golds the saved outputs carry
+    key = json.loads((EVAL / "val_answers.json").read_text(encoding="utf-8"))
+    assert all(key[r["idx"]] == r["answer"] for m in ("GPT4o", "llava_v1.5_7b") for r in _records(m))
     s = json.loads((out / rows["BLINK_val"]["path"] / "summary.json").read_text(encoding="utf-8"))
     assert sorted(s["models"]["full"]) == ["GPT4o", "instructblip_7b", "llava_v1.5_7b"]
     golds = {r["idx"]: r["answer"] for r in _records("GPT4o")}
@@ -74,7 +81,8 @@ def test_test_predictions_and_a_bad_idx_are_one_line(tmp_path):
     out = tmp_path / "audit"
     p = _cli("--runs", EVAL / "saved_test_predictions" / "GPT4o.json", "--out", out, *FAST)
     assert p.returncode == 2 and not out.exists()
-    assert "BLINK's test predictions hold no golds" in " ".join(p.stderr.split())
+    assert ("BLINK's test predictions hold no golds (the test answers are not released); pass the "
+            "eval/saved_outputs files") in " ".join(p.stderr.split())
     d = json.loads((EVAL / "saved_outputs" / "GPT4o" / "Counting.json").read_text(encoding="utf-8"))
     d["val"][2]["idx"] = "val_Countng_3"
     bad = tmp_path / "GPT4o" / "Counting.json"

@@ -15,8 +15,8 @@ recorded as the judge ``BLINK evaluate.py (prediction == answer)``. Model: the `
 Benchmark: ``BLINK_val``; the "concatenate images" variants (a folder named so, files ``*_concat.json``)
 order some items' options differently, so their golds differ from the plain runs' on 129 items: they are the
 benchmark ``BLINK_val_concat``, audited on their own. Only the ``val`` split is read (BLINK's test golds
-are not released); ``eval/saved_test_predictions/<model>.json`` (test predictions, no golds) is skipped in a
-folder and refused when named.
+are not released). The combined files beside them (:func:`combined_file`: test predictions without golds,
+the merged val predictions, the answer key) are skipped in a folder and refused when named.
 """
 
 from __future__ import annotations
@@ -55,11 +55,22 @@ def is_output_file(path: str) -> bool:
         and b'"val_' in h
 
 
-def is_test_predictions(path: str) -> bool:
-    """``eval/saved_test_predictions/<model>.json``: ``{"test_<Subtask>_<n>": "(A)", ...}`` (no golds)."""
+def combined_file(path: str) -> str | None:
+    """What one of BLINK's combined files is (``{"<split>_<Subtask>_<n>": "(A)", ...}``, no model outputs), or
+    None: ``eval/saved_test_predictions/<model>.json`` (test predictions: the test golds are not released),
+    ``eval/saved_val_predictions/<model>.json`` (the val choices of ``saved_outputs``, merged) or
+    ``eval/val_answers.json`` (the val golds, which ``saved_outputs`` carry too)."""
     h = _head(path)
-    return h.startswith(b"{") and b'"test_' in h[:200] \
-        and os.path.basename(os.path.dirname(os.path.abspath(path))) == "saved_test_predictions"
+    if not (h.startswith(b"{") and re.match(rb'\{\s*"(val|test)_[A-Za-z_-]+_\d+"\s*:\s*"\(', h)):
+        return None
+    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    if folder == "saved_test_predictions":
+        return "BLINK's test predictions hold no golds (the test answers are not released)"
+    if folder == "saved_val_predictions":
+        return "BLINK's merged val predictions hold only the chosen letters"
+    if os.path.basename(path) == "val_answers.json":
+        return "BLINK's val answer key (the saved_outputs files carry the golds)"
+    return None
 
 
 def choice_letter(s) -> str | None:

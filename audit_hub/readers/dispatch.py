@@ -132,11 +132,11 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
         if explicit:
             refuse_pickle(path)
         return "pickle cache (never unpickled; export it to .xlsx/.tsv/.parquet to use it)"
-    if ext == ".json" and os.path.getsize(path) > 0 and blink.is_test_predictions(path):
+    if ext == ".json" and os.path.getsize(path) > 0 and (why := blink.combined_file(path)) is not None:
         if explicit:
-            raise InputError("BLINK's test predictions hold no golds (the test answers are not released); pass the "
-                             "eval/saved_outputs files", file=path)
-        return "BLINK test predictions (no golds)"
+            raise InputError(f"{why}; pass the eval/saved_outputs files (a model's folder, or the whole folder)",
+                             file=path)
+        return why
     if ext == ".json" and os.path.getsize(path) > 0 and blink.is_output_file(path):
         return blink.read_outputs(path, arm=arm, model=model)
     if ext == ".json" and os.path.getsize(path) > 0 and mathvista.is_scores_file(path):
