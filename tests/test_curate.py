@@ -321,7 +321,7 @@ def test_fold_findings_hook_matches_the_full_audit_tables():
 
     params = {}
     for d in dets:
-        p = dict(reg.get(d).calibration_params)
+        p = dict(reg.get(d).findings_overrides)
         if "n_permutations" in p or "n_permutations" in reg.get(d).audit_params:
             p["n_permutations"] = 0
         params[d] = p
@@ -333,6 +333,12 @@ def test_fold_findings_hook_matches_the_full_audit_tables():
         for c in lean[d].per_question.columns.drop("question_id"):  # what curation joins
             np.testing.assert_array_equal(fnd.table[c].to_numpy(), lean[d].per_question[c].to_numpy())
     assert fnd.models_full == full.summary["models"]["full"] and "m03" not in fnd.models_full
+    # the flags curation's stages read are the ones the audit publishes with its own defaults (the label
+    # model's held-out check included): the findings mode switches off summary extras only
+    label = reg.by_role("label_conflict")
+    published = run_audit(frame, AuditConfig(seed=2, n_permutations=0, run_calibration=False, detectors=(label,)))
+    for c in (f"is_{label}_issue", f"{label}_severity", f"{label}_p_gold_wrong"):
+        np.testing.assert_array_equal(fnd.table[c].to_numpy(), published.results[label].per_question[c].to_numpy())
 
 
 def test_one_pass_bootstrap_and_shared_random_draws_match_per_split_computation():

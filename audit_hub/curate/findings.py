@@ -2,8 +2,8 @@
 
 :func:`audit_findings` runs the detectors curation uses through :func:`audit_hub.engine.run.run_detectors`
 (the registry's detectors on the primary correctness field only: no exact-match arm, calibration,
-permutation null or summary; each detector in its registered cheap mode for simulated benchmarks:
-only the per-question tables are read), and joins their
+permutation null or summary; each detector in its registered findings mode, ``findings_params``: summary
+extras off, per-question flags as the audit publishes them; only the per-question tables are read), and joins their
 per-question tables into one frame keyed by question code. Model-independent findings (the option-similarity detector, placeholder options) are
 computed once and reused when the same questions are audited with a different set of models (the
 folds of the held-out evaluation).
@@ -52,13 +52,13 @@ def audit_findings(frame, *, seed: int = 0, text_cache: pd.DataFrame | None = No
     from ..engine.run import run_detectors
 
     dets = tuple(detectors or roles.names(roles.MODEL_DEPENDENT + (() if text_cache is not None else roles.TEXT_ONLY)))
-    # each detector in the cheap mode its registration declares for simulated benchmarks (summary-level
-    # extras off: bootstrap, leave-one-out, recall simulations; no permutation null), on the primary
-    # correctness field only (no exact-match arm, calibration or summary): the per-question tables are
-    # what is read
+    # each detector in the mode its registration declares for findings (summary-level extras off: bootstrap,
+    # leave-one-out, recall simulations; no permutation null; every per-question flag as the audit publishes
+    # it, the label-error flags with their held-out check), on the primary correctness field only (no
+    # exact-match arm, calibration or summary): the per-question tables are what is read
     params = {}
     for name in dets:
-        p = dict(reg.get(name).calibration_params)
+        p = dict(reg.get(name).findings_overrides)
         if "n_permutations" in p or "n_permutations" in reg.get(name).audit_params:
             p["n_permutations"] = 0
         params[name] = p

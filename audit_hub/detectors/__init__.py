@@ -46,6 +46,9 @@ register(
               "gold_evidence"),
     # the recall simulation is not part of the headline test; 3 EM iterations inside a simulation
     calibration_params={"recall_sims": 0, "label_iters": 3, "check": False},
+    # curation reads the flags: the audit's fit and its held-out check (a flag the check does not support is
+    # a review order, never removed); only the recall simulation (summary only) is off
+    findings_params={"recall_sims": 0},
     label="consensus error",
     signal="majority vote vs gold label",
     finding="label-conflict candidates",

@@ -52,6 +52,9 @@ class DetectorSpec:
     audit_params: keys of the audit configuration it receives (e.g. ``n_permutations``).
     calibration_params: keyword overrides on simulated null benchmarks (steps that do not change the
         headline test, switched off to save time).
+    findings_params: keyword overrides for a run whose per-question table another module reads (curation's
+        stages, :mod:`audit_hub.curate.findings`): summary-level extras off, every per-question flag as the
+        audit publishes it. None: ``calibration_params`` (right where those leave the flags unchanged).
     actions: findings that suggest an action (see :mod:`audit_hub.report.tables`).
     role: the part the detector plays for other modules, looked up with :func:`by_role`
         (``"image_gain"``: the headline zero-gain audit; ``"label_conflict"``: the consensus table beside
@@ -80,6 +83,7 @@ class DetectorSpec:
     audit_params: tuple[str, ...] = ()
     compares_arms: bool = False
     calibration_params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    findings_params: Mapping[str, Any] | None = None
     actions: tuple[ActionTrigger, ...] = ()
     role: str | None = None
     headline_statistic: str | None = None
@@ -90,6 +94,11 @@ class DetectorSpec:
     @property
     def module(self) -> str:
         return f"audit_hub.detectors.{self.name}"
+
+    @property
+    def findings_overrides(self) -> Mapping[str, Any]:
+        """The overrides of a findings run (``findings_params``, else ``calibration_params``)."""
+        return self.findings_params if self.findings_params is not None else self.calibration_params
 
     @property
     def score_column(self) -> str:
@@ -155,8 +164,9 @@ def register(**values: Any) -> DetectorSpec:
     unknown = sorted(set(values) - set(_KNOWN))
     if unknown:
         _fail(name, f"registration has unknown field(s) {unknown}; known: {list(_KNOWN)}")
-    if "calibration_params" in values:
-        values["calibration_params"] = MappingProxyType(dict(values["calibration_params"]))
+    for key in ("calibration_params", "findings_params"):
+        if values.get(key) is not None:
+            values[key] = MappingProxyType(dict(values[key]))
     spec = DetectorSpec(**values)
     _check(spec)
     if spec.name in _REGISTRY:
