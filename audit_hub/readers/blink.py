@@ -24,14 +24,11 @@ from __future__ import annotations
 import os
 import re
 
-import pandas as pd
-
-from ..columns import ARROW_STR
 from ..errors import InputError
 from ..escape import show_id
 from ..schema import LETTERS
 from .cells import ReadResult, cell_to_str
-from .fileio import load_json_document, read_head
+from .fileio import json_head, load_json_document
 from .sample_rows import Sample, result_from_samples
 
 KIND = "blink-output"
@@ -45,12 +42,8 @@ OPTIONS = {"Art_Style": 2, "Counting": 4, "Forensic_Detection": 4, "Functional_C
 _IDX = re.compile(r"^(val|test)_(.+)_(\d+)$")
 
 
-def _head(path: str) -> bytes:
-    return read_head(path, 4096).lstrip(b"\xef\xbb\xbf").lstrip()
-
-
 def is_output_file(path: str) -> bool:
-    h = _head(path)
+    h = json_head(path)
     return h.startswith(b"{") and b'"val"' in h and b'"idx"' in h and b'"prediction"' in h \
         and b'"val_' in h
 
@@ -60,7 +53,7 @@ def combined_file(path: str) -> str | None:
     None: ``eval/saved_test_predictions/<model>.json`` (test predictions: the test golds are not released),
     ``eval/saved_val_predictions/<model>.json`` (the val choices of ``saved_outputs``, merged) or
     ``eval/val_answers.json`` (the val golds, which ``saved_outputs`` carry too)."""
-    h = _head(path)
+    h = json_head(path)
     if not (h.startswith(b"{") and re.match(rb'\{\s*"(val|test)_[A-Za-z_-]+_\d+"\s*:\s*"\(', h)):
         return None
     folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
@@ -117,6 +110,5 @@ def read_outputs(path: str, *, arm: str = "full", model: str | None = None) -> R
     name = model or os.path.basename(os.path.dirname(os.path.abspath(path))) or "model"
     info = {"task": f"BLINK_{SPLIT}_concat" if is_concat(path) else f"BLINK_{SPLIT}", "harness": "BLINK",
             "harness_version": "not recorded in BLINK's output files"}
-    res = result_from_samples(path, KIND, samples, model=name, arm=arm, judge=JUDGE, info=info)
-    res.runs["answer"] = pd.array(answers, dtype=ARROW_STR)  # BLINK's own choice extraction, as a letter
-    return res
+    # the answers: BLINK's own choice extraction, as letters
+    return result_from_samples(path, KIND, samples, model=name, arm=arm, judge=JUDGE, info=info, answers=answers)

@@ -132,21 +132,22 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
         if explicit:
             refuse_pickle(path)
         return "pickle cache (never unpickled; export it to .xlsx/.tsv/.parquet to use it)"
-    if ext == ".json" and os.path.getsize(path) > 0 and (why := blink.combined_file(path)) is not None:
-        if explicit:
-            raise InputError(f"{why}; pass the eval/saved_outputs files (a model's folder, or the whole folder)",
-                             file=path)
-        return why
-    if ext == ".json" and os.path.getsize(path) > 0 and blink.is_output_file(path):
-        return blink.read_outputs(path, arm=arm, model=model)
-    if ext == ".json" and os.path.getsize(path) > 0 and mathvista.is_scores_file(path):
-        if explicit:
-            raise InputError("this is MathVista's scores summary; pass the output_*.json beside it", file=path)
-        return "MathVista scores file (a summary of an output file)"
-    if ext == ".json" and os.path.getsize(path) > 0 and mathvista.is_output_file(path):
-        if mathvista.is_template(path) and not explicit:
-            return "MathVista's leaderboard submission template (an example, not a model's run; name it to read it)"
-        return mathvista.read_outputs(path, arm=arm, model=model)
+    if ext == ".json" and os.path.getsize(path) > 0:  # benchmark repositories' own result files
+        if (why := blink.combined_file(path)) is not None:
+            if explicit:
+                raise InputError(f"{why}; pass the eval/saved_outputs files (a model's folder, or the whole folder)",
+                                 file=path)
+            return why
+        if blink.is_output_file(path):
+            return blink.read_outputs(path, arm=arm, model=model)
+        if mathvista.is_scores_file(path):
+            if explicit:
+                raise InputError("this is MathVista's scores summary; pass the output_*.json beside it", file=path)
+            return "MathVista scores file (a summary of an output file)"
+        if mathvista.is_output_file(path):
+            if mathvista.is_template(path) and not explicit:
+                return "MathVista's leaderboard submission template (an example, not a model's run; name it to read it)"
+            return mathvista.read_outputs(path, arm=arm, model=model)
     if ext in TABLE_EXTENSIONS + LOG_EXTENSIONS and os.path.getsize(path) > 0:
         harness = read_harness_file(path, arm=arm, model=model, metric=metric)  # lm-eval, inspect_ai, ...
         if isinstance(harness, str) and explicit:

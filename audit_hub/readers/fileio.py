@@ -88,6 +88,11 @@ def read_head(path: str, n: int = 4096) -> bytes:
         return fh.read(n)
 
 
+def json_head(path: str, n: int = 4096) -> bytes:
+    """The first ``n`` bytes of a JSON file without a UTF-8 BOM and leading whitespace (to recognise its kind)."""
+    return read_head(path, n).lstrip(b"\xef\xbb\xbf").lstrip()
+
+
 def ensure_nonempty(path: str) -> None:
     try:
         size = os.path.getsize(path)

@@ -34,7 +34,7 @@ from typing import Any
 from ..errors import InputError
 from ..escape import show_id
 from .cells import ReadResult, cell_to_str
-from .fileio import load_json_document, read_head
+from .fileio import json_head, load_json_document
 from .sample_rows import Sample, binary_verdict, result_from_samples
 
 KIND = "inspect-ai-log"
@@ -50,7 +50,7 @@ _SAMPLE_MEMBER = re.compile(r"^samples/.+\.json$")
 
 def is_inspect_json(path: str) -> bool:
     """A ``.json`` whose first object keys are an inspect_ai log's (``version`` and ``eval``/``status``)."""
-    head = read_head(path, 4096).lstrip(b"\xef\xbb\xbf").lstrip()
+    head = json_head(path)
     if not head.startswith(b"{"):
         return False
     text = head[:2000]

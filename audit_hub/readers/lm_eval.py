@@ -50,7 +50,7 @@ from ..errors import InputError
 from ..escape import show_id
 from ..schema import LETTERS
 from .cells import ReadResult, cell_to_str, stem_of
-from .fileio import iter_json_lines, load_json_document, read_head
+from .fileio import iter_json_lines, json_head, load_json_document
 from .sample_rows import Sample, binary_verdict, result_from_samples
 
 KIND = "lm-eval-samples"
@@ -76,7 +76,7 @@ def is_lm_eval_record(rec: dict) -> bool:
 
 def is_lm_eval_json_array(path: str) -> bool:
     """A 0.4.0-0.4.2 samples file: a JSON array whose first object starts with lm-eval's fields."""
-    head = read_head(path, 4096).lstrip(b"\xef\xbb\xbf").lstrip()
+    head = json_head(path)
     return head.startswith(b"[") and b'"doc_id"' in head[:200] and b'"arguments"' in head
 
 

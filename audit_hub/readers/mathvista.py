@@ -32,14 +32,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pandas as pd
-
-from ..columns import ARROW_STR
 from ..errors import InputError
 from ..escape import show_id
 from ..schema import LETTERS
 from .cells import ReadResult, cell_to_str, stem_of
-from .fileio import load_json_document, read_head
+from .fileio import json_head, load_json_document
 from .sample_rows import Sample, binary_verdict, result_from_samples
 
 KIND = "mathvista-output"
@@ -49,13 +46,13 @@ _NUMERIC = ("integer", "float")
 
 def is_output_file(path: str) -> bool:
     """A JSON object of MathVista problems (``pid``, ``question_type``, ``answer_type`` in its first record)."""
-    h = read_head(path, 16384).lstrip(b"\xef\xbb\xbf").lstrip()
+    h = json_head(path, 16384)
     return h.startswith(b"{") and b'"pid"' in h and b'"question_type"' in h and b'"answer_type"' in h
 
 
 def is_scores_file(path: str) -> bool:
     """MathVista's ``scores_<name>.json`` (accuracies by type, task, ...: a summary of an output file)."""
-    h = read_head(path, 4096).lstrip(b"\xef\xbb\xbf").lstrip()
+    h = json_head(path)
     return (os.path.basename(path).startswith("scores_") and h.startswith(b"{") and b'"average"' in h
             and b'"accuracy"' in h)
 
@@ -125,6 +122,6 @@ def read_outputs(path: str, *, arm: str = "full", model: str | None = None) -> R
     split = sorted(splits)[0] if len(splits) == 1 else None
     info = {"task": f"MathVista_{split}" if split else "MathVista", "harness": "MathVista",
             "harness_version": "not recorded in MathVista's output files"}
-    res = result_from_samples(path, KIND, samples, model=model or model_name(path), arm=arm, judge=JUDGE, info=info)
-    res.runs["answer"] = pd.array(answers, dtype=ARROW_STR)  # MathVista's own extraction, its choice as a letter
-    return res
+    # the answers: MathVista's own extraction, a choice as its letter
+    return result_from_samples(path, KIND, samples, model=model or model_name(path), arm=arm, judge=JUDGE,
+                               info=info, answers=answers)

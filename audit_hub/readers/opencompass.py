@@ -22,23 +22,19 @@ from typing import Any
 from ..errors import InputError
 from ..escape import show_id
 from .cells import ReadResult, cell_to_str, stem_of
-from .fileio import load_json_document, read_head
+from .fileio import json_head, load_json_document
 from .sample_rows import Sample, binary_verdict, result_from_samples
 
 KIND = "opencompass-predictions"
 
 
-def _head(path: str) -> bytes:
-    return read_head(path, 4096).lstrip(b"\xef\xbb\xbf").lstrip()
-
-
 def is_predictions(path: str) -> bool:
-    h = _head(path)
+    h = json_head(path)
     return h.startswith(b"{") and b'"origin_prompt"' in h and b'"prediction"' in h
 
 
 def is_results(path: str) -> bool:
-    h = _head(path)
+    h = json_head(path)
     parts = os.path.abspath(path).split(os.sep)
     return h.startswith(b"{") and b'"details"' in h and len(parts) >= 3 and parts[-3] == "results"
 

@@ -47,8 +47,10 @@ def binary_verdict(v: Any) -> int | None | str:
 
 
 def result_from_samples(path: str, kind: str, samples: list[Sample], *, model: str, arm: str,
-                        judge: str | None, info: dict, with_hit: bool = True) -> ReadResult:
-    """The runs (one row per sample) and questions (their fields) of one file's scored samples."""
+                        judge: str | None, info: dict, with_hit: bool = True,
+                        answers: list[str | None] | None = None) -> ReadResult:
+    """The runs (one row per sample) and questions (their fields) of one file's scored samples. ``answers``:
+    the model's answers as the harness itself extracted them (one per sample); else left for the frame."""
     if not samples:
         raise InputError("the file has no samples", file=path)
     seen: dict[str, int] = {}
@@ -64,7 +66,7 @@ def result_from_samples(path: str, kind: str, samples: list[Sample], *, model: s
         "model": constant_categorical(model, n),
         "arm": constant_categorical(arm, n),
         "prediction": pd.array([s.prediction for s in samples], dtype=ARROW_STR),
-        "answer": pd.array([None] * n, dtype=ARROW_STR),
+        "answer": pd.array(answers if answers is not None else [None] * n, dtype=ARROW_STR),
     })
     if with_hit and any(s.hit is not None for s in samples):
         runs["hit"] = pd.array([s.hit for s in samples], dtype="Int8")
