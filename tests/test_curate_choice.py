@@ -12,7 +12,8 @@ import pytest
 from scipy import optimize
 
 from audit_hub.curate.choose import choose, heldout_pair_tau
-from audit_hub.curate.estimate import ESTIMATORS, IRT_BASED, score_split
+from audit_hub.curate.estimate import ENSEMBLE_PARTS, ESTIMATORS, IRT_BASED, score_split
+from audit_hub.curate.filters import StageThresholds
 from audit_hub.curate.irt import A_PRIOR, A_SD, D_SD, Irt2PL, estimate_ability, estimate_scores, fit_2pl
 from audit_hub.curate.measures import spearman, weighted_accuracy
 from audit_hub.curate.pipeline import CurateConfig, run_curation
@@ -194,8 +195,10 @@ def test_score_estimators_chosen_by_inner_cv():
     assert set(s["abs_err"]) == set(ESTIMATORS) and all(v.shape == (6,) for v in s["abs_err"].values())
     inner = s["inner_mae_points"]
     eligible = [e for e in ESTIMATORS if s["irt_converged"] or e not in IRT_BASED]
-    # the ensemble, unless another estimator's inner MAE is lower (by more than one SE of the paired difference)
-    assert s["chosen"] == "ensemble" or (s["chosen"] in eligible and inner[s["chosen"]] < inner["ensemble"])
+    # the ensemble, unless an estimator on other items (not one of its parts) has an inner MAE lower by more
+    # than one SE of the paired difference
+    assert s["chosen"] == "ensemble" or (s["chosen"] in eligible and s["chosen"] not in ENSEMBLE_PARTS
+                                         and inner[s["chosen"]] < inner["ensemble"])
     assert s["irt_converged"] and s["irt_not_eligible_because"] is None
     truth = x[:, test].mean(axis=0)
     assert np.abs(s["estimates"] - truth).mean() == pytest.approx(s["abs_err"][s["chosen"]].mean())
@@ -287,7 +290,7 @@ def test_ensemble_estimate_is_the_inverse_squared_inner_mae_weighted_mean():
     """The ensemble estimator: weights 1 / inner MAE^2 over its parts (the three estimators on the one balanced
     draw: the same budget of items as every other estimator), normalised; its outer estimate is that weighted
     mean of theirs (recomputed here), and it reads the held-out models' answers on the budget's items only."""
-    from audit_hub.curate.estimate import ENSEMBLE_PARTS, estimate_all
+    from audit_hub.curate.estimate import estimate_all
 
     rng = np.random.default_rng(3)
     x, _ = _two_pl(rng, 1500, 24)
@@ -344,7 +347,8 @@ def test_leave_one_out_inner_folds_on_the_real_mathvista_pool():
     / 1.93 / 3.97 / 3.43.
 
     The 2-fold figure of seed 0 depends on the machine: 4.24 on an AMD EPYC, 4.13 on an Intel Xeon with
-    AVX-512 and 4.07 there with OpenBLAS's Haswell kernels (OPENBLAS_CORETYPE=Haswell). Its inner folds fit the
+    AVX-512 and 4.07 there with OpenBLAS's Haswell kernels (OPENBLAS_CORETYPE=Haswell); 3.83 on the AMD EPYC
+    since the ensemble's own parts no longer replace it (2026-12-06). Its inner folds fit the
     2PL to 3-4 models, the estimators come out nearly tied, and the last bits of NumPy's and OpenBLAS's
     CPU-specific kernels decide 3 of the 8 choices. So it is asserted as a range, well above the leave-one-out
     figure. The leave-one-out figure and its choices are the same on all three."""
@@ -367,5 +371,31 @@ def test_leave_one_out_inner_folds_on_the_real_mathvista_pool():
         chosen.append(a["chosen"])
     assert 100 * np.mean(loo) == pytest.approx(1.84, abs=0.01)
     assert 100 * np.mean(rnd) == pytest.approx(3.70, abs=0.01)
-    assert 3.9 <= 100 * np.mean(kfold) <= 4.4 and 100 * np.mean(kfold) >= 100 * np.mean(loo) + 2.0
+    assert 3.6 <= 100 * np.mean(kfold) <= 4.4 and 100 * np.mean(kfold) >= 100 * np.mean(loo) + 1.7
     assert chosen.count("pirt_information") == 7
+
+
+def test_doubted_golds_leave_the_draw_on_the_real_mathvista_pool():
+    """MathVista's released runs (8 image models): the label model doubts 10 golds that its held-out check does not
+    support as label errors (the audit publishes no label-error flag). Curation leaves them out of its draw and says
+    why, without calling them errors. Measured with ``benchmarks/curate.py`` (20 seeds, 300 items): held-out
+    rank displacement 0.606 with them left out, 0.891 with them kept (``doubted_gold=keep``), random subsets
+    0.885. Seed 0: 0.750, and 1.500 when kept, against 0.902 for random subsets."""
+    from audit_hub.curate.filters import DOUBTED
+    from audit_hub.frame.core import AuditFrame
+
+    real = Path(__file__).parent / "fixtures" / "real_pools" / "mathvista"
+    frame = AuditFrame.from_tables(pd.read_parquet(real / "questions.parquet"), pd.read_parquet(real / "runs.parquet"))
+    cheap = {**FAST, "score_budget": 0}
+    res = run_curation(frame, CurateConfig(target_size=300, seed=0, **cheap))
+    s = res.summary
+    assert s["stage_order"][-1] == DOUBTED and s["removed_by_stage"][DOUBTED] == 10
+    gone = res.removed[res.removed["stage"] == DOUBTED]
+    assert len(gone) == 10 and gone["reason"].str.contains("not a finding").all()
+    f = res.findings.set_index("question_id").loc[gone["question_id"]]
+    assert f["consensus_error_gold_doubted"].all() and not f["is_consensus_error_issue"].any()
+    lomo = s["heldout_lomo"]
+    assert lomo["mean_rank_displacement"] <= 0.8 and lomo["mean_rank_displacement"] < lomo["random_mean_rank_displacement"]
+    kept = run_curation(frame, CurateConfig(target_size=300, seed=0, thresholds=StageThresholds(doubted_gold="keep"),
+                                            **cheap))
+    assert DOUBTED not in kept.summary["stage_order"] and kept.summary["heldout_lomo"]["mean_rank_displacement"] >= 1.2

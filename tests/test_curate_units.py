@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from audit_hub.curate.filters import StageThresholds, apply_stages, stage_flags
+from audit_hub.curate.filters import DOUBTED, StageThresholds, apply_stages, stage_flags, stage_order
 from audit_hub.curate.measures import (
     discrimination,
     kendall_tau_b,
@@ -137,6 +137,28 @@ def test_stage_flags_first_flag_attribution_and_overlaps():
         StageThresholds(blind_min_share=2.0).validate()
 
 
+def test_doubted_golds_are_left_out_after_the_anomaly_stage_and_never_called_errors():
+    """The doubted-gold rule: the label model's doubted golds that the audit does not flag (its held-out check
+    does not support them) leave the draw after the anomaly stage; a flagged one stays the anomaly stage's;
+    ``doubted_gold=keep`` and a run without the anomaly stage apply nothing."""
+    t = _findings([{}, {"consensus_error_gold_doubted": True},
+                   {"consensus_error_gold_doubted": True, "is_consensus_error_issue": True},
+                   {"consensus_error_gold_doubted": False}])
+    th = StageThresholds()
+    order = stage_order(("saturation", "anomaly"), th)
+    assert order == ("saturation", "anomaly", DOUBTED)
+    res = apply_stages(stage_flags(t, th, stages=order), order)
+    assert list(res["stage"]) == ["", DOUBTED, "anomaly", ""]
+    assert res["removed_by_stage"] == {"saturation": 0, "anomaly": 1, DOUBTED: 1}
+    assert "not a finding" in res["reason"][1] and "label error" in res["reason"][2]
+    assert stage_order(("saturation", "anomaly"), StageThresholds(doubted_gold="keep")) == ("saturation", "anomaly")
+    assert stage_order(("saturation",), th) == ("saturation",)
+    # a findings table without the column (an older audit, or no label model) leaves nothing out
+    assert not stage_flags(_findings([{}, {}]), th, stages=(DOUBTED,))[DOUBTED][0].any()
+    with pytest.raises(InputError):
+        StageThresholds(doubted_gold="drop").validate()
+
+
 def test_select_top_category_floor_and_ties():
     scores = np.array([0.9, 0.8, 0.7, 0.6, 0.1, 0.05, np.nan, 0.7])
     cats = np.array([0, 0, 0, 0, 1, 1, 1, 0])
@@ -150,3 +172,12 @@ def test_select_top_category_floor_and_ties():
     # a small share still keeps one item of every category
     keep = select_top(scores, cand, cats, 2, floor_share=0.1)
     assert list(np.flatnonzero(keep)) == [0, 4]
+
+
+def test_in_pool_note_only_when_the_point_lies_above_its_interval():
+    from audit_hub.curate.pipeline import _in_pool_note
+
+    boot = np.linspace(0.5, 0.99, 1001)  # 97.5th percentile 0.98
+    assert _in_pool_note(0.994, boot).startswith("the in-pool rho lies above its bootstrap interval")
+    assert _in_pool_note(0.97, boot) is None
+    assert _in_pool_note(None, boot) is None and _in_pool_note(0.99, np.full(5, np.nan)) is None

@@ -102,6 +102,8 @@ def _print(s: dict) -> None:
                    f"{ci(s.get('random_subset_rho_interval'))}")
     else:  # leave-one-model-out: no fold-level rank correlation is a figure (the verdict line has the figures)
         typer.echo(f"in-pool rho {f3(s['spearman_rho'])}{ci(s['spearman_rho_ci'])}; held out: leave-one-model-out")
+    if s.get("in_pool_interval_note"):
+        typer.echo(f"note: {s['in_pool_interval_note']}")
     if s.get("versus_random"):
         typer.echo(f"versus random: {s['versus_random']}")
     ch = s.get("selection_choice") or {}

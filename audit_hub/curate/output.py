@@ -106,6 +106,7 @@ def _figures(result, folder: Path) -> dict[str, str]:
 def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) -> dict:
     from ..escape import md_inline
     from ..fmt import ci, fmt_num, md_table, pct
+    from .filters import DOUBTED
 
     s = result.summary
     stages = s["stage_order"]
@@ -198,6 +199,8 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
         "choice_statement": md_inline(ch.get("statement") or "", 900), "choice_table": choice_table,
         "design_why": md_inline((s.get("heldout_design") or {}).get("why") or "", 600),
         "lomo": lomo_table, "score_table": score_table, "evidence": evidence,
+        "doubted": s["removed_by_stage"].get(DOUBTED),
+        "in_pool_note": md_inline(s.get("in_pool_interval_note") or "", 400),
         "score_versus": md_inline(se.get("versus_random") or "", 300),
         "irt_notes": md_inline("; ".join(x for x in se.get("irt_not_eligible_because") or [] if x), 600), "figures": figures, "files": files,
         "selection": s["selection"], "method": md_inline(s["selection"].get("method") or "none"),

@@ -34,7 +34,16 @@ import pandas as pd
 from ..errors import InputError
 from . import baselines as bl
 from .choose import EXPLICIT_METHODS, build, choose
-from .filters import STAGES, StageThresholds, apply_stages, evidence_notes, saturation, stage_flags
+from .filters import (
+    DOUBTED,
+    STAGES,
+    StageThresholds,
+    apply_stages,
+    evidence_notes,
+    saturation,
+    stage_flags,
+    stage_order,
+)
 from .findings import audit_findings, text_columns
 from .measures import (
     discrimination,
@@ -118,6 +127,11 @@ class CurateConfig:
         if self.threads < 1:
             raise InputError(f"--threads must be at least 1, got {self.threads}")
 
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The stages as applied (:func:`.filters.stage_order`: the doubted-gold rule after the anomaly stage)."""
+        return stage_order(tuple(self.stages), self.thresholds)
+
     def as_dict(self) -> dict:
         d = asdict(self)
         d["thresholds"] = self.thresholds.as_dict()
@@ -173,14 +187,14 @@ class _Pool:
 
 def _variant_stages(cfg: CurateConfig) -> dict[str, tuple[str, ...]]:
     """The stage combinations the automatic choice compares: every configured stage (``stages``), and the
-    anomaly stage alone (``anomaly``: broken keys and options are never worth keeping) or, without it, no
-    stage (``none``)."""
+    anomaly stage alone (``anomaly``: broken keys and options are never worth keeping; with its doubted-gold
+    rule unless that is kept) or, without it, no stage (``none``)."""
     out: dict[str, tuple[str, ...]] = {}
     if cfg.stages:
-        out["stages"] = tuple(cfg.stages)
+        out["stages"] = cfg.order
     if "anomaly" in cfg.stages:
         if len(cfg.stages) > 1:
-            out["anomaly"] = ("anomaly",)
+            out["anomaly"] = stage_order(("anomaly",), cfg.thresholds)
     else:
         out["none"] = ()
     return out
@@ -214,8 +228,8 @@ def _curate(pool: _Pool, findings, cfg: CurateConfig, cols: np.ndarray, tst_exce
     ``method="auto"``: the selection is chosen among candidates (on the stage output and on the whole pool)
     by inner cross-validation over these models (:func:`.choose.choose`); an explicit method selects within
     the stage output as before."""
-    flags = stage_flags(findings.table, cfg.thresholds, tst_excess, cfg.stages)
-    applied = apply_stages(flags, cfg.stages, pool.Q)
+    flags = stage_flags(findings.table, cfg.thresholds, tst_excess, cfg.order)
+    applied = apply_stages(flags, cfg.order, pool.Q)
     cand = applied["kept"]
     r, k = pool.right[:, cols], pool.known[:, cols]
     trace = None
@@ -250,7 +264,7 @@ def _curate(pool: _Pool, findings, cfg: CurateConfig, cols: np.ndarray, tst_exce
         st = _variant_stages(cfg)[variant]
         sub = apply_stages({s_: flags[s_] for s_ in st}, st, pool.Q)
         applied = {**applied, "stage": sub["stage"], "reason": sub["reason"], "kept": sub["kept"],
-                   "removed_by_stage": {s_: sub["removed_by_stage"].get(s_, 0) for s_ in cfg.stages}}
+                   "removed_by_stage": {s_: sub["removed_by_stage"].get(s_, 0) for s_ in cfg.order}}
         cand = sub["kept"]
     return {"flags": flags, "applied": applied, "candidates": cand, "mask": mask, "scores": scores,
             "size_trace": trace, "selected": bool(selected), "choice": choice, "variant": variant,
@@ -711,7 +725,7 @@ def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> di
     names = sorted({x["chosen"] for x in sc})
     return {"n_items": int(min(cfg.score_budget, pool.Q)),
             "method": "per split, the ensemble of the estimators on one stratified random draw of the budget (random, "
-                      "random_calibrated, random_pirt; weights 1 / inner MAE^2) unless another estimator's inner "
+                      "random_calibrated, random_pirt; weights 1 / inner MAE^2) unless an estimator on other items has an inner "
                       f"cross-validated MAE (leave one training model out up to {LOO_MAX_TRAIN} training models, 3 "
                       "folds above) "
                       "is lower by more than one standard error of the paired difference "
@@ -769,7 +783,7 @@ def _explain(pool: _Pool, cur: dict, cfg: CurateConfig) -> tuple[np.ndarray, pd.
         passed = (("passed " + ", ".join(st)) if st else "no stage applied") + \
             " (the chosen selection applies only these stages)"
     else:
-        passed = "passed " + ", ".join(cfg.stages)
+        passed = "passed " + ", ".join(cfg.order)
     kept_by = np.where(kept, passed, "").astype(object)
     ids = pool.frame.questions["question_id"].astype(str).to_numpy()
     stage = applied["stage"].copy()
@@ -801,7 +815,7 @@ def _explain(pool: _Pool, cur: dict, cfg: CurateConfig) -> tuple[np.ndarray, pd.
     rm = ~kept
     flags = cur["flags"]
     also = np.full(pool.Q, "", dtype=object)
-    for s in cfg.stages:
+    for s in cfg.order:
         m = flags[s][0] & rm & (stage != s)
         also[m] = np.where(also[m] == "", s, also[m] + ", " + s)
     removed = pd.DataFrame({"question_id": ids[rm], "stage": stage[rm].astype(str), "reason": reason[rm].astype(str),
@@ -819,7 +833,7 @@ def _junk(frame, pool: _Pool, cfg: CurateConfig, frac: float, model_dates, chose
 
     if cfg.method == "auto" and chosen is not None:
         variant, method = chosen
-        cfg = replace(cfg, stages=_variant_stages(cfg).get(variant, cfg.stages),
+        cfg = replace(cfg, stages=tuple(s_ for s_ in _variant_stages(cfg).get(variant, cfg.stages) if s_ != DOUBTED),
                       method="point_biserial" if method == "all" else method)
 
     t0 = time.perf_counter()
@@ -861,8 +875,18 @@ def _junk(frame, pool: _Pool, cfg: CurateConfig, frac: float, model_dates, chose
             "heldout_not_presented": ("too few models for folds of at least "
                                       f"{cfg.min_heldout_models} held-out models: survival only") if lomo else None,
             "reference": "held-out models' accuracy on the clean pool (without junk)",
-            "seconds_building_pool": round(t_inject, 3), "selection": f"{cfg.method} after {', '.join(cfg.stages) or 'no stage'}",
+            "seconds_building_pool": round(t_inject, 3), "selection": f"{cfg.method} after {', '.join(cfg.order) or 'no stage'}",
             "removed_by_stage": cur["applied"]["removed_by_stage"]}
+
+
+def _in_pool_note(rho: float | None, rho_b: np.ndarray) -> str | None:
+    """Why the in-pool rho can lie above its own bootstrap interval (None when it does not)."""
+    hi = float(np.nanquantile(rho_b, 0.975)) if np.isfinite(rho_b).any() else None
+    if rho is None or hi is None or not np.isfinite(rho) or rho <= hi:
+        return None
+    return ("the in-pool rho lies above its bootstrap interval: the selection was built to keep these models' "
+            "order on these very items, which resampling the items undoes; the interval is what item noise alone "
+            "leaves of it, and the held-out figure is the one to read")
 
 
 def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, vd, heldout, folds, newest, score,
@@ -891,7 +915,7 @@ def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, v
                              **({"selection": int(cur["candidates"].sum() - n_after)} if cur["selected"] else {})},
         "flagged_by_stage": applied["flagged_by_stage"],
         "stage_overlaps": applied["overlaps"],
-        "stage_order": list(cfg.stages),
+        "stage_order": list(cfg.order),
         "thresholds": cfg.thresholds.as_dict(),
         "selection": {"method": cur["method_used"] if cur["selected"] else None, "variant": cur["variant"],
                       "requested": cfg.method, "target_size": cfg.target_size,
@@ -905,6 +929,7 @@ def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, v
         "spearman_rho_ci": [float(x) for x in np.nanquantile(rho_b, [0.025, 0.975])],
         "kendall_tau": inpool["kendall_tau"],
         "kendall_tau_ci": [float(x) for x in np.nanquantile(tau_b, [0.025, 0.975])],
+        "in_pool_interval_note": _in_pool_note(inpool["spearman_rho"], rho_b),
         "top1_agreement": inpool["top1_agreement"],
         "leader_changes_on_drop": inpool["leader_changes_on_drop"],
         **{k: v for k, v in heldout.items() if k != "baselines"},

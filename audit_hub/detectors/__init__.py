@@ -43,7 +43,7 @@ register(
     judge_dependent=False,
     evidence=("n_parseable", "consensus_code", "consensus_answer", "consensus_share", "gold_share", "unanimous",
               "n_blind_parseable", "blind_agreement", "duplicates_gold", "p_gold_wrong", "log_odds_gold_wrong",
-              "gold_evidence"),
+              "gold_evidence", "gold_doubted"),
     # the recall simulation is not part of the headline test; 3 EM iterations inside a simulation
     calibration_params={"recall_sims": 0, "label_iters": 3, "check": False},
     # curation reads the flags: the audit's fit and its held-out check (a flag the check does not support is

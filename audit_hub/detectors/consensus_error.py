@@ -31,6 +31,8 @@ every answer type; unparseable/missing answers are left out):
   needs ``p_gold_wrong >= 0.5``: evidence beyond what difficulty and attractive distractors explain. A
   unanimous non-gold answer the model explains is **medium** (review). Open (numeric / free) items have
   no option structure to model and keep the unanimity rule.
+* ``gold_doubted``: posterior >= 0.5 in an identifiable category, supported by the held-out check or not (a
+  finding only where it is: ``is_consensus_error_issue``); curation leaves the unsupported ones out of its draw.
 * ``detection``: recall, precision and average precision of the posterior ranking on simulations of
   this pool (fitted model, same items and answer patterns) with 3% planted wrong golds;
   ``pool_too_weak`` when the estimated recall is below 0.5 ("no findings" then means little).
@@ -642,6 +644,7 @@ def _per_question(frame: AuditFrame, ev: dict, *, n_p: np.ndarray, top_n: np.nda
         f"{NAME}_p_gold_wrong": ev["p_wrong"],
         f"{NAME}_log_odds_gold_wrong": ev["log_odds"],
         f"{NAME}_gold_evidence": np.array(EVIDENCE_LABELS, dtype=object)[_gold_evidence(frame)],
+        f"{NAME}_gold_doubted": ev["suspect"],
     })
 
 
