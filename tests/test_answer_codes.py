@@ -96,3 +96,28 @@ def test_all_mc_letters_take_the_ids_as_codes():
     f = AuditFrame.from_tables(q, runs)
     assert f.answer_code_vector().tolist() == [1, 0, 2, -1, -1]  # "C" is beyond item b's two options
     _same_as_text(f)
+
+
+@pytest.mark.parametrize("kinds", [("mc",), ("mc", "yesno"), ("yesno",)])
+def test_derived_frames_of_closed_items_only_keep_their_answers(kinds):
+    """A benchmark with no numeric or free item has no open values, so the parent's ``values`` is empty: the
+    letters and yes / no must still be read back (they were read as missing, so every curation fold of BLINK,
+    all multiple choice, audited frames without a single answer)."""
+    rng = np.random.default_rng(4)
+    n = 30
+    typ = [kinds[i % len(kinds)] for i in range(n)]
+    q = pd.DataFrame({"question_id": [f"q{i}" for i in range(n)], "question": ["?"] * n,
+                      "options": [["x", "y", "z", "w"] if t == "mc" else [] for t in typ],
+                      "answer": ["ABCD"[i % 4] if t == "mc" else ("yes" if i % 3 else "no") for i, t in enumerate(typ)],
+                      "answer_type": typ})
+    rows = [(f"q{i}", f"m{j}", ("ABCD"[rng.integers(4)] if t == "mc" else ("yes", "no")[rng.integers(2)]))
+            for i, t in enumerate(typ) for j in range(5)]
+    f = AuditFrame.from_tables(q, pd.DataFrame(rows, columns=["question_id", "model", "prediction"]))
+    A = f.answer_codes("full")
+    assert f.cache["answer_space"].values == () and (A >= 0).all()
+    sub = f.without_models(["m1", "m3"])
+    assert "answer_parent" in sub.cache
+    np.testing.assert_array_equal(sub.answer_codes("full"), A[:, [0, 2, 4]])
+    _same_as_text(sub)
+    keep = np.arange(n) % 2 == 0
+    np.testing.assert_array_equal(f.subset_questions(keep).answer_codes("full"), A[keep])

@@ -148,6 +148,13 @@ def renumber(parent: AnswerCodes, questions: pd.DataFrame, q_rows: np.ndarray, c
         raise ValueError("the parent's answers are not recoverable from its codes; encode the text instead")
     values = list(parent.values)
     index = {v: i for i, v in enumerate(values)}
+    # the letters and yes / no are canonical texts of their own: ``parent.values`` holds them only when the
+    # benchmark has open items whose answers happen to include them (a frame of mc and yes/no items only has
+    # no values at all, and every answer of a derived frame read as missing)
+    for text in [c.casefold() for c in LETTERS[: parent.kmax]] + ["yes", "no"]:
+        if text not in index:
+            index[text] = len(values)
+            values.append(text)
     width = parent.kmax + len(values) + 1
     # (question type x parent code) -> index into values (-1: no answer); column 0 is code -1
     key = np.full((4, width), MISSING, np.int64)
