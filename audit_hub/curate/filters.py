@@ -86,6 +86,11 @@ def _col(t: pd.DataFrame, name: str, default) -> np.ndarray:
     return np.full(len(t), default)
 
 
+def _flag_col(t: pd.DataFrame, name: str) -> np.ndarray:
+    """A nullable boolean column as a plain bool array (missing column or value: False)."""
+    return np.asarray(pd.array(_col(t, name, False), dtype="boolean").fillna(False), dtype=bool)
+
+
 def image_counts(t: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per item: models right with the image ``f`` and blind ``b`` (-1 unknown) and the pool sizes."""
     return tuple(_col(t, roles.column(roles.IMAGE_GAIN, c), d).astype(np.float64)
@@ -134,7 +139,7 @@ def anomaly(t: pd.DataFrame, th: StageThresholds) -> tuple[np.ndarray, np.ndarra
     n = len(t)
     parts = []
     col = roles.issue_column(roles.LABEL_CONFLICT)
-    ce_flag = np.asarray(pd.array(_col(t, col, False), dtype="boolean").fillna(False), dtype=bool)
+    ce_flag = _flag_col(t, col)
     parts.append((ce_flag, f"label error: the audit's label-error flag ({col})"))
     sev = _col(t, roles.severity_column(roles.OPTION_SIMILARITY), "info").astype(str)
     rank = np.array([_SEV.index(s) if s in _SEV else 0 for s in sev]) if n else np.zeros(0, int)
@@ -153,10 +158,8 @@ def anomaly(t: pd.DataFrame, th: StageThresholds) -> tuple[np.ndarray, np.ndarra
 
 
 def doubted_gold(t: pd.DataFrame, th: StageThresholds) -> tuple[np.ndarray, np.ndarray]:
-    def col(name):
-        return np.asarray(pd.array(_col(t, name, False), dtype="boolean").fillna(False), dtype=bool)
-
-    flag = col(roles.column(roles.LABEL_CONFLICT, "gold_doubted")) & ~col(roles.issue_column(roles.LABEL_CONFLICT))
+    flag = (_flag_col(t, roles.column(roles.LABEL_CONFLICT, "gold_doubted"))
+            & ~_flag_col(t, roles.issue_column(roles.LABEL_CONFLICT)))
     return _join([(flag, "doubted gold: the label model puts the gold's chance of being wrong at >= 0.5 and the "
                          "held-out check does not support it as a label error; left out of the draw (not a "
                          "finding)")], len(t))
