@@ -26,10 +26,9 @@ flagged by every pair of stages regardless of order.
   in a category whose answers identify the gold) but which the audit does not publish as label errors (its
   held-out check does not support them). They are not called label errors: they are left out of the items a
   selection draws from, because on them the models most likely to be right answer alike against the stated
-  gold, so each of them orders the models against their order elsewhere. Measured with the product on real
-  pools (docs/curate.md, 2026-12-06): on MathVista's released runs (10 such items of 1,000) the held-out
-  displacement went from 0.891 to 0.603 against 0.885 for random subsets; on BLINK's the held-out rho from 0.929
-  to 0.920 (random 0.910).
+  gold, so each of them orders the models against their order elsewhere. Measured on three real pools with
+  the product (docs/curate.md, "2026-12-06, later": it helps MathVista's, is neutral on MATH-V's and costs
+  BLINK's a little).
 """
 
 from __future__ import annotations
