@@ -151,6 +151,8 @@ def seed_figures(s: dict) -> dict:
     """The robustness targets of one run's summary: held-out figure vs the random mean (rho, or the
     leave-one-model-out rank displacement where folds would be too small), SD change, score MAE vs random's
     and the anchors'."""
+    from audit_hub.curate.estimate import ANCHOR_ESTIMATORS
+
     se = s.get("score_estimation") or {}
     by = se.get("mae_points_by_estimator") or {}
     lomo = s.get("heldout_lomo")
@@ -162,7 +164,7 @@ def seed_figures(s: dict) -> dict:
         kind, ok = "rho", fig is not None and rnd is not None and fig >= rnd - 1e-12
     sd = (s.get("discrimination_change") or {}).get("sd")
     mae = se.get("mae_points")
-    anchors = min(by["anchor_irt"], by["anchor_calibrated"]) if by else None
+    anchors = min(by[k] for k in ANCHOR_ESTIMATORS) if by else None
     return {"kind": kind, "heldout": fig, "random": rnd, "heldout_ok": bool(ok),
             "sd_change": sd, "sd_ok": sd is not None and sd >= -1e-12,
             "mae": mae, "mae_random": by.get("random"), "mae_anchors": anchors,
@@ -206,8 +208,10 @@ def margin_lines(figs: list[dict]) -> list[str]:
     default is from each reference, beside how often a single seed meets it."""
     import numpy as np
 
-    def pair(a_key: str, b_key: str, sign: float) -> tuple[float, float, float, float] | None:
-        ab = np.array([(f[a_key], f[b_key]) for f in figs if f[a_key] is not None and f[b_key] is not None], float)
+    from audit_hub.curate.estimate import ANCHOR_ESTIMATORS
+
+    def pair(a_key: str, b_key: str, sign: float, rows: list[dict] = figs) -> tuple[float, float, float, float] | None:
+        ab = np.array([(f[a_key], f[b_key]) for f in rows if f[a_key] is not None and f[b_key] is not None], float)
         if not len(ab):
             return None
         d = sign * (ab[:, 0] - ab[:, 1])
@@ -225,8 +229,14 @@ def margin_lines(figs: list[dict]) -> list[str]:
             out.append(f"mean over seeds: {label:<32} {p[0]:{fmt}} vs {p[1]:{fmt}}; margin in the default's favour "
                        f"{p[2]:+{fmt}} (SE {p[3]:{fmt}} over {len(figs)} seeds)")
     # every estimator's own mean MAE over the seeds: the "anchors'" column is the smaller of two estimators' MAE
-    # picked per seed after the fact, so each of the two is shown on its own too
+    # picked per seed after the fact, so each of the two is shown on its own too, paired with the reported MAE
     by = [f.get("mae_by_estimator") or {} for f in figs]
+    for est in ANCHOR_ESTIMATORS:
+        rows = [dict(f, _a=(f.get("mae_by_estimator") or {}).get(est)) for f in figs]
+        p = pair("mae", "_a", -1.0, rows)
+        if p is not None:
+            out.append(f"mean over seeds: {f'score MAE vs {est} alone':<32} {p[0]:.2f} vs {p[1]:.2f}; margin "
+                       f"in the default's favour {p[2]:+.2f} (SE {p[3]:.2f} over {len(figs)} seeds)")
     names = [k for k in by[0] if all(k in b and b[k] is not None for b in by)] if by else []
     if names:
         out.append("mean over seeds: score MAE by estimator (points)  " + ", ".join(

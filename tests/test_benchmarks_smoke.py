@@ -53,6 +53,10 @@ def test_benchmark_smoke(script, tmp_path, request):
         head = p.stdout.splitlines()[0]
         ref = float(head.split("machine reference ")[1].split(" s")[0])
         assert 0 < ref < 60, head  # seconds of a fixed workload, measured
+    if script == "score_estimation.py":  # issue 26: the choice replayed under other margins, paired with anchors
+        out = p.stdout
+        assert "reported MAE by replacement margin" in out and "(product)" in out, out[-3000:]
+        assert "mathvista: reported" in out and "vs anchor_calibrated" in out, out[-3000:]
     if script == "label_errors.py":  # issue 25: the informative planting beside a ranking told its rule
         line = next((ln for ln in p.stdout.splitlines() if ln.startswith("real pool blink: planting on informative")),
                     None)
@@ -82,7 +86,14 @@ def test_curate_seed_margins_hand_case():
     lines_by = mod.margin_lines([dict(f, mae_by_estimator=b) for f, b in zip(figs, by)])
     assert lines_by[-1] == ("mean over seeds: score MAE by estimator (points)  anchor_irt 2.55, anchor_calibrated "
                            "2.60; reported 2.20")
-    assert lines_by[:-1] == lines
+    # and each paired with the reported MAE: anchor_irt +0.6, +0.1 -> +0.35, SE 0.3536 / sqrt 2 = 0.25;
+    # anchor_calibrated +0.5, +0.3 -> +0.40, SE 0.1414 / sqrt 2 = 0.10
+    assert lines_by[:3] == lines
+    assert "score MAE vs anchor_irt alone" in lines_by[3] and \
+        "2.20 vs 2.55; margin in the default's favour +0.35 (SE 0.25 over 2 seeds)" in lines_by[3]
+    assert "score MAE vs anchor_calibrated alone" in lines_by[4] and \
+        "2.20 vs 2.60; margin in the default's favour +0.40 (SE 0.10 over 2 seeds)" in lines_by[4]
+    assert len(lines_by) == 6
     lomo = [dict(f, kind="displacement", heldout=h) for f, h in zip(figs, (0.5, 0.7))]
     # displacement 0.5 / 0.7 against 0.85 / 0.85: +0.35, +0.15 -> +0.25, SE 0.1414 / sqrt 2 = 0.10
     assert "0.600 vs 0.850; margin in the default's favour +0.250 (SE 0.100 over 2 seeds)" in mod.margin_lines(lomo)[0]

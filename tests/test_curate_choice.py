@@ -202,6 +202,20 @@ def test_score_estimators_chosen_by_inner_cv():
     assert s["irt_converged"] and s["irt_not_eligible_because"] is None
     truth = x[:, test].mean(axis=0)
     assert np.abs(s["estimates"] - truth).mean() == pytest.approx(s["abs_err"][s["chosen"]].mean())
+    # the choice replayed from the returned inner errors (benchmarks/score_estimation.py replays it under other
+    # margins): the same choice at the product's margin, never a replacement at an infinite one, and at margin 0
+    # the non-part estimator with the smallest inner MAE wherever it is below the ensemble's
+    from audit_hub.curate.estimate import REPLACE_MARGIN_SE, choose_estimator
+
+    ia = s["inner_abs_err"]
+    assert set(ia) == set(ESTIMATORS) and all(v.shape == (12,) for v in ia.values())  # leave-one-out over 12
+    assert 100 * ia["random"].mean() == pytest.approx(inner["random"])
+    assert choose_estimator(ia, eligible, 12, margin_se=REPLACE_MARGIN_SE)[0] == s["chosen"]
+    assert choose_estimator(ia, eligible, 12, margin_se=float("inf"))[0] == "ensemble"
+    others = [e for e in eligible if e != "ensemble" and e not in ENSEMBLE_PARTS]
+    best = min(others, key=lambda e: ia[e].mean())
+    want = best if ia[best].mean() < ia["ensemble"].mean() else "ensemble"
+    assert choose_estimator(ia, eligible, 12, margin_se=0.0)[0] == want
 
 
 def test_sd_constraint_and_the_replacement_rule():

@@ -47,6 +47,11 @@ IRT_BASED = ("pirt_information", "gpirt", "anchor_irt", "random_pirt")
 # averaged estimators on four different item sets: up to four times the budget.)
 ENSEMBLE_PARTS = ("random", "random_calibrated", "random_pirt")
 DEFAULT_ESTIMATOR = "ensemble"
+# another estimator replaces the ensemble where its inner MAE is lower by more than this many standard errors of
+# the paired difference (other margins measured on three real pools: docs/curate.md, benchmarks/score_estimation.py)
+REPLACE_MARGIN_SE = 1.0
+# the anchor estimators the reported MAE is compared with ("the anchors'": the smaller of their MAEs)
+ANCHOR_ESTIMATORS = ("anchor_irt", "anchor_calibrated")
 # the inner cross-validation leaves one training model out at a time up to this many training models (the
 # estimators are then compared fitted to n - 1 models, as in the outer split to n); k-fold above it
 LOO_MAX_TRAIN = 16
@@ -148,12 +153,35 @@ def score_split(right: np.ndarray, known: np.ndarray, train: np.ndarray, test: n
         weights = dict(zip(parts, (w / w.sum()).tolist()))
         outer["estimates"]["ensemble"] = sum(weights[k] * outer["estimates"][k] for k in parts)
     abs_err = {k: np.abs(v - truth) for k, v in outer["estimates"].items()}
+    inner_abs = {k: np.concatenate(v) for k, v in inner_err.items() if v}
+    chosen, rule = choose_estimator(inner_abs, eligible, len(train))
+    return {"abs_err": abs_err, "chosen": chosen, "chosen_rule": rule, "inner_mae_points": inner_mae,
+            "inner_folds": int(n_inner),
+            "irt_converged": outer["irt_converged"], "irt_iterations": outer["irt_iterations"],
+            "irt_final_change": outer["irt_final_change"], "irt_not_eligible_because": why,
+            "lambda": outer["lambda"], "estimates": outer["estimates"][chosen], "ensemble_weights": weights,
+            "inner_abs_err": inner_abs}
+
+
+def margin_words(margin_se: float = REPLACE_MARGIN_SE) -> str:
+    """The replacement margin in words, as the choice's rule and the summary state it."""
+    return f"{margin_se:g} standard error{'' if margin_se == 1 else 's'}"
+
+
+def choose_estimator(inner_abs: dict[str, np.ndarray], eligible: list[str], n_train: int,
+                     margin_se: float = REPLACE_MARGIN_SE) -> tuple[str, str]:
+    """(chosen estimator, the rule in words) from each estimator's absolute errors on the inner held-out models
+    (paired: the same models in the same order for every estimator). The ensemble unless another eligible
+    estimator, not one of its parts, has an inner MAE lower by more than ``margin_se`` standard errors of the
+    paired difference (the smallest inner MAE among those); the smallest inner MAE where the ensemble is not
+    eligible; the calibrated random draw without an inner cross-validation."""
+    inner_mae = {k: float(v.mean()) for k, v in inner_abs.items()}
     if eligible and DEFAULT_ESTIMATOR in eligible:
         # shrinkage toward the ensemble: another estimator replaces it only where its inner MAE is lower by
-        # more than one standard error of the paired difference over the inner held-out models (a choice by
-        # the smallest inner MAE alone followed the inner folds' noise: on MathVista's 8 models it reported
-        # 3.72 points while every estimator averaged gave 2.09)
-        base = np.concatenate(inner_err[DEFAULT_ESTIMATOR])
+        # more than ``margin_se`` standard errors of the paired difference over the inner held-out models (a
+        # choice by the smallest inner MAE alone followed the inner folds' noise: on MathVista's 8 models it
+        # reported 3.72 points while every estimator averaged gave 2.09)
+        base = inner_abs[DEFAULT_ESTIMATOR]
         better = []
         for k in eligible:
             # the ensemble's own parts never replace it: their weights in it already come from these inner
@@ -161,21 +189,15 @@ def score_split(right: np.ndarray, known: np.ndarray, train: np.ndarray, test: n
             # pools, seeds 0-7: MathVista 1.98 -> 1.95 points, MATH-V 1.91 -> 1.86, BLINK unchanged)
             if k == DEFAULT_ESTIMATOR or k in ENSEMBLE_PARTS:
                 continue
-            d = np.concatenate(inner_err[k]) - base
-            if len(d) > 1 and d.mean() < -np.std(d, ddof=1) / np.sqrt(len(d)):
+            d = inner_abs[k] - base
+            if len(d) > 1 and d.mean() < -margin_se * np.std(d, ddof=1) / np.sqrt(len(d)):
                 better.append(k)
         chosen = min(better, key=lambda k: (inner_mae[k], ESTIMATORS.index(k))) if better else DEFAULT_ESTIMATOR
-        rule = ("the ensemble (weighted mean of the random-draw estimators, all on the same items) unless an "
-                "estimator on other items has a smaller inner cross-validated MAE by more than one standard error of "
-                "the paired difference")
-    elif eligible:
-        chosen = min(eligible, key=lambda k: (inner_mae[k], ESTIMATORS.index(k)))
-        rule = "smallest inner cross-validated MAE over the training models"
-    else:
-        chosen = "random_calibrated" if len(train) >= 3 else "random"
-        rule = "too few training models for an inner cross-validation (fewer than 6): the calibrated random draw"
-    return {"abs_err": abs_err, "chosen": chosen, "chosen_rule": rule, "inner_mae_points": inner_mae,
-            "inner_folds": int(n_inner),
-            "irt_converged": outer["irt_converged"], "irt_iterations": outer["irt_iterations"],
-            "irt_final_change": outer["irt_final_change"], "irt_not_eligible_because": why,
-            "lambda": outer["lambda"], "estimates": outer["estimates"][chosen], "ensemble_weights": weights}
+        return chosen, ("the ensemble (weighted mean of the random-draw estimators, all on the same items) unless an "
+                        "estimator on other items has a smaller inner cross-validated MAE by more than "
+                        f"{margin_words(margin_se)} of the paired difference")
+    if eligible:
+        return (min(eligible, key=lambda k: (inner_mae[k], ESTIMATORS.index(k))),
+                "smallest inner cross-validated MAE over the training models")
+    return ("random_calibrated" if n_train >= 3 else "random",
+            "too few training models for an inner cross-validation (fewer than 6): the calibrated random draw")

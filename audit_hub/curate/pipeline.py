@@ -709,7 +709,7 @@ def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> di
     """Each held-out model's whole-pool accuracy estimated from a small item budget, pooled over the splits:
     every estimator's MAE with a bootstrap-over-models interval, and the reported one (each split's estimator
     chosen by inner cross-validation on its training models)."""
-    from .estimate import ESTIMATORS, LOO_MAX_TRAIN
+    from .estimate import ANCHOR_ESTIMATORS, ESTIMATORS, LOO_MAX_TRAIN, margin_words
 
     if not folds or not all("_score" in f for f in folds):
         return None
@@ -720,7 +720,7 @@ def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> di
           for i, (k, v) in enumerate(errs.items())}
     mae = float(100 * chosen.mean())
     rnd = by["random"]["mae_points"]
-    anchors = min(by["anchor_irt"]["mae_points"], by["anchor_calibrated"]["mae_points"])
+    anchors = min(by[k]["mae_points"] for k in ANCHOR_ESTIMATORS)
     word = "below" if mae < rnd else "above" if mae > rnd else "equal to"
     names = sorted({x["chosen"] for x in sc})
     return {"n_items": int(min(cfg.score_budget, pool.Q)),
@@ -728,7 +728,7 @@ def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> di
                       "random_calibrated, random_pirt; weights 1 / inner MAE^2) unless an estimator on other items has an inner "
                       f"cross-validated MAE (leave one training model out up to {LOO_MAX_TRAIN} training models, 3 "
                       "folds above) "
-                      "is lower by more than one standard error of the paired difference "
+                      f"is lower by more than {margin_words()} of the paired difference "
                       f"(chosen: {', '.join(names)}); every estimator reads the held-out model's answers on "
                       "budget items only",
             "mae_points": mae, "mae_points_ci": _mean_ci(chosen, (cfg.seed, 19)),
