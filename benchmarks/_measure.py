@@ -6,7 +6,8 @@ process, so that the peak is this command's own and not the largest of earlier c
 
 Used by cli_scale.py and xlsx_read.py; also records the machine's load (``os.getloadavg``), since
 wall times on a shared machine mean little without it, and gives a machine reference
-(:func:`machine_reference`) to compare figures across machines by.
+(:func:`machine_reference`) to compare figures across machines by. The seed sweeps (curate.py,
+score_estimation.py) pair two figures over seeds with :func:`paired_over_seeds`.
 """
 
 from __future__ import annotations
@@ -106,3 +107,14 @@ if __name__ == "__main__":
     except subprocess.TimeoutExpired:
         out = {"rc": 124, "wall_s": timeout, "cpu_s": None, "peak_rss_gb": None, "timed_out": True}
     print("MEASURE=" + json.dumps(out))
+
+
+def paired_over_seeds(a, b) -> tuple[float, float, float, float]:
+    """(mean of ``a``, mean of ``b``, mean of ``a - b``, its standard error over the seeds): two figures measured
+    on the same seeds, paired. The SE is NaN with one seed."""
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    d = a - b
+    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+    return float(a.mean()), float(b.mean()), float(d.mean()), se

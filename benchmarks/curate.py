@@ -31,6 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _measure import paired_over_seeds  # noqa: E402
 
 TARGETS = {
     "heldout_spearman_rho": (">=", 0.98),
@@ -214,9 +217,8 @@ def margin_lines(figs: list[dict]) -> list[str]:
         ab = np.array([(f[a_key], f[b_key]) for f in rows if f[a_key] is not None and f[b_key] is not None], float)
         if not len(ab):
             return None
-        d = sign * (ab[:, 0] - ab[:, 1])
-        se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
-        return float(ab[:, 0].mean()), float(ab[:, 1].mean()), float(d.mean()), se
+        ma, mb, d, se = paired_over_seeds(ab[:, 0], ab[:, 1])
+        return ma, mb, sign * d, se
 
     kind = figs[0]["kind"]
     out = []

@@ -30,6 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _measure import paired_over_seeds  # noqa: E402
 
 POOLS = ("mathv", "blink", "mathvista")
 
@@ -81,16 +84,6 @@ def run_pool(name: str, seeds: list[int], margins: list[float], budget: int) -> 
     return {"pool": name, "n_models": M, "n_items": int(pool.Q), "seeds": seeds, "per_seed": per_seed}
 
 
-def paired(a, b) -> tuple[float, float, float, float]:
-    """(mean a, mean b, mean (a - b), its SE over seeds)."""
-    import numpy as np
-
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    d = a - b
-    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
-    return float(a.mean()), float(b.mean()), float(d.mean()), se
-
-
 def report(res: dict, margins: list[float], product_margin: float) -> list[str]:
     import numpy as np
 
@@ -107,7 +100,7 @@ def report(res: dict, margins: list[float], product_margin: float) -> list[str]:
     refs = [(k, [p["by"][k] for p in ps]) for k in ("random", *ANCHOR_ESTIMATORS)]
     refs.append(("the smaller anchor MAE per seed", [min(p["by"][k] for k in ANCHOR_ESTIMATORS) for p in ps]))
     for label, b in refs:
-        ma, mb, d, se = paired(rep, b)
+        ma, mb, d, se = paired_over_seeds(rep, b)
         out.append(f"{res['pool']}: reported {ma:.2f} vs {label} {mb:.2f}: difference {d:+.2f} (SE {se:.2f} over "
                    f"{n} seeds)")
     return out
