@@ -238,6 +238,22 @@ def test_distractor_similarity_module_equals_detector(ev):
 
 
 # ---------------------------------------------------------------------------------- adapter rules
+@pytest.mark.parametrize("name", NAMES)
+def test_module_info_names_its_space_and_cites_the_paper(ev, name):
+    """Every module's MetricInfo is built in one place (``adapter.metric_info``): its Space under the default
+    namespace as homepage and reference, the audit paper as citation (fleiss_kappa_agreement adds Fleiss 1971),
+    and exactly the input features its configuration declares."""
+    from audit_hub.metrics import NAMESPACE, space_url
+
+    m = load_local(ev, name)
+    assert NAMESPACE == "benchaudit"
+    assert m.info.homepage == space_url(name) == f"https://huggingface.co/spaces/benchaudit/{name}"
+    assert list(m.info.reference_urls) == [space_url(name)]
+    assert m.info.citation.startswith(ma.CITATION)
+    assert ("Fleiss" in m.info.citation) == (name == "fleiss_kappa_agreement")
+    assert "question_ids" in m.info.features
+
+
 def test_adapter_exact_match_semantics():
     f = ma.build_frame(["q1", "q1", "q1", "q2", "q2", "q3", "q3"],
                        models=["a", "b", "c", "a", "b", "a", "b"],

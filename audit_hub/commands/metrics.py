@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ..metrics import NAMESPACE
+
 
 def _version() -> str:
     from .. import __version__
@@ -27,7 +29,7 @@ def register(app: typer.Typer) -> None:
         names: list[str] | None = typer.Argument(
             None, help="Metrics to install (default: all six)."),
         namespace: str = typer.Option(
-            "benchaudit", "--namespace", help="Load id prefix: evaluate.load('<namespace>/<name>')."),
+            NAMESPACE, "--namespace", help="Load id prefix: evaluate.load('<namespace>/<name>')."),
         cache_dir: Path | None = typer.Option(
             None, "--cache-dir",
             help="evaluate's module cache (default: $HF_MODULES_CACHE, else $HF_HOME/modules, "
@@ -49,7 +51,7 @@ def register(app: typer.Typer) -> None:
 
     @metrics_app.command("list")
     def list_(
-        namespace: str = typer.Option("benchaudit", "--namespace", help="Load id prefix."),
+        namespace: str = typer.Option(NAMESPACE, "--namespace", help="Load id prefix."),
         cache_dir: Path | None = typer.Option(None, "--cache-dir", help="evaluate's module cache."),
     ) -> None:
         """List the metric modules, their sources and whether the cached copy is current."""

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import typer
 
+from ..metrics import NAMESPACE
+
 
 def register(app: typer.Typer) -> None:
     @app.command("push")
@@ -36,7 +38,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("push-metrics")
     def push_metrics_cmd(
-        namespace: str = typer.Option("benchaudit", "--namespace",
+        namespace: str = typer.Option(NAMESPACE, "--namespace",
                                       help="Hub user or organisation that will own the Spaces."),
         metrics_dir: Path | None = typer.Option(None, "--metrics-dir",
                                                    help="Folder of metric modules (default: the repo's metrics/)."),

@@ -179,6 +179,19 @@ ARGUMENT_TYPES_HEADING = "## Accepted argument types"
 
 
 # ---------------------------------------------------------------------------------- the frame
+def metric_info(name: str, features: dict, *, description: str, inputs_description: str, citation: str = CITATION):
+    """The ``evaluate.MetricInfo`` of the metric module ``name``: its input features, its citation (the audit
+    paper's unless given) and the module's Space as homepage (:func:`audit_hub.metrics.space_url`)."""
+    import datasets
+    import evaluate
+
+    from . import space_url
+
+    url = space_url(name)
+    return evaluate.MetricInfo(description=description, citation=citation, inputs_description=inputs_description,
+                               features=datasets.Features(features), homepage=url, reference_urls=[url])
+
+
 class DeclaredInputs:
     """Base of every evaluate module here, before ``evaluate.Metric``: ``Metric.compute`` takes
     ``predictions`` and ``references`` by name and silently drops them when the loaded configuration

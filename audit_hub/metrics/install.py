@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BenchauditError
+from . import NAMESPACE
 from .adapter import METRIC_NAMES
 
 MODULE_FILES = ("{name}.py", "README.md", "app.py", "requirements.txt")  # a Space folder
@@ -120,7 +121,7 @@ def _select(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------------------------ install / list
-def install(*, namespace: str = "benchaudit", names: list[str] | tuple[str, ...] | None = None,
+def install(*, namespace: str = NAMESPACE, names: list[str] | tuple[str, ...] | None = None,
             cache_dir: str | os.PathLike | None = None,
             source: str | os.PathLike | None = None) -> list[InstalledModule]:
     """Copy each metric module into evaluate's module cache under ``<namespace>--<name>``.
@@ -174,7 +175,7 @@ def install(*, namespace: str = "benchaudit", names: list[str] | tuple[str, ...]
     return out
 
 
-def installed(*, namespace: str = "benchaudit", cache_dir: str | os.PathLike | None = None,
+def installed(*, namespace: str = NAMESPACE, cache_dir: str | os.PathLike | None = None,
               source: str | os.PathLike | None = None) -> list[dict]:
     """For each metric: the installed hash (or None) and whether it matches the current sources."""
     try:

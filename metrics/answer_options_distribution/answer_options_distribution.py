@@ -8,8 +8,6 @@ import evaluate
 
 from audit_hub.metrics import adapter as metric_adapter  # From: benchaudit
 
-_CITATION = metric_adapter.CITATION
-
 _DESCRIPTION = """\
 Position bias of a multiple-choice benchmark: the histogram of gold-answer letters, tested against
 uniform within each number-of-options stratum (chi-squares and degrees of freedom summed over strata;
@@ -60,14 +58,8 @@ class AnswerOptionsDistribution(metric_adapter.DeclaredInputs, evaluate.Metric):
                              "'default+predictions' or 'options+predictions'")
         if with_predictions:
             features["predictions"] = _TEXT
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features(features),
-            homepage="https://huggingface.co/spaces/benchaudit/answer_options_distribution",
-            reference_urls=["https://huggingface.co/spaces/benchaudit/answer_options_distribution"],
-        )
+        return metric_adapter.metric_info("answer_options_distribution", features, description=_DESCRIPTION,
+                                          inputs_description=_KWARGS_DESCRIPTION)
 
     def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
                  hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,

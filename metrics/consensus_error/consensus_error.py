@@ -8,8 +8,6 @@ import evaluate
 
 from audit_hub.metrics import adapter as metric_adapter  # From: benchaudit
 
-_CITATION = metric_adapter.CITATION
-
 _DESCRIPTION = """\
 Label-conflict candidates of a benchmark: questions on which every model that answered parseably
 chose the same non-gold answer (unanimous non-gold), and questions whose strict majority vote is a
@@ -52,15 +50,9 @@ class ConsensusError(metric_adapter.DeclaredInputs, evaluate.Metric):
     def _info(self):
         if self.config_name != "default":
             raise ValueError(f"unknown configuration {self.config_name!r}; use 'default'")
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"question_ids": _TEXT, "models": _TEXT, "predictions": _TEXT,
-                                        "references": _TEXT}),
-            homepage="https://huggingface.co/spaces/benchaudit/consensus_error",
-            reference_urls=["https://huggingface.co/spaces/benchaudit/consensus_error"],
-        )
+        features = {"question_ids": _TEXT, "models": _TEXT, "predictions": _TEXT, "references": _TEXT}
+        return metric_adapter.metric_info("consensus_error", features, description=_DESCRIPTION,
+                                          inputs_description=_KWARGS_DESCRIPTION)
 
     def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
                  hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,

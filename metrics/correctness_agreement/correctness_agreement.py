@@ -8,8 +8,6 @@ import evaluate
 
 from audit_hub.metrics import adapter as metric_adapter  # From: benchaudit
 
-_CITATION = metric_adapter.CITATION
-
 _DESCRIPTION = """\
 The correctness profile of each question over a pool of models: difficulty as the share of models
 correct (Jeffreys-shrunk, with its interval), saturated items (every model correct) and floor items
@@ -55,14 +53,8 @@ class CorrectnessAgreement(metric_adapter.DeclaredInputs, evaluate.Metric):
             features = {"question_ids": _TEXT, "models": _TEXT, "predictions": _TEXT, "references": _TEXT}
         else:
             raise ValueError(f"unknown configuration {self.config_name!r}; use 'default' or 'hits'")
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features(features),
-            homepage="https://huggingface.co/spaces/benchaudit/correctness_agreement",
-            reference_urls=["https://huggingface.co/spaces/benchaudit/correctness_agreement"],
-        )
+        return metric_adapter.metric_info("correctness_agreement", features, description=_DESCRIPTION,
+                                          inputs_description=_KWARGS_DESCRIPTION)
 
     def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
                  hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,

@@ -8,8 +8,6 @@ import evaluate
 
 from audit_hub.metrics import adapter as metric_adapter  # From: benchaudit
 
-_CITATION = metric_adapter.CITATION
-
 _DESCRIPTION = """\
 Pairwise similarity of each multiple-choice question's options after normalisation (Unicode NFKC,
 casefolding, letter prefixes such as "A." or "(B)" stripped, numbers compared numerically). Tiers:
@@ -45,15 +43,9 @@ class DistractorSimilarity(metric_adapter.DeclaredInputs, evaluate.Metric):
     def _info(self):
         if self.config_name != "default":
             raise ValueError(f"unknown configuration {self.config_name!r}; use 'default'")
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"question_ids": _TEXT, "options": datasets.Sequence(_TEXT),
-                                        "references": _TEXT}),
-            homepage="https://huggingface.co/spaces/benchaudit/distractor_similarity",
-            reference_urls=["https://huggingface.co/spaces/benchaudit/distractor_similarity"],
-        )
+        features = {"question_ids": _TEXT, "options": datasets.Sequence(_TEXT), "references": _TEXT}
+        return metric_adapter.metric_info("distractor_similarity", features, description=_DESCRIPTION,
+                                          inputs_description=_KWARGS_DESCRIPTION)
 
     def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
                  hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,

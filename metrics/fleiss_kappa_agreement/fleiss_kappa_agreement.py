@@ -58,14 +58,9 @@ class FleissKappaAgreement(metric_adapter.DeclaredInputs, evaluate.Metric):
     def _info(self):
         if self.config_name != "default":
             raise ValueError(f"unknown configuration {self.config_name!r}; use 'default'")
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"question_ids": _TEXT, "models": _TEXT, "predictions": _TEXT}),
-            homepage="https://huggingface.co/spaces/benchaudit/fleiss_kappa_agreement",
-            reference_urls=["https://huggingface.co/spaces/benchaudit/fleiss_kappa_agreement"],
-        )
+        features = {"question_ids": _TEXT, "models": _TEXT, "predictions": _TEXT}
+        return metric_adapter.metric_info("fleiss_kappa_agreement", features, description=_DESCRIPTION,
+                                          inputs_description=_KWARGS_DESCRIPTION, citation=_CITATION)
 
     def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
                  hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,

@@ -8,8 +8,6 @@ import evaluate
 
 from audit_hub.metrics import adapter as metric_adapter  # From: benchaudit
 
-_CITATION = metric_adapter.CITATION
-
 _DESCRIPTION = """\
 Zero-gain share of a vision-language benchmark: the share of questions on which the models answer
 correctly exactly as often without the image (blind run) as with it (f == b, counted over the models
@@ -75,14 +73,8 @@ class VisualDependency(metric_adapter.DeclaredInputs, evaluate.Metric):
                         "blind_predictions": _TEXT, "references": _TEXT}
         else:
             raise ValueError(f"unknown configuration {self.config_name!r}; use 'default' or 'hits'")
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features(features),
-            homepage="https://huggingface.co/spaces/benchaudit/visual_dependency",
-            reference_urls=["https://huggingface.co/spaces/benchaudit/visual_dependency"],
-        )
+        return metric_adapter.metric_info("visual_dependency", features, description=_DESCRIPTION,
+                                          inputs_description=_KWARGS_DESCRIPTION)
 
     def _compute(self, question_ids, models=None, predictions=None, blind_predictions=None, references=None,
                  hits=None, blind_hits=None, options=None, n_options=None, answer_types=None, categories=None,
