@@ -110,6 +110,22 @@ def _real(name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.read_parquet(REAL / name / "questions.parquet"), pd.read_parquet(REAL / name / "runs.parquet")
 
 
+def _swap_and_rank(q, runs, sel: np.ndarray, rng: np.random.Generator):
+    """Swap the gold of the items ``sel`` uniformly to another option (letters A-D), rerun consensus_error, and
+    return its log odds that the gold is wrong (-1e9 where none), the mask of the swapped items and the swapped
+    questions table."""
+    k = q["options"].map(len).to_numpy()
+    letters = "ABCD"
+    old = q["answer"].map(letters.index).to_numpy()
+    q2 = q.copy()
+    q2.loc[sel, "answer"] = [letters[(old[i] + rng.integers(1, k[i])) % k[i]] for i in sel]
+    r2 = ce.run(AuditFrame.from_tables(q2, runs), recall_sims=0, check=False)
+    lo = np.nan_to_num(r2.per_question["consensus_error_log_odds_gold_wrong"].to_numpy(), nan=-1e9)
+    planted = np.zeros(len(q), bool)
+    planted[sel] = True
+    return lo, planted, q2
+
+
 def test_real_blink_pool_regression():
     """BLINK val (1,901 items, 19 models; humans ~96%): the golds are essentially right and several subtasks
     are at chance for this pool. Before issue 25: 466-558 flags (24-29%), 61% of Relative_Reflectance."""
@@ -151,15 +167,7 @@ def test_real_blink_pool_regression():
     rng = np.random.default_rng(0)
     ident = ~q["category"].isin(list(bad)).to_numpy()
     sel = np.sort(rng.choice(np.flatnonzero(ident), int(0.03 * ident.sum()), replace=False))
-    k = q["options"].map(len).to_numpy()
-    letters = "ABCD"
-    old = q["answer"].map(letters.index).to_numpy()
-    q2 = q.copy()
-    q2.loc[sel, "answer"] = [letters[(old[i] + rng.integers(1, k[i])) % k[i]] for i in sel]
-    r2 = ce.run(AuditFrame.from_tables(q2, runs), recall_sims=0, check=False)
-    lo = np.nan_to_num(r2.per_question["consensus_error_log_odds_gold_wrong"].to_numpy(), nan=-1e9)
-    planted = np.zeros(len(q), bool)
-    planted[sel] = True
+    lo, planted, _ = _swap_and_rank(q, runs, sel, rng)
     assert average_precision(lo[ident], planted[ident]) >= 0.12
 
 
@@ -182,15 +190,7 @@ def test_real_blink_planted_on_informative_items():
     assert 0.3 <= inf[ident].mean() <= 0.45            # measured 0.386 of the identifiable items
     rng = np.random.default_rng(0)
     sel = np.sort(rng.choice(np.flatnonzero(inf), int(round(0.03 * ident.sum())), replace=False))
-    k = q["options"].map(len).to_numpy()
-    letters = "ABCD"
-    old = q["answer"].map(letters.index).to_numpy()
-    q2 = q.copy()
-    q2.loc[sel, "answer"] = [letters[(old[i] + rng.integers(1, k[i])) % k[i]] for i in sel]
-    r2 = ce.run(AuditFrame.from_tables(q2, runs), recall_sims=0, check=False)
-    lo = np.nan_to_num(r2.per_question["consensus_error_log_odds_gold_wrong"].to_numpy(), nan=-1e9)
-    planted = np.zeros(len(q), bool)
-    planted[sel] = True
+    lo, planted, q2 = _swap_and_rank(q, runs, sel, rng)
     ours = average_precision(lo, planted)
     assert ours >= 0.3
     # a ranking told the planting rule, on the planted benchmark: the items where the category's 3 strongest
