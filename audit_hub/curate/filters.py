@@ -39,12 +39,12 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..severity import LEVELS as _SEV
 from . import roles
 
 STAGES = ("text_ablation", "saturation", "anomaly")
 # the anomaly stage's second rule: a doubted gold is left out of the draw, not reported as a label error
 DOUBTED = "doubted_gold"
-_SEV = ("info", "low", "medium", "high", "critical")
 
 
 @dataclass

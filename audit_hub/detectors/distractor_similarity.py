@@ -44,7 +44,7 @@ from ..errors import DetectorSkipped
 from ..fmt import fmt_num, isnum, num_labels, str_labels
 from ..frame.core import AuditFrame
 from ..schema import LETTERS
-from ..severity import severity_array
+from ..severity import LEVELS, severity_array
 from ..stats.core import wilson_ci
 from .accounting import item_accounting
 from .base import DetectorResult, summary_rows
@@ -372,7 +372,7 @@ def _summary(*, K, compared, bare_item, p_item, exact, near, contrast, p_gold, h
         "p_value": None,
         "notes": notes,
         "severity_counts": {lvl: int(c) for lvl, c in zip(
-            ("info", "low", "medium", "high", "critical"), np.bincount(np.minimum(sev, 4), minlength=5))},
+            LEVELS, np.bincount(np.minimum(sev, len(LEVELS) - 1), minlength=len(LEVELS)))},
         "params": params,
         "seed": seed,
     }
