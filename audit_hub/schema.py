@@ -34,7 +34,15 @@ LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 QUESTION_COLUMNS = ("question_id", "question", "options", "answer", "answer_type", "category",
                     "l2_category", "group_id", "hint")
 OPTIONAL_QUESTION_COLUMNS = ("l2_category", "group_id", "hint")
-RUN_COLUMNS = ("question_id", "model", "arm", "prediction", "answer", "hit", "hit_exact")
+#: a run row's correctness columns: ``hit`` as the harness judged it, ``hit_exact`` by benchaudit's exact match
+CORRECTNESS_FIELDS: tuple[str, ...] = ("hit", "hit_exact")
+RUN_COLUMNS = ("question_id", "model", "arm", "prediction", "answer", *CORRECTNESS_FIELDS)
+
+
+def check_correctness_field(field: str) -> None:
+    """A ValueError unless ``field`` names one of :data:`CORRECTNESS_FIELDS`."""
+    if field not in CORRECTNESS_FIELDS:
+        raise ValueError("field must be " + " or ".join(repr(f) for f in CORRECTNESS_FIELDS) + f", got {field!r}")
 MISSING = -1  # code for "unknown" in int8 / int16 / int32 matrices
 
 #: Correctness cells: the one truth table of every reader and the frame (compared stripped, lower-case).

@@ -83,3 +83,22 @@ def test_normalise_value_is_the_one_canonical_form():
     assert normalise_value("1,000") == "1000" and normalise_value("3.50") == "3.5" and normalise_value("$5") == "5"
     assert normalise_value("2.0") == "2" and normalise_value("1e3") == "1000"
     assert normalise_value("  Hello   World ") == "hello world"
+
+
+def test_correctness_fields_are_checked_in_one_place():
+    """Every reader of a correctness matrix (the frame, the detectors, the metric adapter) takes ``hit`` or
+    ``hit_exact`` only, through schema.check_correctness_field; anything else is a ValueError naming both."""
+    from audit_hub.detectors import correctness_agreement, visual_dependency
+    from audit_hub.metrics.adapter import FIELDS
+    from audit_hub.schema import CORRECTNESS_FIELDS, RUN_COLUMNS, check_correctness_field
+
+    assert CORRECTNESS_FIELDS == ("hit", "hit_exact") == FIELDS and RUN_COLUMNS[-2:] == CORRECTNESS_FIELDS
+    runs = pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4"] * 2, "model": ["m1"] * 4 + ["m2"] * 4,
+                         "arm": "full", "prediction": ["A", "B", "B", "B"] * 2})
+    frame = AuditFrame.from_tables(QUESTIONS, runs)
+    assert frame.correctness("full", "hit_exact").tolist() == [[1, 1], [1, 1], [0, 0], [1, 1]]
+    for call in (lambda: check_correctness_field("score"), lambda: frame.correctness("full", "score"),
+                 lambda: frame.known_counts("hits"), lambda: correctness_agreement.run(frame, field="HIT"),
+                 lambda: visual_dependency.run(frame, field="exact")):
+        with pytest.raises(ValueError, match="field must be 'hit' or 'hit_exact', got"):
+            call()

@@ -26,6 +26,7 @@ import pandas as pd
 from ..errors import DetectorSkipped
 from ..fmt import fmt_num, num_labels
 from ..frame.core import AuditFrame
+from ..schema import check_correctness_field
 from ..severity import severity_array
 from ..stats.core import cochrans_q, jeffreys_interval, t_cdf, wilson_ci
 from .accounting import item_accounting
@@ -212,8 +213,7 @@ def _severity(saturated: np.ndarray, floor: np.ndarray, negative: np.ndarray, te
 
 def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, alpha: float = 0.05) -> DetectorResult:
     """Difficulty, saturation, item-rest discrimination and Guttman inversions per question."""
-    if field not in ("hit", "hit_exact"):
-        raise ValueError("field must be 'hit' or 'hit_exact'")
+    check_correctness_field(field)
     models = frame.models_in("full")
     if len(models) < 2:
         raise DetectorSkipped("needs correctness of at least two models with the image")

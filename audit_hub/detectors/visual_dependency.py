@@ -53,6 +53,7 @@ from ..errors import DetectorSkipped
 from ..escape import md_inline
 from ..fmt import fmt_num, fmt_p, isnum, num_labels, pct, pp
 from ..frame.core import AuditFrame
+from ..schema import check_correctness_field
 from ..severity import severity_array
 from ..stats.core import benjamini_hochberg, permutation_p_value, table_bootstrap, wilson_ci
 from ..stats.nulls import matched_pairs, matched_sum_moments, sample_matched_sum
@@ -518,8 +519,7 @@ def _summary(*, head: dict, B: int, lomo: list, fragile, reason: str, z_count: i
 def _paired_correctness(frame: AuditFrame, field: str):
     """The model pool of each arm (names, pool level), their (Q, M) correctness matrices and the items
     known for every model in both arms; skipped when fewer than 2 such items exist."""
-    if field not in ("hit", "hit_exact"):
-        raise ValueError("field must be 'hit' or 'hit_exact'")
+    check_correctness_field(field)
     mf_names, mb_names, pool_level = _pool(frame)
     full = frame.correctness("full", field, mf_names)
     blind = frame.correctness("blind", field, mb_names)

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from ..frame.core import AuditFrame
-from ..schema import ARM_SYMBOLS, ARMS
+from ..schema import ARM_SYMBOLS, ARMS, CORRECTNESS_FIELDS
 from ..stats.core import paired_difference_ci, wilson_ci
 
-FIELDS = ("hit", "hit_exact")
+FIELDS = CORRECTNESS_FIELDS
 PAIRED_INTERVAL = "Newcombe (1998) square-and-add interval for paired proportions (Wilson components)"
 
 
@@ -66,7 +66,7 @@ def per_model_table(frame: AuditFrame, arms: dict, alpha: float = 0.05) -> dict[
             row[f"accuracy_{key}"] = k / n if n else None
             row[f"accuracy_{key}_ci"] = [_f(lo), _f(hi)] if n else [None, None]
         rows.append(row)
-    fields = ["hit", "hit_exact"] if arms.get("judged_too") else [arms.get("field", "hit_exact")]
+    fields = list(CORRECTNESS_FIELDS) if arms.get("judged_too") else [arms.get("field", "hit_exact")]
     paired = frame.paired_models()
     gains = []
     for fld in fields:

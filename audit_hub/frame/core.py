@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..schema import ARMS, MISSING, QUESTION_COLUMNS
+from ..schema import ARMS, MISSING, QUESTION_COLUMNS, check_correctness_field
 from .validate import validate_questions, validate_runs
 
 #: serialises filling :attr:`AuditFrame.cache` when detectors run on several threads (re-entrant: one
@@ -157,8 +157,7 @@ class AuditFrame:
     def known_counts(self, field: str) -> np.ndarray:
         """(len(ARMS), n_models) number of run rows with a known (0/1) value in ``field`` (from
         :meth:`_run_counts`)."""
-        if field not in ("hit", "hit_exact"):
-            raise ValueError("field must be 'hit' or 'hit_exact'")
+        check_correctness_field(field)
 
         def compute():
             cnt = self._run_counts()
@@ -196,8 +195,7 @@ class AuditFrame:
         """(len(models), 4) counts (n11, n10, n01, n00) of each model's items known in ``field`` in both arms:
         right in both, right only in ``arm_a``, right only in ``arm_b``, wrong in both (from
         :meth:`_paired_cells`; rows follow ``models``, default all models in code order)."""
-        if field not in ("hit", "hit_exact"):
-            raise ValueError("field must be 'hit' or 'hit_exact'")
+        check_correctness_field(field)
         cells = self._paired_cells(arm_a, arm_b)            # (M, 10, 9): arm_a's value pair (9: no run), arm_b's
         va = np.arange(10) // 3 - 1 if field == "hit" else np.arange(10) % 3 - 1
         va[9] = MISSING
@@ -332,8 +330,7 @@ class AuditFrame:
         ``field`` is ``hit`` (judged by the harness) or ``hit_exact`` (our exact-match parser).
         Columns follow ``models`` (default: all models of the frame, in code order).
         """
-        if field not in ("hit", "hit_exact"):
-            raise ValueError("field must be 'hit' or 'hit_exact'")
+        check_correctness_field(field)
         return self._dense(arm, self.runs[field].to_numpy(), np.int8, models, cache_key=field)
 
     def answer_codes(self, arm: str = "full", models: Sequence[str] | None = None) -> np.ndarray:

@@ -35,7 +35,7 @@ import numpy as np
 from .. import detectors
 from ..errors import DetectorSkipped, InputError
 from ..readers.compute_columns import QUESTIONS_SOURCE, SOURCE, read_compute_columns
-from ..schema import ARMS
+from ..schema import ARMS, CORRECTNESS_FIELDS
 
 METRIC_NAMES: tuple[str, ...] = detectors.names()  # one evaluate module per detector
 
@@ -65,7 +65,7 @@ HIT_COLUMNS = ("hits", "blind_hits")
 #: arguments that must be True or False (None: the detector's default)
 BOOL_ARGUMENTS = ("return_per_question", "leave_one_out", "power", "secondary_permutations", "use_blind",
                   "per_category", "check")
-FIELDS = ("hit", "hit_exact")
+FIELDS = CORRECTNESS_FIELDS
 
 
 def _is_nan(v) -> bool:

@@ -13,14 +13,14 @@ import pyarrow as pa
 
 from ..columns import ARROW_STR
 from ..errors import InputError
-from ..schema import MISSING, hit_code
+from ..schema import CORRECTNESS_FIELDS, MISSING, hit_code
 from .cells import ReadResult, constant_categorical, null_strings
 
 RUN_KIND_PRIORITY = {"vlmevalkit-judged": 0, "vlmevalkit-auxmatch": 1, "vlmevalkit-extract": 2,
                      "lmms-eval-samples": 3, "lm-eval-samples": 3, "inspect-ai-log": 3, "lighteval-details": 3, "opencompass-predictions": 3, "mathv-output": 3, "generic": 4, "vlmevalkit-sheet": 5}
 
 
-_OPTIONAL_RUN_COLS = ("hit", "hit_exact")
+_OPTIONAL_RUN_COLS = CORRECTNESS_FIELDS
 
 
 def with_provenance(df: pd.DataFrame, path: str) -> pd.DataFrame:
@@ -82,7 +82,7 @@ def _merge_parts(parts: list[tuple[ReadResult, pd.DataFrame]], key: tuple[str, s
     merged = tables[0][1].reindex(order)
     merged_path = tables[0][0].path
     # where each correctness cell came from (a later file may fill it), for error messages
-    origin = {c: (merged["source_file"].copy(), merged["source_row"].copy()) for c in ("hit", "hit_exact")}
+    origin = {c: (merged["source_file"].copy(), merged["source_row"].copy()) for c in CORRECTNESS_FIELDS}
     for res, t in tables[1:]:
         t = t.reindex(order)
         lp, rp = merged["prediction"], t["prediction"]
@@ -110,7 +110,7 @@ def _merge_parts(parts: list[tuple[ReadResult, pd.DataFrame]], key: tuple[str, s
     out = pd.DataFrame({"question_id": np.asarray(order, dtype=object), "model": key[0], "arm": key[1]})
     for c in ("prediction", "answer"):
         out[c] = pd.array([None if _nullable(v) else str(v) for v in merged[c].tolist()], dtype=ARROW_STR)
-    for c in ("hit", "hit_exact"):
+    for c in CORRECTNESS_FIELDS:
         if merged[c].notna().any():
             vals = []
             for i, v in enumerate(merged[c].tolist()):
