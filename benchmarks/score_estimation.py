@@ -1,7 +1,7 @@
 """Score estimation on real pools: every estimator's held-out MAE, the reported one under other replacement
 margins, and the reported MAE paired with each anchor estimator over seeds (issue 26).
 
-    python benchmarks/score_estimation.py                    # 3 real pools x 20 seeds (about 25 CPU-minutes)
+    python benchmarks/score_estimation.py                    # 3 real pools x 20 seeds (about 22 CPU-minutes)
     python benchmarks/score_estimation.py --pools blink --seeds 0,1,2,3
     python benchmarks/score_estimation.py --smoke            # MathVista, one seed (run by the test suite)
 
