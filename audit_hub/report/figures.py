@@ -79,14 +79,20 @@ class FigureInputs:
     names: dict = dataclasses.field(default_factory=dict)
 
 
-def fig_full_vs_blind(fi: FigureInputs, path: Path) -> None:
-    field, seed = fi.field, fi.seed
-    kf, nf, kb, nb = fi.counts
+def _arm_shares(kf, nf, kb, nb) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per question from the (right, answered) counts of each arm: the full arm's share right, the blind arm's,
+    where both are defined, and where the two shares are equal (zero gain; compared as integer cross products)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         x = np.where(nf > 0, kf / np.maximum(nf, 1), np.nan)
         y = np.where(nb > 0, kb / np.maximum(nb, 1), np.nan)
     ok = ~np.isnan(x) & ~np.isnan(y)
-    zero = ok & (kf * nb == kb * nf)
+    return x, y, ok, ok & (kf * nb == kb * nf)
+
+
+def fig_full_vs_blind(fi: FigureInputs, path: Path) -> None:
+    field, seed = fi.field, fi.seed
+    kf, nf, kb, nb = fi.counts
+    x, y, ok, zero = _arm_shares(kf, nf, kb, nb)
     mf = max(int(nf.max()), 1)
     mb = max(int(nb.max()), 1)
     rng = np.random.default_rng(seed)
@@ -187,11 +193,7 @@ def fig_null(fi: FigureInputs, path: Path) -> None:
     ax.set_xlim(lo - pad, hi + pad)
     # (b) what the zero-gain items are: by how many models solve them
     kf, nf, kb, nb = fi.counts
-    with np.errstate(invalid="ignore", divide="ignore"):
-        x = np.where(nf > 0, kf / np.maximum(nf, 1), np.nan)
-        y = np.where(nb > 0, kb / np.maximum(nb, 1), np.nan)
-    ok = ~np.isnan(x) & ~np.isnan(y)
-    zero = ok & (kf * nb == kb * nf)
+    x, y, ok, zero = _arm_shares(kf, nf, kb, nb)
     lvl = np.round(x[zero], 2)
     vals, cnt = np.unique(lvl, return_counts=True)
     colors = [GREY if v == 0 else (RED if v == 1 else ORANGE) for v in vals]
