@@ -59,7 +59,7 @@ def run_pool(name: str, seeds: list[int], margins: list[float], budget: int) -> 
     """Per seed: every estimator's pooled MAE (points) and the reported MAE under each margin."""
     import numpy as np
 
-    from audit_hub.curate.estimate import ESTIMATORS, IRT_BASED, choose_estimator, score_split
+    from audit_hub.curate.estimate import ESTIMATORS, choose_estimator, score_split
     from audit_hub.curate.pipeline import CurateConfig, _splits
 
     pool = load_pool(name)
@@ -74,10 +74,8 @@ def run_pool(name: str, seeds: list[int], margins: list[float], budget: int) -> 
             s = score_split(pool.right, pool.known, train, test, budget, seed, pool.cat)
             for k in ESTIMATORS:
                 errs[k].append(s["abs_err"][k])
-            irt_ok = s["irt_not_eligible_because"] is None
-            eligible = [k for k in ESTIMATORS if k in s["inner_abs_err"] and (irt_ok or k not in IRT_BASED)]
             for m in margins:
-                ch, _rule = choose_estimator(s["inner_abs_err"], eligible, len(train), margin_se=m)
+                ch, _rule = choose_estimator(s["inner_abs_err"], s["eligible"], len(train), margin_se=m)
                 rep[m].append(s["abs_err"][ch])
         per_seed.append({"by": {k: 100 * float(np.concatenate(v).mean()) for k, v in errs.items()},
                          "reported": {m: 100 * float(np.concatenate(v).mean()) for m, v in rep.items()}})

@@ -160,7 +160,7 @@ def score_split(right: np.ndarray, known: np.ndarray, train: np.ndarray, test: n
             "irt_converged": outer["irt_converged"], "irt_iterations": outer["irt_iterations"],
             "irt_final_change": outer["irt_final_change"], "irt_not_eligible_because": why,
             "lambda": outer["lambda"], "estimates": outer["estimates"][chosen], "ensemble_weights": weights,
-            "inner_abs_err": inner_abs}
+            "inner_abs_err": inner_abs, "eligible": eligible}
 
 
 def margin_words(margin_se: float = REPLACE_MARGIN_SE) -> str:
