@@ -21,6 +21,9 @@ uniform over the eligible items *whose pool is informative*: the 3 models with t
 the released gold over the item's category all give the released gold (``informative_items``; model-free).
 Under rule (ii) a reference ranking that is told the rule (``rule_aware_scores``) is scored on the same answers,
 with the count of unplanted items that look like a swap to it: what the answers allow under this planting.
+Under rule (ii) also: classifiers *told which items were planted* (``supervised_reference``: gradient boosting on
+the answers, trained item-disjoint over the plantings, with and without the item's category and with the tool's
+log odds added): how much a learner of this planting finds in the same answers.
 Also reported: the wrong-gold share of the closed items of identifiable categories, as the maximum-likelihood
 estimate with its 95% profile-likelihood interval (``label_model.wrong_gold_rate``), that estimate calibrated by
 the held-out-model check (``consensus_error.checked_wrong_gold_rate``; the one the <= 5% target reads) and as the
@@ -223,8 +226,10 @@ def crowdlab_scores(frame: AuditFrame, items: np.ndarray) -> np.ndarray:
     return 1.0 - np.nan_to_num(q, nan=1.0)
 
 
-def evaluate(frame: AuditFrame, planted: np.ndarray, seed: int, oracle: np.ndarray | None = None) -> dict:
-    """Precision, recall and AP of the tool and cleanlab (and AP of the oracle's log odds, if given)."""
+def evaluate(frame: AuditFrame, planted: np.ndarray, seed: int, oracle: np.ndarray | None = None,
+             keep_scores: bool = False) -> dict:
+    """Precision, recall and AP of the tool and cleanlab (and AP of the oracle's log odds, if given);
+    ``keep_scores``: also the tool's log odds on the mc items (``row["scores"]``, for the supervised reference)."""
     items = np.flatnonzero(frame.answer_type == "mc")
     y = planted[items]
     t = time.perf_counter()
@@ -255,6 +260,8 @@ def evaluate(frame: AuditFrame, planted: np.ndarray, seed: int, oracle: np.ndarr
            "posterior_flags": int(np.nansum(pw >= 0.5)),
            "n_planted": int(y.sum()), "n_items": len(items),
            "test_p": res.summary.get("p_value"), "detection": res.summary.get("detection")}
+    if keep_scores:
+        out["scores"] = lo
     if oracle is not None:
         p3, r3 = pr(oracle[items] >= 0)
         out["oracle"] = {"precision": p3, "recall": r3, "ap": average_precision(oracle[items], y)}
@@ -264,7 +271,7 @@ def evaluate(frame: AuditFrame, planted: np.ndarray, seed: int, oracle: np.ndarr
 def summarise(name: str, rows: list[dict]) -> dict:
     out = {"setting": name, "n_plantings": len(rows), "n_items": rows[0]["n_items"],
            "n_planted_each": rows[0]["n_planted"]}
-    for m in ("ours", "cleanlab", "crowdlab", "oracle", "rule_aware"):
+    for m in ("ours", "cleanlab", "crowdlab", "oracle", "rule_aware", *SUPERVISED):
         if m not in rows[0]:
             continue
         for k in ("precision", "recall", "ap"):
@@ -448,6 +455,62 @@ def rule_aware_scores(q: pd.DataFrame, r: pd.DataFrame, eligible: np.ndarray) ->
     return score, rule
 
 
+#: the supervised references (:func:`supervised_reference`): name -> (category one-hot, the tool's log odds)
+SUPERVISED = {"supervised": (True, False), "supervised_no_category": (False, False),
+              "supervised_with_tool": (True, True)}
+#: item-disjoint folds of the supervised references
+SUPERVISED_FOLDS = 5
+
+
+def answer_features(frame: AuditFrame, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(features, category one-hot) of the ``items`` (mc rows) on a benchmark as stated (golds partly planted):
+    per model, ordered by its accuracy against the stated gold over the items, whether it gives the stated gold,
+    whether it gives the most-voted other option and whether its answer is unparsed; the votes for both; the
+    option count; the stated gold's position. Model-free; the supervised references' inputs."""
+    A = frame.answer_codes("full", models=frame.models_in("full")).astype(np.int64)[items]
+    gold = frame.gold_codes().astype(np.int64)[items]
+    k = frame.n_options.astype(np.int64)[items]
+    K = int(k.max())
+    counts = np.stack([(A == t).sum(axis=1) for t in range(K)], axis=1)
+    counts[np.arange(len(items)), np.clip(gold, 0, K - 1)] = -1
+    other = counts.argmax(axis=1)
+    g, o = A == gold[:, None], A == other[:, None]
+    order = np.argsort(-g.mean(axis=0), kind="stable")
+    X = np.column_stack([g[:, order], o[:, order], (A < 0)[:, order], g.sum(axis=1), o.sum(axis=1), k, gold])
+    cat = pd.Categorical(frame.questions["category"].astype(str).to_numpy()[items]).codes
+    return X.astype(np.float64), np.eye(int(cat.max()) + 1)[cat]
+
+
+def supervised_reference(rows: list[dict], features: list[tuple], seed: int) -> None:
+    """Adds to each planting's row the AP of classifiers *told which items were planted*, on the same answers: a
+    gradient-boosted classifier (scikit-learn's ``HistGradientBoostingClassifier``, 200 rounds at rate 0.05) is
+    trained on every planting's items of :data:`SUPERVISED_FOLDS` - 1 item folds and scores the items of the
+    held-out fold (item-disjoint: no item is scored by a classifier that saw it, planted or not). Variants
+    (:data:`SUPERVISED`): the answers with the item's category, without it, and with the tool's log odds as one
+    more feature. Not methods: they learn the planting rule (which items it could choose, which categories hold
+    them) from the plantings; they say how much a learner of this planting finds in the answers."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    n = len(rows)
+    y = np.concatenate([r["planted_mc"] for r in rows])
+    which = np.repeat(np.arange(n), [len(r["planted_mc"]) for r in rows])
+    n_items = len(rows[0]["planted_mc"])
+    fold = np.tile(np.random.default_rng([seed, 5]).integers(0, SUPERVISED_FOLDS, n_items), n)
+    for name, (with_cat, with_tool) in SUPERVISED.items():
+        X = np.concatenate([np.column_stack([f[0]] + ([f[1]] if with_cat else [])
+                                            + ([np.clip(r["scores"], -50, 50)[:, None]] if with_tool else []))
+                            for f, r in zip(features, rows)])
+        pred = np.zeros(len(y))
+        for fo in range(SUPERVISED_FOLDS):
+            tr, te = fold != fo, fold == fo
+            if y[tr].any():
+                clf = HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, random_state=seed)
+                pred[te] = clf.fit(X[tr], y[tr]).predict_proba(X[te])[:, 1]
+        for i, r in enumerate(rows):
+            r[name] = {"precision": float("nan"), "recall": float("nan"),
+                       "ap": average_precision(pred[which == i], y[which == i])}
+
+
 def run_real(name: str, q: pd.DataFrame, r: pd.DataFrame, n_plantings: int, rate: float, seed: int,
              cal_sims: int = 40) -> dict:
     """A real pool as released (flagged share, estimated wrong-gold share, identifiability, the check, the
@@ -487,7 +550,7 @@ def run_real(name: str, q: pd.DataFrame, r: pd.DataFrame, n_plantings: int, rate
                              ("planted_informative", inf, f"informative items (top {INFORMATIVE_TOP} agree)")):
         if pool.sum() < n_plant:
             continue
-        rows = []
+        rows, feats = [], []
         for i in range(n_plantings):
             rng = np.random.default_rng([seed, 77, i])
             sel = np.sort(rng.choice(np.flatnonzero(pool), n_plant, replace=False))
@@ -498,15 +561,20 @@ def run_real(name: str, q: pd.DataFrame, r: pd.DataFrame, n_plantings: int, rate
                                                for j in sel]
             planted = np.zeros(len(q), bool)
             planted[sel] = True
-            row = evaluate(AuditFrame.from_tables(q2, r), planted, seed + i)
+            f2 = AuditFrame.from_tables(q2, r)
+            row = evaluate(f2, planted, seed + i, keep_scores=key == "planted_informative")
             if key == "planted_informative":  # what a ranking told the planting rule reaches on the same answers
                 items = np.flatnonzero((q2["answer_type"] == "mc").to_numpy())
+                feats.append(answer_features(f2, items))
+                row["planted_mc"] = planted[items]
                 score, rule = rule_aware_scores(q2, r, mc)
                 tp = int((rule & planted).sum())
                 row["rule_aware"] = {"precision": tp / rule.sum() if rule.any() else float("nan"),
                                      "recall": tp / planted.sum(), "ap": average_precision(score[items], planted[items])}
                 row["lookalikes"] = int((rule & ~planted).sum())
             rows.append(row)
+        if feats:
+            supervised_reference(rows, feats, seed)
         out[key] = summarise(f"{name} with {n_plant} golds ({100 * rate:.0f}% of the eligible) planted on {label}",
                              rows)
     return out
@@ -641,6 +709,12 @@ def report_real(reals: list[dict]) -> None:
                  f"{pi['lookalikes'][0]:.0f} unplanted items ({pi['lookalikes'][1]}-{pi['lookalikes'][2]}) "
                  f"look like a swap to it (the category's {INFORMATIVE_TOP} strongest models agree on one non-gold "
                  f"answer) beside the {pi['n_planted_each']} planted" if "rule_aware_ap" in pi else ""))
+        if "supervised_ap" in pi:
+            print(f"real pool {s['pool']}: classifiers told which items were planted (gradient boosting on the answers, "
+                  f"item-disjoint {SUPERVISED_FOLDS}-fold over the {pi['n_plantings']} plantings): AP "
+                  f"{pi['supervised_ap'][0]:.3f} with the item's category, {pi['supervised_no_category_ap'][0]:.3f} "
+                  f"without it, {pi['supervised_with_tool_ap'][0]:.3f} with the tool's log odds added (the tool: "
+                  f"{pi['ours_ap'][0]:.3f})")
     for s in reals:
         if s.get("planted") is None and (s.get("wrong_gold_share_checked") or {}).get("estimate") is None:
             print(f"real pool {s['pool']}: flagged share {s['flagged_share']:.3f} (<= 0.03: "

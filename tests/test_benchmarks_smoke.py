@@ -8,6 +8,7 @@ are imported by the scripts, not run.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,12 @@ def test_benchmark_smoke(script, tmp_path, request):
                     None)
         assert line is not None and "a ranking told the planting rule" in line and "look like a swap" in line, \
             p.stdout[-3000:]
+        sup = next((ln for ln in p.stdout.splitlines() if ln.startswith("real pool blink: classifiers told which")),
+                   None)  # the supervised references learn the planting, item-disjoint
+        assert sup is not None and "item-disjoint 5-fold" in sup and "with the tool's log odds added" in sup, \
+            p.stdout[-3000:]
+        aps = [float(x) for x in re.findall(r"(?:AP|,|without it,) (\d\.\d{3})", sup)]
+        assert len(aps) >= 3 and all(0 <= a <= 1 for a in aps), sup
 
 
 def test_curate_seed_margins_hand_case():
