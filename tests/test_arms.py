@@ -87,6 +87,37 @@ def test_pair_arms_rules_and_unmatched_names():
     assert amb["paired"] == [] and "several" in amb["unmatched"][0]["reason"]
 
 
+
+def test_blind_run_records_read_ids_and_truncation_and_ignore_what_is_not_a_count(tmp_path):
+    """`blind_runs_of` reads each blind folder's model id (run_config.json) and its truncated-prompt count
+    (manifest.json params), sums folders of one name, and treats a value that is not a count as 0; the
+    truncated runs are keyed by the full-arm name they pair with."""
+    from audit_hub.readers.pairing import blind_runs_of, truncated_blind_runs
+
+    def folder(name, fp, params):
+        d = tmp_path / name
+        (d / "data").mkdir(parents=True)
+        (d / "run_config.json").write_text(json.dumps({"fingerprint": fp}))
+        (d / "manifest.json").write_text(json.dumps({"params": params}))
+        (d / "data" / "blind-00000-of-00001.parquet").write_bytes(b"")
+        return str(d / "data" / "blind-00000-of-00001.parquet")
+
+    paths = [folder("a", {"model_name": "m1", "model": {"model": "org/M1"}, "max_length": 256},
+                    {"n_questions": 100, "n_truncated": 7}),
+             folder("b", {"model_name": "m2", "model": "org/M2"}, {"n_questions": 100, "n_truncated": "7"}),
+             folder("c", {"model_name": "m3", "model": "org/M3"}, {"n_questions": 100, "n_truncated": True}),
+             folder("d", {"model_name": "m1", "model": "org/M1b", "max_length": 512},
+                    {"n_questions": 50, "n_truncated": 3})]
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "run_config.json").write_text("{not json")
+    recs = blind_runs_of([*paths, str(tmp_path / "e")])
+    assert set(recs) == {"m1", "m2", "m3"}
+    assert recs["m1"] == {"ids": ["org/M1", "org/M1b"], "n_questions": 150, "n_truncated": 10, "max_length": 512}
+    assert recs["m2"]["n_truncated"] == 0 and recs["m3"]["n_truncated"] == 0 and recs["m2"]["ids"] == ["org/M2"]
+    assert truncated_blind_runs(recs, {"m1": "Model-One"}) == {
+        "Model-One": {"n_truncated": 10, "n_questions": 150, "max_length": 512}}
+
+
 # ------------------------------------------------------------------------------------------------ field
 def _frame(runs: list[dict]) -> AuditFrame:
     return AuditFrame.from_tables(_questions(), pd.DataFrame(runs))

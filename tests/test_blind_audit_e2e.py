@@ -180,3 +180,34 @@ def test_lmms_eval_logs_with_served_blind_reruns(tmp_path, capsys):
     assert sorted(vd["models_full"]) == ["StubGood", "StubWeak"]
     assert s["arm_comparison"]["field"] == "hit_exact" and s["primary_field"] == "hit"
     assert {g["model"] for g in s["per_model"]["gains"]} == {"StubGood", "StubWeak"}
+
+
+def test_truncated_blind_prompts_are_named_in_summary_cli_and_card(workflow, tmp_path, capsys):
+    """A blind rerun whose prompts were cut to the model's context (`--truncate left`) answered without the start
+    of the question: the audit counts those rows per model from the blind folder (as many as its `truncated`
+    column says), and says so in summary.json, the CLI and the card's limitations; an uncut rerun says nothing."""
+    from tiny_model import build_tiny_llama
+
+    tiny = build_tiny_llama(tmp_path / "tiny", seed=0, chat_template=True)
+    _blind(["--model", tiny, "--model-name", MODELS[2], "--questions", workflow["questions"], "--max-length", "96",
+            "--truncate", "left", "--out", str(tmp_path / "blind" / MODELS[2])])
+    rows = pd.read_parquet(tmp_path / "blind" / MODELS[2] / "data" / "blind-00000-of-00001.parquet")
+    n_cut = int(rows["truncated"].sum())
+    assert 0 < n_cut < len(rows) == 12  # the case is real: some prompts were cut, not all
+    s, card, console = _audit(["--runs", workflow["runs"], "--blind", str(tmp_path / "blind"), "--out",
+                               str(tmp_path / "report")], capsys)
+    assert s["pool"]["truncated_prompts"] == {"blind": {MODELS[2]: {"n_truncated": n_cut, "n_questions": 12,
+                                                                    "max_length": 96}}}
+    sentence = f"{MODELS[2]} {n_cut} of 12 (context 96 tokens)"
+    assert sentence in s["pool"]["truncation_note"] and "--truncate left" in s["pool"]["truncation_note"]
+    assert sentence in " ".join(console.split())
+    lims = card.split("### Other Known Limitations", 1)[1]
+    assert sentence in lims and "may come from the text that was cut" in lims
+    # the uncut reruns of the module's workflow: nothing to say
+    s2, card2, console2 = _audit(["--runs", workflow["runs"], "--blind", str(workflow["root"] / "blind"), "--out",
+                                  str(tmp_path / "report2")], capsys)
+    for m in MODELS:
+        cut = pd.read_parquet(workflow["root"] / "blind" / m / "data" / "blind-00000-of-00001.parquet")
+        assert not cut.get("truncated", pd.Series([False])).fillna(False).astype(bool).any()
+    assert s2["pool"]["truncated_prompts"] == {} and s2["pool"]["truncation_note"] is None
+    assert "cut to the model's context" not in card2 and "cut to the model's context" not in " ".join(console2.split())

@@ -131,14 +131,16 @@ def register(app: typer.Typer) -> None:
             for name, r in result.results.items():
                 console.print(f"[bold]{console_text(name)}[/bold]: {r.frame.n_questions:,} questions, "
                               f"{len(r.frame.models)} model(s) -> {console_text(result.folders[name])}/")
-                named = named_roles_note(r.frame.meta.get("named_roles"))
-                if named:
-                    console.print(f"[yellow]note:[/yellow] {console_text(named)}")
+                for note in (named_roles_note(r.frame.meta.get("named_roles")),
+                             (r.summary.get("pool") or {}).get("truncation_note")):
+                    if note:
+                        console.print(f"[yellow]note:[/yellow] {console_text(note)}")
                 _print_headlines(console, r.engine)
             typer.echo(f"reports: {one_line(result.folder)} (index: README.md, index.json; one folder per benchmark)")
             return
         for note in (named_roles_note(result.frame.meta.get("named_roles")),
-                     (result.summary.get("pool") or {}).get("note")):
+                     (result.summary.get("pool") or {}).get("note"),
+                     (result.summary.get("pool") or {}).get("truncation_note")):
             if note:
                 console.print(f"[yellow]note:[/yellow] {console_text(note)}")
         if verbose:

@@ -395,7 +395,7 @@ def one_benchmark(groups: list[BenchmarkInputs], command: str) -> BenchmarkInput
 def _pair_with_full(full_df, blind_df, base_df, blind_res, base_res):
     """The blind and base runs renamed to the full-arm model each pairs with (:func:`pairing.pair_arms`),
     and the pairing record; without a full arm nothing is renamed."""
-    from .pairing import model_ids_of, pair_arms, rename_models
+    from .pairing import blind_runs_of, pair_arms, rename_models, truncated_blind_runs
 
     if full_df is None or (blind_df is None and base_df is None):
         return blind_df, base_df, {}
@@ -409,8 +409,11 @@ def _pair_with_full(full_df, blind_df, base_df, blind_res, base_res):
 
     full_models = names(full_df)
     others = {arm: names(df) for arm, df in (("blind", blind_df), ("base", base_df)) if df is not None}
-    ids = {"blind": model_ids_of([r.path for r in blind_res]), "base": model_ids_of([r.path for r in base_res])}
-    pairing = pair_arms(full_models, others, ids)
+    runs = {"blind": blind_runs_of([r.path for r in blind_res]), "base": blind_runs_of([r.path for r in base_res])}
+    pairing = pair_arms(full_models, others, {arm: {n: r["ids"] for n, r in recs.items()} for arm, recs in runs.items()})
+    for arm, recs in runs.items():
+        if arm in pairing:
+            pairing[arm]["truncated"] = truncated_blind_runs(recs, pairing[arm]["renames"])
     if blind_df is not None:
         blind_df = rename_models(blind_df, pairing["blind"]["renames"])
     if base_df is not None:

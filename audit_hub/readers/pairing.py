@@ -101,10 +101,13 @@ def rename_models(df: pd.DataFrame, renames: Mapping[str, str]) -> pd.DataFrame:
     return df
 
 
-def model_ids_of(paths: Sequence[str]) -> dict[str, list[str]]:
-    """``{model name: [model ids]}`` from the ``run_config.json`` of ``benchaudit blind`` output folders
-    among ``paths`` (a run file inside such a folder, or the folder itself); unreadable configs are ignored."""
-    out: dict[str, list[str]] = {}
+def blind_runs_of(paths: Sequence[str]) -> dict[str, dict]:
+    """``{model name: record}`` of the ``benchaudit blind`` output folders among ``paths`` (a run file inside
+    such a folder, or the folder itself), from each folder's ``run_config.json`` and ``manifest.json``: ``ids``
+    (its ``--model`` ids), ``n_questions`` and ``n_truncated`` (rows whose prompt was cut to the model's context,
+    ``--truncate left``) summed over the folders of that name, and ``max_length`` (the context it was cut to).
+    Unreadable or foreign files are ignored (a folder that is not a blind output has no record)."""
+    out: dict[str, dict] = {}
     seen: set[str] = set()
     for p in paths:
         p = os.path.abspath(str(p))
@@ -113,14 +116,37 @@ def model_ids_of(paths: Sequence[str]) -> dict[str, list[str]]:
             if cfg in seen or not os.path.isfile(cfg):
                 continue
             seen.add(cfg)
-            try:
-                with open(cfg, encoding="utf-8") as fh:
-                    fp = (json.load(fh) or {}).get("fingerprint") or {}
-            except (OSError, ValueError, AttributeError):
-                break
+            fp, params = _json_field(cfg, "fingerprint"), _json_field(os.path.join(folder, "manifest.json"), "params")
             name, model = fp.get("model_name"), fp.get("model")
             mid = model.get("model") if isinstance(model, dict) else model
             if isinstance(name, str) and isinstance(mid, str):
-                out.setdefault(name, []).append(mid)
+                rec = out.setdefault(name, {"ids": [], "n_questions": 0, "n_truncated": 0, "max_length": None})
+                rec["ids"].append(mid)
+                rec["n_questions"] += _count(params.get("n_questions"))
+                rec["n_truncated"] += _count(params.get("n_truncated"))
+                if _count(fp.get("max_length")):
+                    rec["max_length"] = _count(fp.get("max_length"))
             break
     return out
+
+
+def _json_field(path: str, key: str) -> dict:
+    """The object under ``key`` of a JSON file, or ``{}`` (missing, unreadable or not an object)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            v = (json.load(fh) or {}).get(key)
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return v if isinstance(v, dict) else {}
+
+
+def _count(v) -> int:
+    """A non-negative integer count from a JSON value, else 0 (a bool or a float is not a count)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+def truncated_blind_runs(records: Mapping[str, dict], renames: Mapping[str, str]) -> dict[str, dict]:
+    """``{full-arm model name: {"n_truncated", "n_questions", "max_length"}}`` for the blind runs (records of
+    :func:`blind_runs_of`, renamed as paired) that answered at least one truncated prompt."""
+    return {renames.get(n, n): {k: r[k] for k in ("n_truncated", "n_questions", "max_length")}
+            for n, r in records.items() if r["n_truncated"] > 0}
