@@ -181,3 +181,21 @@ def test_in_pool_note_only_when_the_point_lies_above_its_interval():
     assert _in_pool_note(0.994, boot).startswith("the in-pool rho lies above its bootstrap interval")
     assert _in_pool_note(0.97, boot) is None
     assert _in_pool_note(None, boot) is None and _in_pool_note(0.99, np.full(5, np.nan)) is None
+
+
+def test_text_ablation_note_names_blind_runs_that_answered_cut_prompts():
+    """With blind runs, the text-ablation stage's evidence note says how many blind rows answered prompts cut to
+    the model's context (fewer items then look text-answerable); without blind runs the cut count is moot."""
+    from audit_hub.curate.filters import evidence_notes
+
+    t = _findings([{}, {}])
+    cut = {"m1": {"n_truncated": 700, "n_questions": 3040, "max_length": 256},
+           "m2": {"n_truncated": 1300, "n_questions": 3040, "max_length": 256}}
+    stages = ("text_ablation", "saturation")
+    assert evidence_notes(t, None, stages) == {"text_ablation": "blind runs only (no TsT scores)"}
+    assert evidence_notes(t, None, stages, cut) == {"text_ablation": (
+        "blind runs only (no TsT scores); 2 blind run(s) answered 2,000 cut prompts (--truncate left): fewer items "
+        "look text-answerable")}
+    assert evidence_notes(t, np.zeros(2), stages, cut)["text_ablation"].startswith("2 blind run(s) answered 2,000")
+    no_blind = _findings([{"visual_dependency_mb": 0}, {"visual_dependency_mb": 0}])
+    assert "cut prompts" not in evidence_notes(no_blind, np.zeros(2), stages, cut).get("text_ablation", "")

@@ -202,3 +202,29 @@ def test_global_ibp_on_mixed_formats_ranks_each_format_on_its_own_scale():
     res = iterative_bias_pruning(f, budget=10, step=10, threshold=0.5, tst_fn=_stub_tst, random_seeds=3,
                                  random_tst_seeds=0)
     assert len(res.removed) <= 10 and (res.removed["score"] >= 0.5).all()
+
+
+def test_prune_card_names_blind_runs_that_answered_cut_prompts():
+    """The vision-blind gap read from blind runs whose prompts were cut to the model's context (`benchaudit blind
+    --truncate left`, recorded by the reader in frame.meta['pairing']) says so under the table; without it, nothing."""
+    from audit_hub.tst.output import prune_card
+
+    f = _gap_frame()
+    keep = np.array([False, False, True, True])
+
+    class Res:  # the fields prune_card reads
+        settings = {"allocation": "global", "budgets": {"all": 2}, "budget_source": "--budget", "step": 1,
+                    "threshold": None, "floors": {}, "score": "s", "tie_break": "id", "tst": {}, "n_removed": 2,
+                    "n_questions": 4, "random_seeds": 2, "random_seed_rule": "r"}
+        gap = gap_table(f, keep, np.array([[True, True, False, False], [True, False, True, False]]))
+        trace = pd.DataFrame({"iteration": [0]})
+        removed = pd.DataFrame({"question_id": ["q0", "q1"], "category": ["c", "c"]})
+        stop_reasons = {"all": "budget"}
+        tst_after = None
+
+    assert "cut to the model's context" not in prune_card(Res, f, None)
+    f.meta["pairing"] = {"blind": {"renames": {}, "truncated": {"m1": {"n_truncated": 3, "n_questions": 4,
+                                                                        "max_length": 128}}}}
+    card = prune_card(Res, f, None)
+    gap_section = card.split("## Vision-blind gap", 1)[1].split("\n## ", 1)[0]
+    assert "cut to the model's context" in gap_section and "m1 3 of 4 (context 128 tokens)" in gap_section

@@ -208,8 +208,11 @@ def apply_stages(flags: dict[str, tuple[np.ndarray, np.ndarray]], order: tuple[s
             "flagged_by_stage": flagged_by, "overlaps": overlaps}
 
 
-def evidence_notes(t: pd.DataFrame, tst_excess: np.ndarray | None, stages: tuple[str, ...]) -> dict[str, str]:
-    """Per stage, what it could not read (a stage without its evidence flags nothing and says so here)."""
+def evidence_notes(t: pd.DataFrame, tst_excess: np.ndarray | None, stages: tuple[str, ...],
+                   cut_blind: dict | None = None) -> dict[str, str]:
+    """Per stage, what it could not read (a stage without its evidence flags nothing and says so here);
+    ``cut_blind``: ``{model: {"n_truncated", ...}}`` of the blind runs that answered prompts cut to their
+    model's context (:func:`audit_hub.readers.pairing.truncated_by_arm`), which the text-ablation note names."""
     notes = {}
     if "text_ablation" in stages:
         _f, b, _mf, mb = image_counts(t)
@@ -221,6 +224,11 @@ def evidence_notes(t: pd.DataFrame, tst_excess: np.ndarray | None, stages: tuple
             notes["text_ablation"] = "TsT scores only (no blind runs)"
         elif tst_excess is None:
             notes["text_ablation"] = "blind runs only (no TsT scores)"
+        if has_blind and cut_blind:
+            rows = sum(r["n_truncated"] for r in cut_blind.values())
+            notes["text_ablation"] = "; ".join(filter(None, (notes.get("text_ablation"), (
+                f"{len(cut_blind)} blind run(s) answered {rows:,} cut prompts (--truncate left): fewer items look "
+                "text-answerable"))))
     if "anomaly" in stages and roles.issue_column(roles.LABEL_CONFLICT) not in t.columns:
         notes["anomaly"] = "no label-error flags (the label-conflict detector did not run); broken options only"
     return notes

@@ -183,7 +183,7 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
     score_table = md_table(["estimator", "MAE (points) [95% CI over models]"],
                            [[md_inline(k), f"{v['mae_points']:.2f} [{v['mae_points_ci'][0]:.2f}, {v['mae_points_ci'][1]:.2f}]"]
                             for k, v in by.items()], ["l", "r"]) if by else ""
-    evidence = "; ".join(f"{md_inline(k.replace('_', ' '))}: {md_inline(v)}" for k, v in (s.get("stage_evidence") or {}).items())
+    evidence = "; ".join(f"{md_inline(k.replace('_', ' '))}: {md_inline(v, 300)}" for k, v in (s.get("stage_evidence") or {}).items())
     bench = result.frame.meta.get("benchmark") or (result.frame.meta.get("dataset") or {}).get("name") or "the input benchmark"
     from ..readers.named_roles import named_roles_note
 

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..readers.pairing import truncated_by_arm
 from . import baselines as bl
 from .choose import EXPLICIT_METHODS, build, choose
 from .filters import (
@@ -922,7 +923,9 @@ def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, v
                       "max_rank_loss": cfg.max_rank_loss, "category_floor_share": cfg.floor_share,
                       "size_search": cur["size_trace"]},
         "selection_choice": _choice_brief(cur),
-        "stage_evidence": evidence_notes(fnd.table, tst_excess, cfg.stages),
+        "stage_evidence": evidence_notes(fnd.table, tst_excess, cfg.stages,
+                                         truncated_by_arm(pool.frame.meta.get("pairing")).get("blind")),
+        "truncated_prompts": truncated_by_arm(pool.frame.meta.get("pairing")),
         "models": pool.models,
         "named_roles": dict(pool.frame.meta.get("named_roles") or {}),
         "spearman_rho": inpool["spearman_rho"],

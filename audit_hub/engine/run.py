@@ -20,6 +20,7 @@ from ..clock import stage
 from ..detectors.base import DetectorResult
 from ..errors import DetectorSkipped
 from ..frame.core import AuditFrame
+from ..readers.pairing import truncated_by_arm, truncation_note
 from ..schema import ARMS
 
 DETECTORS: tuple[str, ...] = detectors.names()
@@ -435,29 +436,11 @@ def pool_summary(full_models: Sequence[str], blind_models: Sequence[str], pairin
         note = (f"{detectors.by_role('image_gain')} pairs the {len(paired)} model(s) present in both arms"
                 + (f"; blind runs paired with no full-arm model, left out: {names(unmatched)}" if unmatched else "")
                 + (f"; full-arm models without a blind run: {names(without)}" if without else ""))
-    truncated = {arm: rec.get("truncated") for arm, rec in (pairing or {}).items()
-                 if isinstance(rec, dict) and rec.get("truncated")}
+    truncated = truncated_by_arm(pairing)
     return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level,
             "unmatched_blind": unmatched, "pairing": pairing or {}, "named_roles": dict(named_roles or {}),
             "note": note, "truncated_prompts": truncated, "truncation_note": truncation_note(truncated)}
 
-
-def truncation_note(truncated: dict) -> str | None:
-    """One sentence naming the text-only runs that answered prompts cut to their model's context
-    (``benchaudit blind --truncate left``; ``truncated``: ``{arm: {model: {"n_truncated", "n_questions",
-    "max_length"}}}``), and what that does to the image gain; None when no prompt was cut."""
-    if not truncated:
-        return None
-    parts = []
-    for arm, models in truncated.items():
-        rows = [f"{m} {r['n_truncated']:,} of {r['n_questions']:,}" + (f" (context {r['max_length']:,} tokens)"
-                                                                       if r.get("max_length") else "")
-                for m, r in models.items()]
-        parts.append(f"{arm} arm: " + ", ".join(rows[:8]) + (f" and {len(rows) - 8} more" if len(rows) > 8 else ""))
-    return ("text-only prompts were cut to the model's context (`benchaudit blind --truncate left`, the start of the "
-            "prompt dropped): " + "; ".join(parts) + ". Those answers saw only the end of the question, so an image "
-            "gain on those items may come from the text that was cut, not from the image (per row: the blind "
-            "folder's `truncated` column)")
 
 
 def _version() -> str:

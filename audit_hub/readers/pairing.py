@@ -150,3 +150,27 @@ def truncated_blind_runs(records: Mapping[str, dict], renames: Mapping[str, str]
     :func:`blind_runs_of`, renamed as paired) that answered at least one truncated prompt."""
     return {renames.get(n, n): {k: r[k] for k in ("n_truncated", "n_questions", "max_length")}
             for n, r in records.items() if r["n_truncated"] > 0}
+
+
+def truncated_by_arm(pairing: Mapping | None) -> dict[str, dict]:
+    """``{arm: {model: record}}`` of the text-only runs that answered cut prompts, from a :func:`pair_arms`
+    record as the reader completes it (``pairing[arm]["truncated"]``, :func:`truncated_blind_runs`)."""
+    return {arm: rec["truncated"] for arm, rec in (pairing or {}).items() if isinstance(rec, dict) and rec.get("truncated")}
+
+
+def truncation_note(truncated: dict) -> str | None:
+    """One sentence naming the text-only runs that answered prompts cut to their model's context
+    (``benchaudit blind --truncate left``; ``truncated``: ``{arm: {model: {"n_truncated", "n_questions",
+    "max_length"}}}``), and what that does to the image gain; None when no prompt was cut."""
+    if not truncated:
+        return None
+    parts = []
+    for arm, models in truncated.items():
+        rows = [f"{m} {r['n_truncated']:,} of {r['n_questions']:,}" + (f" (context {r['max_length']:,} tokens)"
+                                                                       if r.get("max_length") else "")
+                for m, r in models.items()]
+        parts.append(f"{arm} arm: " + ", ".join(rows[:8]) + (f" and {len(rows) - 8} more" if len(rows) > 8 else ""))
+    return ("text-only prompts were cut to the model's context (`benchaudit blind --truncate left`, the start of the "
+            "prompt dropped): " + "; ".join(parts) + ". Those answers saw only the end of the question, so an image "
+            "gain on those items may come from the text that was cut, not from the image (per row: the blind "
+            "folder's `truncated` column)")

@@ -22,6 +22,7 @@ from ..fmt import ci, fmt_p, isnum, md_table, pct, pp
 from ..hub.card import configs as hub_configs
 from ..hub.folders import to_jsonable
 from ..hub.output import OutputFolder, output_folder
+from ..readers.pairing import truncated_by_arm, truncation_note
 
 TAGS = ["benchaudit", "test-set-stress-test"]
 
@@ -315,9 +316,11 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
         "group, same floors\n",
     ]
     if gap_rows:
+        cut = truncation_note(truncated_by_arm(frame.meta.get("pairing")))
         text += ["## Vision-blind gap (accuracy %, full minus blind)\n",
                  md_table(["model", "vision", "blind", "gap", "vision pruned", "blind pruned", "gap pruned",
                             "gap random (mean ± sd)", "gap random range"], gap_rows), ""]
+        text += [md_inline(cut[:1].upper() + cut[1:], 1200) + ".\n"] if cut else []
     if res.tst_after:
         rows = [[k, pct(v.get("accuracy")), pct(v.get("mean_p_gold")), pp(v.get("mean_s_minus_chance"))]
                 for k, v in res.tst_after.items() if "error" not in v]
@@ -373,7 +376,7 @@ def write_prune_report(frame, res, out: str | os.PathLike, *, command_line: list
     configs = {"questions": questions, "removed": res.removed, "kept": kept, "trace": trace}
     if res.gap is not None:  # an empty config would be a Parquet file `datasets` cannot load
         configs["gap"] = res.gap
-    summary = {"prune": as_dict(res)}
+    summary = {"prune": as_dict(res), "truncated_prompts": truncated_by_arm(frame.meta.get("pairing"))}
     kept_q = frame.questions_table()[res.keep_mask].reset_index(drop=True)
     with output_folder(out, command="prune", inputs=source_paths(frame)) as f:
         # the pruned set first: the report's manifest then lists its files too
