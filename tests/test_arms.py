@@ -110,7 +110,15 @@ def test_blind_run_records_read_ids_and_truncation_and_ignore_what_is_not_a_coun
                     {"n_questions": 50, "n_truncated": 3})]
     (tmp_path / "e").mkdir()
     (tmp_path / "e" / "run_config.json").write_text("{not json")
-    recs = blind_runs_of([*paths, str(tmp_path / "e")])
+    # sidecars are never followed through a link nor read unbounded: a manifest linked to /dev/zero is ignored
+    # (the run still pairs by its id), a linked run_config gives no record
+    z = folder("z", {"model_name": "m4", "model": "org/M4"}, {})
+    (tmp_path / "z" / "manifest.json").unlink()
+    (tmp_path / "z" / "manifest.json").symlink_to("/dev/zero")
+    (tmp_path / "l").mkdir()
+    (tmp_path / "l" / "run_config.json").symlink_to(tmp_path / "a" / "run_config.json")
+    recs = blind_runs_of([*paths, str(tmp_path / "e"), z, str(tmp_path / "l")])
+    assert recs.pop("m4") == {"ids": ["org/M4"], "n_questions": 0, "n_truncated": 0, "max_length": None}
     assert set(recs) == {"m1", "m2", "m3"}
     assert recs["m1"] == {"ids": ["org/M1", "org/M1b"], "n_questions": 150, "n_truncated": 10, "max_length": 512}
     assert recs["m2"]["n_truncated"] == 0 and recs["m3"]["n_truncated"] == 0 and recs["m2"]["ids"] == ["org/M2"]

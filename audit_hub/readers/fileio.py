@@ -88,6 +88,26 @@ def read_head(path: str, n: int = 4096) -> bytes:
         return fh.read(n)
 
 
+#: the largest sidecar JSON (a blind folder's run_config.json, manifest.json) read for what it records
+SIDECAR_MAX_BYTES = 16 << 20
+
+
+def sidecar_json(path: str) -> dict | None:
+    """A small JSON object written beside run files by another command (``run_config.json``, ``manifest.json`` of a
+    ``benchaudit blind`` folder), read for what it records: None when it is missing, a link, not a regular file,
+    over :data:`SIDECAR_MAX_BYTES`, unreadable, not JSON or not an object (nothing is followed or read unbounded)."""
+    import json
+
+    try:
+        if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > SIDECAR_MAX_BYTES:
+            return None
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def json_head(path: str, n: int = 4096) -> bytes:
     """The first ``n`` bytes of a JSON file without a UTF-8 BOM and leading whitespace (to recognise its kind)."""
     return read_head(path, n).lstrip(b"\xef\xbb\xbf").lstrip()

@@ -206,20 +206,13 @@ __all__ = ["EVAL_ID", "benchmark_of", "blind_output_benchmark", "concerns", "fol
 def blind_output_benchmark(path: str) -> str | None:
     """The benchmark of a ``benchaudit blind`` output file (``<out>/data/blind-*.parquet``): the stem of the
     questions file its ``run_config.json`` records (None when the file is not one, or records none)."""
-    import json
+    from .fileio import sidecar_json
 
     p = os.path.abspath(path)
     if not (os.path.basename(p).startswith("blind-") and os.path.basename(os.path.dirname(p)) == "data"):
         return None
-    cfg = os.path.join(os.path.dirname(os.path.dirname(p)), "run_config.json")
-    try:
-        if os.path.islink(cfg) or not os.path.isfile(cfg) or os.path.getsize(cfg) > 16 << 20:
-            return None
-        with open(cfg, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError, RecursionError):
-        return None
-    q = data.get("questions") if isinstance(data, dict) else None
+    data = sidecar_json(os.path.join(os.path.dirname(os.path.dirname(p)), "run_config.json"))
+    q = data.get("questions") if data else None
     if not isinstance(q, str) or not q.strip():
         return None
     q = q.strip().rstrip("/")

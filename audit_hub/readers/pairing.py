@@ -20,7 +20,6 @@ is listed by name in ``unmatched`` (with the reason); nothing is pooled silently
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -113,7 +112,7 @@ def blind_runs_of(paths: Sequence[str]) -> dict[str, dict]:
         p = os.path.abspath(str(p))
         for folder in (p, os.path.dirname(p), os.path.dirname(os.path.dirname(p))):
             cfg = os.path.join(folder, "run_config.json")
-            if cfg in seen or not os.path.isfile(cfg):
+            if cfg in seen or not os.path.lexists(cfg):
                 continue
             seen.add(cfg)
             fp, params = _json_field(cfg, "fingerprint"), _json_field(os.path.join(folder, "manifest.json"), "params")
@@ -131,12 +130,10 @@ def blind_runs_of(paths: Sequence[str]) -> dict[str, dict]:
 
 
 def _json_field(path: str, key: str) -> dict:
-    """The object under ``key`` of a JSON file, or ``{}`` (missing, unreadable or not an object)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            v = (json.load(fh) or {}).get(key)
-    except (OSError, ValueError, AttributeError):
-        return {}
+    """The object under ``key`` of a sidecar JSON file (:func:`~audit_hub.readers.fileio.sidecar_json`), or ``{}``."""
+    from .fileio import sidecar_json
+
+    v = (sidecar_json(path) or {}).get(key)
     return v if isinstance(v, dict) else {}
 
 
