@@ -442,7 +442,6 @@ def pool_summary(full_models: Sequence[str], blind_models: Sequence[str], pairin
             "note": note, "truncated_prompts": truncated, "truncation_note": truncation_note(truncated)}
 
 
-
 def _version() -> str:
     from .. import __version__
 
