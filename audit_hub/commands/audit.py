@@ -138,9 +138,9 @@ def register(app: typer.Typer) -> None:
                 _print_headlines(console, r.engine)
             typer.echo(f"reports: {one_line(result.folder)} (index: README.md, index.json; one folder per benchmark)")
             return
-        for note in (named_roles_note(result.frame.meta.get("named_roles")),
-                     (result.summary.get("pool") or {}).get("note"),
-                     (result.summary.get("pool") or {}).get("truncation_note")):
+        pool = result.summary.get("pool") or {}
+        for note in (named_roles_note(result.frame.meta.get("named_roles")), pool.get("note"),
+                     pool.get("truncation_note")):
             if note:
                 console.print(f"[yellow]note:[/yellow] {console_text(note)}")
         if verbose:

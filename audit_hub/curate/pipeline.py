@@ -893,6 +893,7 @@ def _in_pool_note(rho: float | None, rho_b: np.ndarray) -> str | None:
 def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, vd, heldout, folds, newest, score,
              junk, ibp_info, fnd, tst_excess=None) -> dict:
     kept = cur["mask"]
+    cut = truncated_by_arm(pool.frame.meta.get("pairing"))  # text-only runs that answered cut prompts
     strip = lambda d: {k: v for k, v in d.items() if not k.startswith("_")}  # noqa: E731
     fold_rows = []
     for f in folds:
@@ -923,9 +924,8 @@ def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, v
                       "max_rank_loss": cfg.max_rank_loss, "category_floor_share": cfg.floor_share,
                       "size_search": cur["size_trace"]},
         "selection_choice": _choice_brief(cur),
-        "stage_evidence": evidence_notes(fnd.table, tst_excess, cfg.stages,
-                                         truncated_by_arm(pool.frame.meta.get("pairing")).get("blind")),
-        "truncated_prompts": truncated_by_arm(pool.frame.meta.get("pairing")),
+        "stage_evidence": evidence_notes(fnd.table, tst_excess, cfg.stages, cut.get("blind")),
+        "truncated_prompts": cut,
         "models": pool.models,
         "named_roles": dict(pool.frame.meta.get("named_roles") or {}),
         "spearman_rho": inpool["spearman_rho"],
