@@ -331,3 +331,69 @@ def test_card_shows_the_worst_regime():
     txt = _calibration(SimpleNamespace(calibration=cal))
     assert "| Worst regime |" in txt and "letter bias: 100.0% (out of calibration)" in txt
     assert "split evenly over 4 regimes" in txt and "chance categories" in txt
+
+
+def _first_deciding_n(p, margin, start, alpha=0.05):
+    """Brute force: the smallest trial count from ``start`` whose Wilson interval at rate ``p`` ends at or below
+    ``margin``."""
+    from audit_hub.stats.core import wilson_ci
+
+    n = start
+    while float(wilson_ci(p * n, n, alpha)[1]) > margin:
+        n += 1
+    return n
+
+
+def test_a_rate_that_does_not_refute_the_nominal_one_is_not_called_within_calibration():
+    """``decided`` separates "within calibration" (the interval ends below 1.5 x nominal) from a rate the
+    simulations cannot place: hand-computed Wilson ends, the simulations that would decide, and the card word."""
+    from audit_hub.engine.calibration import MARGIN_HIGH, decision
+    from audit_hub.report.card import calibration_status
+    from audit_hub.stats.core import wilson_ci
+
+    # 0 of 50 at alpha 0.05: the 95% Wilson interval is [0, 0.0713], below 0.075: decided, within
+    assert abs(float(wilson_ci(0, 50)[1]) - 0.07135) < 1e-4
+    assert decision(0, 50, 0.05, False) == {"decided": True, "sims_to_decide": None}
+    # 1 of 50: the interval reaches 0.105: not decided; at the observed 2% the interval ends below 7.5% from
+    # the brute-force count on (the answer is a grid point at most 1/64 of a doubling above it)
+    assert abs(float(wilson_ci(1, 50)[1]) - 0.1050) < 1e-3
+    d = decision(1, 50, 0.05, False)
+    need = _first_deciding_n(0.02, MARGIN_HIGH * 0.05, 51)
+    assert d["decided"] is False and need <= d["sims_to_decide"] <= need * (1 + 1 / 64) + 1, (d, need)
+    # 8 of 50 (16%): the observed rate is above the margin itself: more simulations would not make it within
+    assert decision(8, 50, 0.05, False) == {"decided": False, "sims_to_decide": None}
+    # a verdict of out of calibration is a test: decided whatever the count
+    assert decision(20, 50, 0.05, True) == {"decided": True, "sims_to_decide": None}
+    # a per-item count: trials are items x simulations, the answer is in simulations
+    d = decision(30, 10 * 600, 0.004, False, per_run=600)
+    need = _first_deciding_n(30 / 6000, MARGIN_HIGH * 0.004, 6001)
+    assert d["decided"] is False and d["sims_to_decide"] == pytest.approx(need / 600, rel=0.03, abs=1)
+    base = {"nominal": 0.05, "n_sims": 50, "out_of_calibration": False}
+    assert calibration_status(base | {"fpr_ci": list(map(float, wilson_ci(0, 50))), "decided": True}) == \
+        "within calibration"
+    word = calibration_status(base | {"fpr_ci": list(map(float, wilson_ci(1, 50))), "decided": False,
+                                      "sims_to_decide": 89})
+    assert word == ("not decided: 50 simulations leave rates up to 10.5% possible (out of calibration above "
+                    "7.5%); about 89 would decide it at the observed rate (`--calibration-sims`)"), word
+
+
+def test_the_calibration_entry_says_whether_its_simulations_decide_it():
+    """Through :func:`calibrate`: every entry with a nominal rate carries ``decided`` consistent with its
+    interval and verdict; a test calibrated at 5% is not decided at 12 simulations and is at 400 (a
+    stand-in detector with a uniform p-value, so the rate is exactly what the draws give)."""
+    f = simulate_frame(200, 4, accuracy_full=0.7, accuracy_blind=0.4, seed=3)
+
+    def uniform_p(frame, field="hit", seed=0, **kw):
+        Q = frame.n_questions
+        pq = pd.DataFrame({"question_id": frame.question_ids, "fake_score": np.ones(Q),
+                           "is_fake_issue": np.zeros(Q, bool), "fake_severity": "info"})
+        return DetectorResult("fake", pq, {"p_value": float(np.random.default_rng(seed).random())})
+
+    for n_sims, decided in ((12, False), (400, None)):
+        e = calibrate(f, {"uniform_p": uniform_p}, n_sims=n_sims, seed=1)["uniform_p"]
+        hi = e["fpr_ci"][1]
+        assert e["decided"] == (bool(e["out_of_calibration"]) or hi <= 1.5 * e["nominal"]), e
+        if decided is not None:
+            assert e["decided"] is decided, e
+        else:  # 400 draws of a uniform p: about 20 rejections, an interval near [3%, 8%]
+            assert e["fpr_ci"][1] < 0.09 and not e["out_of_calibration"], e

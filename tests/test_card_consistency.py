@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from audit_hub.fmt import pct
 from audit_hub.report.card import calibration_status
 from audit_hub.severity import LEVELS
 
@@ -277,6 +278,12 @@ def test_calibration_table(report):
         # never "within calibration" when the interval lies wholly on one side of the nominal rate
         if status == "within calibration":
             assert c["fpr_ci"][0] <= c["nominal"] <= c["fpr_ci"][1], name
+            # and only when the simulations rule out a rate the verdict would call out of calibration
+            # (a detector that expects no flags and raised none is decided by its count alone)
+            assert c["decided"] and (c["nominal"] == 0 or c["fpr_ci"][1] <= 1.5 * c["nominal"]), name
+        if status.startswith("not decided"):
+            assert c["decided"] is False and c["fpr_ci"][1] > 1.5 * c["nominal"], name
+            assert f"rates up to {pct(c['fpr_ci'][1])} possible" in status, name
 
 
 def test_limitations_counts(report):

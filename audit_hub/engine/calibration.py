@@ -48,6 +48,9 @@ without a nominal level, with a note on what it means.
 ``out_of_calibration`` is True when the rate's 95% Wilson interval lies entirely above
 ``1.5 x nominal`` (too many false positives) or, for p-value tests, entirely below ``0.5 x nominal``
 (far too conservative). The margin keeps Monte Carlo noise and discrete p-values from flagging.
+That verdict is a test; its False is not evidence of calibration. ``decided`` (:func:`decision`) is True only
+where the interval also ends at or below the upper margin (the card's "within calibration"); otherwise the card
+says "not decided" with ``sims_to_decide``, the simulations the observed rate would need.
 Miscalibration of an unstratified test grows with the number of items, so a subsample understates it
 for larger benchmarks (it is still detected: see the tests).
 """
@@ -587,6 +590,42 @@ def _verdict(rate_k: float, rate_n: float, nominal: float | None, two_sided: boo
     return ci, False, ""
 
 
+def decision(k: float, n: float, nominal: float | None, out_of_calibration: bool | None, ci_alpha: float = 0.05,
+             per_run: float = 1.0) -> dict:
+    """Whether the simulations decide the rate's side of the margin, and how many would.
+
+    ``out_of_calibration`` (:func:`_verdict`) is a test: it is True only when the rate's interval lies above
+    ``MARGIN_HIGH x nominal``, so a True holds at any number of simulations. Its False is not the converse: a
+    rate of 1 in 12 has an interval reaching 35%. ``decided`` is True when the verdict is out of calibration or
+    the interval's upper end is at most ``MARGIN_HIGH x nominal`` (then "within calibration" is shown, not
+    merely not refuted). Otherwise ``sims_to_decide`` is how many simulations the observed rate would need for
+    its interval to end below that margin (``per_run``: trials per simulation, the simulated items for a
+    per-item count), or None when the observed rate itself is at or above the margin (more simulations would
+    rather decide it out)."""
+    if nominal is None or n <= 0:
+        return {"decided": None, "sims_to_decide": None}
+    if out_of_calibration or nominal <= 0:
+        return {"decided": True, "sims_to_decide": None}
+    margin = MARGIN_HIGH * nominal
+    hi = float(wilson_ci(k, n, ci_alpha)[1])
+    if hi <= margin:
+        return {"decided": True, "sims_to_decide": None}
+    p = k / n
+    if p >= margin:
+        return {"decided": False, "sims_to_decide": None}
+    # the smallest trial count (a power of 2 times n) whose interval at the observed rate ends below the margin
+    grid = n * 2.0 ** np.arange(1, 31)
+    ok = np.flatnonzero(wilson_ci(p * grid, grid, ci_alpha)[1] <= margin)
+    need = float(grid[ok[0]]) if len(ok) else float("inf")
+    # refine between the last failing power and the first passing one
+    if len(ok):
+        lo_n = grid[ok[0] - 1] if ok[0] > 0 else n
+        cand = np.linspace(lo_n, need, 65)
+        need = float(cand[np.flatnonzero(wilson_ci(p * cand, cand, ci_alpha)[1] <= margin)[0]])
+    sims = int(np.ceil(need / per_run)) if np.isfinite(need) else None
+    return {"decided": False, "sims_to_decide": sims}
+
+
 def calibrate(frame: AuditFrame, names: dict[str, Callable] | Iterable[str] | None = None, *,
               n_sims: int = 200, seed: int = 0, field: str = "hit", alpha: float = 0.05,
               params: dict[str, dict] | None = None, condition_on_gold: bool = True,
@@ -875,6 +914,7 @@ def _entries(per_sim: dict[int, dict], sim: NullSimulator, names: list[str], *, 
             e["worst_regime_fpr"] = rated[worst]["fpr"]
             if rated[worst]["out_of_calibration"] and not e.get("out_of_calibration"):
                 e["out_of_calibration"], e["direction"] = True, rated[worst]["direction"]
+                e["decided"], e["sims_to_decide"] = True, None
                 e["note"] = (e.get("note", "") + f"; out of calibration in the {worst} regime "
                              f"({rated[worst]['fpr']:.3f} vs nominal {rated[worst]['nominal']})")
         fr = {r: v["flag_rate"] for r, v in reg.items() if v["flag_rate"] is not None}
@@ -922,6 +962,7 @@ def _rates(pvals: list, counts: list, flags: list, n_items_sim: int, alpha: floa
         entry.update(kind="p_value", fpr=k / len(pv), fpr_ci=ci, nominal=alpha, n_runs=len(pv),
                      out_of_calibration=out_cal, direction=direction,
                      note=f"share of {len(pv)} null simulations with headline p <= {alpha}")
+        entry.update(decision(k, len(pv), alpha, out_cal, ci_alpha))
     elif counts:
         obs = sum(c[0] for c in counts)
         exp = sum(c[1] for c in counts)
@@ -932,13 +973,15 @@ def _rates(pvals: list, counts: list, flags: list, n_items_sim: int, alpha: floa
                      out_of_calibration=out_cal, direction=direction,
                      note=(f"flagged per item over {len(counts)} null simulations vs the count the "
                            f"detector expects under independence ({obs:.0f} observed, {exp:.1f} expected)"))
+        entry.update(decision(obs, n_items, exp / n_items, out_cal, ci_alpha, per_run=Q))
     elif flags:
         tot = sum(flags)
         n_items = Q * len(flags)
         ci, _, _ = _verdict(tot, n_items, None, two_sided=False, ci_alpha=ci_alpha)
         entry.update(kind="flag_rate", fpr=tot / n_items, fpr_ci=ci, nominal=None, n_runs=len(flags),
-                     out_of_calibration=None, direction="", note=FLAG_RATE_NOTE)
+                     out_of_calibration=None, direction="", note=FLAG_RATE_NOTE, decided=None, sims_to_decide=None)
     else:
         entry.update(kind="skipped", fpr=None, fpr_ci=None, nominal=None, n_runs=0, out_of_calibration=None,
-                     direction="", note=f"skipped on null simulations: {skip_reason}")
+                     direction="", note=f"skipped on null simulations: {skip_reason}", decided=None,
+                     sims_to_decide=None)
     return entry

@@ -237,10 +237,13 @@ def null_capped_lines(fvn: dict) -> list[str]:
 
 
 def calibration_status(c: dict) -> str:
-    """The calibration table's status word: out of calibration (the detector's verdict), conservative
-    when the whole interval of the false-positive rate lies below the nominal rate (it flags fewer items
-    than it expects to: findings are not inflated, but its power is lower than its nominal rate says),
-    within calibration when the interval covers the nominal rate, descriptive without a nominal rate."""
+    """The calibration table's status word: out of calibration (the detector's verdict, a test that holds at
+    any number of simulations), conservative when the whole interval of the false-positive rate lies below the
+    nominal rate (it flags fewer items than it expects to: findings are not inflated, but its power is lower
+    than its nominal rate says), within calibration only when the interval ends at or below the verdict's
+    margin (``decided``: the simulations rule out a rate that would be out of calibration), otherwise not
+    decided, with the interval's upper end and the simulations that would decide it; descriptive without a
+    nominal rate."""
     ooc = c.get("out_of_calibration")
     if ooc:
         return "**out of calibration**"
@@ -249,6 +252,15 @@ def calibration_status(c: dict) -> str:
     lo_hi = c.get("fpr_ci")
     if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and isnum(lo_hi[1]) and float(lo_hi[1]) < float(c["nominal"]):
         return "conservative (below nominal)"
+    if c.get("decided") is False:
+        from ..engine.calibration import MARGIN_HIGH
+
+        hi = lo_hi[1] if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and isnum(lo_hi[1]) else None
+        need = c.get("sims_to_decide")
+        return (f"not decided: {fmt_num(c.get('n_sims'))} simulations leave rates up to {pct(hi)} possible "
+                f"(out of calibration above {pct(MARGIN_HIGH * float(c['nominal']))})"
+                + (f"; about {need:,} would decide it at the observed rate (`--calibration-sims`)"
+                   if isinstance(need, int) else ""))
     return "within calibration"
 
 
