@@ -397,3 +397,78 @@ def test_the_calibration_entry_says_whether_its_simulations_decide_it():
             assert e["decided"] is decided, e
         else:  # 400 draws of a uniform p: about 20 rejections, an interval near [3%, 8%]
             assert e["fpr_ci"][1] < 0.09 and not e["out_of_calibration"], e
+
+
+def _majority_wrong_in(category, planted=0):
+    """A stand-in detector: flags the items of ``category`` whose most common full-arm answer is not the gold,
+    and, on a frame that is not a calibration null, the first ``planted`` items of the other categories (a
+    defect the nulls do not have)."""
+    def run(frame, *, field="hit", seed=0, **_):
+        A, gold = frame.answer_codes("full"), frame.gold_codes()
+        K = int(max(A.max(), gold.max())) + 1
+        votes = np.stack([(A == j).sum(axis=1) for j in range(K)], axis=1)
+        at = (frame.questions["category"] == category).to_numpy()
+        flag = (votes.argmax(axis=1) != gold) & at
+        if not frame.meta.get("simulated_null"):
+            flag[np.flatnonzero(~at)[:planted]] = True
+        pq = pd.DataFrame({"question_id": frame.question_ids, "fake_score": (~flag).astype(float),
+                           "is_fake_issue": flag, "fake_severity": np.where(flag, "medium", "info")})
+        return DetectorResult("fake", pq, {})
+    return run
+
+
+def test_flags_in_categories_at_chance_are_compared_with_the_regime_that_draws_them_at_chance(monkeypatch):
+    """cat0 is at chance in the data. The calibration keeps, for the chance-categories regime, the share of cat0's
+    simulated items each detector flags; flags_vs_null compares the audited flags on cat0 with it and the
+    questions table caps exactly those flags (a stand-in detector that flags only cat0 items whose majority answer
+    is not the gold: on a pool at chance there, most are; so its flags are what chance answers look like)."""
+    from audit_hub.engine.run import flags_vs_null
+    from audit_hub.report.tables import build_questions_table
+    from audit_hub.severity import NULL_CAP
+
+    f = simulate_frame(600, 8, accuracy_full=list(np.linspace(0.6, 0.9, 8)), chance_categories=[0],
+                       difficulty_sd=1.0, accuracy_blind=0.35, seed=4)
+    det = _majority_wrong_in("cat0", planted=150)
+    cal = calibrate(f, {"fake": det}, n_sims=40, seed=0, n_items=None)
+    e = cal["fake"]
+    sc = e["chance_categories_null"]
+    n_cat0 = int((f.questions["category"] == "cat0").sum())
+    assert sc["categories"] == ["cat0"] and sc["n_sims"] == 10 and sc["n_items_simulated"] == n_cat0
+    # every flag of this detector is in cat0: the scope's flagged items are the regime's flagged items
+    reg = e["regimes"]["chance_categories"]
+    assert sc["flag_rate"] * sc["n_items_simulated"] == pytest.approx(reg["flag_rate"] * e["n_items_simulated"])
+    assert sc["flag_rate"] > 0.5  # at chance with 4 options the majority is mostly not the gold
+    lo, hi = wilson_ci_of(sc)
+    assert lo <= sc["flag_rate"] <= hi
+
+    res = det(f)
+    fvn = flags_vs_null(f, {"fake": res}, cal)
+    c = fvn["fake"]["chance_categories"]
+    at = (f.questions["category"] == "cat0").to_numpy()
+    assert c["n_items"] == at.sum() and c["n_flagged"] == int(res.per_question["is_fake_issue"].to_numpy()[at].sum())
+    assert c["flag_rate"] == pytest.approx(c["n_flagged"] / at.sum())
+    assert c["null_share_of_flags"] == pytest.approx(min(1.0, sc["flag_rate"] / c["flag_rate"]))
+    assert c["capped_at"] == NULL_CAP
+    # over every category the planted flags outnumber what the nulls explain: no cap for the detector as a whole
+    assert fvn["fake"]["capped_at"] is None and fvn["fake"]["null_share_of_flags"] < 0.5
+
+    class R:  # what build_questions_table reads of an audit result
+        frame = f
+        results = {"fake": res}
+        alt_results: dict = {}
+        tst = None
+        summary = {"flags_vs_null": fvn}
+
+    import audit_hub.report.tables as tables
+
+    monkeypatch.setattr(tables, "_phrase", lambda name, pq, flag, sev: pd.Series("stand-in", index=pq.index[flag]))
+    q = build_questions_table(R())
+    flagged = res.per_question["is_fake_issue"].to_numpy()
+    sev = q["severity"].to_numpy()
+    assert (flagged & at).any() and (sev[flagged & at] == NULL_CAP).all()
+    assert (flagged & ~at).sum() == 150 and (sev[flagged & ~at] == "medium").all()  # outside cat0: their level
+    assert (q["fake_severity"].to_numpy()[flagged] == "medium").all()  # the detector's own column is kept
+
+
+def wilson_ci_of(sc):
+    return sc["flag_rate_ci"]

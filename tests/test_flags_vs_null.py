@@ -30,12 +30,19 @@ def test_null_share_hand_cases():
 def _overall(q, summary) -> np.ndarray:
     """The overall severity recomputed from each detector's own column and flag, capped as summary.json says."""
     caps = {n: RANK[c["capped_at"]] for n, c in summary["flags_vs_null"].items() if c["capped_at"]}
+    # a detector not capped as a whole may be capped on the categories the pool answers at chance
+    scoped = {n: (RANK[c["chance_categories"]["capped_at"]], set(c["chance_categories"]["categories"]))
+              for n, c in summary["flags_vs_null"].items()
+              if not c["capped_at"] and (c.get("chance_categories") or {}).get("capped_at")}
     rank = np.zeros(len(q), np.int64)
     for col in [c for c in q.columns if c.endswith("_severity") and c != "severity"]:
         name = col[: -len("_severity")]
         r = q[col].map(RANK).fillna(0).to_numpy(np.int64)
         flag = q[f"is_{name}_issue"].fillna(False).astype(bool).to_numpy() | (r > 0)
-        rank = np.maximum(rank, np.where(flag, np.minimum(r, caps.get(name, 4)), 0))
+        cap = np.full(len(q), caps.get(name, 4))
+        if name in scoped:
+            cap = np.where(q["category"].astype(str).isin(scoped[name][1]).to_numpy(), scoped[name][0], cap)
+        rank = np.maximum(rank, np.where(flag, np.minimum(r, cap), 0))
     return np.array(LEVELS, dtype=object)[rank]
 
 
@@ -64,8 +71,19 @@ def test_real_blink_pool_low_agreement_flags_are_what_the_null_produces(tmp_path
     assert only_fk.sum() > 100
     assert set(q.loc[only_fk, "severity"]) == {"low"} and set(q.loc[only_fk, "suggested_action"]) == {"keep"}
     assert (q.loc[only_fk, "fleiss_kappa_agreement_severity"] == "medium").all()  # its own column keeps it
+    # its flags in the 5 categories this pool answers at chance (35 of 669 items, 5.2%) are fewer than the
+    # chance-categories regime flags there (about 7%): those count at low; the other 48 stay medium
+    cc = ca["chance_categories"]
+    cats = set(s["calibration"]["correctness_agreement"]["simulator"]["regime_fit"]["chance_categories"]["categories"])
+    assert set(cc["categories"]) == cats and len(cats) == 5
+    at = q["category"].astype(str).isin(cats).to_numpy()
+    own = (q["correctness_agreement_severity"] == "medium").to_numpy()
+    assert cc["n_items"] == at.sum() and cc["n_flagged"] == int(q["is_correctness_agreement_issue"].to_numpy()[at].sum())
+    assert cc["null_share_of_flags"] >= NULL_SHARE_MAX and cc["capped_at"] == "low"
+    assert cc["null_flag_rate_ci"][0] <= cc["null_flag_rate"] <= cc["null_flag_rate_ci"][1]
+    assert (own & at).sum() > 20 and set(q.loc[own & at, "severity"]) == {"low"}
     n_med = int(q["severity"].map(RANK).ge(2).sum())
-    assert n_med == int((q["correctness_agreement_severity"] == "medium").sum()) < 150
+    assert n_med == int((own & ~at).sum()) < 150
     # consensus_error: the held-out check fails on this pool, so its suspects are low, not medium
     ce = s["consensus_error"]
     assert ce["flags_supported"] is False and ce["n_posterior_gold_wrong_unsupported"] > 0
@@ -75,7 +93,9 @@ def test_real_blink_pool_low_agreement_flags_are_what_the_null_produces(tmp_path
     line = next(x for x in card.splitlines() if x.startswith("- `fleiss_kappa_agreement` flags"))
     assert f"{fk['n_flagged']:,} questions ({100 * fk['flag_rate']:.1f}%)" in line
     assert f"({100 * fk['null_flag_rate']:.1f}% [" in line and "count at low severity at most" in line
-    assert "`correctness_agreement` flags" not in card
+    line = next(x for x in card.splitlines() if x.startswith("- `correctness_agreement` flags"))
+    assert line.startswith(f"- `correctness_agreement` flags {cc['n_flagged']:,} of the {cc['n_items']:,} questions in "
+                           "the categories this pool answers at chance") and "its other flags keep their level" in line
 
 
 def test_the_bundled_example_keeps_flags_the_null_does_not_explain():

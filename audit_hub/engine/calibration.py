@@ -845,6 +845,8 @@ def _simulate(sim: NullSimulator, runs: dict[str, Callable], *, n_sims: int, see
     expected) counts, flagged items, skip reason)}}; :func:`_collect` orders them into the rates' inputs."""
     registered = detectors.names()
     overrides = {n: detectors.get(n).calibration_params if n in registered else {} for n in runs}
+    chance_item = (sim.regime_fit or {}).get("chance_item")
+    scoped = chance_item is not None and bool(np.any(chance_item))
     claims = claims if claims is not None else SimClaims(None, n_sims)
     source = _FrameSource(sim, seed, n_sims)
     out: dict[int, dict] = {}
@@ -860,7 +862,7 @@ def _simulate(sim: NullSimulator, runs: dict[str, Callable], *, n_sims: int, see
             try:
                 res = fn(f, field="hit", seed=seed + s, **kw)
             except DetectorSkipped as e:
-                row[name] = (None, None, None, str(e))
+                row[name] = (None, None, None, str(e), None)
                 continue
             sm = res.summary
             p = sm.get("p_value")
@@ -869,7 +871,11 @@ def _simulate(sim: NullSimulator, runs: dict[str, Callable], *, n_sims: int, see
                           if sm.get(ok) is not None and sm.get(ek) is not None), None)
             col = f"is_{res.name}_issue"
             flag = int(res.per_question[col].sum()) if col in res.per_question.columns else None
-            row[name] = (p, count, flag, None)
+            # in the chance-categories regime, the flags on the items of those categories (the null of a flag
+            # rate there: :func:`chance_scope`)
+            in_scope = (int(res.per_question[col].to_numpy(dtype=bool, na_value=False)[chance_item].sum())
+                        if flag is not None and scoped and sim.regime_of(s) == "chance_categories" else None)
+            row[name] = (p, count, flag, None, in_scope)
         out[s] = row
         if progress:
             progress(len(out), n_sims)
@@ -920,7 +926,32 @@ def _entries(per_sim: dict[int, dict], sim: NullSimulator, names: list[str], *, 
         fr = {r: v["flag_rate"] for r, v in reg.items() if v["flag_rate"] is not None}
         if fr:
             e["worst_regime_flag_rate"] = max(fr.values())
+        scope = chance_scope(per_sim, sim, name)
+        if scope:
+            e["chance_categories_null"] = scope
     return out
+
+
+def chance_scope(per_sim: dict[int, dict], sim: NullSimulator, name: str) -> dict | None:
+    """The null of a detector's flag rate on the items of the categories the pool answers at chance: the share
+    of those items it flags in the ``chance_categories`` regime, where every model answers them at chance with
+    its own position frequencies (so whatever it flags there is what chance answers look like to it). None
+    without such categories or flags. ``flags_vs_null`` compares the audited benchmark's flag rate on the same
+    categories with it."""
+    chance_item = (sim.regime_fit or {}).get("chance_item")
+    if chance_item is None or not np.any(chance_item):
+        return None
+    vals = [v[name][4] for s, v in sorted(per_sim.items())
+            if sim.regime_of(s) == "chance_categories" and len(v[name]) > 4 and v[name][4] is not None]
+    if not vals:
+        return None
+    n_items = int(np.sum(chance_item))
+    k, n = int(sum(vals)), n_items * len(vals)
+    return {"categories": list(sim.regime_fit["describe"]["chance_categories"]["categories"]),
+            "n_items_simulated": n_items, "n_sims": len(vals), "flag_rate": k / n,
+            "flag_rate_ci": [float(x) for x in wilson_ci(k, n, 0.05)],
+            "what": "share of the simulated items of these categories flagged in the chance-categories regime "
+                    "(every model answers them at chance by its own position frequencies; golds right)"}
 
 
 def _flag_share(flags: list, n_items: int) -> float:
@@ -936,7 +967,7 @@ def _collect(per_sim: dict[int, dict], names) -> tuple[dict, dict, dict, dict]:
     skipped: dict[str, str] = {}
     for s in sorted(per_sim):
         for name in names:
-            p, count, flag, skip = per_sim[s][name]
+            p, count, flag, skip = per_sim[s][name][:4]
             if skip is not None:
                 skipped[name] = skip
                 continue

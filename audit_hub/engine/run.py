@@ -301,6 +301,19 @@ def flags_vs_null(frame: AuditFrame, results: dict[str, DetectorResult], calibra
                      "worst_regime_flag_rate": cal.get("worst_regime_flag_rate"),
                      "null_share_of_flags": null_share_of_flags(rate, cal["flag_rate"]),
                      "capped_at": null_cap(rate, cal["flag_rate"]), "n_sims": cal.get("n_sims")}
+        scope = cal.get("chance_categories_null")
+        if scope:
+            # the same comparison on the categories the pool answers at chance, against the regime that draws
+            # them at chance: there the pooled null (mostly other regimes) understates what chance answers flag
+            mask = frame.in_categories(scope["categories"])
+            n_in = int(mask.sum())
+            k = int(res.per_question[col].fillna(False).astype(bool).to_numpy()[mask].sum())
+            r_in = k / max(n_in, 1)
+            out[name]["chance_categories"] = {
+                "categories": scope["categories"], "n_items": n_in, "n_flagged": k, "flag_rate": r_in,
+                "null_flag_rate": scope["flag_rate"], "null_flag_rate_ci": scope["flag_rate_ci"],
+                "n_sims": scope["n_sims"], "null_share_of_flags": null_share_of_flags(r_in, scope["flag_rate"]),
+                "capped_at": null_cap(r_in, scope["flag_rate"]) if n_in else None}
     return out
 
 

@@ -275,6 +275,12 @@ class AuditFrame:
         codes, labels = self.cached(("category_codes", column), compute)
         return codes, list(labels)
 
+    def in_categories(self, labels, column: str = "category") -> np.ndarray:
+        """(Q,) bool: the questions whose ``column`` label (as :meth:`category_codes` names it) is in ``labels``."""
+        codes, names = self.category_codes(column)
+        keep = np.isin(np.asarray(names, dtype=object), list(labels))
+        return keep[codes] if len(names) else np.zeros(self.n_questions, bool)
+
     # ------------------------------------------------------------------ dense matrices
     def _model_index(self, models: Sequence[str] | None) -> np.ndarray:
         if models is None:

@@ -225,6 +225,17 @@ def null_capped_lines(fvn: dict) -> list[str]:
     ``flags_vs_null``): they count toward the overall severity at low at most."""
     out = []
     for name, c in fvn.items():
+        sc = c.get("chance_categories") or {}
+        if sc.get("capped_at") and not c.get("capped_at"):
+            cats = sc["categories"]
+            shown = ", ".join(md_inline(x, 60) for x in cats[:6]) + (f" and {len(cats) - 6} more" if len(cats) > 6 else "")
+            out.append(f"`{name}` flags {sc['n_flagged']:,} of the {sc['n_items']:,} questions in the categories this "
+                       f"pool answers at chance ({shown}), about as many as the calibration's simulations flag when "
+                       f"every model answers there at chance with the golds right ({pct(sc['null_flag_rate'])} "
+                       f"{ci(sc.get('null_flag_rate_ci'), estimate=sc['null_flag_rate'])} of those items in "
+                       f"{sc.get('n_sims')} simulations: {pct(sc['null_share_of_flags'], 0)} of its flags there would "
+                       f"appear without any defect), so those flags count at {sc['capped_at']} severity at most in "
+                       f"the overall severity and the suggested actions; its other flags keep their level.")
         if not c.get("capped_at"):
             continue
         out.append(f"`{name}` flags {c['n_flagged']:,} questions ({pct(c['flag_rate'])}), about as many as on "

@@ -91,6 +91,9 @@ def build_questions_table(result: Any) -> pd.DataFrame:
         r = _severity_rank(sev)
         if name in caps:
             r = np.minimum(r, caps[name])
+        scope = (fvn.get(name) or {}).get("chance_categories") or {}
+        if scope.get("capped_at") and name not in caps:  # only the flags in the categories answered at chance
+            r = np.where(frame.in_categories(scope["categories"]), np.minimum(r, RANK[scope["capped_at"]]), r)
         sev_by[name] = r
         flag = pq[flag_col].fillna(False).astype(bool).to_numpy() if flag_col in pq else r > 0
         ranks = np.maximum(ranks, np.where(flag | (r > 0), r, 0))
