@@ -58,6 +58,13 @@ def test_benchmark_smoke(script, tmp_path, request):
         out = p.stdout
         assert "reported MAE by replacement margin" in out and "(product)" in out, out[-3000:]
         assert "mathvista: reported" in out and "vs anchor_calibrated" in out, out[-3000:]
+    if script == "calibration_power.py":  # issue 25: the default calibration's verdicts against a long reference
+        lines = [ln for ln in p.stdout.splitlines() if ln.startswith("  mathvista ")]
+        assert any(ln.startswith("  mathvista consensus_error: reference ") for ln in lines), p.stdout[-3000:]
+        for ln in lines:  # every detector's status words over the 2 default-size audits add up to 2
+            counts = [int(x) for x in re.findall(r"(?:out of calibration|within calibration|conservative|not decided)"
+                                                 r" (\d+)", ln.split("; at 20: ")[1])]
+            assert len(counts) == 4 and sum(counts) == 2, ln
     if script == "label_errors.py":  # issue 25: the informative planting beside a ranking told its rule
         line = next((ln for ln in p.stdout.splitlines() if ln.startswith("real pool blink: planting on informative")),
                     None)
