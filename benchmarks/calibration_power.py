@@ -64,6 +64,28 @@ def word(entry: dict) -> str:
     return next((w for w in WORDS if s.startswith(w)), s)
 
 
+def _decided_elsewhere(runs: list, det: str, ref_word: str) -> list[tuple[int, str, str]]:
+    """(seed, word, why) of the default-size audits that decide a verdict other than the reference's; ``why`` names
+    the regime (its rejections of its simulations) when a regime made the verdict."""
+    out = []
+    for s, (cal, _) in enumerate(runs):
+        e = cal.get(det)
+        if not e:
+            continue
+        w = word(e)
+        if w == ref_word or w == "not decided":
+            continue
+        why = ""
+        worst = e.get("worst_regime")
+        r = (e.get("regimes") or {}).get(worst) or {}
+        if w == "out of calibration" and r.get("out_of_calibration"):
+            why = f" ({worst}: {r['fpr'] * r['n_runs']:.0f} of {r['n_runs']})"
+        elif w == "out of calibration":
+            why = f" (pooled {100 * e['fpr']:.1f}%)"
+        out.append((s, w, why))
+    return out
+
+
 def pool_lines(name: str, seeds: int, n_sims: int, ref_sims: int, work: Path) -> list[str]:
     ref, ref_wall = audit_calibration(name, ref_sims, 1000, work)
     runs = [audit_calibration(name, n_sims, s, work) for s in range(seeds)]
@@ -85,7 +107,8 @@ def pool_lines(name: str, seeds: int, n_sims: int, ref_sims: int, work: Path) ->
             f"({wr.get('n_runs')} simulations): {rw}; at {n_sims}: "
             + ", ".join(f"{w} {words.get(w, 0)}" for w in WORDS)
             + (f"; agrees with the reference in {agree} of {seeds}" if agree is not None
-               else "; the reference does not decide it either"))
+               else "; the reference does not decide it either")
+            + "".join(f"; seed {s} {w}{why}" for s, w, why in _decided_elsewhere(runs, det, rw)))
     return lines
 
 

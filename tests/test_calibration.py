@@ -334,29 +334,30 @@ def test_card_shows_the_worst_regime():
 
 
 def _first_deciding_n(p, margin, start, alpha=0.05):
-    """Brute force: the smallest trial count from ``start`` whose Wilson interval at rate ``p`` ends at or below
+    """Brute force: the smallest trial count from ``start`` whose exact interval at rate ``p`` ends at or below
     ``margin``."""
-    from audit_hub.stats.core import wilson_ci
+    from audit_hub.stats.core import clopper_pearson_ci
 
     n = start
-    while float(wilson_ci(p * n, n, alpha)[1]) > margin:
+    while float(clopper_pearson_ci(p * n, n, alpha)[1]) > margin:
         n += 1
     return n
 
 
 def test_a_rate_that_does_not_refute_the_nominal_one_is_not_called_within_calibration():
     """``decided`` separates "within calibration" (the interval ends below 1.5 x nominal) from a rate the
-    simulations cannot place: hand-computed Wilson ends, the simulations that would decide, and the card word."""
+    simulations cannot place: hand-computed exact interval ends, the simulations that would decide, and the
+    card word."""
     from audit_hub.engine.calibration import MARGIN_HIGH, decision
     from audit_hub.report.card import calibration_status
-    from audit_hub.stats.core import wilson_ci
+    from audit_hub.stats.core import clopper_pearson_ci
 
-    # 0 of 50 at alpha 0.05: the 95% Wilson interval is [0, 0.0713], below 0.075: decided, within
-    assert abs(float(wilson_ci(0, 50)[1]) - 0.07135) < 1e-4
+    # 0 of 50 at alpha 0.05: the exact interval is [0, 1 - 0.025^(1/50)] = [0, 0.0711], below 0.075: decided
+    assert float(clopper_pearson_ci(0, 50)[1]) == pytest.approx(1 - 0.025 ** (1 / 50))
     assert decision(0, 50, 0.05, False) == {"decided": True, "sims_to_decide": None}
-    # 1 of 50: the interval reaches 0.105: not decided; at the observed 2% the interval ends below 7.5% from
+    # 1 of 50: the interval reaches 0.106: not decided; at the observed 2% the interval ends below 7.5% from
     # the brute-force count on (the answer is a grid point at most 1/64 of a doubling above it)
-    assert abs(float(wilson_ci(1, 50)[1]) - 0.1050) < 1e-3
+    assert float(clopper_pearson_ci(1, 50)[1]) == pytest.approx(0.1065, abs=1e-3)
     d = decision(1, 50, 0.05, False)
     need = _first_deciding_n(0.02, MARGIN_HIGH * 0.05, 51)
     assert d["decided"] is False and need <= d["sims_to_decide"] <= need * (1 + 1 / 64) + 1, (d, need)
@@ -369,12 +370,18 @@ def test_a_rate_that_does_not_refute_the_nominal_one_is_not_called_within_calibr
     need = _first_deciding_n(30 / 6000, MARGIN_HIGH * 0.004, 6001)
     assert d["decided"] is False and d["sims_to_decide"] == pytest.approx(need / 600, rel=0.03, abs=1)
     base = {"nominal": 0.05, "n_sims": 50, "out_of_calibration": False}
-    assert calibration_status(base | {"fpr_ci": list(map(float, wilson_ci(0, 50))), "decided": True}) == \
+    assert calibration_status(base | {"fpr_ci": list(map(float, clopper_pearson_ci(0, 50))), "decided": True}) == \
         "within calibration"
-    word = calibration_status(base | {"fpr_ci": list(map(float, wilson_ci(1, 50))), "decided": False,
+    word = calibration_status(base | {"fpr_ci": list(map(float, clopper_pearson_ci(1, 50))), "decided": False,
                                       "sims_to_decide": 89})
-    assert word == ("not decided: 50 simulations leave rates up to 10.5% possible (out of calibration above "
+    assert word == ("not decided: 50 simulations leave rates up to 10.6% possible (out of calibration above "
                     "7.5%); about 89 would decide it at the observed rate (`--calibration-sims`)"), word
+    # a regime above the margin on too few simulations to call it out
+    reg = {"families": {"kind": "p_value", "fpr": 3 / 12, "nominal": 0.05, "n_runs": 12}}
+    word = calibration_status(base | {"fpr_ci": [0.01, 0.07], "decided": False, "undecided_regime": "families",
+                                      "regimes": reg})
+    assert word == ("not decided: in the families regime its rate is 25.0% (3 of 12 simulations), above the 7.5% "
+                    "margin, on too few simulations to call it out of calibration (`--calibration-sims`)"), word
 
 
 def test_the_calibration_entry_says_whether_its_simulations_decide_it():
@@ -472,3 +479,30 @@ def test_flags_in_categories_at_chance_are_compared_with_the_regime_that_draws_t
 
 def wilson_ci_of(sc):
     return sc["flag_rate_ci"]
+
+
+def test_a_regime_above_the_margin_keeps_the_detector_from_within_calibration():
+    """A stand-in test rejects 9 of the 100 families-regime simulations (simulation s is in that regime when
+    s mod 4 == 3; it rejects where s // 4 is a multiple of 12) and none elsewhere: pooled 9 of 400 (exact interval
+    ending near 4.2%, below the 7.5% margin), but the families rate, 9%, is above the margin with an exact
+    Bonferroni interval reaching below it: not out of calibration, not within either."""
+    from audit_hub.report.card import calibration_status
+
+    f = simulate_frame(200, 4, accuracy_full=0.7, accuracy_blind=0.4, seed=3)
+
+    def stand_in(frame, field="hit", seed=0, **kw):
+        Q = frame.n_questions
+        pq = pd.DataFrame({"question_id": frame.question_ids, "fake_score": np.ones(Q),
+                           "is_fake_issue": np.zeros(Q, bool), "fake_severity": "info"})
+        return DetectorResult("fake", pq, {"p_value": 0.001 if seed % 4 == 3 and (seed // 4) % 12 == 0 else 0.5})
+
+    e = calibrate(f, {"stand_in": stand_in}, n_sims=400, seed=0)["stand_in"]
+    assert e["fpr"] == pytest.approx(9 / 400) and e["fpr_ci"][1] < 0.075
+    fam = e["regimes"]["families"]
+    assert fam["fpr"] == pytest.approx(0.09) and fam["n_runs"] == 100 and fam["out_of_calibration"] is False
+    assert e["out_of_calibration"] is False and e["decided"] is False and e["undecided_regime"] == "families"
+    assert calibration_status(e).startswith("not decided: in the families regime its rate is 9.0% (9 of 100 ")
+    # the same test rejecting nowhere in 50 is within calibration (exact interval [0, 7.1]%)
+    e0 = calibrate(f, {"never": lambda frame, field="hit", seed=0, **kw: stand_in(frame, seed=1)},
+                   n_sims=50, seed=0)["never"]
+    assert e0["fpr"] == 0 and e0["decided"] is True and calibration_status(e0) == "within calibration"

@@ -19,6 +19,30 @@ def test_wilson_matches_statsmodels_and_hand_value():
     assert (lo[1] + hi[1]) / 2 == pytest.approx(0.355507, abs=1e-5)
 
 
+def test_clopper_pearson_matches_statsmodels_and_hand_values():
+    from statsmodels.stats.proportion import proportion_confint
+
+    k = np.array([0, 1, 4, 12, 20, 7])
+    n = np.array([50, 50, 12, 12, 400, 50])
+    for a in (0.05, 0.0125):
+        lo, hi = stats.clopper_pearson_ci(k, n, a)
+        slo, shi = proportion_confint(k, n, alpha=a, method="beta")
+        assert np.allclose(lo, slo) and np.allclose(hi, shi)
+    # hand: 0 of 50 -> upper 1 - 0.025^(1/50); 12 of 12 -> lower 0.025^(1/12)
+    lo, hi = stats.clopper_pearson_ci(np.array([0, 12]), np.array([50, 12]))
+    assert hi[0] == pytest.approx(1 - 0.025 ** (1 / 50)) and lo[1] == pytest.approx(0.025 ** (1 / 12))
+    assert lo[0] == 0.0 and hi[1] == 1.0
+    # exact coverage: at every rate the interval misses it at most alpha of the time (Wilson does not at n = 12)
+    p_grid = np.linspace(0.01, 0.5, 50)
+    ks = np.arange(13)
+    lo, hi = stats.clopper_pearson_ci(ks, np.full(13, 12), 0.0125)
+    miss = [(st.binom.pmf(ks, 12, p) * ((lo > p) | (hi < p))).sum() for p in p_grid]
+    assert max(miss) <= 0.0125 + 1e-12
+    wlo, whi = stats.wilson_ci(ks, np.full(13, 12), 0.0125)
+    assert max((st.binom.pmf(ks, 12, p) * ((wlo > p) | (whi < p))).sum() for p in p_grid) > 0.0125
+    assert np.isnan(stats.clopper_pearson_ci(np.array([0]), np.array([0]))[0][0])
+
+
 def test_fleiss_matches_statsmodels():
     from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 

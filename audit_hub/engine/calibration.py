@@ -45,7 +45,7 @@ expected-under-independence counts in its summary), it is the flagged count per 
 simulations against the expected count per item. Otherwise the per-item flag rate is reported
 without a nominal level, with a note on what it means.
 
-``out_of_calibration`` is True when the rate's 95% Wilson interval lies entirely above
+``out_of_calibration`` is True when the rate's exact 95% (Clopper-Pearson, :data:`RATE_CI`) interval lies entirely above
 ``1.5 x nominal`` (too many false positives) or, for p-value tests, entirely below ``0.5 x nominal``
 (far too conservative). The margin keeps Monte Carlo noise and discrete p-values from flagging.
 That verdict is a test; its False is not evidence of calibration. ``decided`` (:func:`decision`) is True only
@@ -70,7 +70,7 @@ from ..columns import ARROW_STR
 from ..errors import DetectorSkipped
 from ..frame.core import AuditFrame, category_codes_of
 from ..schema import LETTERS
-from ..stats.core import wilson_ci
+from ..stats.core import clopper_pearson_ci, wilson_ci
 
 # (observed key, expected key) for count-based detectors
 COUNT_KEYS = (("n_unanimous_non_gold", "expected_under_independence"), ("n_flagged", "expected_flagged"))
@@ -575,9 +575,15 @@ def _resolve(names: dict[str, Callable] | Iterable[str] | None) -> dict[str, Cal
     return {name: detectors.get(name).load().run for name in (detectors.names() if names is None else names)}
 
 
+#: the interval of a false-positive rate and so of its verdict: exact, because a regime's rate rests on 10-13
+#: simulations, where a Wilson interval's lower end is too high (4 of 12 at the regimes' Bonferroni level:
+#: Wilson 0.109, exact 0.066; a true rate of 7.5% gives 4 or more of 12 in 0.96% of audits, not 0.625%)
+RATE_CI = clopper_pearson_ci
+
+
 def _verdict(rate_k: float, rate_n: float, nominal: float | None, two_sided: bool, ci_alpha: float = 0.05
              ) -> tuple[list, bool | None, str]:
-    lo, hi = wilson_ci(rate_k, rate_n, ci_alpha)
+    lo, hi = RATE_CI(rate_k, rate_n, ci_alpha)
     ci = [float(lo), float(hi)]
     if nominal is None or rate_n == 0:
         return ci, None, ""
@@ -596,7 +602,7 @@ def decision(k: float, n: float, nominal: float | None, out_of_calibration: bool
 
     ``out_of_calibration`` (:func:`_verdict`) is a test: it is True only when the rate's interval lies above
     ``MARGIN_HIGH x nominal``, so a True holds at any number of simulations. Its False is not the converse: a
-    rate of 1 in 12 has an interval reaching 35%. ``decided`` is True when the verdict is out of calibration or
+    rate of 1 in 12 has an interval reaching 38%. ``decided`` is True when the verdict is out of calibration or
     the interval's upper end is at most ``MARGIN_HIGH x nominal`` (then "within calibration" is shown, not
     merely not refuted). Otherwise ``sims_to_decide`` is how many simulations the observed rate would need for
     its interval to end below that margin (``per_run``: trials per simulation, the simulated items for a
@@ -607,7 +613,7 @@ def decision(k: float, n: float, nominal: float | None, out_of_calibration: bool
     if out_of_calibration or nominal <= 0:
         return {"decided": True, "sims_to_decide": None}
     margin = MARGIN_HIGH * nominal
-    hi = float(wilson_ci(k, n, ci_alpha)[1])
+    hi = float(RATE_CI(k, n, ci_alpha)[1])
     if hi <= margin:
         return {"decided": True, "sims_to_decide": None}
     p = k / n
@@ -615,13 +621,13 @@ def decision(k: float, n: float, nominal: float | None, out_of_calibration: bool
         return {"decided": False, "sims_to_decide": None}
     # the smallest trial count (a power of 2 times n) whose interval at the observed rate ends below the margin
     grid = n * 2.0 ** np.arange(1, 31)
-    ok = np.flatnonzero(wilson_ci(p * grid, grid, ci_alpha)[1] <= margin)
+    ok = np.flatnonzero(RATE_CI(p * grid, grid, ci_alpha)[1] <= margin)
     need = float(grid[ok[0]]) if len(ok) else float("inf")
     # refine between the last failing power and the first passing one
     if len(ok):
         lo_n = grid[ok[0] - 1] if ok[0] > 0 else n
         cand = np.linspace(lo_n, need, 65)
-        need = float(cand[np.flatnonzero(wilson_ci(p * cand, cand, ci_alpha)[1] <= margin)[0]])
+        need = float(cand[np.flatnonzero(RATE_CI(p * cand, cand, ci_alpha)[1] <= margin)[0]])
     sims = int(np.ceil(need / per_run)) if np.isfinite(need) else None
     return {"decided": False, "sims_to_decide": sims}
 
@@ -923,6 +929,14 @@ def _entries(per_sim: dict[int, dict], sim: NullSimulator, names: list[str], *, 
                 e["decided"], e["sims_to_decide"] = True, None
                 e["note"] = (e.get("note", "") + f"; out of calibration in the {worst} regime "
                              f"({rated[worst]['fpr']:.3f} vs nominal {rated[worst]['nominal']})")
+        # "within calibration" is a claim about every regime: a regime whose own rate is above the margin
+        # (too few simulations to call it out) leaves the detector not decided, whatever the pooled rate says,
+        # and is what the card names (more simulations would decide that regime first)
+        high = [r for r, v in rated.items() if not v["out_of_calibration"] and v["nominal"] is not None
+                and v["fpr"] >= MARGIN_HIGH * v["nominal"] > 0]
+        if e.get("decided") is not None and not e.get("out_of_calibration") and high:
+            r = max(high, key=lambda x: rated[x]["fpr"])
+            e["decided"], e["sims_to_decide"], e["undecided_regime"] = False, None, r
         fr = {r: v["flag_rate"] for r, v in reg.items() if v["flag_rate"] is not None}
         if fr:
             e["worst_regime_flag_rate"] = max(fr.values())
@@ -983,7 +997,7 @@ def _collect(per_sim: dict[int, dict], names) -> tuple[dict, dict, dict, dict]:
 def _rates(pvals: list, counts: list, flags: list, n_items_sim: int, alpha: float, skip_reason: str,
            ci_alpha: float = 0.05) -> dict:
     """One detector's calibration entry from what :func:`_simulate` collected (``ci_alpha``: the level of the
-    rate's Wilson interval and so of the verdict)."""
+    rate's exact interval and so of the verdict)."""
     Q = n_items_sim
     entry: dict[str, Any] = {}
     if pvals:

@@ -249,29 +249,37 @@ def null_capped_lines(fvn: dict) -> list[str]:
 
 def calibration_status(c: dict) -> str:
     """The calibration table's status word: out of calibration (the detector's verdict, a test that holds at
-    any number of simulations), conservative when the whole interval of the false-positive rate lies below the
-    nominal rate (it flags fewer items than it expects to: findings are not inflated, but its power is lower
-    than its nominal rate says), within calibration only when the interval ends at or below the verdict's
-    margin (``decided``: the simulations rule out a rate that would be out of calibration), otherwise not
-    decided, with the interval's upper end and the simulations that would decide it; descriptive without a
-    nominal rate."""
+    any number of simulations); not decided when the simulations cannot place the rate on either side of the
+    verdict's margin (``decided`` False: the pooled interval reaches past it, with the simulations the observed
+    rate would need, or one regime's own rate is above it on too few simulations to call it out); conservative
+    when the whole interval lies below the nominal rate (it flags fewer items than it expects to: findings are
+    not inflated, but its power is lower than its nominal rate says); within calibration when the interval ends
+    at or below the margin and no regime's rate is above it; descriptive without a nominal rate."""
+    from ..engine.calibration import MARGIN_HIGH
+
     ooc = c.get("out_of_calibration")
     if ooc:
         return "**out of calibration**"
     if ooc is None or not isnum(c.get("nominal")):
         return "descriptive (no nominal rate)"
     lo_hi = c.get("fpr_ci")
-    if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and isnum(lo_hi[1]) and float(lo_hi[1]) < float(c["nominal"]):
-        return "conservative (below nominal)"
+    hi = lo_hi[1] if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and isnum(lo_hi[1]) else None
     if c.get("decided") is False:
-        from ..engine.calibration import MARGIN_HIGH
-
-        hi = lo_hi[1] if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and isnum(lo_hi[1]) else None
+        reg = c.get("undecided_regime")
+        r = (c.get("regimes") or {}).get(reg) or {}
+        if reg and isnum(r.get("fpr")) and isnum(r.get("nominal")):
+            k = round(float(r["fpr"]) * int(r.get("n_runs") or 0)) if r.get("kind") == "p_value" else None
+            return (f"not decided: in the {reg.replace('_', ' ')} regime its rate is {pct(r['fpr'])}"
+                    + (f" ({k} of {r['n_runs']} simulations)" if k is not None else "")
+                    + f", above the {pct(MARGIN_HIGH * float(r['nominal']))} margin, on too few simulations to "
+                      "call it out of calibration (`--calibration-sims`)")
         need = c.get("sims_to_decide")
         return (f"not decided: {fmt_num(c.get('n_sims'))} simulations leave rates up to {pct(hi)} possible "
                 f"(out of calibration above {pct(MARGIN_HIGH * float(c['nominal']))})"
                 + (f"; about {need:,} would decide it at the observed rate (`--calibration-sims`)"
                    if isinstance(need, int) else ""))
+    if hi is not None and float(hi) < float(c["nominal"]):
+        return "conservative (below nominal)"
     return "within calibration"
 
 

@@ -186,6 +186,18 @@ def wilson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+def clopper_pearson_ci(k, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """Exact (Clopper-Pearson) interval for k successes in n trials: its coverage is at least ``1 - alpha`` at
+    every rate, unlike the Wilson interval's at a few trials (vectorised; a non-integer k is the continuous
+    extension; n == 0 -> (nan, nan))."""
+    k = np.asarray(k, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo = np.where(k > 0, beta_ppf(alpha / 2, np.maximum(k, 1e-300), np.maximum(n - k + 1, 1e-300)), 0.0)
+        hi = np.where(k < n, beta_ppf(1 - alpha / 2, k + 1, np.maximum(n - k, 1e-300)), 1.0)
+    return np.where(n > 0, lo, np.nan), np.where(n > 0, hi, np.nan)
+
+
 def paired_difference_ci(n11, n10, n01, n00, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Difference p1 - p2 of two proportions measured on the same items, with Newcombe's (1998, method 10)
     square-and-add interval for paired data: the Wilson intervals of p1 = (n11 + n10) / n and
