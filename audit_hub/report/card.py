@@ -380,6 +380,13 @@ def _limitations(result: Any) -> list[str]:
     if bad:
         lims.append("Out of calibration on simulated null benchmarks with this benchmark's option counts and model "
                     "accuracies: " + ", ".join(bad) + ". Treat their p-values and flag counts with caution.")
+    open_ = [k for k, v in cal.items() if isinstance(v, dict) and v.get("decided") is False]
+    if open_:
+        n = next(v.get("n_sims") for k, v in cal.items() if k in open_)
+        lims.append(f"Calibration not decided by the {fmt_num(n)} simulations for " + ", ".join(open_)
+                    + ": their false-positive rate may be above the 1.5 x nominal margin (the calibration table says "
+                    "where); their p-values are not shown to hold their level here. More simulations "
+                    "(`--calibration-sims 400`) decide most of them.")
     for name, reason in (result.skipped or {}).items():
         lims.append(f"`{name}` was skipped: {md_inline(reason, 300)}.")
     for spec in detectors.specs():
