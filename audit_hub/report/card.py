@@ -386,7 +386,7 @@ def _limitations(result: Any) -> list[str]:
         lims.append(f"Calibration not decided by the {fmt_num(n)} simulations for " + ", ".join(open_)
                     + ": their false-positive rate may be above the 1.5 x nominal margin (the calibration table says "
                     "where); their p-values are not shown to hold their level here. More simulations "
-                    "(`--calibration-sims 400`) decide most of them.")
+                    "(`--calibration-sims 400` or more) decide many of them.")
     for name, reason in (result.skipped or {}).items():
         lims.append(f"`{name}` was skipped: {md_inline(reason, 300)}.")
     for spec in detectors.specs():
