@@ -10,7 +10,7 @@ the default runs use ``--calibration-sims`` (50, the audit's default) with seeds
 detector with a nominal rate: the reference's pooled rate, its worst regime and its status word; then, over the
 default runs, how often the card says each status word ("out of calibration", "within calibration",
 "conservative", "not decided") and how often it says the reference's word where the reference decides (out,
-within or conservative). The statuses are the card's own (``report.card.calibration_status``).
+within or conservative). The words are the card's own (``report.card.calibration_word``).
 
 Pools: the bundled MATH-V runs (``mathv``), BLINK and MathVista under ``tests/fixtures/real_pools`` (their
 NOTICE.md gives source and licence).
@@ -58,10 +58,9 @@ def audit_calibration(name: str, n_sims: int, seed: int, work: Path) -> tuple[di
 
 
 def word(entry: dict) -> str:
-    from audit_hub.report.card import calibration_status
+    from audit_hub.report.card import calibration_word
 
-    s = calibration_status(entry).replace("*", "")
-    return next((w for w in WORDS if s.startswith(w)), s)
+    return calibration_word(entry)
 
 
 def _decided_elsewhere(runs: list, det: str, ref_word: str) -> list[tuple[int, str, str]]:

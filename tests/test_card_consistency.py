@@ -300,6 +300,27 @@ def test_calibration_table(report):
         assert line is None, line
 
 
+def test_holm_table_says_how_each_headline_test_holds_on_this_benchmarks_nulls(report):
+    """Every headline p-value in the Holm table sits beside its calibration word, the one the calibration table
+    and summary.json give (``calibration_word``)."""
+    from audit_hub.report.card import calibration_word
+
+    r = report
+    tests = (r.summary.get("multiplicity") or {}).get("tests") or {}
+    if not tests:
+        pytest.skip("no headline tests")
+    lines = r.body.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| Detector | p | p (Holm) |"))
+    assert lines[start].rstrip().endswith("| Calibration on this benchmark's nulls |")
+    rows = [[c.strip() for c in ln.strip().strip("|").split(" | ")] for ln in lines[start + 2:start + 2 + len(tests)]]
+    cal = r.summary.get("calibration") or {}
+    assert [row[0] for row in rows] == list(tests)
+    for name, _p, _ph, word in rows:
+        want = calibration_word(cal[name]) if isinstance(cal.get(name), dict) else "not run"
+        assert word == want, (name, word, want)
+        assert word in ("out of calibration", "not decided", "conservative", "within calibration", "not run"), word
+
+
 def test_limitations_counts(report):
     r = report
     ds = r.summary.get("distractor_similarity") or {}

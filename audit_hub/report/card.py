@@ -117,9 +117,12 @@ def _headline(result: Any) -> dict:
                 out["others"].append(txt)
     mult = (s.get("multiplicity") or {}).get("tests") or {}
     if mult:
+        cal = s.get("calibration") or {}
         out["multiplicity"] = md_table(
-            ["Detector", "p", "p (Holm)"],
-            [[k, fmt_p(v.get("p_value")), fmt_p(v.get("p_holm"))] for k, v in mult.items()], ["l", "r", "r"])
+            ["Detector", "p", "p (Holm)", "Calibration on this benchmark's nulls"],
+            [[k, fmt_p(v.get("p_value")), fmt_p(v.get("p_holm")),
+              calibration_word(cal[k]) if isinstance(cal.get(k), dict) else "not run"] for k, v in mult.items()],
+            ["l", "r", "r", "l"])
     return out
 
 
@@ -247,40 +250,58 @@ def null_capped_lines(fvn: dict) -> list[str]:
     return out
 
 
-def calibration_status(c: dict) -> str:
-    """The calibration table's status word: out of calibration (the detector's verdict, a test that holds at
-    any number of simulations); not decided when the simulations cannot place the rate on either side of the
-    verdict's margin (``decided`` False: the pooled interval reaches past it, with the simulations the observed
-    rate would need, or one regime's own rate is above it on too few simulations to call it out); conservative
-    when the whole interval lies below the nominal rate (it flags fewer items than it expects to: findings are
-    not inflated, but its power is lower than its nominal rate says); within calibration when the interval ends
-    at or below the margin and no regime's rate is above it; descriptive without a nominal rate."""
-    from ..engine.calibration import MARGIN_HIGH
-
+def calibration_word(c: dict) -> str:
+    """A calibration entry's verdict in one word group: "out of calibration" (a test that holds at any number of
+    simulations); "not decided" when the simulations cannot place the rate on either side of the verdict's
+    margin (``decided`` False: the pooled interval reaches past it, or one regime's own rate is above it on too
+    few simulations to call it out); "conservative" when the whole interval lies below the nominal rate (it flags
+    fewer items than it expects to: findings are not inflated, but its power is lower than its nominal rate
+    says); "within calibration" when the interval ends at or below the margin and no regime's rate is above
+    it; "descriptive" without a nominal rate."""
     ooc = c.get("out_of_calibration")
     if ooc:
-        return "**out of calibration**"
+        return "out of calibration"
     if ooc is None or not isnum(c.get("nominal")):
-        return "descriptive (no nominal rate)"
+        return "descriptive"
+    if c.get("decided") is False:
+        return "not decided"
     lo_hi = c.get("fpr_ci")
     hi = lo_hi[1] if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and isnum(lo_hi[1]) else None
-    if c.get("decided") is False:
-        reg = c.get("undecided_regime")
-        r = (c.get("regimes") or {}).get(reg) or {}
-        if reg and isnum(r.get("fpr")) and isnum(r.get("nominal")):
-            k = round(float(r["fpr"]) * int(r.get("n_runs") or 0)) if r.get("kind") == "p_value" else None
-            return (f"not decided: in the {reg.replace('_', ' ')} regime its rate is {pct(r['fpr'])}"
-                    + (f" ({k} of {r['n_runs']} simulations)" if k is not None else "")
-                    + f", above the {pct(MARGIN_HIGH * float(r['nominal']))} margin, on too few simulations to "
-                      "call it out of calibration (`--calibration-sims`)")
-        need = c.get("sims_to_decide")
-        return (f"not decided: {fmt_num(c.get('n_sims'))} simulations leave rates up to {pct(hi)} possible "
-                f"(out of calibration above {pct(MARGIN_HIGH * float(c['nominal']))})"
-                + (f"; about {need:,} would decide it at the observed rate (`--calibration-sims`)"
-                   if isinstance(need, int) else ""))
     if hi is not None and float(hi) < float(c["nominal"]):
-        return "conservative (below nominal)"
+        return "conservative"
     return "within calibration"
+
+
+def calibration_status(c: dict) -> str:
+    """The calibration table's status: :func:`calibration_word`, with what decides it where it is not decided
+    (the regime above the margin, or the pooled interval's end and the simulations the observed rate would
+    need)."""
+    from ..engine.calibration import MARGIN_HIGH
+
+    word = calibration_word(c)
+    if word == "out of calibration":
+        return f"**{word}**"
+    if word == "descriptive":
+        return "descriptive (no nominal rate)"
+    if word == "conservative":
+        return "conservative (below nominal)"
+    if word == "within calibration":
+        return word
+    reg = c.get("undecided_regime")
+    r = (c.get("regimes") or {}).get(reg) or {}
+    if reg and isnum(r.get("fpr")) and isnum(r.get("nominal")):
+        k = round(float(r["fpr"]) * int(r.get("n_runs") or 0)) if r.get("kind") == "p_value" else None
+        return (f"not decided: in the {reg.replace('_', ' ')} regime its rate is {pct(r['fpr'])}"
+                + (f" ({k} of {r['n_runs']} simulations)" if k is not None else "")
+                + f", above the {pct(MARGIN_HIGH * float(r['nominal']))} margin, on too few simulations to "
+                  "call it out of calibration (`--calibration-sims`)")
+    lo_hi = c.get("fpr_ci")
+    hi = lo_hi[1] if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and isnum(lo_hi[1]) else None
+    need = c.get("sims_to_decide")
+    return (f"not decided: {fmt_num(c.get('n_sims'))} simulations leave rates up to {pct(hi)} possible "
+            f"(out of calibration above {pct(MARGIN_HIGH * float(c['nominal']))})"
+            + (f"; about {need:,} would decide it at the observed rate (`--calibration-sims`)"
+               if isinstance(need, int) else ""))
 
 
 def _calibration(result: Any) -> str:
