@@ -50,7 +50,9 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", **opt("--seed"), help="Seed for every random draw (recorded in the report)."),
         n_permutations: int = typer.Option(999, "--n-permutations", **opt("--n-permutations"), help="Permutations for the zero-gain null."),
         calibration_sims: int = typer.Option(
-            50, "--calibration-sims", **opt("--calibration-sims"), help="Simulated null benchmarks per detector for the calibration check (0 = skip)."),
+            50, "--calibration-sims", **opt("--calibration-sims"), help="Simulated null benchmarks per detector for the calibration check (0 = skip). 50 decides a "
+                 "detector far out of calibration; calling a p-value test within calibration takes about 300-400 "
+                 "(the card says 'not decided' until then)."),
         stratify: list[str] | None = typer.Option(
             None, "--stratify",
             help="Strata of the zero-gain permutation null (repeatable). Default 'auto': effective option count, "
