@@ -445,7 +445,7 @@ def test_flags_in_categories_at_chance_are_compared_with_the_regime_that_draws_t
     reg = e["regimes"]["chance_categories"]
     assert sc["flag_rate"] * sc["n_items_simulated"] == pytest.approx(reg["flag_rate"] * e["n_items_simulated"])
     assert sc["flag_rate"] > 0.5  # at chance with 4 options the majority is mostly not the gold
-    lo, hi = wilson_ci_of(sc)
+    lo, hi = sc["flag_rate_ci"]
     assert lo <= sc["flag_rate"] <= hi
 
     res = det(f)
@@ -476,9 +476,6 @@ def test_flags_in_categories_at_chance_are_compared_with_the_regime_that_draws_t
     assert (flagged & ~at).sum() == 150 and (sev[flagged & ~at] == "medium").all()  # outside cat0: their level
     assert (q["fake_severity"].to_numpy()[flagged] == "medium").all()  # the detector's own column is kept
 
-
-def wilson_ci_of(sc):
-    return sc["flag_rate_ci"]
 
 
 def test_a_regime_above_the_margin_keeps_the_detector_from_within_calibration():

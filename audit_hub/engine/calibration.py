@@ -956,7 +956,7 @@ def chance_scope(per_sim: dict[int, dict], sim: NullSimulator, name: str) -> dic
     if chance_item is None or not np.any(chance_item):
         return None
     vals = [v[name][4] for s, v in sorted(per_sim.items())
-            if sim.regime_of(s) == "chance_categories" and len(v[name]) > 4 and v[name][4] is not None]
+            if sim.regime_of(s) == "chance_categories" and v[name][4] is not None]
     if not vals:
         return None
     n_items = int(np.sum(chance_item))

@@ -250,6 +250,12 @@ def null_capped_lines(fvn: dict) -> list[str]:
     return out
 
 
+def _ci_upper(c: dict) -> float | None:
+    """The upper end of a calibration entry's false-positive-rate interval, when it has one."""
+    lo_hi = c.get("fpr_ci")
+    return lo_hi[1] if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and isnum(lo_hi[1]) else None
+
+
 def calibration_word(c: dict) -> str:
     """A calibration entry's verdict in one word group: "out of calibration" (a test that holds at any number of
     simulations); "not decided" when the simulations cannot place the rate on either side of the verdict's
@@ -265,8 +271,7 @@ def calibration_word(c: dict) -> str:
         return "descriptive"
     if c.get("decided") is False:
         return "not decided"
-    lo_hi = c.get("fpr_ci")
-    hi = lo_hi[1] if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and isnum(lo_hi[1]) else None
+    hi = _ci_upper(c)
     if hi is not None and float(hi) < float(c["nominal"]):
         return "conservative"
     return "within calibration"
@@ -295,8 +300,7 @@ def calibration_status(c: dict) -> str:
                 + (f" ({k} of {r['n_runs']} simulations)" if k is not None else "")
                 + f", above the {pct(MARGIN_HIGH * float(r['nominal']))} margin, on too few simulations to "
                   "call it out of calibration (`--calibration-sims`)")
-    lo_hi = c.get("fpr_ci")
-    hi = lo_hi[1] if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and isnum(lo_hi[1]) else None
+    hi = _ci_upper(c)
     need = c.get("sims_to_decide")
     return (f"not decided: {fmt_num(c.get('n_sims'))} simulations leave rates up to {pct(hi)} possible "
             f"(out of calibration above {pct(MARGIN_HIGH * float(c['nominal']))})"
