@@ -301,7 +301,7 @@ def test_default_not_below_random_over_seeds_on_a_simulated_pool():
 
 
 def test_ensemble_estimate_is_the_inverse_squared_inner_mae_weighted_mean():
-    """The ensemble estimator: weights 1 / inner MAE^2 over its parts (the three estimators on the one balanced
+    """The ensemble estimator: weights 1 / inner MAE^2 over its parts (the four estimators on the one balanced
     draw: the same budget of items as every other estimator), normalised; its outer estimate is that weighted
     mean of theirs (recomputed here), and it reads the held-out models' answers on the budget's items only."""
     from audit_hub.curate.estimate import estimate_all
@@ -336,6 +336,32 @@ def test_ensemble_estimate_is_the_inverse_squared_inner_mae_weighted_mean():
     assert not np.allclose(est2["anchor_calibrated"], est["anchor_calibrated"])
 
 
+def test_calibrated_random_pirt_is_the_training_models_least_squares_line_through_their_own_pirt():
+    """``random_pirt_calibrated``: the held-out model's p-IRT estimate on the random draw mapped through the line
+    ``full ~ a + b * pirt`` fitted (least squares, ``np.polyfit``) on the training models' p-IRT estimates from the
+    same draw and the same 2PL fit; clipped to [0, 1]."""
+    from audit_hub.curate.draws import stratified_random
+    from audit_hub.curate.estimate import estimate_all
+    from audit_hub.curate.irt import estimate_scores, fit_2pl
+
+    rng = np.random.default_rng(8)
+    x, _ = _two_pl(rng, 900, 14)
+    k = np.ones_like(x)
+    test = np.array([2, 7, 11])
+    train = np.setdiff1d(np.arange(14), test)
+    est = estimate_all(x, k, train, test, 80, 4)["estimates"]
+    model = fit_2pl(x[:, train], k[:, train])
+    ri = np.flatnonzero(stratified_random(np.zeros(900, np.int64), 80, 1, np.random.default_rng([4, 11]))[0] > 0)
+    w = np.full(len(ri), 1 / len(ri))
+    p_tr = estimate_scores(model, ri, w, x[ri][:, train], k[ri][:, train], k[:, train], 1.0)["pirt"]
+    p_te = estimate_scores(model, ri, w, x[ri][:, test], k[ri][:, test], k[:, test], 1.0)["pirt"]
+    assert est["random_pirt"] == pytest.approx(p_te)
+    b, a = np.polyfit(p_tr, x[:, train].mean(axis=0), 1)
+    assert est["random_pirt_calibrated"] == pytest.approx(np.clip(a + b * p_te, 0, 1), abs=1e-12)
+    # the line moves the estimate: it is not the raw p-IRT figure
+    assert not np.allclose(est["random_pirt_calibrated"], p_te)
+
+
 def test_inner_cross_validation_leaves_one_model_out_in_small_pools():
     """Up to LOO_MAX_TRAIN training models the estimators are compared in leave-one-model-out inner folds (fitted
     to n - 1 models, as the outer split fits them to n); above, in 3 folds; under 6 training models, none."""
@@ -356,13 +382,16 @@ def test_leave_one_out_inner_folds_on_the_real_mathvista_pool():
     """MathVista's 8 image models, each left out in turn with 100 budget items (seed 0). With 2 inner folds the
     2PL-based estimators were compared fitted to 3-4 models and lost to the model-free ones; with leave-one-out
     inner folds they are compared fitted to 6 (as the outer split fits them to 7) and p-IRT on information
-    anchors is chosen for 7 of the 8 left-out models. Measured (seeds 0-3): reported MAE 1.84 / 1.56 / 1.17 /
-    2.11 points with leave-one-out inner folds, 4.24 / 1.48 / 3.71 / 3.20 with 2 folds, plain random items 3.70
-    / 1.93 / 3.97 / 3.43.
+    anchors is chosen for 7 of the 8 left-out models. Measured (seeds 0-3): reported MAE 1.97 / 1.68 / 1.17 /
+    2.04 points with leave-one-out inner folds (1.84 / 1.56 / 1.17 / 2.11 before the ensemble gained its fourth
+    part, ``random_pirt_calibrated``, 2026-12-06: the left-out model that keeps the ensemble is estimated worse
+    there), 4.24 / 1.48 / 3.71 / 3.20 with 2 folds (before that change), plain random items 3.70 / 1.93 / 3.97 /
+    3.43.
 
     The 2-fold figure of seed 0 depends on the machine: 4.24 on an AMD EPYC, 4.13 on an Intel Xeon with
     AVX-512 and 4.07 there with OpenBLAS's Haswell kernels (OPENBLAS_CORETYPE=Haswell); 3.83 on the AMD EPYC
-    since the ensemble's own parts no longer replace it (2026-12-06). Its inner folds fit the
+    since the ensemble's own parts no longer replace it (2026-12-06), 3.70 there with the four-part ensemble. Its
+    inner folds fit the
     2PL to 3-4 models, the estimators come out nearly tied, and the last bits of NumPy's and OpenBLAS's
     CPU-specific kernels decide 3 of the 8 choices. So it is asserted as a range, well above the leave-one-out
     figure. The leave-one-out figure and its choices are the same on all three."""
@@ -383,9 +412,9 @@ def test_leave_one_out_inner_folds_on_the_real_mathvista_pool():
         kfold.append(b["abs_err"][b["chosen"]][0])
         rnd.append(a["abs_err"]["random"][0])
         chosen.append(a["chosen"])
-    assert 100 * np.mean(loo) == pytest.approx(1.84, abs=0.01)
+    assert 100 * np.mean(loo) == pytest.approx(1.97, abs=0.01)
     assert 100 * np.mean(rnd) == pytest.approx(3.70, abs=0.01)
-    assert 3.6 <= 100 * np.mean(kfold) <= 4.4 and 100 * np.mean(kfold) >= 100 * np.mean(loo) + 1.7
+    assert 3.6 <= 100 * np.mean(kfold) <= 4.4 and 100 * np.mean(kfold) >= 100 * np.mean(loo) + 1.5
     assert chosen.count("pirt_information") == 7
 
 

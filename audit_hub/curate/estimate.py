@@ -16,8 +16,12 @@ from the training models):
   (:func:`.baselines.kmeans_anchors`, cluster-size weights);
 * ``random_pirt``: p-IRT on that same random draw (the 2PL ability from the held-out model's answers on it, its
   observed answers there and 2PL probabilities elsewhere);
-* ``ensemble``: a weighted mean of ``random``, ``random_calibrated`` and ``random_pirt`` (``random_pirt`` only
-  where every 2PL fit converged): the same ``budget`` items, three models of the answers. Weights proportional
+* ``random_pirt_calibrated``: that p-IRT estimate mapped through the least-squares line ``full ~ a + b * pirt``
+  fitted on the training models' own p-IRT estimates from the same draw (removes the 2PL's bias where the pool is
+  not one dimension, as ``random_calibrated`` removes the draw's difficulty offset);
+* ``ensemble``: a weighted mean of ``random``, ``random_calibrated``, ``random_pirt`` and
+  ``random_pirt_calibrated`` (the last two only where every 2PL fit converged): the same ``budget`` items, four
+  models of the answers. Weights proportional
   to 1 / (inner cross-validated MAE)^2 (about inverse variance; equal weights where there is no inner CV, and
   inside the inner CV itself, which compares this equal-weight mean).
 
@@ -39,13 +43,13 @@ import numpy as np
 from .measures import weighted_accuracy
 
 BASE_ESTIMATORS = ("pirt_information", "gpirt", "anchor_irt", "random", "random_calibrated", "anchor_calibrated",
-                   "random_pirt")
+                   "random_pirt", "random_pirt_calibrated")
 ESTIMATORS = (*BASE_ESTIMATORS, "ensemble")
-IRT_BASED = ("pirt_information", "gpirt", "anchor_irt", "random_pirt")
-# the ensemble's parts: three estimators on ONE set of ``budget`` items (the stratified random draw), so the ensemble
+IRT_BASED = ("pirt_information", "gpirt", "anchor_irt", "random_pirt", "random_pirt_calibrated")
+# the ensemble's parts: four estimators on ONE set of ``budget`` items (the stratified random draw), so the ensemble
 # sees exactly as many of the held-out model's answers as every other estimator. (The previous ensemble
 # averaged estimators on four different item sets: up to four times the budget.)
-ENSEMBLE_PARTS = ("random", "random_calibrated", "random_pirt")
+ENSEMBLE_PARTS = ("random", "random_calibrated", "random_pirt", "random_pirt_calibrated")
 DEFAULT_ESTIMATOR = "ensemble"
 # another estimator replaces the ensemble where its inner MAE is lower by more than this many standard errors of
 # the paired difference (other margins measured on three real pools: docs/curate.md, benchmarks/score_estimation.py)
@@ -106,8 +110,10 @@ def estimate_all(right: np.ndarray, known: np.ndarray, train: np.ndarray, test: 
     a, b = _line(_acc(wk, r_tr, k_tr), full_tr)
     out["anchor_calibrated"] = np.clip(a + b * _acc(wk, r_te, k_te), 0, 1)
     ri = np.flatnonzero(rnd > 0)
-    out["random_pirt"] = estimate_scores(model, ri, np.full(len(ri), 1.0 / max(len(ri), 1)), r_te[ri], k_te[ri],
-                                         k_te, 1.0)["pirt"]
+    wr = np.full(len(ri), 1.0 / max(len(ri), 1))
+    out["random_pirt"] = estimate_scores(model, ri, wr, r_te[ri], k_te[ri], k_te, 1.0)["pirt"]
+    a, b = _line(estimate_scores(model, ri, wr, r_tr[ri], k_tr[ri], k_tr, 1.0)["pirt"], full_tr)
+    out["random_pirt_calibrated"] = np.clip(a + b * out["random_pirt"], 0, 1)
     use = [k for k in ENSEMBLE_PARTS if model.converged or k not in IRT_BASED]
     out["ensemble"] = np.mean(np.stack([out[k] for k in use]), axis=0)
     return {"estimates": out, "irt_converged": bool(model.converged), "irt_iterations": int(model.n_iter),

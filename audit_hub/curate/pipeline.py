@@ -710,7 +710,7 @@ def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> di
     """Each held-out model's whole-pool accuracy estimated from a small item budget, pooled over the splits:
     every estimator's MAE with a bootstrap-over-models interval, and the reported one (each split's estimator
     chosen by inner cross-validation on its training models)."""
-    from .estimate import ANCHOR_ESTIMATORS, ESTIMATORS, LOO_MAX_TRAIN, margin_words
+    from .estimate import ANCHOR_ESTIMATORS, ENSEMBLE_PARTS, ESTIMATORS, LOO_MAX_TRAIN, margin_words
 
     if not folds or not all("_score" in f for f in folds):
         return None
@@ -725,8 +725,8 @@ def _pooled_score_error(folds: list[dict], pool: _Pool, cfg: CurateConfig) -> di
     word = "below" if mae < rnd else "above" if mae > rnd else "equal to"
     names = sorted({x["chosen"] for x in sc})
     return {"n_items": int(min(cfg.score_budget, pool.Q)),
-            "method": "per split, the ensemble of the estimators on one stratified random draw of the budget (random, "
-                      "random_calibrated, random_pirt; weights 1 / inner MAE^2) unless an estimator on other items has an inner "
+            "method": "per split, the ensemble of the estimators on one stratified random draw of the budget ("
+                      f"{', '.join(ENSEMBLE_PARTS)}; weights 1 / inner MAE^2) unless an estimator on other items has an inner "
                       f"cross-validated MAE (leave one training model out up to {LOO_MAX_TRAIN} training models, 3 "
                       "folds above) "
                       f"is lower by more than {margin_words()} of the paired difference "
