@@ -590,15 +590,20 @@ def main() -> None:
     ap.add_argument("--cal-sims", type=int, default=40,
                     help="the audit's calibration simulations per real pool (split over the null's regimes)")
     ap.add_argument("--only-real", action="store_true", help="only the real pools (development)")
+    ap.add_argument("--real-pools", default=",".join(REAL_POOLS),
+                    help="with --only-real: comma-separated names under tests/fixtures/real_pools, or folders holding "
+                         "questions.parquet and runs.parquet (e.g. the VisOnlyQA pool scripts/build_visonlyqa_pool.py "
+                         "writes)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
     args = ap.parse_args()
     if args.smoke:
         args.plantings, args.items, args.null_sims = 2, 300, 10
     real_dir = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real_pools"
     if args.only_real:
-        reals = [run_real(name, pd.read_parquet(real_dir / name / "questions.parquet"),
-                          pd.read_parquet(real_dir / name / "runs.parquet"), args.plantings, args.rate, args.seed,
-                          args.cal_sims) for name in REAL_POOLS]
+        names = [n.strip() for n in args.real_pools.split(",") if n.strip()]
+        dirs = {n: (Path(n) if Path(n).is_dir() else real_dir / n) for n in names}
+        reals = [run_real(name, pd.read_parquet(d / "questions.parquet"), pd.read_parquet(d / "runs.parquet"),
+                          args.plantings, args.rate, args.seed, args.cal_sims) for name, d in dirs.items()]
         for s in reals:
             print(json.dumps(s, default=str))
         report_real(reals)

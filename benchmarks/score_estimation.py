@@ -13,7 +13,8 @@ and ``estimate.score_split`` on each, so that the choice between estimators can 
 ``estimate.REPLACE_MARGIN_SE``; ``inf`` never replaces the ensemble.
 
 Pools: the bundled MATH-V runs (``mathv``: 11 image models), BLINK (19) and MathVista (8) under
-``tests/fixtures/real_pools`` (their NOTICE.md gives source and licence).
+``tests/fixtures/real_pools`` (their NOTICE.md gives source and licence), or a folder of your own holding
+``questions.parquet`` and ``runs.parquet`` (e.g. VisOnlyQA's 20 models, built by ``scripts/build_visonlyqa_pool.py``).
 
 Printed per pool: each estimator's MAE in points (mean over seeds of the pooled MAE over held-out models); the
 reported MAE under each margin; and, for the product's margin, the reported MAE paired with ``random`` and each
@@ -48,6 +49,10 @@ def load_pool(name: str):
     if name == "mathv":
         p = example_paths()
         q, r = p["questions"], p["runs"]
+    elif Path(name).is_dir():
+        # a pool folder of your own (questions.parquet + runs.parquet), e.g. the one
+        # scripts/build_visonlyqa_pool.py writes
+        q, r = Path(name) / "questions.parquet", Path(name) / "runs.parquet"
     else:
         d = ROOT / "tests" / "fixtures" / "real_pools" / name
         q, r = d / "questions.parquet", d / "runs.parquet"
@@ -106,7 +111,8 @@ def report(res: dict, margins: list[float], product_margin: float) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pools", default=",".join(POOLS), help=f"comma-separated, of {', '.join(POOLS)}")
+    ap.add_argument("--pools", default=",".join(POOLS),
+                    help=f"comma-separated, of {', '.join(POOLS)}, or a folder with questions.parquet and runs.parquet")
     ap.add_argument("--seeds", default=",".join(str(i) for i in range(20)))
     ap.add_argument("--margins", default="0,0.5,1,1.5,2,3,inf")
     ap.add_argument("--budget", type=int, default=100, help="items each held-out model answers (curate's default)")
@@ -115,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     from audit_hub.curate.estimate import REPLACE_MARGIN_SE
 
     pools = ["mathvista"] if a.smoke else [p.strip() for p in a.pools.split(",") if p.strip()]
-    bad = [p for p in pools if p not in POOLS]
+    bad = [p for p in pools if p not in POOLS and not Path(p).is_dir()]
     if bad:
         ap.error(f"unknown pool {bad[0]!r}; one of {', '.join(POOLS)}")
     seeds = [0] if a.smoke else [int(s) for s in a.seeds.split(",")]
