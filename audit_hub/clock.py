@@ -84,14 +84,30 @@ def recording(clock: StageClock) -> Iterator[StageClock]:
         _CURRENT.reset(token)
 
 
+def _raise_if_signalled() -> None:
+    """Raise :class:`~audit_hub.errors.Interrupted` if the CLI's handler recorded SIGINT/SIGTERM whose exception
+    was lost: raised inside code that cannot pass it on (an import's weakref callback prints "Exception ignored"
+    and carries on), the run would otherwise go on computing until the output step refuses to write. Checked as
+    each stage starts and at each progress report, so a lost signal stops the run within one stage step."""
+    from .errors import Interrupted, signal_received
+
+    signum = signal_received()
+    if signum is not None:
+        raise Interrupted(signum)
+
+
 def stage(name: str):
-    """Context manager timing one stage into the installed clock (a no-op without one)."""
+    """Context manager timing one stage into the installed clock (a no-op without one). Raises
+    :class:`~audit_hub.errors.Interrupted` first if a signal arrived whose exception was lost."""
+    _raise_if_signalled()
     clock = _CURRENT.get()
     return clock.stage(name) if clock is not None else nullcontext()
 
 
 def progress(done: int, total: int) -> None:
-    """Report progress within the current stage to the installed clock (a no-op without one)."""
+    """Report progress within the current stage to the installed clock (a no-op without one); raises like
+    :func:`stage` after a lost signal."""
+    _raise_if_signalled()
     clock = _CURRENT.get()
     if clock is not None:
         clock.progress(done, total)

@@ -185,9 +185,9 @@ def test_interrupt_inside_the_writer_leaves_old_output_and_no_temp(ws, previous_
 @pytest.mark.parametrize("fresh", [False, True])
 def test_signal_whose_exception_is_swallowed_still_writes_nothing(ws, previous_report, monkeypatch, fresh):
     """A real SIGTERM to the CLI's own process, whose Interrupted is raised where code swallows it (as a
-    finaliser or ``__del__`` does: "Exception ignored", and the run carries on): the run goes on to the end, but
-    the output is not swapped in; exit 143, the one line, the old output (or none) left as it was. A later run
-    in the same process is not refused."""
+    finaliser or ``__del__`` does: "Exception ignored", and the run carries on): the run stops at its next stage
+    or progress report, or at the latest the output is not swapped in; exit 143, the one line, the old output (or
+    none) left as it was. A later run in the same process is not refused."""
     import signal
     import time
 
@@ -217,6 +217,48 @@ def test_signal_whose_exception_is_swallowed_still_writes_nothing(ws, previous_r
     again = ws.cli(*ws.audit_args("report"))
     assert again.rc == 0, again
     assert (ws.root / "report" / "summary.json").exists()
+
+
+def test_a_swallowed_signal_stops_the_run_at_its_next_stage(ws, monkeypatch):
+    """SIGTERM whose Interrupted is swallowed while the questions are read (as an import's weakref callback does:
+    "Exception ignored", seen in CI when the signal landed during an import): the run does not compute on to the
+    end (it did: a 20,000-permutation audit ran for minutes after Ctrl-C). It stops as the next stage starts:
+    no detector runs, no card is rendered, exit 143 with the one line, nothing written."""
+    import signal
+    import time
+
+    import audit_hub.readers.ingest as ingest
+    import audit_hub.report.card as card
+    from audit_hub.engine import run as engine_run
+
+    before = ws.snap()
+    real_load = ingest.load_questions
+    seen, later = [], []
+
+    def swallowing(*a, **k):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(2.0)  # the handler runs here and raises Interrupted
+        except BaseException as e:  # noqa: BLE001 - what a weakref callback does with it
+            seen.append(type(e).__name__)
+        return real_load(*a, **k)
+
+    def must_not_run(name, real):
+        def wrapped(*a, **k):
+            later.append(name)
+            return real(*a, **k)
+        return wrapped
+
+    monkeypatch.setattr(ingest, "load_questions", swallowing)
+    monkeypatch.setattr(card, "render_card", must_not_run("card", card.render_card))
+    monkeypatch.setattr(engine_run, "run_audit", must_not_run("detectors", engine_run.run_audit))
+    t0 = time.perf_counter()
+    res = ws.cli(*ws.audit_args("report"))
+    assert seen == ["Interrupted"]
+    assert res.rc == 143 and res.err.strip().splitlines()[-1] == "interrupted, nothing written", res
+    assert later == [] and time.perf_counter() - t0 < 30
+    assert ws.snap() == before
+    assert not (ws.root / "report").exists()
 
 
 @pytest.mark.parametrize("path", ["new", "exchange", "retired_sibling"])
