@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/build_visonlyqa_pool.py VISONLYQA_GIT_DIR OUT_DIR [--real-only]
 
-``VISONLYQA_GIT_DIR`` is a git directory (a bare clone or ``.git``) of github.com/psunlpgroup/VisOnlyQA, commit
-33a1355ab8d0a6b2e54dd0c6b2e5f3d3b2c5d1e0 or any later one holding ``results/model_responses``. The pool is written
+``VISONLYQA_GIT_DIR`` is a git directory (a bare clone or ``.git``) of github.com/psunlpgroup/VisOnlyQA holding
+commit 33a1355dbe467352f6f82d3911636f7cc8de6ada (:data:`COMMIT`, read from the git objects whatever is checked out). The pool is written
 to ``OUT_DIR/questions.parquet`` and ``OUT_DIR/runs.parquet`` (the audit's input tables), so that
 ``benchaudit audit -q OUT_DIR/questions.parquet -r OUT_DIR/runs.parquet`` and the benchmarks' ``--pool OUT_DIR``
 read it.
@@ -50,6 +50,7 @@ MODELS = ("InternVL2-4B", "InternVL2-8B", "InternVL2-26B", "InternVL2-40B", "Int
           "gemini-1.5-flash-002", "gemini-1.5-pro-002", "gpt-4o-2024-08-06", "gpt-4o-mini-2024-07-18",
           "llava_next_llama3", "llava_next_yi_34b", "molmo-72B-0924", "molmo-7B-D-0924")
 TRUNC = 300
+COMMIT = "33a1355dbe467352f6f82d3911636f7cc8de6ada"
 _OPT = re.compile(r"\(([a-e])\)\s*(.*?)(?=\s*\([a-e]\)\s|\s*$)", re.S)
 
 
@@ -58,7 +59,7 @@ def _git(gd: str, *args: str) -> str:
 
 
 def _jsonl(gd: str, path: str) -> list[dict]:
-    return [json.loads(line) for line in _git(gd, "show", f"HEAD:{path}").splitlines() if line.strip()]
+    return [json.loads(line) for line in _git(gd, "show", f"{COMMIT}:{path}").splitlines() if line.strip()]
 
 
 def _strip_image(prompt: str) -> str:
@@ -79,10 +80,10 @@ def build(gd: str, real_only: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]
     splits = [("real", "dataset/test/real")] + ([] if real_only else [("synthetic", "dataset/test/synthetic")])
     qrows, runs = [], []
     for split, folder in splits:
-        for task_file in sorted(_git(gd, "ls-tree", "--name-only", "HEAD", folder + "/").split()):
+        for task_file in sorted(_git(gd, "ls-tree", "--name-only", COMMIT, folder + "/").split()):
             task = Path(task_file).stem
             base = f"results/model_responses/eval_{split}/{task}/prompt=no_reasoning"
-            if not _git(gd, "ls-tree", "--name-only", "HEAD", base + "/").strip():
+            if not _git(gd, "ls-tree", "--name-only", COMMIT, base + "/").strip():
                 print(f"{task_file}: no saved responses, left out", file=sys.stderr)
                 continue
             items = _jsonl(gd, task_file)
