@@ -118,3 +118,19 @@ def paired_over_seeds(a, b) -> tuple[float, float, float, float]:
     d = a - b
     se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
     return float(a.mean()), float(b.mean()), float(d.mean()), se
+
+
+def pool_files(name: str):
+    """(questions, runs) Parquet paths of a real pool: ``mathv`` the bundled MATH-V example, an existing folder
+    its ``questions.parquet`` and ``runs.parquet`` (e.g. the VisOnlyQA pool ``scripts/build_visonlyqa_pool.py``
+    writes), otherwise ``tests/fixtures/real_pools/<name>``."""
+    from pathlib import Path
+
+    if name == "mathv":
+        from audit_hub.readers.example import example_paths
+
+        p = example_paths()
+        return Path(p["questions"]), Path(p["runs"])
+    d = Path(name) if Path(name).is_dir() else Path(__file__).resolve().parents[1] / "tests" / "fixtures" / \
+        "real_pools" / name
+    return d / "questions.parquet", d / "runs.parquet"

@@ -30,6 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _measure import pool_files  # noqa: E402
 
 POOLS = ("mathv", "blink", "mathvista")
 WORDS = ("out of calibration", "within calibration", "conservative", "not decided")
@@ -38,8 +41,8 @@ WORDS = ("out of calibration", "within calibration", "conservative", "not decide
 def pool_args(name: str) -> list[str]:
     if name == "mathv":
         return []  # no inputs: the bundled example
-    d = ROOT / "tests" / "fixtures" / "real_pools" / name
-    return ["--questions", str(d / "questions.parquet"), "--runs", str(d / "runs.parquet")]
+    q, r = pool_files(name)
+    return ["--questions", str(q), "--runs", str(r)]
 
 
 def audit_calibration(name: str, n_sims: int, seed: int, work: Path) -> tuple[dict, float]:

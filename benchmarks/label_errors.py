@@ -67,6 +67,9 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _measure import pool_files  # noqa: E402
 
 from audit_hub.detectors import consensus_error  # noqa: E402
 from audit_hub.frame.core import AuditFrame  # noqa: E402
@@ -598,12 +601,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.smoke:
         args.plantings, args.items, args.null_sims = 2, 300, 10
-    real_dir = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real_pools"
     if args.only_real:
         names = [n.strip() for n in args.real_pools.split(",") if n.strip()]
-        dirs = {n: (Path(n) if Path(n).is_dir() else real_dir / n) for n in names}
-        reals = [run_real(name, pd.read_parquet(d / "questions.parquet"), pd.read_parquet(d / "runs.parquet"),
-                          args.plantings, args.rate, args.seed, args.cal_sims) for name, d in dirs.items()]
+        reals = [run_real(name, *(pd.read_parquet(f) for f in pool_files(name)), args.plantings, args.rate,
+                          args.seed, args.cal_sims) for name in names]
         for s in reals:
             print(json.dumps(s, default=str))
         report_real(reals)
@@ -634,13 +635,11 @@ def main() -> None:
                           300 if args.smoke else 600) for name in REGIMES]
     for s in regimes:
         print(json.dumps(s))
-    real_dir = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real_pools"
     n_cal = 4 if args.smoke else args.cal_sims
     reals = [run_real("mathv (bundled)", qv, rv, 1 if args.smoke else 3, args.rate, args.seed, n_cal)]
     for name in REAL_POOLS if not args.smoke else REAL_POOLS[:1]:
-        reals.append(run_real(name, pd.read_parquet(real_dir / name / "questions.parquet"),
-                              pd.read_parquet(real_dir / name / "runs.parquet"), 1 if args.smoke else 3, args.rate,
-                              args.seed, n_cal))
+        reals.append(run_real(name, *(pd.read_parquet(f) for f in pool_files(name)), 1 if args.smoke else 3,
+                              args.rate, args.seed, n_cal))
     for s in reals:
         print(json.dumps(s, default=str))
     nulls = null_fpr(args.null_sims, args.seed)

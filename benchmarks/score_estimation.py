@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import paired_over_seeds  # noqa: E402
+from _measure import paired_over_seeds, pool_files  # noqa: E402
 
 POOLS = ("mathv", "blink", "mathvista")
 
@@ -44,18 +44,7 @@ def load_pool(name: str):
     from audit_hub.curate.findings import audit_findings
     from audit_hub.curate.pipeline import _Pool
     from audit_hub.frame.core import AuditFrame
-    from audit_hub.readers.example import example_paths
-
-    if name == "mathv":
-        p = example_paths()
-        q, r = p["questions"], p["runs"]
-    elif Path(name).is_dir():
-        # a pool folder of your own (questions.parquet + runs.parquet), e.g. the one
-        # scripts/build_visonlyqa_pool.py writes
-        q, r = Path(name) / "questions.parquet", Path(name) / "runs.parquet"
-    else:
-        d = ROOT / "tests" / "fixtures" / "real_pools" / name
-        q, r = d / "questions.parquet", d / "runs.parquet"
+    q, r = pool_files(name)
     frame = AuditFrame.from_tables(pd.read_parquet(q), pd.read_parquet(r))
     return _Pool(frame, audit_findings(frame, seed=0).field)
 

@@ -38,28 +38,25 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from build_real_pools import TRUNC, _git  # noqa: E402  (the other real pools' builder: git reads, truncation)
 
 MODELS = ("InternVL2-4B", "InternVL2-8B", "InternVL2-26B", "InternVL2-40B", "InternVL2-Llama3-76B",
           "Llama-3.2-11B-Vision-Instruct", "Llama-3.2-90B-Vision-Instruct", "Phi-3.5-vision-instruct",
           "Qwen2-VL-2B-Instruct", "Qwen2-VL-7B-Instruct", "Qwen2-VL-72B-Instruct", "claude-3-5-sonnet-20240620",
           "gemini-1.5-flash-002", "gemini-1.5-pro-002", "gpt-4o-2024-08-06", "gpt-4o-mini-2024-07-18",
           "llava_next_llama3", "llava_next_yi_34b", "molmo-72B-0924", "molmo-7B-D-0924")
-TRUNC = 300
 COMMIT = "33a1355dbe467352f6f82d3911636f7cc8de6ada"
 _OPT = re.compile(r"\(([a-e])\)\s*(.*?)(?=\s*\([a-e]\)\s|\s*$)", re.S)
 
 
-def _git(gd: str, *args: str) -> str:
-    return subprocess.run(["git", "--git-dir", gd, *args], capture_output=True, check=True).stdout.decode()
-
-
 def _jsonl(gd: str, path: str) -> list[dict]:
-    return [json.loads(line) for line in _git(gd, "show", f"{COMMIT}:{path}").splitlines() if line.strip()]
+    return [json.loads(line) for line in _git(gd, "show", f"{COMMIT}:{path}").decode().splitlines() if line.strip()]
 
 
 def _strip_image(prompt: str) -> str:
@@ -80,7 +77,7 @@ def build(gd: str, real_only: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]
     splits = [("real", "dataset/test/real")] + ([] if real_only else [("synthetic", "dataset/test/synthetic")])
     qrows, runs = [], []
     for split, folder in splits:
-        for task_file in sorted(_git(gd, "ls-tree", "--name-only", COMMIT, folder + "/").split()):
+        for task_file in sorted(_git(gd, "ls-tree", "--name-only", COMMIT, folder + "/").decode().split()):
             task = Path(task_file).stem
             base = f"results/model_responses/eval_{split}/{task}/prompt=no_reasoning"
             if not _git(gd, "ls-tree", "--name-only", COMMIT, base + "/").strip():
