@@ -240,7 +240,11 @@ def evaluate(frame: AuditFrame, planted: np.ndarray, seed: int, oracle: np.ndarr
     iss = res.per_question["is_consensus_error_issue"].to_numpy()[items]
     t_ours = time.perf_counter() - t
     pw = np.nan_to_num(res.per_question["consensus_error_p_gold_wrong"].to_numpy()[items], nan=0.0)
-    lo = np.nan_to_num(res.per_question["consensus_error_log_odds_gold_wrong"].to_numpy()[items], nan=-1e9)
+    # the tool's ranking is its review order, consensus_error_score = P(gold right) (the posterior where the category
+    # is identifiable, the prior elsewhere), read back as log odds that the gold is wrong (-1e9 where it is 1.0)
+    sc = res.per_question["consensus_error_score"].to_numpy()[items]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lo = np.nan_to_num(np.log1p(-sc) - np.log(sc), nan=-1e9, neginf=-1e9, posinf=1e9)
     ours_flag = iss  # the findings: posterior >= 0.5, identifiable category, supported by the held-out check
     t = time.perf_counter()
     cl_flag, cl_score = cleanlab_scores(frame, items)

@@ -77,6 +77,43 @@ def test_category_at_chance_with_letter_bias_is_not_flagged_and_the_card_says_wh
     assert "cannot be audited for label errors" in card and "**cat0**" in card
 
 
+def test_review_order_keeps_items_of_unidentifiable_categories_at_their_prior(monkeypatch):
+    """The review order (`consensus_error_score`) reads the posterior only where the category passes the
+    identifiability test; elsewhere the answers carry no evidence about the gold and the item keeps its prior
+    odds. Planted: one item of the at-chance category is given a posterior of 0.99 (log odds +5), as the pool's
+    shared errors gave VisOnlyQA's at-chance tasks (its planted-gold AP 0.215 -> 0.48 with this rule)."""
+    f, _ = _run("chance_category", 18)
+    cat = f.questions["category"].to_numpy()
+    target = int(np.flatnonzero(cat == "cat0")[0])
+    orig = ce.label_posterior
+
+    def boosted(*a, **k):
+        out = orig(*a, **k)
+        j = int(np.flatnonzero(out["rows"] == target)[0])
+        out["log_odds"] = out["log_odds"].copy()
+        out["p_wrong"] = out["p_wrong"].copy()
+        out["log_odds"][j], out["p_wrong"][j] = 5.0, 1.0 / (1.0 + np.exp(-5.0))
+        return out
+
+    monkeypatch.setattr(ce, "label_posterior", boosted)
+    r = ce.run(f, recall_sims=0)
+    pq, s = r.per_question, r.summary
+    eps = s["label_model"]["eps"]
+    closed = pq["consensus_error_p_gold_wrong"].notna().to_numpy()
+    sc = pq["consensus_error_score"].to_numpy()
+    # every closed item of cat0 is at the prior: P(gold right) = 1 - eps, whatever its posterior
+    np.testing.assert_allclose(sc[(cat == "cat0") & closed], 1.0 - eps, rtol=0, atol=1e-12)
+    assert pq["consensus_error_p_gold_wrong"].iloc[target] == pytest.approx(0.9933, abs=1e-4)  # the posterior kept
+    assert not pq["is_consensus_error_issue"].iloc[target] and not pq["consensus_error_gold_doubted"].iloc[target]
+    # ... so it ranks after every item of an identifiable category that the answers doubt more than the prior
+    lo = pq["consensus_error_log_odds_gold_wrong"].to_numpy()
+    doubted = closed & (cat != "cat0") & (lo > np.log(eps / (1 - eps)) + 1e-9)
+    assert doubted.sum() >= 18
+    assert (sc[doubted] < sc[target]).all()
+    # by its raw posterior it would have come before most of them
+    assert lo[target] == 5.0 and (lo[doubted] < 5.0).mean() >= 0.5
+
+
 def test_predictive_check_passes_on_a_well_fit_pool():
     _, r = _run("mixed_strong_weak", 18)
     chk = r.summary["predictive_check"]
@@ -378,3 +415,63 @@ def test_audit_calibration_null_keeps_findings_below_one_percent_in_every_regime
     for r, v in c["regimes"].items():
         assert v["n_runs"] == 2 and v["flag_rate"] <= 0.01, (r, v)
     assert c["worst_regime_flag_rate"] == max(v["flag_rate"] for v in c["regimes"].values())
+
+
+def _family_pool(seed: int = 3):
+    """3 strong models (90%) and 5 weak ones (40%), 18 planted wrong golds: the flags rest on the strong three."""
+    f = simulate_frame(600, 8, accuracy_blind=None, accuracy_full=[0.9, 0.9, 0.9, 0.4, 0.4, 0.4, 0.4, 0.4],
+                       difficulty_sd=1.0, label_errors=18, seed=seed)
+    names = {"model_00": "gpt-4o", "model_01": "gpt-4v", "model_02": "gpt-4-turbo", "model_03": "llava-7b",
+             "model_04": "qwen-vl", "model_05": "cogvlm", "model_06": "instructblip", "model_07": "yi-vl"}
+    r = f.runs_table()
+    r["model"] = r["model"].astype(str).map(names)
+    return f, AuditFrame.from_tables(f.questions_table(), r), names
+
+
+def test_name_families_group_releases_of_one_base_and_never_the_whole_pool():
+    assert lc.name_families(["InternVL2-8B", "internvl2-Llama3-76B", "gpt-4o", "GPT4V", "claude-3"]) == [[0, 1], [2, 3]]
+    assert lc.name_families(["model_00", "model_01", "model_02"]) == []   # one prefix for all: not a family
+    assert lc.name_families(["4o", "x"]) == []                            # no leading letters: no prefix
+
+
+def test_flag_stability_drops_flags_that_rest_on_one_family():
+    """Hand check of the rule: without the family's answers (parameters held at the fit) a flag whose posterior
+    falls below 0.5 is not stable; the same pool with the strong three under unrelated names keeps its flags."""
+    f, _, names = _family_pool()
+    models = f.models_in("full")
+    rows, data = ce._label_data(f, models, [], f.gold_codes().astype(np.int64))
+    params, _ = lm.fit_and_test(data, seed=0)
+    post, _ = lm.posterior(data, params)
+    flagged = 1.0 - post[np.arange(len(rows)), data.gold] >= 0.5
+    assert flagged.sum() >= 10
+    plain = lc.flag_stability(data, params, flagged, names=models)          # model_XX: no family at all
+    assert plain["units"] == [] and plain["n_stable"] == flagged.sum()
+    fam = lc.flag_stability(data, params, flagged, names=[names[m] for m in models])
+    assert [u["family"] for u in fam["units"]] == [[0, 1, 2]]
+    # the same posterior by hand: drop the three columns and their parameters
+    keep = np.arange(3, 8)
+    d = lm.LabelData([data.arms[0][:, keep]], data.k, data.is_yn, data.gold, data.evidence, data.group,
+                     data.class_keys)
+    p2 = lm.LabelParams(ability=[params.ability[0][keep]], sigma=list(params.sigma), alpha=params.alpha,
+                        eps=params.eps, pref=[p[keep] if p is not None else None for p in params.pref],
+                        pi_attractor=params.pi_attractor, share_w=params.share_w, eps_evidence=params.eps_evidence)
+    post2, _ = lm.posterior(d, p2)
+    still = (1.0 - post2[np.arange(len(rows)), data.gold] >= 0.5) & flagged
+    np.testing.assert_array_equal(fam["stable"], still)
+    assert fam["n_stable"] < flagged.sum()        # five 40% models cannot carry most flags alone
+    assert fam["units"][0]["n_flags_it_carries"] == int(flagged.sum() - still.sum())
+
+
+def test_findings_that_rest_on_one_family_are_a_review_order_and_the_card_names_the_family():
+    _, f2, _ = _family_pool()
+    r = ce.run(f2, recall_sims=0)
+    s, pq = r.summary, r.per_question
+    assert s["flags_supported"] is True
+    n_unstable = s["n_posterior_gold_wrong_unstable"]
+    assert n_unstable >= 1
+    assert s["n_flagged"] == s["n_posterior_gold_wrong"] - n_unstable
+    unstable = pq["consensus_error_gold_doubted"] & ~pq["is_consensus_error_issue"]
+    assert unstable.sum() == n_unstable
+    assert (pq.loc[unstable, "consensus_error_severity"] == "medium").all()
+    card = ce.card_line(s)
+    assert f"{n_unstable} rest on one family of models" in card and "gpt-4o, gpt-4v, gpt-4-turbo" in card

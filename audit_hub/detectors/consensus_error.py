@@ -37,8 +37,12 @@ every answer type; unparseable/missing answers are left out):
   this pool (fitted model, same items and answer patterns) with 3% planted wrong golds;
   ``pool_too_weak`` when the estimated recall is below 0.5 ("no findings" then means little).
 
-Per question: ``score = 1 - p_gold_wrong`` on closed items (a continuous ranking, defined whether or not
-any pool is unanimous); on open items ``1 - (share of parseable answers on the most chosen non-gold
+* ``stable``: a doubted gold is a finding only where it survives leaving out each family of models
+  (:func:`~audit_hub.stats.label_checks.flag_stability`); one that rests on one family is a review (medium).
+
+Per question: ``score = 1 - p_gold_wrong`` on closed items of identifiable categories (a continuous ranking,
+defined whether or not any pool is unanimous), ``1 - eps`` (the prior) on closed items of categories the pool
+cannot audit (its answers carry no evidence about the gold there); on open items ``1 - (share of parseable answers on the most chosen non-gold
 code)``. Lower is more suspicious.
 """
 
@@ -435,7 +439,7 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     blind_models = frame.models_in("blind") if (use_blind and frame.has_arm("blind")) else []
     gold = frame.gold_codes().astype(np.int64)
     rows, data = _label_data(frame, models, blind_models, gold)
-    out = {"rows": rows[:0], "p_wrong": np.zeros(0), "log_odds": np.zeros(0), "top": np.zeros(0, np.int64), "test": None, "params": None,
+    out = {"rows": rows[:0], "p_wrong": np.zeros(0), "log_odds": np.zeros(0), "prior_log_odds": np.zeros(0), "top": np.zeros(0, np.int64), "test": None, "params": None,
            "detection": None, "identifiable": np.zeros(0, bool), "identifiability": {}, "check": None,
            "wrong_gold_rate": None, "wrong_gold_rate_checked": None}
     if len(rows) < MIN_MODEL_ITEMS:
@@ -449,7 +453,9 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     alt[np.arange(len(rows)), data.gold] = -1
     ev = {lab.replace(" ", "_"): (float(x) if x is not None else None) for lab, x in
           zip(EVIDENCE_LABELS[1:], list(params.eps_evidence if params.eps_evidence is not None else []) + [None] * 2)}
-    out.update(p_wrong=p_wrong, log_odds=log_odds, top=alt.argmax(axis=1), test=test,
+    eps_i = np.clip(lm.item_eps(data, params), 1e-300, 1.0 - 1e-16)
+    out.update(p_wrong=p_wrong, log_odds=log_odds, prior_log_odds=np.log(eps_i) - np.log1p(-eps_i),
+               top=alt.argmax(axis=1), test=test,
                params=params.as_dict() | {"blind_arm_used": bool(blind_models), "n_items_fit": int(min(len(rows), fit_items)),
                                           "eps_evidence": ev,
                                           "n_evidence_items": {lab.replace(" ", "_"): int((data.evidence == g).sum())
@@ -470,7 +476,11 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
 
         out["check"] = lc.predictive_check(data, identifiable, cat, fit_predict, seed=seed,
                                            flagged=identifiable & (p_wrong >= 0.5))
-        for u in out["check"]["units"]:
+        stab = lc.flag_stability(data, params, identifiable & (p_wrong >= 0.5),
+                                  names=[str(m) for m in models])
+        out["stable"] = stab.pop("stable")
+        out["check"]["stability"] = stab
+        for u in out["check"]["units"] + stab["units"]:
             u["model"] = str(models[u["model"]])
             u["family"] = [str(models[x]) for x in u["family"]]
         out["wrong_gold_rate_checked"] = checked_wrong_gold_rate(out["wrong_gold_rate"], out["check"])
@@ -541,12 +551,22 @@ def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarra
     modelled = ~np.isnan(p_wrong)
     identifiable = np.zeros(Q, bool)
     identifiable[lab["rows"]] = lab["identifiable"]
+    # the review order: where the category fails the identifiability test the answers carry no evidence about
+    # the gold, so the item keeps its prior odds (the stated gold's fitted wrong rate) instead of leading the
+    # order on a posterior that reads the pool's shared errors as wrong golds
+    review_log_odds = np.full(Q, np.nan)
+    review_log_odds[lab["rows"]] = np.where(lab["identifiable"], lab["log_odds"], lab["prior_log_odds"])
     raw_suspect = modelled & (p_wrong >= 0.5)
     # no flag where the category is not identifiable; a flag is a finding only where the held-out check
     # supports it (not run: calibration simulations, which score the headline test only)
     suspect = raw_suspect & identifiable
     chk = lab["check"]
     supported = (chk is None and not check) or bool(chk and chk.get("supported"))
+    # a finding survives leaving out each held-out model (with its family): a flag that one model alone carries
+    # is that model's error as much as the gold's
+    stable = np.ones(Q, bool)
+    if lab.get("stable") is not None:
+        stable[lab["rows"]] = lab["stable"]
     if suspect.any():  # the model's most likely true answer, where the gold is suspect and no majority names one
         best = np.full(Q, -1, np.int64)
         best[lab["rows"]] = lab["top"]
@@ -561,18 +581,18 @@ def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarra
     ident = lab.get("identifiability") or {}
     cat_ok = np.array([bool(ident[str(x)].get("identifiable")) if str(x) in ident else True for x in labels], bool)
     open_ok = cat_ok[np.asarray(codes, np.int64)] if len(cat_ok) else np.ones(Q, bool)
-    strong = np.where(modelled, suspect & supported, unanimous & open_ok)
+    strong = np.where(modelled, suspect & supported & stable, unanimous & open_ok)
     # a suspect gold the check could not test is worth a look (medium); one the held-out models contradict
     # (the check ran and failed) is a weak, pool-dependent signal (low): a review order, not a finding
     failed = bool(chk) and chk.get("supported") is False
-    review = unanimous | (suspect & (not supported) & (not failed))
+    review = unanimous | (suspect & (not supported) & (not failed)) | (suspect & supported & ~stable)
     sev = np.where(strong, np.where(blind_disagrees | dup_gold, 4, 3),
                    np.where(review, 2, np.where(majority | suspect, 1, 0)))
     # P(gold right) from the log odds: no saturation at 0, so the ranking has no ties
-    score_closed = 1.0 / (1.0 + np.exp(np.clip(np.nan_to_num(log_odds), -700, 700)))
+    score_closed = 1.0 / (1.0 + np.exp(np.clip(np.nan_to_num(review_log_odds), -700, 700)))
     return {"lab": lab, "p_wrong": p_wrong, "log_odds": log_odds, "modelled": modelled, "suspect": suspect,
             "cons": cons, "dup_gold": dup_gold, "sev": sev, "score_closed": score_closed, "supported": supported,
-            "raw_suspect": raw_suspect, "identifiable": identifiable,
+            "raw_suspect": raw_suspect, "identifiable": identifiable, "stable": stable,
             "open_not_identifiable": ~modelled & unanimous & ~open_ok}
 
 
@@ -594,6 +614,8 @@ def _label_summary(ev: dict, unanimous: np.ndarray, p_indep: float) -> dict:
         "n_items_modelled": int(ev["modelled"].sum()),
         "n_posterior_gold_wrong": int(ev["suspect"].sum()),
         "n_posterior_gold_wrong_unsupported": int((ev["suspect"] & ~ev["supported"]).sum()),
+        # doubted golds that rest on one model or family (label_checks.flag_stability): a review order only
+        "n_posterior_gold_wrong_unstable": int((ev["suspect"] & ~ev["stable"]).sum()),
         "n_posterior_gold_wrong_not_identifiable": int((ev["raw_suspect"] & ~ev["identifiable"]).sum()),
         "n_items_identifiable": int(ev["identifiable"].sum()),
         "n_open_unanimous_not_identifiable": int(ev["open_not_identifiable"].sum()),
@@ -747,7 +769,8 @@ def _notes(ce: dict) -> list[str]:
         out.append(f"**{NAME} headline test**: likelihood ratio of 'no gold label is wrong', p = "
                    f"{fmt_p_fine(ht.get('p_value'))}, estimated wrong-gold rate {pct(ht.get('eps_hat'))}; "
                    f"{ce.get('n_posterior_gold_wrong', 0)} item(s) with posterior >= 0.5 that the gold is wrong "
-                   f"(flagged relabel), {ce.get('n_unanimous_explained', 0)} unanimous non-gold item(s) that item "
+                   f"({ce.get('n_flagged', 0)} finding(s) in all, flagged relabel: see the checks below), "
+                   f"{ce.get('n_unanimous_explained', 0)} unanimous non-gold item(s) that item "
                    f"difficulty and attractive distractors explain (review). Null: {ht.get('null_hypothesis', '')}. "
                    f"The independence count above is the paper's figure: real pools share difficulty, so it is "
                    f"exceeded on defect-free benchmarks (p = {fmt_p_fine(ce.get('p_value_independence'))}).")
@@ -803,11 +826,18 @@ def _check_notes(ce: dict) -> list[str]:
                f"their position-bias baseline < {lc.KAPPA_MIN:g}) and no stronger than the pool's median model: a "
                f"model as weak as the pool errs with it)" if weaker else "")
     if chk.get("supported") is True:
+        st = chk.get("stability") or {}
+        n_unstable = int(ce.get("n_posterior_gold_wrong_unstable") or 0)
+        carriers = "; ".join(f"{md_inline(', '.join(u['family']))}: {u['n_flags_it_carries']}"
+                             for u in st.get("units") or [] if u.get("n_flags_it_carries"))
+        tail = (f": the {n_raw} flag(s) are reported as findings." if not n_unstable else
+                f". {n_raw - n_unstable} of the {n_raw} flag(s) are reported as findings; {n_unstable} rest on one "
+                f"family of models (without its answers the fitted posterior falls below 0.5; {carriers}) and are a "
+                f"review order only.")
         out.append(f"**Held-out-model check passed**: models left out of the fit agree with the gold on "
                    f"{pct(chk.get('observed_agreement'), 0)} of the items their fits flag, as predicted if those golds "
                    f"are wrong ({pct(chk.get('predicted_agreement'), 0)}; {pct(chk.get('predicted_if_gold_right'), 0)} "
-                   f"if right but hard; elsewhere {pct(chk.get('agreement_elsewhere'), 0)}){skipped}: the {n_raw} "
-                   f"flag(s) are reported as findings.")
+                   f"if right but hard; elsewhere {pct(chk.get('agreement_elsewhere'), 0)}){skipped}{tail}")
     elif n_raw:
         verdict = "failed" if chk.get("supported") is False else "could not run"
         out.append(f"**Held-out-model check {verdict}**: {chk.get('reason', '')}{skipped}. The {n_raw} item(s) with "

@@ -276,7 +276,6 @@ def fit_regimes(frame: AuditFrame, sim: NullSimulator, dense: list, rng: np.rand
       attractive distractor of the item with probability ``sqrt(mean excess agreement in the family)``.
 
     Returns per-run tables for :func:`_apply_regime` and a ``describe`` entry for the summary."""
-    import re
 
     from ..detectors.strata import effective_option_count
     from ..stats import label_checks as lc
@@ -351,12 +350,7 @@ def fit_regimes(frame: AuditFrame, sim: NullSimulator, dense: list, rng: np.rand
     fams = _components(off & (X > max(med + FAMILY_EXCESS, 0.2)))
     fam_source = "wrong-answer agreement above the pool's typical pair"
     if not fams:
-        pre = [re.match(r"[a-z]*", str(m).lower()).group() for m in frame.models]
-        groups: dict[str, list[int]] = {}
-        for j, pf in enumerate(pre):
-            if pf:
-                groups.setdefault(pf, []).append(j)
-        fams = [g for g in groups.values() if 2 <= len(g) < M]
+        fams = lc.name_families(frame.models)
         fam_source = "models sharing a name prefix (no family in the answers)"
     if not fams and M >= 2:
         fams, fam_source = [list(range(M))], "the whole pool (no family in the answers or the model names)"
