@@ -477,7 +477,7 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
         out["check"] = lc.predictive_check(data, identifiable, cat, fit_predict, seed=seed,
                                            flagged=identifiable & (p_wrong >= 0.5))
         stab = lc.flag_stability(data, params, identifiable & (p_wrong >= 0.5),
-                                  names=[str(m) for m in models])
+                                  names=[str(m) for m in models], seed=seed)
         out["stable"] = stab.pop("stable")
         out["check"]["stability"] = stab
         for u in out["check"]["units"] + stab["units"]:
@@ -562,8 +562,8 @@ def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarra
     suspect = raw_suspect & identifiable
     chk = lab["check"]
     supported = (chk is None and not check) or bool(chk and chk.get("supported"))
-    # a finding survives leaving out each held-out model (with its family): a flag that one model alone carries
-    # is that model's error as much as the gold's
+    # a finding survives leaving out each family of models (label_checks.flag_stability): a flag that one
+    # family alone carries is that family's shared error as much as the gold's
     stable = np.ones(Q, bool)
     if lab.get("stable") is not None:
         stable[lab["rows"]] = lab["stable"]
@@ -614,7 +614,7 @@ def _label_summary(ev: dict, unanimous: np.ndarray, p_indep: float) -> dict:
         "n_items_modelled": int(ev["modelled"].sum()),
         "n_posterior_gold_wrong": int(ev["suspect"].sum()),
         "n_posterior_gold_wrong_unsupported": int((ev["suspect"] & ~ev["supported"]).sum()),
-        # doubted golds that rest on one model or family (label_checks.flag_stability): a review order only
+        # doubted golds that rest on one family of models (label_checks.flag_stability): a review order only
         "n_posterior_gold_wrong_unstable": int((ev["suspect"] & ~ev["stable"]).sum()),
         "n_posterior_gold_wrong_not_identifiable": int((ev["raw_suspect"] & ~ev["identifiable"]).sum()),
         "n_items_identifiable": int(ev["identifiable"].sum()),
