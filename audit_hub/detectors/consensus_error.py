@@ -64,6 +64,10 @@ from .strata import effective_option_count
 
 NAME = "consensus_error"
 MIN_MODEL_ITEMS = 20  # fewer closed items: no latent-truth model (unanimity rule only)
+#: in the review order an item of a category the pool cannot audit sits at its prior log odds, moved by at most
+#: this much toward its posterior (``tanh`` of the difference): it ranks after every item the answers doubt more
+#: than the prior and before every item they confirm, and among its like in the order of the posterior
+REVIEW_TIE_BREAK = 1e-3
 EVIDENCE_LABELS = ("", "placeholder gold", "gold text repeated")  # prior evidence groups 0, 1, 2
 
 
@@ -427,6 +431,7 @@ def _gold_evidence(frame: AuditFrame) -> np.ndarray:
     return ev
 
 
+
 def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True, recall_sims: int = 2,
                     fit_items: int = 20000, label_iters: int = 4, check: bool = True) -> dict:
     """Posterior that each closed item's gold is wrong, the likelihood-ratio test, the identifiability of
@@ -554,8 +559,12 @@ def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarra
     # the review order: where the category fails the identifiability test the answers carry no evidence about
     # the gold, so the item keeps its prior odds (the stated gold's fitted wrong rate) instead of leading the
     # order on a posterior that reads the pool's shared errors as wrong golds
+    # (ties among them broken by the posterior, within REVIEW_TIE_BREAK of the prior log odds: a category that
+    # fails the test may still carry a little evidence, e.g. MATH-V's, all 16 categories near chance)
     review_log_odds = np.full(Q, np.nan)
-    review_log_odds[lab["rows"]] = np.where(lab["identifiable"], lab["log_odds"], lab["prior_log_odds"])
+    pl = lab["prior_log_odds"]
+    review_log_odds[lab["rows"]] = np.where(lab["identifiable"], lab["log_odds"],
+                                            pl + REVIEW_TIE_BREAK * np.tanh(lab["log_odds"] - pl))
     raw_suspect = modelled & (p_wrong >= 0.5)
     # no flag where the category is not identifiable; a flag is a finding only where the held-out check
     # supports it (not run: calibration simulations, which score the headline test only)
