@@ -136,6 +136,25 @@ def families(A: np.ndarray, threshold: float = FAMILY_AGREEMENT) -> list[list[in
     return [[j] + [v for v in range(M) if v != j and agree[j, v] >= threshold] for j in range(M)]
 
 
+def _family_units(order, fam: list[list[int]], M: int):
+    """``(u, family, keep)`` for each model ``u`` of ``order`` that no earlier unit's family covered: its family
+    (``fam[u]``, itself included) and the other models (``keep``, at least 2), for leave-one-family-out fits."""
+    done: set[int] = set()
+    for u in order:
+        if int(u) in done:
+            continue
+        f = fam[int(u)]
+        done.update(f)
+        keep = np.setdiff1d(np.arange(M), f)
+        if len(keep) >= 2:
+            yield int(u), f, keep
+
+
+def _without_full_models(d, keep: np.ndarray):
+    """``d`` (a :class:`~audit_hub.stats.label_model.LabelData`) with only the full-arm models ``keep``."""
+    return type(d)([d.arms[0][:, keep]] + list(d.arms[1:]), d.k, d.is_yn, d.gold, d.evidence, d.group, d.class_keys)
+
+
 def name_families(names) -> list[list[int]]:
     """Groups (2 or more, not the whole pool) of models whose names share their leading letters
     (``InternVL2-8B`` and ``InternVL2-Llama3-76B``: ``internvl``; ``gpt-4o`` and ``gpt-4o-mini``: ``gpt``): releases
@@ -186,19 +205,12 @@ def flag_stability(data, params, flagged: np.ndarray, n_units: int = STABLE_UNIT
         for j in g:
             fam[j] = sorted(set(fam[j]) | set(g))
     keep_all = np.ones(len(rows), bool)
-    done: set[int] = set()
-    for u in np.argsort(-acc, kind="stable"):
+    for u, f, keep in _family_units(np.argsort(-acc, kind="stable"), fam, M):
         if len(out["units"]) >= n_units:
             break
-        if int(u) in done:
+        if len(f) < 2:  # a family: two models or more
             continue
-        f = fam[int(u)]
-        done.update(f)
-        keep = np.setdiff1d(np.arange(M), f)
-        if len(keep) < 2 or len(f) < 2:  # a family: two models or more
-            continue
-        d = type(sub)([sub.arms[0][:, keep]] + list(sub.arms[1:]), sub.k, sub.is_yn, sub.gold, sub.evidence,
-                      sub.group, sub.class_keys)
+        d = _without_full_models(sub, keep)
         pr = [p[keep] if (i == 0 and p is not None) else p for i, p in enumerate(params.pref)]
         p2 = LabelParams(ability=[params.ability[0][keep]] + list(params.ability[1:]), sigma=list(params.sigma),
                          alpha=params.alpha, eps=params.eps, pref=pr, pi_attractor=params.pi_attractor,
@@ -269,20 +281,12 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
     Obs = E = P = P0 = V = 0.0
     sw = np.zeros(5)  # the share check: sums of w, w o, w pred, w pred0, w^2 pred0 (1 - pred0) (w: p_wrong)
     n_flag = 0
-    done: set[int] = set()
     n_rows = len(rows)
     weaker: list[dict] = []
     n_cat = int(cat.max()) + 1 if len(cat) else 1
-    for u in order:
+    for u, f, keep in _family_units(order, fam, M):
         if len(out["units"]) >= held_out:
             break
-        if int(u) in done:
-            continue
-        f = fam[int(u)]
-        done.update(f)
-        keep = np.setdiff1d(np.arange(M), f)
-        if len(keep) < 2:
-            continue
         # a weak model no stronger than the pool's median model falls into the pool's traps with it: its
         # agreement with the gold there says nothing about the gold that the pool's answers did not
         med = float(np.median(acc[keep]))
@@ -291,8 +295,7 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
             weaker.append({"model": int(u), "accuracy": float(acc[u]), "median_of_rest": med,
                            "kappa_over_position_baseline": float(kap[u])})
             continue
-        d = type(sub)([sub.arms[0][:, keep]] + list(sub.arms[1:]), sub.k, sub.is_yn, sub.gold, sub.evidence,
-                      sub.group, sub.class_keys)
+        d = _without_full_models(sub, keep)
         pr = fit_predict(d, As[:, u])
         pw = np.asarray(pr["p_wrong"])
         answered = As[:, u] >= 0
