@@ -479,3 +479,49 @@ def test_findings_that_rest_on_one_family_are_a_review_order_and_the_card_names_
     assert (pq.loc[unstable, "consensus_error_severity"] == "medium").all()
     card = ce.card_line(s)
     assert f"{n_unstable} rest on one family of models" in card and "gpt-4o, gpt-4v, gpt-4-turbo" in card
+
+
+def test_checked_wrong_gold_rate_with_a_family_robust_share_is_the_smaller_of_the_two():
+    """The held-out check gives 0.1 x 0.5 = 0.05, interval [0.05 x 0.255, 0.2 x 0.745] = [0.01275, 0.149]
+    (the hand case above). A family-robust share of 0.02 [0.005, 0.06] is smaller at each end: it is reported; one of
+    0.08 [0.03, 0.2] is larger at the estimate and the low end: the check's are kept there, its upper end is not."""
+    chk = {"predicted_if_gold_right": 0.6, "predicted_agreement": 0.2, "observed_agreement": 0.4,
+           "sd_observed_agreement": 0.05, "realised_share": 0.5}
+    wg = {"estimate": 0.1, "ci": [0.05, 0.2], "n_items": 100}
+    out = ce.checked_wrong_gold_rate(wg | {"family_robust": {"estimate": 0.02, "ci": [0.005, 0.06]}}, chk)
+    assert out["estimate"] == pytest.approx(0.02) and out["ci"] == pytest.approx([0.005, 0.06])
+    assert out["estimate_from"] == "family-robust share" and out["family_robust_estimate"] == 0.02
+    assert out["realised_share"] == pytest.approx(0.5) and out["model_estimate"] == 0.1
+    out = ce.checked_wrong_gold_rate(wg | {"family_robust": {"estimate": 0.08, "ci": [0.03, 0.2]}}, chk)
+    assert out["estimate"] == pytest.approx(0.05) and out["estimate_from"] == "held-out check"
+    assert out["ci"] == pytest.approx([0.05 * 0.255, 0.2 * 0.745])
+    note = " ".join(ce._notes({"wrong_gold_share_checked": out}))
+    assert "the smaller of two checks" in note and "times the share of its predicted drop" in note
+
+
+def test_family_robust_share_counts_only_evidence_no_single_family_carries():
+    """On the pool of three strong models of one name family and five weak ones (18 wrong golds in 600 items):
+    the share is the maximum-likelihood rate of each item's log r at its smallest over the full pool and the pool
+    without the family (recomputed here by hand), below the model's; with no family there is none."""
+    f, _, names = _family_pool()
+    models = f.models_in("full")
+    rows, data = ce._label_data(f, models, [], f.gold_codes().astype(np.int64))
+    params, _ = lm.fit_and_test(data, seed=0)
+    _, ll = lm.posterior(data, params)
+    every = np.ones(len(rows), bool)
+    none = lc.flag_stability(data, params, every & False, names=models, share_items=every)
+    assert none["family_robust_share"] is None
+    fam = lc.flag_stability(data, params, every & False, names=[names[m] for m in models], share_items=every)
+    keep = np.arange(3, 8)
+    d = lc._without_full_models(data, keep)
+    p2 = lm.LabelParams(ability=[params.ability[0][keep]], sigma=list(params.sigma), alpha=params.alpha,
+                        eps=params.eps, pref=[p[keep] if p is not None else None for p in params.pref],
+                        pi_attractor=params.pi_attractor, share_w=params.share_w, eps_evidence=params.eps_evidence)
+    _, ll2 = lm.posterior(d, p2)
+    lr = np.minimum(lm.log_ratio_wrong(ll, data.k, data.gold), lm.log_ratio_wrong(ll2, data.k, data.gold))
+    want = lm.rate_from_log_ratio(lr)
+    got = fam["family_robust_share"]
+    assert got["estimate"] == pytest.approx(want["estimate"]) and got["ci"] == pytest.approx(want["ci"])
+    ml = lm.wrong_gold_rate(ll, data.k, data.gold)
+    assert got["n_items"] == ml["n_items"] == 600
+    assert got["estimate"] < ml["estimate"]

@@ -482,8 +482,11 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
         out["check"] = lc.predictive_check(data, identifiable, cat, fit_predict, seed=seed,
                                            flagged=identifiable & (p_wrong >= 0.5))
         stab = lc.flag_stability(data, params, identifiable & (p_wrong >= 0.5),
-                                  names=[str(m) for m in models], seed=seed)
+                                  names=[str(m) for m in models], share_items=identifiable, seed=seed)
         out["stable"] = stab.pop("stable")
+        robust = stab.pop("family_robust_share")
+        if robust is not None and out["wrong_gold_rate"] is not None:
+            out["wrong_gold_rate"]["family_robust"] = robust
         out["check"]["stability"] = stab
         for u in out["check"]["units"] + stab["units"]:
             u["model"] = str(models[u["model"]])
@@ -510,12 +513,14 @@ def checked_wrong_gold_rate(wg: dict | None, chk: dict | None, z: float = 1.96) 
     golds the model counts that the held-out answers confirm (method of moments: ``O = P0 - w (P0 - P)``). The
     figures are the check's ``share_check`` (every checked item weighted by the fit's posterior that its gold is
     wrong: the share the model estimates is what is checked); where the fits expect too few wrong golds for it,
-    the flagged items' figures. The estimate is the model's maximum-likelihood share times ``w`` clipped to [0,
-    1] (the check removes what the held-out answers contradict; it is not read as finding more than the model
+    the flagged items' figures. The estimate is the model's maximum-likelihood share times ``w`` clipped to [0, 1] (the check removes what the held-out answers contradict; it is not read as finding more than the model
     does), its interval the model's interval times ``w``'s (``(P0 - O +- z sd(O)) / (P0 - P)``, clipped).
     Assumes the share of the model's wrong golds that are real does not depend on how strongly the model
     doubts them. None without a model estimate; the model's own figure (``realised_share`` None) when the check
-    had nothing to check."""
+    had nothing to check. Where the pool has families of models, ``wg["family_robust"]`` (the share with each item's
+    evidence the smallest over leaving out each family, :func:`~audit_hub.stats.label_checks.flag_stability`) is a
+    second check: a real wrong gold passes both, so the estimate and each end of its interval are the smaller of
+    the two (``estimate_from`` names which)."""
     if not wg or wg.get("estimate") is None:
         return None
     base = {"model_estimate": wg["estimate"], "model_ci": wg["ci"], "n_items": wg.get("n_items"),
@@ -524,18 +529,29 @@ def checked_wrong_gold_rate(wg: dict | None, chk: dict | None, z: float = 1.96) 
                        "weighted by the posterior that the gold is wrong")}
     src = (chk or {}).get("share_check") or chk
     if not src or src.get("realised_share") is None or src.get("sd_observed_agreement") is None:
-        return base | {"estimate": wg["estimate"], "ci": wg["ci"], "realised_share": None, "realised_share_ci": None,
-                       "note": "the held-out check had nothing to check: the label model's estimate"}
-    drop = float(src["predicted_if_gold_right"]) - float(src["predicted_agreement"])
-    seen = float(src["predicted_if_gold_right"]) - float(src["observed_agreement"])
-    sd = float(src["sd_observed_agreement"])
-    if drop <= 1e-9:
-        w = lo = hi = 0.0
+        out = base | {"estimate": wg["estimate"], "ci": wg["ci"], "realised_share": None, "realised_share_ci": None,
+                      "note": "the held-out check had nothing to check: the label model's estimate"}
     else:
-        w, lo, hi = (float(np.clip(x / drop, 0.0, 1.0)) for x in (seen, seen - z * sd, seen + z * sd))
-    return base | {"estimate": wg["estimate"] * w, "ci": [wg["ci"][0] * lo, wg["ci"][1] * hi],
-                   "realised_share": w, "realised_share_ci": [lo, hi],
-                   "checked_on": "posterior-weighted items" if src is not chk else "flagged items"}
+        drop = float(src["predicted_if_gold_right"]) - float(src["predicted_agreement"])
+        seen = float(src["predicted_if_gold_right"]) - float(src["observed_agreement"])
+        sd = float(src["sd_observed_agreement"])
+        if drop <= 1e-9:
+            w = lo = hi = 0.0
+        else:
+            w, lo, hi = (float(np.clip(x / drop, 0.0, 1.0)) for x in (seen, seen - z * sd, seen + z * sd))
+        out = base | {"estimate": wg["estimate"] * w, "ci": [wg["ci"][0] * lo, wg["ci"][1] * hi],
+                      "realised_share": w, "realised_share_ci": [lo, hi],
+                      "checked_on": "posterior-weighted items" if src is not chk else "flagged items"}
+    rob = wg.get("family_robust")
+    if rob and rob.get("estimate") is not None:
+        # the wrong golds that no single family of models carries (label_checks.flag_stability): a real wrong gold
+        # passes both checks, so the share is at most the smaller of the two (and so is each end of its interval)
+        out |= {"family_robust_estimate": rob["estimate"], "family_robust_ci": rob["ci"],
+                "held_out_estimate": out["estimate"], "held_out_ci": list(out["ci"]),
+                "estimate_from": "held-out check" if out["estimate"] <= rob["estimate"] else "family-robust share"}
+        out["ci"] = [min(out["ci"][0], rob["ci"][0]), min(out["ci"][1], rob["ci"][1])]
+        out["estimate"] = min(out["estimate"], rob["estimate"])
+    return out
 
 
 def _label_evidence(frame: AuditFrame, *, cons: np.ndarray, unanimous: np.ndarray, majority: np.ndarray,
@@ -797,13 +813,19 @@ def _notes(ce: dict) -> list[str]:
     wc = ce.get("wrong_gold_share_checked")
     if isinstance(wc, dict) and wc.get("realised_share") is not None:
         rs = wc.get("realised_share_ci") or [None, None]
-        out.append(f"**Estimated wrong-gold share** of the {wc.get('n_items')} closed item(s) in categories this pool "
-                   f"can audit: {pct(wc['estimate'], 1)} (95% interval {pct(wc['ci'][0], 1)} to {pct(wc['ci'][1], 1)}): "
-                   f"the label model's maximum-likelihood {pct(wc['model_estimate'], 1)} times the share of its "
-                   f"predicted drop in agreement with the gold that held-out models realise on "
-                   + ("the items their fits doubt, weighted by that doubt" if wc.get("checked_on") != "flagged items"
-                      else "the flagged items")
-                   + f" ({float(wc['realised_share']):.2f}, 95% {float(rs[0]):.2f} to {float(rs[1]):.2f}).")
+        drop = ("the share of its predicted drop in agreement with the gold that held-out models realise on "
+                + ("the items their fits doubt, weighted by that doubt" if wc.get("checked_on") != "flagged items"
+                   else "the flagged items")
+                + f" ({float(wc['realised_share']):.2f}, 95% {float(rs[0]):.2f} to {float(rs[1]):.2f})")
+        head = (f"**Estimated wrong-gold share** of the {wc.get('n_items')} closed item(s) in categories this pool "
+                f"can audit: {pct(wc['estimate'], 1)} (95% interval {pct(wc['ci'][0], 1)} to {pct(wc['ci'][1], 1)}): ")
+        if wc.get("family_robust_estimate") is not None:
+            out.append(head + f"the smaller of two checks of the label model's maximum-likelihood "
+                       f"{pct(wc['model_estimate'], 1)}: times {drop}, {pct(wc['held_out_estimate'], 1)}; counting only "
+                       f"the evidence that no single family of models carries, {pct(wc['family_robust_estimate'], 1)} "
+                       f"({pct(wc['family_robust_ci'][0], 1)} to {pct(wc['family_robust_ci'][1], 1)}).")
+        else:
+            out.append(head + f"the label model's maximum-likelihood {pct(wc['model_estimate'], 1)} times {drop}.")
     elif isinstance(wg, dict) and wg.get("estimate") is not None:
         chk = ce.get("predictive_check") or {}
         out.append(f"**Estimated wrong-gold share** of the {wg.get('n_items')} closed item(s) in categories this pool "

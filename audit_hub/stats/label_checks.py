@@ -53,6 +53,7 @@ REALISED_MIN = 0.5
 MIN_CHECK_FLAGS = 5
 STRONGER_Z = 2.0
 STABLE_UNITS = 10
+SHARE_ITEMS = 20000  # items of the family-robust wrong-gold share (a seeded draw above)
 
 
 def _freq(A: np.ndarray, kmax: int) -> np.ndarray:
@@ -168,42 +169,61 @@ def name_families(names) -> list[list[int]]:
 
 
 def flag_stability(data, params, flagged: np.ndarray, n_units: int = STABLE_UNITS, names=None, *,
-                   seed: int = 0, max_items: int = CHECK_ITEMS) -> dict:
-    """Leave-one-family-out sensitivity of the flags (the paper's leave-one-model-out reading, applied per item to
-    correlated models): for each *family* of at least two models (:func:`families`: answers that agree on
-    :data:`FAMILY_AGREEMENT` of the items, or :func:`name_families` of ``names``: releases of one vendor or base),
-    at most ``n_units`` of them in order of their best member's agreement with the stated gold, the posterior of
-    every flagged item is recomputed from the *same fitted parameters* without that family's full-arm answers (no
-    refit, so the change is that family's evidence alone, not refit noise). A flag is *stable* when its posterior
-    stays >= 0.5 without each family: it does not rest on one family answering against the gold (on VisOnlyQA,
-    11 flags on synthetic items whose golds are right by construction rested on three InternVL2 models sharing an
-    error). Single models are not left out: on a pool with three strong models a wrong gold rests on two of them
-    whenever the third errs, and the simulated recall of the findings fell from 0.72 to 0.56. ``flagged``: (Q,)
-    bool over ``data``'s items. Returns ``stable`` ((Q,) bool, False off the flags) and one row per family left
-    out (its strongest model's index, its members, the flags it alone carries)."""
-    from .label_model import LabelParams, posterior
+                   share_items: np.ndarray | None = None, seed: int = 0, max_items: int = CHECK_ITEMS,
+                   share_max: int = SHARE_ITEMS) -> dict:
+    """Leave-one-family-out sensitivity of the flags and of the wrong-gold share (the paper's leave-one-model-out
+    reading, applied per item to correlated models): for each *family* of at least two models (:func:`families`:
+    answers that agree on :data:`FAMILY_AGREEMENT` of the items, or :func:`name_families` of ``names``: releases of
+    one vendor or base), at most ``n_units`` of them in order of their best member's agreement with the stated
+    gold, each item's evidence against its gold (``log r``, :func:`~audit_hub.stats.label_model.log_ratio_wrong`)
+    is recomputed from the *same fitted parameters* without that family's full-arm answers (no refit, so the
+    change is that family's evidence alone, not refit noise).
 
-    rows = np.flatnonzero(flagged)
+    * A flag is *stable* when its posterior stays >= 0.5 without each family: it does not rest on one family
+      answering against the gold (on VisOnlyQA, 11 flags on synthetic items whose golds are right by construction
+      rested on three InternVL2 models sharing an error). Single models are not left out: on a pool with three
+      strong models a wrong gold rests on two of them whenever the third errs, and the simulated recall of the
+      findings fell from 0.72 to 0.56.
+    * ``family_robust_share``: the maximum-likelihood wrong-gold share
+      (:func:`~audit_hub.stats.label_model.rate_from_log_ratio`) of the ``share_items`` (a seeded draw of at most
+      ``share_max``) with each item's ``log r`` its smallest over the families left out (and the full pool): the
+      wrong golds that no single family's answers carry. None when no family is found.
+
+    ``flagged``, ``share_items``: (Q,) bool over ``data``'s items. Returns ``stable`` ((Q,) bool, False off the
+    flags), ``family_robust_share`` and one row per family left out (its strongest model's index, its members,
+    the flags it alone carries)."""
+    from .label_model import LabelParams, log_ratio_wrong, posterior, rate_from_log_ratio
+
+    flag_rows = np.flatnonzero(flagged)
     stable = np.zeros(len(flagged), bool)
-    out = {"stable": stable, "units": [], "n_flagged": int(len(rows)), "n_stable": 0,
+    out = {"stable": stable, "units": [], "n_flagged": int(len(flag_rows)), "n_stable": int(len(flag_rows)),
+           "family_robust_share": None,
            "method": ("the posterior of each flag recomputed from the fitted parameters without each family of "
                       "models (answers that agree on most items, or one name prefix): stable when it stays >= 0.5 "
                       "every time")}
+    stable[flag_rows] = True
     A = data.arms[0]
     M = A.shape[1]
-    if not len(rows) or M < 3:
-        stable[rows] = True
-        out["n_stable"] = int(len(rows))
+    if M < 3:
         return out
+    rng = np.random.default_rng([seed, 47])
+    share_rows = np.flatnonzero(share_items) if share_items is not None else flag_rows[:0]
+    if len(share_rows) > share_max:
+        share_rows = np.sort(rng.choice(share_rows, share_max, replace=False))
+    rows = np.union1d(flag_rows, share_rows)
+    if not len(rows):
+        return out
+    is_flag, in_share = np.isin(rows, flag_rows), np.isin(rows, share_rows)
     sub = data.subset(rows)
     acc = (A == data.gold[:, None]).mean(axis=0)
     # answer agreement on at most CHECK_ITEMS items (a seeded draw): the families, not every item, are needed
-    pick = (np.sort(np.random.default_rng([seed, 47]).choice(len(A), max_items, replace=False))
-            if len(A) > max_items else slice(None))
+    pick = np.sort(rng.choice(len(A), max_items, replace=False)) if len(A) > max_items else slice(None)
     fam = families(A[pick])
     for g in name_families(names) if names is not None else []:
         for j in g:
             fam[j] = sorted(set(fam[j]) | set(g))
+    _, ll = posterior(sub, params)
+    lr_min = log_ratio_wrong(ll, sub.k, sub.gold)
     keep_all = np.ones(len(rows), bool)
     for u, f, keep in _family_units(np.argsort(-acc, kind="stable"), fam, M):
         if len(out["units"]) >= n_units:
@@ -215,12 +235,18 @@ def flag_stability(data, params, flagged: np.ndarray, n_units: int = STABLE_UNIT
         p2 = LabelParams(ability=[params.ability[0][keep]] + list(params.ability[1:]), sigma=list(params.sigma),
                          alpha=params.alpha, eps=params.eps, pref=pr, pi_attractor=params.pi_attractor,
                          share_w=params.share_w, eps_evidence=params.eps_evidence)
-        post, _ = posterior(d, p2)
+        post, ll2 = posterior(d, p2)
         still = 1.0 - post[np.arange(len(rows)), d.gold] >= 0.5
-        keep_all &= still
-        out["units"].append({"model": int(u), "family": [int(x) for x in f], "n_flags_it_carries": int((~still).sum())})
-    stable[rows[keep_all]] = True
-    out["n_stable"] = int(keep_all.sum())
+        keep_all &= still | ~is_flag
+        lr_min = np.minimum(lr_min, log_ratio_wrong(ll2, d.k, d.gold))
+        out["units"].append({"model": int(u), "family": [int(x) for x in f],
+                             "n_flags_it_carries": int((~still & is_flag).sum())})
+    stable[rows[is_flag & ~keep_all]] = False
+    out["n_stable"] = int((is_flag & keep_all).sum())
+    if out["units"] and in_share.any():
+        out["family_robust_share"] = rate_from_log_ratio(lr_min[in_share]) | {
+            "method": ("maximum likelihood with each item's evidence against its gold the smallest over leaving out "
+                       "each family of models (parameters held at the fit)")}
     return out
 
 

@@ -904,16 +904,28 @@ def wrong_gold_rate(ll: np.ndarray, k: np.ndarray, gold: np.ndarray, level: floa
     parameters (``ll``: (Q, Kmax) log P(answers | truth); ``k``, ``gold``: (Q,) option count, stated gold), ``L(e) = sum_i log(1 - e + e r_i)`` (the headline
     test's statistic, :func:`lr_test`); the interval is ``{e: 2 (L(e_hat) - L(e)) <= chi2_1(level)}``. The
     nuisance parameters are held at the fit (plug-in), so the interval is conditional on the fitted model."""
-    from .core import chi2_ppf
+    return rate_from_log_ratio(log_ratio_wrong(ll, k, gold), level)
 
+
+def log_ratio_wrong(ll: np.ndarray, k: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """(Q,) ``log r_i``: the mean likelihood of item ``i``'s answers under its non-gold truths over that under its
+    stated gold (``ll``: (Q, Kmax) log P(answers | truth); ``k``, ``gold``: (Q,)), clipped to [-50, 50]. The
+    posterior that the gold is wrong is ``eps r / (1 - eps + eps r)``."""
     Q = len(k)
-    if not Q:
-        return {"estimate": None, "ci": [None, None], "n_items": 0}
     valid = np.arange(ll.shape[1])[None, :] < np.asarray(k)[:, None]
     other = np.where(valid, ll, -np.inf)
     other[np.arange(Q), gold] = -np.inf
-    lr = np.clip(logsumexp(other, axis=1) - np.log(np.maximum(np.asarray(k) - 1, 1)) - ll[np.arange(Q), gold],
-                 -50, 50)
+    return np.clip(logsumexp(other, axis=1) - np.log(np.maximum(np.asarray(k) - 1, 1)) - ll[np.arange(Q), gold],
+                   -50, 50)
+
+
+def rate_from_log_ratio(lr: np.ndarray, level: float = 0.95) -> dict:
+    """:func:`wrong_gold_rate` from the items' ``log r`` (:func:`log_ratio_wrong`)."""
+    from .core import chi2_ppf
+
+    Q = len(lr)
+    if not Q:
+        return {"estimate": None, "ci": [None, None], "n_items": 0}
     # L depends on the items through log r only: binned at 1/RATE_BINS_PER_UNIT (cost O(Q) once, then O(bins)
     # per evaluation, whatever the number of items)
     b = np.rint(lr * RATE_BINS_PER_UNIT).astype(np.int64) + 50 * RATE_BINS_PER_UNIT
