@@ -222,14 +222,13 @@ def flag_stability(data, params, flagged: np.ndarray, n_units: int = STABLE_UNIT
     for g in name_families(names) if names is not None else []:
         for j in g:
             fam[j] = sorted(set(fam[j]) | set(g))
+    units = [x for x in _family_units(np.argsort(-acc, kind="stable"), fam, M) if len(x[1]) >= 2][:n_units]
+    if not units:  # no family of two models or more: nothing to leave out
+        return out
     _, ll = posterior(sub, params)
     lr_min = log_ratio_wrong(ll, sub.k, sub.gold)
     keep_all = np.ones(len(rows), bool)
-    for u, f, keep in _family_units(np.argsort(-acc, kind="stable"), fam, M):
-        if len(out["units"]) >= n_units:
-            break
-        if len(f) < 2:  # a family: two models or more
-            continue
+    for u, f, keep in units:
         d = _without_full_models(sub, keep)
         pr = [p[keep] if (i == 0 and p is not None) else p for i, p in enumerate(params.pref)]
         p2 = LabelParams(ability=[params.ability[0][keep]] + list(params.ability[1:]), sigma=list(params.sigma),
