@@ -421,10 +421,11 @@ def test_audit_calibration_null_keeps_findings_below_one_percent_in_every_regime
     assert c["worst_regime_flag_rate"] == max(v["flag_rate"] for v in c["regimes"].values())
 
 
-def _family_pool(seed: int = 3):
+def _family_pool(seed: int = 3, accuracy_blind=None):
     """3 strong models (90%) and 5 weak ones (40%), 18 planted wrong golds: the flags rest on the strong three."""
-    f = simulate_frame(600, 8, accuracy_blind=None, accuracy_full=[0.9, 0.9, 0.9, 0.4, 0.4, 0.4, 0.4, 0.4],
-                       difficulty_sd=1.0, label_errors=18, seed=seed)
+    f = simulate_frame(600, 8, accuracy_blind=accuracy_blind,
+                       accuracy_full=[0.9, 0.9, 0.9, 0.4, 0.4, 0.4, 0.4, 0.4], difficulty_sd=1.0, label_errors=18,
+                       seed=seed)
     names = {"model_00": "gpt-4o", "model_01": "gpt-4v", "model_02": "gpt-4-turbo", "model_03": "llava-7b",
              "model_04": "qwen-vl", "model_05": "cogvlm", "model_06": "instructblip", "model_07": "yi-vl"}
     r = f.runs_table()
@@ -525,3 +526,40 @@ def test_family_robust_share_counts_only_evidence_no_single_family_carries():
     ml = lm.wrong_gold_rate(ll, data.k, data.gold)
     assert got["n_items"] == ml["n_items"] == 600
     assert got["estimate"] < ml["estimate"]
+
+
+def test_flag_stability_leaves_a_family_s_blind_runs_out_with_it():
+    """With a blind arm, leaving the GPT family out removes its three blind runs too (by name): the share is the
+    hand computation with both arms' columns and parameters dropped."""
+    _, f2, names = _family_pool(accuracy_blind=[0.6, 0.6, 0.6, 0.3, 0.3, 0.3, 0.3, 0.3])
+    models, blind = f2.models_in("full"), f2.models_in("blind")
+    assert len(blind) == 8
+    rows, data = ce._label_data(f2, models, blind, f2.gold_codes().astype(np.int64))
+    assert len(data.arms) == 2
+    params, _ = lm.fit_and_test(data, seed=0)
+    _, ll = lm.posterior(data, params)
+    every = np.ones(len(rows), bool)
+    out = lc.flag_stability(data, params, every & False, names=models, blind_names=blind, share_items=every)
+    gpt = {"gpt-4o", "gpt-4v", "gpt-4-turbo"}
+    keep = np.array([j for j, m in enumerate(models) if m not in gpt])
+    keep_b = np.array([j for j, m in enumerate(blind) if m not in gpt])
+    assert len(keep) == len(keep_b) == 5
+    d = lc._without_full_models(data, keep, keep_b)
+    assert [a.shape[1] for a in d.arms] == [5, 5]
+    kp = [keep, keep_b]
+    p2 = lm.LabelParams(ability=[a[kp[i]] for i, a in enumerate(params.ability)], sigma=list(params.sigma),
+                        alpha=params.alpha, eps=params.eps,
+                        pref=[p[kp[i]] if p is not None else None for i, p in enumerate(params.pref)],
+                        pi_attractor=params.pi_attractor, share_w=params.share_w, eps_evidence=params.eps_evidence)
+    _, ll2 = lm.posterior(d, p2)
+    lr = np.minimum(lm.log_ratio_wrong(ll, data.k, data.gold), lm.log_ratio_wrong(ll2, data.k, data.gold))
+    assert out["family_robust_share"]["estimate"] == pytest.approx(lm.rate_from_log_ratio(lr)["estimate"])
+    # ... and not the figure that keeps the family's blind runs
+    d1 = lc._without_full_models(data, keep)
+    p1 = lm.LabelParams(ability=[params.ability[0][keep], params.ability[1]], sigma=list(params.sigma),
+                        alpha=params.alpha, eps=params.eps,
+                        pref=[params.pref[0][keep] if params.pref[0] is not None else None] + list(params.pref[1:]),
+                        pi_attractor=params.pi_attractor, share_w=params.share_w, eps_evidence=params.eps_evidence)
+    _, ll1 = lm.posterior(d1, p1)
+    lr1 = np.minimum(lm.log_ratio_wrong(ll, data.k, data.gold), lm.log_ratio_wrong(ll1, data.k, data.gold))
+    assert lm.rate_from_log_ratio(lr1)["estimate"] != pytest.approx(out["family_robust_share"]["estimate"])

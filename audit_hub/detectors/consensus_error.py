@@ -482,7 +482,8 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
         out["check"] = lc.predictive_check(data, identifiable, cat, fit_predict, seed=seed,
                                            flagged=identifiable & (p_wrong >= 0.5))
         stab = lc.flag_stability(data, params, identifiable & (p_wrong >= 0.5),
-                                  names=[str(m) for m in models], share_items=identifiable, seed=seed)
+                                  names=[str(m) for m in models], blind_names=[str(m) for m in blind_models],
+                                  share_items=identifiable, seed=seed)
         out["stable"] = stab.pop("stable")
         robust = stab.pop("family_robust_share")
         if robust is not None and out["wrong_gold_rate"] is not None:

@@ -151,9 +151,13 @@ def _family_units(order, fam: list[list[int]], M: int):
             yield int(u), f, keep
 
 
-def _without_full_models(d, keep: np.ndarray):
-    """``d`` (a :class:`~audit_hub.stats.label_model.LabelData`) with only the full-arm models ``keep``."""
-    return type(d)([d.arms[0][:, keep]] + list(d.arms[1:]), d.k, d.is_yn, d.gold, d.evidence, d.group, d.class_keys)
+def _without_full_models(d, keep: np.ndarray, keep_blind: np.ndarray | None = None):
+    """``d`` (a :class:`~audit_hub.stats.label_model.LabelData`) with only the full-arm models ``keep`` (and, given
+    ``keep_blind``, only those blind-arm models)."""
+    rest = list(d.arms[1:])
+    if keep_blind is not None and rest:
+        rest[0] = rest[0][:, keep_blind]
+    return type(d)([d.arms[0][:, keep]] + rest, d.k, d.is_yn, d.gold, d.evidence, d.group, d.class_keys)
 
 
 def name_families(names) -> list[list[int]]:
@@ -169,8 +173,8 @@ def name_families(names) -> list[list[int]]:
 
 
 def flag_stability(data, params, flagged: np.ndarray, n_units: int = STABLE_UNITS, names=None, *,
-                   share_items: np.ndarray | None = None, seed: int = 0, max_items: int = CHECK_ITEMS,
-                   share_max: int = SHARE_ITEMS) -> dict:
+                   blind_names=None, share_items: np.ndarray | None = None, seed: int = 0,
+                   max_items: int = CHECK_ITEMS, share_max: int = SHARE_ITEMS) -> dict:
     """Leave-one-family-out sensitivity of the flags and of the wrong-gold share (the paper's leave-one-model-out
     reading, applied per item to correlated models): for each *family* of at least two models (:func:`families`:
     answers that agree on :data:`FAMILY_AGREEMENT` of the items, or :func:`name_families` of ``names``: releases of
@@ -189,7 +193,8 @@ def flag_stability(data, params, flagged: np.ndarray, n_units: int = STABLE_UNIT
       ``share_max``) with each item's ``log r`` its smallest over the families left out (and the full pool): the
       wrong golds that no single family's answers carry. None when no family is found.
 
-    ``flagged``, ``share_items``: (Q,) bool over ``data``'s items. Returns ``stable`` ((Q,) bool, False off the
+    A family's blind (text-only) runs leave with it: the blind-arm models of ``data`` (named ``blind_names``) whose
+    name is a member's. ``flagged``, ``share_items``: (Q,) bool over ``data``'s items. Returns ``stable`` ((Q,) bool, False off the
     flags), ``family_robust_share`` and one row per family left out (its strongest model's index, its members,
     the flags it alone carries)."""
     from .label_model import LabelParams, log_ratio_wrong, posterior, rate_from_log_ratio
@@ -229,9 +234,14 @@ def flag_stability(data, params, flagged: np.ndarray, n_units: int = STABLE_UNIT
     lr_min = log_ratio_wrong(ll, sub.k, sub.gold)
     keep_all = np.ones(len(rows), bool)
     for u, f, keep in units:
-        d = _without_full_models(sub, keep)
-        pr = [p[keep] if (i == 0 and p is not None) else p for i, p in enumerate(params.pref)]
-        p2 = LabelParams(ability=[params.ability[0][keep]] + list(params.ability[1:]), sigma=list(params.sigma),
+        keeps = [keep]
+        if len(data.arms) > 1 and blind_names is not None:  # the family's blind runs leave with it
+            members = {str(names[j]) for j in f} if names is not None else set()
+            keeps.append(np.array([i for i, b in enumerate(blind_names) if str(b) not in members], np.int64))
+        d = _without_full_models(sub, keep, keeps[1] if len(keeps) > 1 else None)
+        kp = keeps + [slice(None)] * (len(params.ability) - len(keeps))
+        pr = [p[kp[i]] if p is not None else p for i, p in enumerate(params.pref)]
+        p2 = LabelParams(ability=[a[kp[i]] for i, a in enumerate(params.ability)], sigma=list(params.sigma),
                          alpha=params.alpha, eps=params.eps, pref=pr, pi_attractor=params.pi_attractor,
                          share_w=params.share_w, eps_evidence=params.eps_evidence)
         post, ll2 = posterior(d, p2)
