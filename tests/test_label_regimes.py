@@ -563,3 +563,29 @@ def test_flag_stability_leaves_a_family_s_blind_runs_out_with_it():
     _, ll1 = lm.posterior(d1, p1)
     lr1 = np.minimum(lm.log_ratio_wrong(ll, data.k, data.gold), lm.log_ratio_wrong(ll1, data.k, data.gold))
     assert lm.rate_from_log_ratio(lr1)["estimate"] != pytest.approx(out["family_robust_share"]["estimate"])
+
+
+def test_a_family_whose_blind_runs_are_the_only_ones_leaves_no_blind_arm_behind():
+    """Only gpt-4o has a blind run: leaving the GPT family out (the flag rule) or gpt-4o out (the held-out check)
+    leaves no blind model, so those fits have no blind arm (not an arm of zero models); the audit runs through."""
+    f = simulate_frame(600, 8, accuracy_blind=0.5, blind_models=1, difficulty_sd=1.0, label_errors=18, seed=3,
+                       accuracy_full=[0.9, 0.9, 0.9, 0.4, 0.4, 0.4, 0.4, 0.4])
+    names = {"model_00": "gpt-4o", "model_01": "gpt-4v", "model_02": "gpt-4-turbo", "model_03": "llava-7b",
+             "model_04": "qwen-vl", "model_05": "cogvlm", "model_06": "instructblip", "model_07": "yi-vl"}
+    r = f.runs_table()
+    r["model"] = r["model"].astype(str).map(names)
+    f2 = AuditFrame.from_tables(f.questions_table(), r)
+    assert f2.models_in("blind") == ["gpt-4o"]
+    rows, data = ce._label_data(f2, f2.models_in("full"), ["gpt-4o"], f2.gold_codes().astype(np.int64))
+    params, _ = lm.fit_and_test(data, seed=0)
+    keep = np.arange(3, 8)
+    kb = lc._blind_keep([0, 1, 2], f2.models_in("full"), ["gpt-4o"])
+    assert kb is not None and len(kb) == 0
+    d = lc._without_full_models(data, keep, kb)
+    p2 = lc._without_model_params(params, keep, kb)
+    assert len(d.arms) == 1 and len(p2.ability) == len(p2.sigma) == 1 and p2.ability[0].shape[0] == 5
+    lm.posterior(d, p2)
+    s = ce.run(f2, recall_sims=0).summary
+    st = s["predictive_check"]["stability"]
+    assert [u["family"] for u in st["units"]] == [["gpt-4o", "gpt-4v", "gpt-4-turbo"]]
+    assert s["predictive_check"]["n_held_out"] >= 1

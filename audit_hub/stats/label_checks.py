@@ -12,7 +12,8 @@ model's out-of-sample kappa over its baseline is at least :data:`KAPPA_MIN`: bel
 agreement with the gold is mostly its letter preference.
 
 **Held-out-model predictive check** (:func:`predictive_check`). Leave one model (with its *family*: the
-models whose answers agree with it on at least :data:`FAMILY_AGREEMENT` of the items both answered) out, fit
+models whose answers agree with it on at least :data:`FAMILY_AGREEMENT` of the items both answered; and with their
+blind runs, by name) out, fit
 the label model on the rest, and look at the left-out model on the items the fit flags (as many as the
 full fit flags among the checked items: its highest posteriors): if the flagged golds
 are wrong, its agreement with the stated gold there is what the fit predicts (``P``: the posterior predictive
@@ -151,13 +152,44 @@ def _family_units(order, fam: list[list[int]], M: int):
             yield int(u), f, keep
 
 
+def _blind_keep(family: list[int], names, blind_names) -> np.ndarray | None:
+    """The blind-arm models to keep when ``family`` (full-arm indices into ``names``) leaves: those whose name is not
+    a member's (a model's blind run carries its name). None without names (the blind arm is kept whole)."""
+    if names is None or blind_names is None:
+        return None
+    members = {str(names[j]) for j in family}
+    return np.array([i for i, b in enumerate(blind_names) if str(b) not in members], np.int64)
+
+
 def _without_full_models(d, keep: np.ndarray, keep_blind: np.ndarray | None = None):
     """``d`` (a :class:`~audit_hub.stats.label_model.LabelData`) with only the full-arm models ``keep`` (and, given
     ``keep_blind``, only those blind-arm models)."""
     rest = list(d.arms[1:])
-    if keep_blind is not None and rest:
-        rest[0] = rest[0][:, keep_blind]
+    if keep_blind is not None and rest:  # no blind model left: no blind arm
+        rest = ([rest[0][:, keep_blind]] if len(keep_blind) else []) + rest[1:]
     return type(d)([d.arms[0][:, keep]] + rest, d.k, d.is_yn, d.gold, d.evidence, d.group, d.class_keys)
+
+
+def _without_model_params(params, keep: np.ndarray, keep_blind: np.ndarray | None = None):
+    """``params`` (:class:`~audit_hub.stats.label_model.LabelParams`) for the arms :func:`_without_full_models`
+    leaves: the full arm's models ``keep`` and the blind arm's ``keep_blind`` (the arm gone when none is left)."""
+    from .label_model import LabelParams
+
+    n = len(params.ability)
+    sel: list = [keep] + [slice(None)] * (n - 1)
+    drop = set()
+    if keep_blind is not None and n > 1:
+        sel[1] = keep_blind
+        if not len(keep_blind):
+            drop.add(1)
+
+    def per_arm(xs, pick):
+        return [pick(x, sel[i]) for i, x in enumerate(xs) if i not in drop]
+
+    return LabelParams(ability=per_arm(params.ability, lambda a, k: a[k]),
+                       sigma=[x for i, x in enumerate(params.sigma) if i not in drop], alpha=params.alpha,
+                       eps=params.eps, pref=per_arm(params.pref, lambda p, k: p[k] if p is not None else None),
+                       pi_attractor=params.pi_attractor, share_w=params.share_w, eps_evidence=params.eps_evidence)
 
 
 def name_families(names) -> list[list[int]]:
@@ -197,7 +229,7 @@ def flag_stability(data, params, flagged: np.ndarray, n_units: int = STABLE_UNIT
     name is a member's. ``flagged``, ``share_items``: (Q,) bool over ``data``'s items. Returns ``stable`` ((Q,) bool, False off the
     flags), ``family_robust_share`` and one row per family left out (its strongest model's index, its members,
     the flags it alone carries)."""
-    from .label_model import LabelParams, log_ratio_wrong, posterior, rate_from_log_ratio
+    from .label_model import log_ratio_wrong, posterior, rate_from_log_ratio
 
     flag_rows = np.flatnonzero(flagged)
     stable = np.zeros(len(flagged), bool)
@@ -234,16 +266,9 @@ def flag_stability(data, params, flagged: np.ndarray, n_units: int = STABLE_UNIT
     lr_min = log_ratio_wrong(ll, sub.k, sub.gold)
     keep_all = np.ones(len(rows), bool)
     for u, f, keep in units:
-        keeps = [keep]
-        if len(data.arms) > 1 and blind_names is not None:  # the family's blind runs leave with it
-            members = {str(names[j]) for j in f} if names is not None else set()
-            keeps.append(np.array([i for i, b in enumerate(blind_names) if str(b) not in members], np.int64))
-        d = _without_full_models(sub, keep, keeps[1] if len(keeps) > 1 else None)
-        kp = keeps + [slice(None)] * (len(params.ability) - len(keeps))
-        pr = [p[kp[i]] if p is not None else p for i, p in enumerate(params.pref)]
-        p2 = LabelParams(ability=[a[kp[i]] for i, a in enumerate(params.ability)], sigma=list(params.sigma),
-                         alpha=params.alpha, eps=params.eps, pref=pr, pi_attractor=params.pi_attractor,
-                         share_w=params.share_w, eps_evidence=params.eps_evidence)
+        kb = _blind_keep(f, names, blind_names) if len(data.arms) > 1 else None  # its blind runs leave with it
+        d = _without_full_models(sub, keep, kb)
+        p2 = _without_model_params(params, keep, kb)
         post, ll2 = posterior(d, p2)
         still = 1.0 - post[np.arange(len(rows)), d.gold] >= 0.5
         keep_all &= still | ~is_flag
@@ -280,8 +305,8 @@ def _share_check(sw: np.ndarray) -> dict | None:
 
 
 def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_predict, *, seed: int = 0,
-                     held_out: int = HELD_OUT, max_items: int = CHECK_ITEMS, flagged: np.ndarray | None = None
-                     ) -> dict:
+                     held_out: int = HELD_OUT, max_items: int = CHECK_ITEMS, flagged: np.ndarray | None = None,
+                     names=None, blind_names=None) -> dict:
     """The held-out-model check of the module docstring on :class:`~audit_hub.stats.label_model.LabelData`
     ``data`` (the full arm first). ``identifiable_item``: (Q,) items whose category passed
     :func:`identifiability` (only they can be flagged); ``cat``: (Q,) category index; ``fit_predict(d,
@@ -330,7 +355,8 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
             weaker.append({"model": int(u), "accuracy": float(acc[u]), "median_of_rest": med,
                            "kappa_over_position_baseline": float(kap[u])})
             continue
-        d = _without_full_models(sub, keep)
+        # the held-out model's blind (text-only) run leaves the fit with it (by name, given the names)
+        d = _without_full_models(sub, keep, _blind_keep(f, names, blind_names) if len(sub.arms) > 1 else None)
         pr = fit_predict(d, As[:, u])
         pw = np.asarray(pr["p_wrong"])
         answered = As[:, u] >= 0
