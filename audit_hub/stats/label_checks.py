@@ -212,8 +212,8 @@ def flag_stability(data, params, flagged: np.ndarray, n_units: int = STABLE_UNIT
     answers that agree on :data:`FAMILY_AGREEMENT` of the items, or :func:`name_families` of ``names``: releases of
     one vendor or base), at most ``n_units`` of them in order of their best member's agreement with the stated
     gold, each item's evidence against its gold (``log r``, :func:`~audit_hub.stats.label_model.log_ratio_wrong`)
-    is recomputed from the *same fitted parameters* without that family's full-arm answers (no refit, so the
-    change is that family's evidence alone, not refit noise).
+    is recomputed from the *same fitted parameters* without that family's answers (no refit, so the change is
+    that family's evidence alone, not refit noise).
 
     * A flag is *stable* when its posterior stays >= 0.5 without each family: it does not rest on one family
       answering against the gold (on VisOnlyQA, 11 flags on synthetic items whose golds are right by construction
@@ -226,9 +226,9 @@ def flag_stability(data, params, flagged: np.ndarray, n_units: int = STABLE_UNIT
       wrong golds that no single family's answers carry. None when no family is found.
 
     A family's blind (text-only) runs leave with it: the blind-arm models of ``data`` (named ``blind_names``) whose
-    name is a member's. ``flagged``, ``share_items``: (Q,) bool over ``data``'s items. Returns ``stable`` ((Q,) bool, False off the
-    flags), ``family_robust_share`` and one row per family left out (its strongest model's index, its members,
-    the flags it alone carries)."""
+    name is a member's. ``flagged``, ``share_items``: (Q,) bool over ``data``'s items. Returns ``stable`` ((Q,)
+    bool, False off the flags), ``family_robust_share`` and one row per family left out (its strongest model's
+    index, its members, the flags it alone carries)."""
     from .label_model import log_ratio_wrong, posterior, rate_from_log_ratio
 
     flag_rows = np.flatnonzero(flagged)
