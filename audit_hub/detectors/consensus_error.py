@@ -479,11 +479,11 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
         def fit_predict(d, answers):
             return lm.held_out_prediction(d, lm.fit(d, n_iter=2, seed=seed), answers)
 
-        out["check"] = lc.predictive_check(data, identifiable, cat, fit_predict, seed=seed, names=[str(m) for m in models],
-                                           blind_names=[str(m) for m in blind_models],
-                                           flagged=identifiable & (p_wrong >= 0.5))
-        stab = lc.flag_stability(data, params, identifiable & (p_wrong >= 0.5),
-                                  names=[str(m) for m in models], blind_names=[str(m) for m in blind_models],
+        names, blind_names = [str(m) for m in models], [str(m) for m in blind_models]
+        doubted = identifiable & (p_wrong >= 0.5)
+        out["check"] = lc.predictive_check(data, identifiable, cat, fit_predict, seed=seed, names=names,
+                                           blind_names=blind_names, flagged=doubted)
+        stab = lc.flag_stability(data, params, doubted, names=names, blind_names=blind_names,
                                   share_items=identifiable, seed=seed)
         out["stable"] = stab.pop("stable")
         robust = stab.pop("family_robust_share")
