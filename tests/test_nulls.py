@@ -8,10 +8,12 @@ from oracles import cell_sum_moments
 from scipy import stats
 
 from audit_hub.stats.nulls import (
+    literal_is_cheaper,
     matched_pairs,
     matched_sum_moments,
     sample_matched_sum,
     sample_table,
+    shared_permutation_matches,
 )
 
 F = np.array([0, 0, 1, 2, 2, 2, 3, 1, 0])
@@ -143,3 +145,42 @@ def test_invalid_margins_raise():
         sample_matched_sum(np.array([[5, 5]]), np.array([[1, 1]]), np.array([6]), 10, np.random.default_rng(0))
     with pytest.raises(ValueError):
         cell_sum_moments([1, 2], [1, 1], np.eye(2))
+
+
+def test_shared_permutations_match_the_exhaustive_distribution():
+    """The literal sampler's law against all 9! pairings of the hand data (one pairing, one stratum)."""
+    vals = _brute(F, B)
+    exact = np.bincount(vals, minlength=10) / len(vals)
+    draws = shared_permutation_matches(np.zeros(len(F), np.int64), lambda d: (F, B), 1, 60_000,
+                                       np.random.default_rng(11), chunk_cells=9 * 7000)[0]
+    assert np.abs(np.bincount(draws, minlength=10) / len(draws) - exact).max() < 0.01
+    assert draws.mean() == pytest.approx(20 / 9, abs=0.03)   # the hand value of the closed form above
+
+
+def test_shared_permutations_stay_inside_strata_and_agree_with_the_table_sampler():
+    """Two strata: each pairing's draws have the stratified null's exact mean and variance and the table
+    sampler's law (KS); a permutation never moves an item out of its stratum (stratum 1 alone matches
+    nothing, so every match comes from stratum 0, whose bound is 4)."""
+    rng = np.random.default_rng(12)
+    strata = np.array([0, 1, 0, 1, 1, 0, 0, 1, 1, 1])
+    f = np.array([1, 0, 1, 2, 0, 2, 0, 1, 2, 1])
+    b = np.array([1, 2, 0, 1, 2, 2, 1, 2, 2, 2])
+    tgt_one = np.where(strata == 0, f, -1)            # pairing 1: only stratum 0 can match
+    pairings = [(f, b), (tgt_one, b)]
+    draws = shared_permutation_matches(strata, lambda d: pairings[d], 2, 40_000, rng, chunk_cells=10 * 999)
+    assert draws.shape == (2, 40_000)
+    assert draws[1].max() <= 4 and (draws[1] <= draws[0]).all()  # the same permutation for both pairings
+    r = np.stack([np.bincount(f[strata == s], minlength=3) for s in (0, 1)])
+    c = np.stack([np.bincount(b[strata == s], minlength=3) for s in (0, 1)])
+    n = np.bincount(strata)
+    mean, var = matched_sum_moments(r, c, n)
+    assert draws[0].mean() == pytest.approx(mean.sum(), abs=4 * np.sqrt(var.sum() / 40_000))
+    assert draws[0].var() == pytest.approx(var.sum(), rel=0.05)
+    table = sample_matched_sum(r, c, n, 40_000, rng).sum(axis=0)
+    assert stats.ks_2samp(draws[0], table).pvalue > 0.001
+
+
+def test_literal_sampler_is_chosen_only_where_it_is_clearly_cheaper():
+    assert literal_is_cheaper(5_000, 6, 150)          # 5k items x 150 models: 90,000 > 5,000
+    assert not literal_is_cheaper(100_000, 6, 21)     # 100k x 20: the table sampler (12,600 < 100,000)
+    assert not literal_is_cheaper(1_000_000, 6, 51)

@@ -56,7 +56,13 @@ from ..frame.core import AuditFrame
 from ..schema import check_correctness_field
 from ..severity import severity_array
 from ..stats.core import benjamini_hochberg, permutation_p_value, table_bootstrap, wilson_ci
-from ..stats.nulls import matched_pairs, matched_sum_moments, sample_matched_sum
+from ..stats.nulls import (
+    literal_is_cheaper,
+    matched_pairs,
+    matched_sum_moments,
+    sample_matched_sum,
+    shared_permutation_matches,
+)
 from .accounting import item_accounting
 from .base import DetectorResult, summary_rows
 from .strata import STRATIFY_DEFAULT, strata_codes
@@ -296,9 +302,16 @@ def _overall_rows(share, s_lo, s_hi, null_mean, excess, p_value, n_items: int, t
 
 
 def _leave_one_model_out(full, blind, idx, f, b, strata, n_strata, mf_names, mb_names, pool_level, n_items,
-                         n_questions, B, rng) -> list[dict]:
+                         n_questions, B, rng) -> tuple[list[dict], str | None]:
     """The zero-gain test with each model left out in turn (same items; both arms for a paired model,
-    its own arm at pool level), with the excess over its own null."""
+    its own arm at pool level), with the excess over its own null; and the sampler its p-values used.
+
+    The nulls are the headline's (blind counts permuted across items within strata). They are drawn by the
+    table sampler (:func:`~audit_hub.stats.nulls.sample_matched_sum`, cost ~ strata x matched pairs per
+    permutation and model) or, where that is clearly dearer (:func:`~audit_hub.stats.nulls.literal_is_cheaper`: a
+    wide pool, many models on few items), by permuting the items themselves, one set of ``B`` permutations shared
+    by every left-out model (:func:`~audit_hub.stats.nulls.shared_permutation_matches`, cost ~ items). Both draw
+    the same law; on 5,000 items x 150 models the loop took 15 s by the first and under 2 s by the second."""
     mf, mb = len(mf_names), len(mb_names)
     lomo: list[dict] = []
     all_items = n_items == n_questions
@@ -308,34 +321,46 @@ def _leave_one_model_out(full, blind, idx, f, b, strata, n_strata, mf_names, mb_
     elif pool_level:
         drops = ([(name, "full", j) for j, name in enumerate(mf_names)] if mf >= 2 else []) + \
                 ([(name, "blind", j) for j, name in enumerate(mb_names)] if mb >= 2 else [])
+    if not drops:
+        return lomo, None
     # (models, items) contiguous 0/1 rows: one column per drop is a contiguous read
-    full_k = np.ascontiguousarray(((full if all_items else full[idx]) == 1).T).view(np.int8) if drops else None
-    blind_k = np.ascontiguousarray(((blind if all_items else blind[idx]) == 1).T).view(np.int8) if drops else None
-    # the cell index with model j dropped is (cell of the full pool) - (j's contribution): an
-    # incremental update of f and b per drop, in int32 (the counts are the same integers)
-    cell_base: dict[tuple[int, int], np.ndarray] = {}
-    for name, arm, j in drops:
-        mfd = mf - 1 if arm in ("both", "full") else mf
-        mbd = mb - 1 if arm in ("both", "blind") else mb
+    full_k = np.ascontiguousarray(((full if all_items else full[idx]) == 1).T).view(np.int8)
+    blind_k = np.ascontiguousarray(((blind if all_items else blind[idx]) == 1).T).view(np.int8)
+
+    def counts(d: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """(f, b, Mf, Mb) with drop ``d``'s model left out (an incremental update, int32)."""
+        _name, arm, j = drops[d]
+        fd = f.astype(np.int32) - (full_k[j] if arm in ("both", "full") else 0)
+        bd = b.astype(np.int32) - (blind_k[j] if arm in ("both", "blind") else 0)
+        return fd, bd, mf - (arm in ("both", "full")), mb - (arm in ("both", "blind"))
+
+    n_tables = int((np.bincount(strata, minlength=n_strata) > 0).sum())
+    literal = B > 0 and literal_is_cheaper(n_items, n_tables, len(matched_pairs(mf + 1, mb + 1)[0]))
+    draws = None
+    if literal:
+        def pairing(d: int) -> tuple[np.ndarray, np.ndarray]:
+            fd, bd, mfd, mbd = counts(d)
+            # zero gain: fd * mbd == bd * mfd, i.e. bd equals fd * mbd / mfd where that is a whole number
+            num = fd.astype(np.int64) * mbd
+            return np.where(num % mfd == 0, num // mfd, -1), bd
+        draws = shared_permutation_matches(strata, pairing, len(drops), B, rng)
+    for d, (name, arm, _j) in enumerate(drops):
+        fd, bd, mfd, mbd = counts(d)
         Rd, Cd = mfd + 1, mbd + 1
-        if (Rd, Cd) not in cell_base:
-            cell_base[(Rd, Cd)] = (strata * (Rd * Cd) + f * Cd + b).astype(np.int32)
-        cd = cell_base[(Rd, Cd)]
-        if arm in ("both", "full"):
-            cd = cd - full_k[j].astype(np.int32) * Cd
-        if arm in ("both", "blind"):
-            cd = cd - blind_k[j]
         pr = matched_pairs(Rd, Cd)
-        td = np.bincount(cd, minlength=n_strata * Rd * Cd).reshape(n_strata, Rd, Cd)
-        nd = _Null(td, pr, np.zeros(n_strata, dtype=np.int64), 1, B, rng)
+        td = np.bincount(strata * (Rd * Cd) + fd * Cd + bd, minlength=n_strata * Rd * Cd).reshape(n_strata, Rd, Cd)
+        nd = _Null(td, pr, np.zeros(n_strata, dtype=np.int64), 1, 0 if literal else B, rng)
         zd = int(nd.observed[0])
         lo, hi = wilson_ci(zd, n_items)
-        pd_ = float(permutation_p_value(nd.draws[0], zd)) if B > 0 else None
+        pd_ = float(permutation_p_value(draws[d] if literal else nd.draws[0], zd)) if B > 0 else None
         lomo.append({"dropped_model": name, "arm": arm, "n_models_full": mfd, "n_models_blind": mbd,
                      "n_items": n_items, "zero_gain_share": zd / n_items, "share_ci": [float(lo), float(hi)],
                      "null_mean": float(nd.mean[0] / n_items), "null_sd": float(np.sqrt(nd.var[0]) / n_items),
                      "excess": zd / n_items - float(nd.mean[0] / n_items), "p_value": pd_})
-    return lomo
+    sampler = None if B <= 0 else (
+        f"the items permuted within strata, {B} permutations shared by every left-out model" if literal else
+        f"{B} tables with the margins fixed, per left-out model (sequential hypergeometric draws)")
+    return lomo, sampler
 
 
 def _fragility(lomo: list[dict], p_value, excess: float, alpha: float) -> tuple[bool | None, str]:
@@ -601,9 +626,9 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     table["arm"] = "full_vs_blind"
     table["field"] = field
 
-    lomo, fragile, reason = [], None, ""
+    lomo, fragile, reason, lomo_sampler = [], None, "", None
     if leave_one_out:
-        lomo = _leave_one_model_out(full, blind, idx, f, b, strata, n_strata, mf_names, mb_names, pool_level,
+        lomo, lomo_sampler = _leave_one_model_out(full, blind, idx, f, b, strata, n_strata, mf_names, mb_names, pool_level,
                                     n_items, frame.n_questions, B, rng)
         fragile, reason = _fragility(lomo, p_value, excess, alpha)
 
@@ -619,6 +644,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
                        cells=cells, per_category=per_category, pool_level=pool_level, mf_names=mf_names,
                        mb_names=mb_names, field=field, params=params, seed=seed)
     summary.update(statistics)
+    summary["leave_one_model_out_null"] = lomo_sampler
     summary["excluded"] = _excluded(Q, field, full, known)
     summary["design_label"] = _design_label_check(frame, design_label, idx, f / mf - b / mb, cell, pairs, R, C, B,
                                                   n_boot, rng) if design_label else None

@@ -92,6 +92,8 @@ def _headline(result: Any) -> dict:
         if len(raw) >= 2 and len(exc) >= 2:
             out["lomo_spread"] = (f"Across leave-one-model-out pools the raw share spans {pp(max(raw) - min(raw))[1:]} "
                                   f"and the excess {pp(max(exc) - min(exc))[1:]}.")
+            if vd.get("leave_one_model_out_null"):
+                out["lomo_spread"] += f" Their p-values: {vd['leave_one_model_out_null']}."
         frag = vd.get("fragile")
         if frag is None and isinstance(vd.get("leave_one_model_out"), dict):
             frag = vd["leave_one_model_out"].get("fragile")
