@@ -423,3 +423,29 @@ def test_release_memory_drops_only_the_dense_caches_and_they_recompute_equal():
     np.testing.assert_array_equal(frame.answer_codes("full"), codes)
     release_memory()  # no frame: only the heap is trimmed
     trim_heap()
+
+
+def test_judge_figure_keeps_the_runs_that_disagree_most_on_a_wide_pool(monkeypatch, tmp_path):
+    """150 models x 2 arms: the per-run panel draws the 25 runs with the largest disagreement share (legible
+    labels), in order, and its title says how many runs it leaves out; a small pool keeps every run."""
+    from audit_hub.report import figures
+
+    drawn = {}
+    monkeypatch.setattr(figures, "save_png", lambda fig, path: drawn.update(fig=fig))
+    models = [f"model_{i:03d}" for i in range(150)]
+    n_both = np.full(300, 1000)
+    n_dis = np.arange(300) * 3 % 997            # distinct shares; the largest are not the last runs
+    fi = SimpleNamespace(judge={"m2": pd.DataFrame(), "counts": {"n_both": n_both, "n_dis": n_dis}, "models": models})
+    figures.fig_judge(fi, tmp_path / "judge.png")
+    ax = drawn["fig"].axes[-1]
+    widths = [p.get_width() for p in ax.patches]
+    top = np.sort(100 * n_dis / n_both)[::-1][:25]
+    assert len(widths) == 25 and widths == pytest.approx(top[::-1].tolist())   # the largest at the top
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    best = int(np.argmax(n_dis))
+    assert labels[-1] == (f"{models[best % 150]} (blind)" if best >= 150 else models[best])
+    assert "the 25 of 300 model runs with the most" in ax.get_title()
+    fi.judge = {"m2": pd.DataFrame(), "counts": {"n_both": n_both[:6], "n_dis": n_dis[:6]}, "models": models[:3]}
+    figures.fig_judge(fi, tmp_path / "judge.png")
+    assert len(drawn["fig"].axes[-1].patches) == 6
+    assert drawn["fig"].axes[-1].get_title().endswith("(labels: number of items)")

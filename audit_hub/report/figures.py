@@ -257,6 +257,10 @@ def fig_categories(fi: FigureInputs, path: Path) -> None:
     save_png(fig, path)
 
 
+#: bars of the judge figure's per-run panel: a wide pool (150 models x 2 arms) shows the runs that disagree most
+JUDGE_MAX_BARS = 25
+
+
 def fig_judge(fi: FigureInputs, path: Path) -> None:
     m2, c, models = fi.judge["m2"], fi.judge["counts"], fi.judge["models"]
     plt = pyplot_agg()
@@ -291,13 +295,15 @@ def fig_judge(fi: FigureInputs, path: Path) -> None:
     nm = len(models)
     labels = [f"{models[k % nm][:28]}{f' ({ARMS[k // nm]})' if k >= nm else ''}" for k in keys]
     share = 100 * n_dis[keys] / n_both[keys]
-    order = np.argsort(share)
-    bx.barh(np.arange(len(keys)), share[order], color=ORANGE)
-    bx.set_yticks(np.arange(len(keys)), [labels[i] for i in order], fontsize=8)
+    # a wide pool keeps the model runs with the most disagreement (ties: run order), so the labels stay legible
+    order = np.lexsort((np.arange(len(keys)), -share))[:JUDGE_MAX_BARS][::-1]
+    bx.barh(np.arange(len(order)), share[order], color=ORANGE)
+    bx.set_yticks(np.arange(len(order)), [labels[i] for i in order], fontsize=8)
     for i, j in enumerate(order):
         bx.text(share[j], i, f" {n_dis[keys[j]]:,}", va="center", fontsize=7)
     bx.set_xlabel("items where judge and exact match disagree (%)")
-    bx.set_title("(b) Where the judge and exact matching disagree\n(labels: number of items)")
+    shown = (f"; the {len(order)} of {len(keys)} model runs with the most" if len(order) < len(keys) else "")
+    bx.set_title(f"(b) Where the judge and exact matching disagree\n(labels: number of items{shown})")
     bx.set_xlim(0, max(1.0, float(share.max()) * 1.25))
     fig.tight_layout()
     save_png(fig, path)
