@@ -38,6 +38,7 @@ printed beside it (CPU seconds are the steadier figure).
     python benchmarks/cli_scale.py                               # 100000x20 and 1000000x50, all encodings
     python benchmarks/cli_scale.py --sizes 100000x20 --encodings plain --data-dir /tmp/scale
     python benchmarks/cli_scale.py --smoke                       # 2000 x 3, all encodings; what CI runs
+    python benchmarks/cli_scale.py --sizes 5000x150 --encodings dict   # a wide pool (a leaderboard: many models)
 """
 
 from __future__ import annotations
