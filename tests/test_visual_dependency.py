@@ -242,3 +242,29 @@ def test_leave_one_model_out_samplers_agree_on_a_wide_pool(monkeypatch):
             (y["dropped_model"], y["zero_gain_share"], y["null_mean"], y["null_sd"])
         se = np.sqrt(2 * max(x["p_value"], 1e-3) * (1 - x["p_value"]) / 999) + 2e-3
         assert abs(x["p_value"] - y["p_value"]) <= 4 * se
+
+
+def test_leave_one_model_out_samplers_agree_at_pool_level_with_strata(monkeypatch):
+    """Pool level (6 image models, 3 differently named text-only models; both arms' drops) and 3 category
+    strata: the item permutation (forced) and the table sampler give the same observed figures and closed-form
+    nulls, and p-values within Monte Carlo error."""
+    from audit_hub.stats import nulls
+
+    f = simulate_frame(3000, 6, blind_models=["txt_a", "txt_b", "txt_c"], planted={"blind_solvable": 10}, seed=5)
+    out = {}
+    for cost in (0, 10**9):
+        monkeypatch.setattr(nulls, "SAMPLER_TO_LITERAL_COST", cost)
+        out[cost] = vd.run(f, n_boot=0, power=False, secondary_permutations=False, stratify=["category"]).summary
+    a, b = out[0], out[10**9]
+    assert a["pool_level"] and a["n_strata"] == 3
+    assert a["leave_one_model_out_null"].startswith("999 tables")
+    assert b["leave_one_model_out_null"].startswith("the items permuted within strata")
+    assert [x["arm"] for x in a["leave_one_model_out"]] == ["full"] * 6 + ["blind"] * 3
+    ps = []
+    for x, y in zip(a["leave_one_model_out"], b["leave_one_model_out"]):
+        assert (x["dropped_model"], x["zero_gain_share"]) == (y["dropped_model"], y["zero_gain_share"])
+        assert x["null_mean"] == pytest.approx(y["null_mean"], abs=1e-12)
+        se = np.sqrt(2 * max(x["p_value"], 1e-3) * (1 - x["p_value"]) / 999) + 2e-3
+        assert abs(x["p_value"] - y["p_value"]) <= 4 * se
+        ps.append(x["p_value"])
+    assert max(ps) > 0.01 and min(ps) < 0.01   # some drops near the bar, some far from it
