@@ -125,15 +125,27 @@ def plain(x: Any) -> str:
     return str(x)
 
 
-def md_table(header: list[str], rows: list[list[Any]], align: list[str] | None = None) -> str:
-    """A Markdown table; ``align`` entries are 'l' or 'r'."""
+#: a Markdown table with more rows than this is folded into a ``<details>`` block (the Hub and GitHub render it
+#: collapsed), so that a wide pool's per-model tables (150 models: 300 rows each) do not push the findings
+#: hundreds of lines down the card
+FOLD_ROWS = 40
+
+
+def md_table(header: list[str], rows: list[list[Any]], align: list[str] | None = None,
+             fold_rows: int | None = FOLD_ROWS) -> str:
+    """A Markdown table; ``align`` entries are 'l' or 'r'. Over ``fold_rows`` rows (None: never) it is folded
+    into a ``<details>`` block whose summary gives the row count; the table inside is unchanged."""
     if not rows:
         return ""
     align = align or ["l"] + ["r"] * (len(header) - 1)
     sep = ["---:" if a == "r" else ":---" for a in align]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
+    table = "\n".join(lines)
+    if fold_rows is not None and len(rows) > fold_rows:
+        # blank lines around the table: Markdown inside an HTML block is parsed only after one
+        return f"<details><summary>The table: {len(rows):,} rows (select to expand)</summary>\n\n{table}\n\n</details>"
+    return table
 
 
 def num_labels(s: pd.Series) -> pd.Series:

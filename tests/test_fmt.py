@@ -37,3 +37,17 @@ def test_numbers_and_plain_values():
     assert (fmt_num(0.00016723653445557783), fmt_num(1285), fmt_num(7.6912)) == ("0.000167", "1,285", "7.69")
     assert plain({"choice": "budget", "numeric": "budget"}) == "choice: budget, numeric: budget"
     assert plain(None) == "none" and plain({"k": 5, "repeats": 3}) == "k: 5, repeats: 3"
+
+
+def test_md_table_folds_a_long_table_into_a_details_block_and_keeps_it_whole():
+    from audit_hub.fmt import FOLD_ROWS, md_table
+
+    rows = [[f"m{i}", i] for i in range(FOLD_ROWS + 1)]
+    plain = md_table(["Model", "n"], rows[:FOLD_ROWS])
+    assert plain.splitlines()[0] == "| Model | n |" and len(plain.splitlines()) == FOLD_ROWS + 2
+    folded = md_table(["Model", "n"], rows)
+    lines = folded.splitlines()
+    assert lines[0] == f"<details><summary>The table: {FOLD_ROWS + 1} rows (select to expand)</summary>"
+    assert lines[1] == "" and lines[-2] == "" and lines[-1] == "</details>"   # Markdown inside needs the blank lines
+    assert "\n".join(lines[2:-2]) == md_table(["Model", "n"], rows, fold_rows=None)
+    assert lines[-3] == f"| m{FOLD_ROWS} | {FOLD_ROWS} |"
