@@ -181,6 +181,12 @@ def test_shared_permutations_stay_inside_strata_and_agree_with_the_table_sampler
 
 
 def test_literal_sampler_is_chosen_only_where_it_is_clearly_cheaper():
-    assert literal_is_cheaper(5_000, 6, 150)          # 5k items x 150 models: 90,000 > 5,000
-    assert not literal_is_cheaper(100_000, 6, 21)     # 100k x 20: the table sampler (12,600 < 100,000)
-    assert not literal_is_cheaper(1_000_000, 6, 51)
+    # one pairing: 2 x items x (16 + 2.5) ns against tables x pairs x 500 ns
+    assert literal_is_cheaper(5_000, 6, 151)               # 185,000 < 453,000
+    assert not literal_is_cheaper(3_040, 4, 2)             # the bundled MATH-V pool: the tables
+    assert literal_is_cheaper(1_500, 6, 21)                # 20 paired models on 1,500 items: 55,500 < 63,000
+    assert not literal_is_cheaper(5_000, 6, 21)            # ... on 5,000: 185,000 > 63,000
+    # the leave-one-model-out loop, one pairing per left-out model, shares the shuffle
+    assert literal_is_cheaper(5_000, 6, 51, n_pairings=50)           # 5k x 50
+    assert not literal_is_cheaper(100_000, 6, 21, n_pairings=20)     # 100k x 20: the tables, as before
+    assert not literal_is_cheaper(1_000_000, 6, 51, n_pairings=50)   # 1M x 50

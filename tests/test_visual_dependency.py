@@ -226,12 +226,11 @@ def test_leave_one_model_out_samplers_agree_on_a_wide_pool(monkeypatch):
     """A wide pool (few items, many models) takes the literal sampler for its leave-one-model-out nulls; with
     the threshold forced the other way the same loop takes the table sampler. Same observed figures, same
     closed-form nulls; the permutation p-values agree within Monte Carlo error (999 permutations each)."""
-    from audit_hub.stats import nulls
-
     f = simulate_frame(400, 12, accuracy_full=0.55, accuracy_blind=0.35, planted={"blind_solvable": 4}, seed=31)
     a = vd.run(f, n_boot=0, power=False, secondary_permutations=False).summary
     assert a["leave_one_model_out_null"].startswith("the items permuted within strata, 999 permutations")
-    monkeypatch.setattr(nulls, "SAMPLER_TO_LITERAL_COST", 0)
+    assert a["null_sampler"] == vd.NULL_SAMPLERS["tables"]   # one pairing on 400 items: the tables are cheaper
+    monkeypatch.setattr(vd, "literal_is_cheaper", lambda *a, **k: False)
     b = vd.run(f, n_boot=0, power=False, secondary_permutations=False).summary
     assert b["leave_one_model_out_null"].startswith("999 tables with the margins fixed")
     assert a["p_value"] == b["p_value"]                     # the headline's draws do not move
@@ -248,14 +247,14 @@ def test_leave_one_model_out_samplers_agree_at_pool_level_with_strata(monkeypatc
     """Pool level (6 image models, 3 differently named text-only models; both arms' drops) and 3 category
     strata: the item permutation (forced) and the table sampler give the same observed figures and closed-form
     nulls, and p-values within Monte Carlo error."""
-    from audit_hub.stats import nulls
-
     f = simulate_frame(3000, 6, blind_models=["txt_a", "txt_b", "txt_c"], planted={"blind_solvable": 10}, seed=5)
     out = {}
-    for cost in (0, 10**9):
-        monkeypatch.setattr(nulls, "SAMPLER_TO_LITERAL_COST", cost)
-        out[cost] = vd.run(f, n_boot=0, power=False, secondary_permutations=False, stratify=["category"]).summary
-    a, b = out[0], out[10**9]
+    for lomo_literal in (False, True):   # the leave-one-model-out loop only (several pairings): forced each way
+        monkeypatch.setattr(vd, "literal_is_cheaper", lambda n, t, p, k=1, w=lomo_literal: w and k > 1)
+        out[lomo_literal] = vd.run(f, n_boot=0, power=False, secondary_permutations=False,
+                                   stratify=["category"]).summary
+    a, b = out[False], out[True]
+    assert a["p_value"] == b["p_value"]
     assert a["pool_level"] and a["n_strata"] == 3
     assert a["leave_one_model_out_null"].startswith("999 tables")
     assert b["leave_one_model_out_null"].startswith("the items permuted within strata")
@@ -268,3 +267,31 @@ def test_leave_one_model_out_samplers_agree_at_pool_level_with_strata(monkeypatc
         assert abs(x["p_value"] - y["p_value"]) <= 4 * se
         ps.append(x["p_value"])
     assert max(ps) > 0.01 and min(ps) < 0.01   # some drops near the bar, some far from it
+
+
+def test_headline_and_category_nulls_permute_the_items_on_a_wide_pool(monkeypatch):
+    """A wide pool (200 items, 40 paired models, 4 category strata for the per-category null): the headline,
+    per-category and unstratified nulls permute the items (cheaper than 41 matched pairs per table); forced onto
+    the table sampler they give the same observed figures and closed-form nulls, and p-values within Monte Carlo
+    error. The summary names the headline's sampler."""
+    f = simulate_frame(200, 40, accuracy_full=0.55, accuracy_blind=0.35, planted={"blind_solvable": 3},
+                       n_categories=4, seed=8)
+    kw = {"n_boot": 0, "power": False, "leave_one_out": False, "stratify": ["category"]}
+    a = vd.run(f, **kw).summary
+    assert a["null_sampler"] == vd.NULL_SAMPLERS["items"]
+    monkeypatch.setattr(vd, "literal_is_cheaper", lambda *x, **k: False)
+    b = vd.run(f, **kw).summary
+    assert b["null_sampler"] == vd.NULL_SAMPLERS["tables"]
+
+    def close(p, q):
+        se = np.sqrt(2 * max(p, 1e-3) * (1 - p) / 999) + 2e-3
+        return abs(p - q) <= 4 * se
+    assert (a["zero_gain_share"], a["null_mean"], a["null_sd"]) == (b["zero_gain_share"], b["null_mean"], b["null_sd"])
+    assert close(a["p_value"], b["p_value"]) and 0.002 < a["p_value"] < 0.9
+    assert close(a["unstratified"]["p_value"], b["unstratified"]["p_value"])
+    cats = sorted(a["per_category"])
+    assert len(cats) == 4
+    for c in cats:
+        x, y = a["per_category"][c], b["per_category"][c]
+        assert x["zero_gain_share"] == y["zero_gain_share"] and x["null_mean"] == pytest.approx(y["null_mean"])
+        assert close(x["p_value"], y["p_value"])

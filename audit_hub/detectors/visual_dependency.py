@@ -6,8 +6,10 @@ zero-gain items are expected by chance (a question everybody finds hard is likel
 so the share is compared with an item-matched permutation null: the whole row of blind outcomes is
 shuffled across items, which keeps the distribution of ``b`` and of ``f`` and breaks only the pairing.
 The statistic depends only on the ``(M+1) x (M+1)`` table of ``(f, b)`` counts, so the null is sampled
-as tables with fixed margins (:mod:`audit_hub.stats.nulls`), never by permuting items; the null mean and SD
-are exact closed forms.
+as tables with fixed margins (:mod:`audit_hub.stats.nulls`), at a cost that does not grow with the items; on a
+wide pool (many models, so many matched cells, on few items) permuting the items is cheaper and draws the same
+law, and is used there (``summary["null_sampler"]``, ``summary["leave_one_model_out_null"]``). The null mean and
+SD are exact closed forms.
 
 Strata (``stratify``, default ``"auto"``). The shuffle is within strata: the effective option count
 (options of an mc item, 2 for yes/no, open items apart) and, on yes/no items, the gold answer, so
@@ -85,10 +87,15 @@ def _pool(frame: AuditFrame) -> tuple[list[str], list[str], bool]:
 
 
 class _Null:
-    """Observed matched count, closed-form moments and permutation draws for grouped count tables."""
+    """Observed matched count, closed-form moments and permutation draws for grouped count tables.
+
+    ``items``: ``(table, f, b, Mf, Mb)`` per item (its table's index and its counts). With them the draws come
+    from permuting the items within their tables where that is clearly cheaper than the table sampler
+    (:func:`~audit_hub.stats.nulls.literal_is_cheaper`: a wide pool on few items); both draw the same law.
+    ``sampler`` says which ran."""
 
     def __init__(self, tables: np.ndarray, pairs: tuple[np.ndarray, np.ndarray], groups: np.ndarray,
-                 n_groups: int, n_perm: int, rng: np.random.Generator):
+                 n_groups: int, n_perm: int, rng: np.random.Generator, items: tuple | None = None):
         pi, pj = pairs
         r = tables.sum(axis=2)[:, pi]
         c = tables.sum(axis=1)[:, pj]
@@ -100,8 +107,18 @@ class _Null:
         self.mean = np.bincount(groups, weights=mean, minlength=n_groups)
         self.var = np.bincount(groups, weights=var, minlength=n_groups)
         self.draws = np.zeros((n_groups, n_perm), dtype=np.int64)
+        self.sampler = None
         if n_perm > 0:
-            d = sample_matched_sum(r, c, n, n_perm, rng)
+            if items is not None and literal_is_cheaper(len(items[0]), int((n > 0).sum()), len(pi)):
+                table, f, b, mf, mb = items
+                per = shared_permutation_matches(table, lambda _d: (_zero_gain_target(f, mf, mb), b), 1, n_perm,
+                                                 rng, per_stratum=True)[0]
+                d = np.zeros((len(tables), n_perm), dtype=np.int64)
+                d[: len(per)] = per
+                self.sampler = "items"
+            else:
+                d = sample_matched_sum(r, c, n, n_perm, rng)
+                self.sampler = "tables"
             np.add.at(self.draws, groups, d)
 
     def p_values(self) -> np.ndarray:
@@ -109,14 +126,45 @@ class _Null:
                          for g in range(len(self.n))])
 
 
-def _excess_stat(pairs, n_total):
-    pi, pj = pairs
+#: how the permutation draws of a null were made, in words (``_Null.sampler``)
+NULL_SAMPLERS = {"tables": "count tables with the margins fixed (sequential hypergeometric draws)",
+                 "items": "the items permuted within strata (a wide pool: cheaper than the tables)"}
 
-    def stat(tabs: np.ndarray) -> np.ndarray:  # (b, S, R, C)
-        r = tabs.sum(axis=3)[:, :, pi]
-        c = tabs.sum(axis=2)[:, :, pj]
-        n = tabs.sum(axis=(2, 3))
-        obs = tabs[:, :, pi, pj].sum(axis=(1, 2))
+
+def _zero_gain_target(f: np.ndarray, mf: int, mb: int) -> np.ndarray:
+    """Per item, the blind count that makes its gain zero (``b * mf == f * mb``), or -1 where no count does."""
+    num = np.asarray(f, dtype=np.int64) * mb
+    return np.where(num % mf == 0, num // mf, -1)
+
+
+def _excess_stat(pairs, n_total, C: int):
+    """The zero-gain excess (observed matched count minus its null mean, over ``n_total``) of bootstrap tables
+    given as (b, S, K') counts of the cells ``cells`` (flat indices ``row * C + col`` of the (R, C) table): the
+    row and column margins of the matched pairs are sums over those cells (integers, as over the full table)."""
+    pi, pj = pairs
+    P = len(pi)
+
+    def pair_sums(tabs: np.ndarray, key: np.ndarray) -> np.ndarray:
+        """(b, S, P) sums of the cells whose row (column) is the k-th matched pair's; ``key``: k or -1."""
+        out = np.zeros(tabs.shape[:2] + (P,), dtype=np.int64)
+        sel = np.flatnonzero(key >= 0)
+        if len(sel):
+            o = sel[np.argsort(key[sel], kind="stable")]
+            ks = key[o]
+            st = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+            out[:, :, ks[st]] = np.add.reduceat(tabs[:, :, o], st, axis=2)
+        return out
+
+    def stat(tabs: np.ndarray, cells: np.ndarray) -> np.ndarray:  # (b, S, K'), (K',)
+        rows, cols = cells // C, cells % C
+        row_k = np.full(max(int(rows.max()), int(pi.max())) + 1, -1)
+        row_k[pi] = np.arange(P)
+        col_k = np.full(C, -1)
+        col_k[pj] = np.arange(P)
+        rk, ck = row_k[rows], col_k[cols]
+        r, c = pair_sums(tabs, rk), pair_sums(tabs, ck)
+        n = tabs.sum(axis=2)
+        obs = tabs[:, :, (rk >= 0) & (rk == ck)].sum(axis=(1, 2))
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(n > 0, (r * c).sum(axis=2) / np.maximum(n, 1), 0.0).sum(axis=1)
         return (obs - mean) / n_total
@@ -152,7 +200,7 @@ def _design_label_check(frame: AuditFrame, spec: str, idx: np.ndarray, gain: np.
         code[has & (lab == v)] = k
     nl = len(values) + 1  # last group: unlabelled items
     ltabs = np.bincount(code * (R * C) + cell, minlength=nl * R * C).reshape(nl, R, C)
-    lnull = _Null(ltabs, pairs, np.arange(nl), nl, B, rng)
+    lnull = _Null(ltabs, pairs, np.arange(nl), nl, B, rng, items=(code, cell // C, cell % C, R - 1, C - 1))
     lp = lnull.p_values() if B > 0 else np.full(nl, np.nan)
     per_value = {}
     for k, v in enumerate(values):
@@ -188,24 +236,24 @@ def _cell_label(i: int, j: int, mf: int, mb: int) -> str:
 
 # ---------------------------------------------------------------------------------------- detector
 def _overall_test(tabs: np.ndarray, pairs, z_count: int, n_items: int, B: int, n_boot: int,
-                  rng: np.random.Generator) -> tuple[dict, float | None, np.ndarray]:
+                  rng: np.random.Generator, items: tuple | None = None) -> tuple[dict, float | None, np.ndarray]:
     """The headline test: zero-gain share with its Wilson interval against the item-matched
     permutation null (mean, SD, excess with its table-bootstrap interval, permutation p). Returns the
     headline summary entries (in summary order), the z score and the B permuted zero-gain counts."""
     n_strata, R, C = tabs.shape
-    overall = _Null(tabs, pairs, np.zeros(n_strata, dtype=np.int64), 1, B, rng)
+    overall = _Null(tabs, pairs, np.zeros(n_strata, dtype=np.int64), 1, B, rng, items=items)
     share = z_count / n_items
     s_lo, s_hi = wilson_ci(z_count, n_items)
     null_mean = float(overall.mean[0] / n_items)
     p_value = float(permutation_p_value(overall.draws[0], z_count)) if B > 0 else None
     zscore = float((z_count - overall.mean[0]) / np.sqrt(overall.var[0])) if overall.var[0] > 0 else None
     keep = tabs.reshape(n_strata, -1).sum(axis=1) > 0
-    e_lo, e_hi, _ = table_bootstrap(tabs[keep].reshape(int(keep.sum()), -1),
-                                    lambda t: _excess_stat(pairs, n_items)(t.reshape(t.shape[0], t.shape[1], R, C)),
-                                    n_boot=n_boot, seed=rng) if n_boot > 0 else (np.nan, np.nan, None)
+    e_lo, e_hi, _ = table_bootstrap(tabs[keep].reshape(int(keep.sum()), -1), _excess_stat(pairs, n_items, C),
+                                    n_boot=n_boot, seed=rng, sparse=True) if n_boot > 0 else (np.nan, np.nan, None)
     head = {"n_items": n_items, "zero_gain_share": share, "share_ci": [float(s_lo), float(s_hi)],
             "null_mean": null_mean, "null_sd": float(np.sqrt(overall.var[0]) / n_items),
-            "excess": share - null_mean, "excess_ci": [float(e_lo), float(e_hi)], "p_value": p_value}
+            "excess": share - null_mean, "excess_ci": [float(e_lo), float(e_hi)], "p_value": p_value,
+            "null_sampler": NULL_SAMPLERS.get(overall.sampler)}
     return head, zscore, overall.draws[0]
 
 
@@ -311,7 +359,7 @@ def _leave_one_model_out(full, blind, idx, f, b, strata, n_strata, mf_names, mb_
     permutation and model) or, where that is clearly dearer (:func:`~audit_hub.stats.nulls.literal_is_cheaper`: a
     wide pool, many models on few items), by permuting the items themselves, one set of ``B`` permutations shared
     by every left-out model (:func:`~audit_hub.stats.nulls.shared_permutation_matches`, cost ~ items). Both draw
-    the same law; on 5,000 items x 150 models the loop took 15 s by the first and under 2 s by the second."""
+    the same law; on 5,000 items x 150 models the loop took 15 s by the first and about 2 s by the second."""
     mf, mb = len(mf_names), len(mb_names)
     lomo: list[dict] = []
     all_items = n_items == n_questions
@@ -335,14 +383,12 @@ def _leave_one_model_out(full, blind, idx, f, b, strata, n_strata, mf_names, mb_
         return fd, bd, mf - (arm in ("both", "full")), mb - (arm in ("both", "blind"))
 
     n_tables = int((np.bincount(strata, minlength=n_strata) > 0).sum())
-    literal = B > 0 and literal_is_cheaper(n_items, n_tables, len(matched_pairs(mf + 1, mb + 1)[0]))
+    literal = B > 0 and literal_is_cheaper(n_items, n_tables, len(matched_pairs(mf + 1, mb + 1)[0]), len(drops))
     draws = None
     if literal:
         def pairing(d: int) -> tuple[np.ndarray, np.ndarray]:
             fd, bd, mfd, mbd = counts(d)
-            # zero gain: fd * mbd == bd * mfd, i.e. bd equals fd * mbd / mfd where that is a whole number
-            num = fd.astype(np.int64) * mbd
-            return np.where(num % mfd == 0, num // mfd, -1), bd
+            return _zero_gain_target(fd, mfd, mbd), bd
         draws = shared_permutation_matches(strata, pairing, len(drops), B, rng)
     for d, (name, arm, _j) in enumerate(drops):
         fd, bd, mfd, mbd = counts(d)
@@ -432,10 +478,11 @@ def null_statement(keys: list[str]) -> str:
             "response bias the strata do not capture; it proves neither.")
 
 
-def _unstratified(tabs, pairs, B, rng, n_items, z_count, alpha, p_strat, excess_strat) -> dict:
+def _unstratified(tabs, pairs, B, rng, n_items, z_count, alpha, p_strat, excess_strat, items=None) -> dict:
     """The paper's unstratified figure (one global shuffle) for comparison with the stratified headline."""
     t = tabs.sum(axis=0)[None]
-    nl = _Null(t, pairs, np.zeros(1, np.int64), 1, B, rng)
+    nl = _Null(t, pairs, np.zeros(1, np.int64), 1, B, rng,
+               items=None if items is None else (np.zeros(len(items[0]), np.int64), *items[1:]))
     p = float(permutation_p_value(nl.draws[0], z_count)) if B > 0 else None
     mean = float(nl.mean[0] / n_items)
     exc = z_count / n_items - mean
@@ -557,14 +604,14 @@ def _paired_correctness(frame: AuditFrame, field: str):
 
 
 def _statistics(tabs: np.ndarray, pairs, strata_keys, B2: int, rng: np.random.Generator, n_items: int,
-                z_count: int, alpha: float, p_value, excess, power: bool) -> dict:
+                z_count: int, alpha: float, p_value, excess, power: bool, items: tuple | None = None) -> dict:
     """The stratified null in words, the paper's unstratified figure (when there are strata), power."""
     n_strata = tabs.shape[0]
     return {
         "stratify": strata_keys or None,
         "n_strata": int((tabs.reshape(n_strata, -1).sum(axis=1) > 0).sum()),
         "null_hypothesis": null_statement(strata_keys),
-        "unstratified": _unstratified(tabs, pairs, B2, rng, n_items, z_count, alpha, p_value, excess)
+        "unstratified": _unstratified(tabs, pairs, B2, rng, n_items, z_count, alpha, p_value, excess, items)
         if n_strata > 1 else None,
         "power": power_summary(tabs, pairs, alpha) if power else None,
     }
@@ -610,16 +657,18 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
 
     tabs = np.bincount(strata * (R * C) + cell, minlength=n_strata * R * C).reshape(n_strata, R, C)
     z_count = int(zero.sum())
-    head, zscore, draws = _overall_test(tabs, pairs, z_count, n_items, B, n_boot, rng)
+    items = (strata, f, b, mf, mb)  # per item: the item-permutation samplers' inputs (wide pools)
+    head, zscore, draws = _overall_test(tabs, pairs, z_count, n_items, B, n_boot, rng, items=items)
     p_value, excess = head["p_value"], head["excess"]
     cells = _diagonal_cells(tabs, pairs, mf, mb, n_items)
     three_way = _three_way(pos, zero, neg, n_items)
     unit_all, unit_cat, n_units = _category_units(frame, cat_all, strata_keys)
     utabs = np.bincount(unit_all[idx] * (R * C) + cell, minlength=n_units * R * C).reshape(n_units, R, C)
     B2 = B if secondary_permutations else 0
-    per = _Null(utabs, pairs, unit_cat, n_cat, B2, rng)
+    per = _Null(utabs, pairs, unit_cat, n_cat, B2, rng, items=(unit_all[idx], *items[1:]))
     per_category, rows = _per_category(per, tabs, pairs, cat, f, pos, neg, cat_labels, n_items, B2)
-    statistics = _statistics(tabs, pairs, strata_keys, B2, rng, n_items, z_count, alpha, p_value, excess, power)
+    statistics = _statistics(tabs, pairs, strata_keys, B2, rng, n_items, z_count, alpha, p_value, excess, power,
+                             items)
     all_rows = _overall_rows(head["zero_gain_share"], *head["share_ci"], head["null_mean"], excess, p_value,
                              n_items, three_way)
     table = summary_rows(NAME, all_rows + rows)

@@ -315,22 +315,36 @@ def fleiss_kappa(counts) -> float:
 
 
 def table_bootstrap(counts, statistic, *, n_boot: int = 1000, seed: int | np.random.Generator = 0,
-                    alpha: float = 0.05, max_cells_per_batch: int = 4_000_000) -> tuple[float, float, np.ndarray]:
+                    alpha: float = 0.05, max_cells_per_batch: int = 4_000_000,
+                    sparse: bool = False) -> tuple[float, float, np.ndarray]:
     """Percentile bootstrap over items when a statistic depends only on a count table.
 
     Resampling N items with replacement is the same as a multinomial draw of the cell counts with the
     observed cell shares, so a replicate costs O(cells), not O(items). ``counts``: (S, K) cell counts
     for S strata (each stratum keeps its own size, a stratified bootstrap) or (K,) for one table.
     ``statistic(tables)`` receives (b, S, K) int arrays and returns (b,). Returns (low, high, reps).
+
+    ``sparse``: a cell empty in every stratum stays empty in every replicate, so only the other cells (and the
+    last, which the multinomial draw fills with any remainder) are drawn and ``statistic(tables, cells)``
+    receives (b, S, K') tables of those cells and their (K',) indices. The replicates are the same, bit for bit
+    (a zero-probability cell takes no random draw, and the batches are sized on the full K): on a wide pool's
+    (M+1)^2 table of which only a few thousand cells are filled, the cost follows the filled cells.
     """
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     c = np.asarray(counts, dtype=np.int64)
     if c.ndim == 1:
         c = c[None, :]
     s, k = c.shape
+    batch = max(1, min(n_boot, max_cells_per_batch // max(s * k, 1)))
+    cells = None
+    if sparse:
+        cells = np.flatnonzero((c.sum(axis=0) > 0) | (np.arange(k) == k - 1))
+        c = c[:, cells]
+        stat = statistic
+        statistic = lambda t: stat(t, cells)  # noqa: E731
+        s, k = c.shape
     tot = c.sum(axis=1)
     probs = np.where(tot[:, None] > 0, c / np.maximum(tot[:, None], 1), 0.0)
-    batch = max(1, min(n_boot, max_cells_per_batch // max(s * k, 1)))
     reps = []
     done = 0
     while done < n_boot:

@@ -20,13 +20,14 @@ Two samplers:
   strata x matched pairs x B: about 0.5 microseconds per (stratum, pair, permutation) on the reference
   machine (``rng.hypergeometric``: about 170 ns a draw).
 
-One literal sampler, for many pairings of the same items at once:
+One literal sampler, for one or many pairings of the same items:
 
-* :func:`shared_permutation_matches` permutes the items themselves (within strata), once per permutation,
-  and counts the matches of every pairing under that one permutation: ``O(B * N)`` per pairing at about 2 ns
-  an item. A leave-one-model-out loop has one pairing per left-out model and ``P`` grows with the models, so
-  on a wide pool (many models, few items) this is the cheaper exact sampler
-  (:func:`literal_is_cheaper`; 5,000 items x 150 models: 15 s -> under 2 s).
+* :func:`shared_permutation_matches` permutes the items themselves (within strata), once per permutation
+  (about 16 ns an item), and counts the matches of every pairing under that one permutation (about 2.5 ns an
+  item and pairing): ``O(B * N)``, whatever the number of matched pairs. ``P`` grows with the models, so on a
+  wide pool (many models, few items) this is the cheaper exact sampler (:func:`literal_is_cheaper`), above all
+  for a leave-one-model-out loop, which has one pairing per left-out model (5,000 items x 150 models: 15 s ->
+  about 2 s on one thread).
 
 Closed-form moments. For the table ``X`` with row margin ``r``, column margin ``c`` and total ``N``,
 ``E[X_ij] = r_i c_j / N`` and (a classical result for the hypergeometric contingency table)
@@ -148,45 +149,65 @@ def sample_table(row_margin, col_margin, n_samples: int, rng: np.random.Generato
     return out
 
 
-#: cost of one (stratum, matched pair, permutation) of :func:`sample_matched_sum` over one (item, permutation) of
-#: :func:`shared_permutation_matches`, measured (three ``rng.hypergeometric`` draws, about 500 ns, against a gather,
-#: a compare and a sum, about 2.2 ns) and halved, so the literal sampler is chosen only where it is clearly cheaper
-SAMPLER_TO_LITERAL_COST = 100
+#: measured costs in nanoseconds (reference machine) that choose between the two exact samplers: one (table, matched
+#: pair, permutation) of :func:`sample_matched_sum` (three ``rng.hypergeometric`` draws of about 170 ns); one (item,
+#: permutation) of the within-strata shuffle of :func:`shared_permutation_matches` (``Generator.permuted``); one (item,
+#: permutation, pairing) of its gather-and-compare
+TABLE_NS, PERMUTE_NS, MATCH_NS = 500.0, 16.0, 2.5
+#: the item permutation is chosen only where its estimated cost is below the table sampler's by this factor
+LITERAL_MARGIN = 2.0
 #: (permutations x items) of one chunk of :func:`shared_permutation_matches` (int32 indices: 16 MB)
 LITERAL_CHUNK_CELLS = 4_000_000
 
 
-def literal_is_cheaper(n_items: int, n_tables: int, n_pairs: int) -> bool:
-    """Whether :func:`shared_permutation_matches` (``n_items`` per permutation and pairing) costs less than
-    :func:`sample_matched_sum` (``n_tables`` nonempty strata x ``n_pairs`` matched pairs per permutation and
-    pairing), by the measured ratio :data:`SAMPLER_TO_LITERAL_COST`."""
-    return int(n_items) < SAMPLER_TO_LITERAL_COST * int(n_tables) * int(n_pairs)
+def literal_is_cheaper(n_items: int, n_tables: int, n_pairs: int, n_pairings: int = 1) -> bool:
+    """Whether :func:`shared_permutation_matches` (a shuffle of ``n_items`` per permutation, then one gather per
+    pairing) is clearly cheaper than :func:`sample_matched_sum` (``n_tables`` nonempty tables x ``n_pairs`` matched
+    pairs per permutation and pairing), by the measured costs :data:`TABLE_NS`, :data:`PERMUTE_NS`, :data:`MATCH_NS`
+    and the margin :data:`LITERAL_MARGIN`. A wide pool (many models: many matched pairs) on few items takes the item
+    permutation; a deep one (many items) the tables."""
+    literal = float(n_items) * (PERMUTE_NS + n_pairings * MATCH_NS)
+    table = float(n_pairings) * n_tables * n_pairs * TABLE_NS
+    return LITERAL_MARGIN * literal < table
 
 
 def shared_permutation_matches(strata: np.ndarray, pairing, n_pairings: int, n_samples: int,
-                               rng: np.random.Generator, *, chunk_cells: int = LITERAL_CHUNK_CELLS) -> np.ndarray:
+                               rng: np.random.Generator, *, per_stratum: bool = False,
+                               chunk_cells: int = LITERAL_CHUNK_CELLS) -> np.ndarray:
     """Matched counts of ``n_pairings`` pairings of the same items under ``n_samples`` uniform permutations of
-    the items within ``strata``, each permutation shared by every pairing: (n_pairings, n_samples) int64.
+    the items within ``strata``, each permutation shared by every pairing: (n_pairings, n_samples) int64, or
+    (n_pairings, n_strata, n_samples) per stratum with ``per_stratum`` (``n_strata = strata.max() + 1``).
 
     ``pairing(d)`` returns ``(target, value)``, two (N,) integer arrays: pairing ``d`` counts the items ``i``
     with ``target[i] == value[pi(i)]`` (``pi`` the permutation; a target of -1 matches nothing when values
     are >= 0). Under that permutation null the count's law is the one :func:`sample_matched_sum` draws from the
-    margins (the same fixed-margin table), so the two samplers are interchangeable in law; this one costs
-    ``O(n_samples * N)`` per pairing, whatever the number of matched pairs. Sharing the permutations across
-    pairings (common random numbers) leaves each pairing's own null exact. The permutations are drawn in chunks of
-    at most ``chunk_cells`` (permutations x items), so memory does not grow with ``n_samples``."""
+    margins (the same fixed-margin table, independent across strata), so the two samplers are interchangeable in
+    law; this one costs ``O(n_samples * N)`` whatever the number of matched pairs. Sharing the permutations across
+    pairings (common random numbers) leaves each pairing's own null exact. The permutations (``Generator.permuted``
+    within each stratum's block) are drawn in chunks of at most ``chunk_cells`` (permutations x items), so memory
+    does not grow with ``n_samples``."""
     strata = np.asarray(strata, dtype=np.int64)
     n = len(strata)
-    out = np.zeros((int(n_pairings), int(n_samples)), dtype=np.int64)
+    n_strata = int(strata.max()) + 1 if n else 0
+    out = np.zeros((int(n_pairings), n_strata if per_stratum else 1, int(n_samples)), dtype=np.int64)
     if n == 0 or n_samples <= 0 or n_pairings <= 0:
-        return out
+        return out if per_stratum else out[:, 0, :]
     order = np.argsort(strata, kind="stable")
-    block = strata[order].astype(np.float64)[None, :]  # a key in [s, s + 1) keeps a permutation inside stratum s
+    ss = strata[order]
+    starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
+    bounds = np.r_[starts, n]
+    base = np.arange(n, dtype=np.int32)
     step = max(1, int(chunk_cells) // n)
     for a in range(0, int(n_samples), step):
         bsz = min(step, int(n_samples) - a)
-        perm = np.argsort(rng.random((bsz, n)) + block, axis=1).astype(np.int32)
+        perm = np.empty((bsz, n), dtype=np.int32)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):  # a uniform shuffle of each stratum's block, per row
+            perm[:, lo:hi] = rng.permuted(np.broadcast_to(base[lo:hi], (bsz, hi - lo)), axis=1)
         for d in range(int(n_pairings)):
             target, value = pairing(d)
-            out[d, a:a + bsz] = (np.asarray(value)[order][perm] == np.asarray(target)[order][None, :]).sum(axis=1)
-    return out
+            hit = np.asarray(value)[order][perm] == np.asarray(target)[order][None, :]
+            if per_stratum:
+                out[d, ss[starts], a:a + bsz] = np.add.reduceat(hit, starts, axis=1, dtype=np.int64).T
+            else:
+                out[d, 0, a:a + bsz] = np.count_nonzero(hit, axis=1)
+    return out if per_stratum else out[:, 0, :]
