@@ -289,6 +289,8 @@ def test_headline_and_category_nulls_permute_the_items_on_a_wide_pool(monkeypatc
     assert (a["zero_gain_share"], a["null_mean"], a["null_sd"]) == (b["zero_gain_share"], b["null_mean"], b["null_sd"])
     assert close(a["p_value"], b["p_value"]) and 0.002 < a["p_value"] < 0.9
     assert close(a["unstratified"]["p_value"], b["unstratified"]["p_value"])
+    assert "Its 999 permutations: the items permuted within strata" in vd.headline_notes(a)[0]
+    assert "permutations:" not in vd.headline_notes(b)[0]
     cats = sorted(a["per_category"])
     assert len(cats) == 4
     for c in cats:

@@ -63,6 +63,7 @@ from ..stats.nulls import (
     matched_pairs,
     matched_sum_moments,
     sample_matched_sum,
+    shared_permutation_drops,
     shared_permutation_matches,
 )
 from .accounting import item_accounting
@@ -385,7 +386,10 @@ def _leave_one_model_out(full, blind, idx, f, b, strata, n_strata, mf_names, mb_
     n_tables = int((np.bincount(strata, minlength=n_strata) > 0).sum())
     literal = B > 0 and literal_is_cheaper(n_items, n_tables, len(matched_pairs(mf + 1, mb + 1)[0]), len(drops))
     draws = None
-    if literal:
+    if literal and all(arm == "both" for _n, arm, _j in drops):  # paired: f - b moves by at most one per drop
+        js = [j for _n, _arm, j in drops]
+        draws = shared_permutation_drops(strata, f, b, full_k[js], blind_k[js], B, rng)
+    elif literal:
         def pairing(d: int) -> tuple[np.ndarray, np.ndarray]:
             fd, bd, mfd, mbd = counts(d)
             return _zero_gain_target(fd, mfd, mbd), bd
@@ -707,7 +711,9 @@ def headline_notes(vd: dict) -> list[str]:
     if not vd or vd.get("skipped"):
         return out
     if vd.get("null_hypothesis"):
-        out.append(f"**Null of the headline test** ({vd.get('n_strata', 1)} strata): {vd['null_hypothesis']}")
+        drawn = (f" Its {vd.get('n_permutations')} permutations: {vd['null_sampler']}."
+                 if vd.get("null_sampler") == NULL_SAMPLERS["items"] else "")
+        out.append(f"**Null of the headline test** ({vd.get('n_strata', 1)} strata): {vd['null_hypothesis']}{drawn}")
     un = vd.get("unstratified")
     B = vd.get("n_permutations")
     if isinstance(un, dict):
