@@ -138,12 +138,26 @@ def _zero_gain_target(f: np.ndarray, mf: int, mb: int) -> np.ndarray:
     return np.where(num % mf == 0, num // mf, -1)
 
 
-def _excess_stat(pairs, n_total, C: int):
+def _excess_stat(pairs, n_total, R: int, C: int):
     """The zero-gain excess (observed matched count minus its null mean, over ``n_total``) of bootstrap tables
     given as (b, S, K') counts of the cells ``cells`` (flat indices ``row * C + col`` of the (R, C) table): the
     row and column margins of the matched pairs are sums over those cells (integers, as over the full table)."""
     pi, pj = pairs
     P = len(pi)
+
+    def margins(tabs: np.ndarray, cells: np.ndarray):
+        """(r, c, n, obs) of the matched pairs: from the full table where every cell is there (a deep pool)."""
+        if len(cells) == R * C:
+            t = tabs.reshape(tabs.shape[0], tabs.shape[1], R, C)
+            return t.sum(axis=3)[:, :, pi], t.sum(axis=2)[:, :, pj], t.sum(axis=(2, 3)), t[:, :, pi, pj].sum(axis=(1, 2))
+        rows, cols = cells // C, cells % C
+        row_k = np.full(R, -1)
+        row_k[pi] = np.arange(P)
+        col_k = np.full(C, -1)
+        col_k[pj] = np.arange(P)
+        rk, ck = row_k[rows], col_k[cols]
+        return (pair_sums(tabs, rk), pair_sums(tabs, ck), tabs.sum(axis=2),
+                tabs[:, :, (rk >= 0) & (rk == ck)].sum(axis=(1, 2)))
 
     def pair_sums(tabs: np.ndarray, key: np.ndarray) -> np.ndarray:
         """(b, S, P) sums of the cells whose row (column) is the k-th matched pair's; ``key``: k or -1."""
@@ -157,15 +171,7 @@ def _excess_stat(pairs, n_total, C: int):
         return out
 
     def stat(tabs: np.ndarray, cells: np.ndarray) -> np.ndarray:  # (b, S, K'), (K',)
-        rows, cols = cells // C, cells % C
-        row_k = np.full(max(int(rows.max()), int(pi.max())) + 1, -1)
-        row_k[pi] = np.arange(P)
-        col_k = np.full(C, -1)
-        col_k[pj] = np.arange(P)
-        rk, ck = row_k[rows], col_k[cols]
-        r, c = pair_sums(tabs, rk), pair_sums(tabs, ck)
-        n = tabs.sum(axis=2)
-        obs = tabs[:, :, (rk >= 0) & (rk == ck)].sum(axis=(1, 2))
+        r, c, n, obs = margins(tabs, cells)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(n > 0, (r * c).sum(axis=2) / np.maximum(n, 1), 0.0).sum(axis=1)
         return (obs - mean) / n_total
@@ -249,7 +255,7 @@ def _overall_test(tabs: np.ndarray, pairs, z_count: int, n_items: int, B: int, n
     p_value = float(permutation_p_value(overall.draws[0], z_count)) if B > 0 else None
     zscore = float((z_count - overall.mean[0]) / np.sqrt(overall.var[0])) if overall.var[0] > 0 else None
     keep = tabs.reshape(n_strata, -1).sum(axis=1) > 0
-    e_lo, e_hi, _ = table_bootstrap(tabs[keep].reshape(int(keep.sum()), -1), _excess_stat(pairs, n_items, C),
+    e_lo, e_hi, _ = table_bootstrap(tabs[keep].reshape(int(keep.sum()), -1), _excess_stat(pairs, n_items, R, C),
                                     n_boot=n_boot, seed=rng, sparse=True) if n_boot > 0 else (np.nan, np.nan, None)
     head = {"n_items": n_items, "zero_gain_share": share, "share_ci": [float(s_lo), float(s_hi)],
             "null_mean": null_mean, "null_sd": float(np.sqrt(overall.var[0]) / n_items),
@@ -394,11 +400,21 @@ def _leave_one_model_out(full, blind, idx, f, b, strata, n_strata, mf_names, mb_
             fd, bd, mfd, mbd = counts(d)
             return _zero_gain_target(fd, mfd, mbd), bd
         draws = shared_permutation_matches(strata, pairing, len(drops), B, rng)
-    for d, (name, arm, _j) in enumerate(drops):
-        fd, bd, mfd, mbd = counts(d)
+    # the cell index with model j dropped is (cell of the full pool) - (j's contribution): an incremental update
+    # of f and b per drop, in int32 (the counts are the same integers)
+    cell_base: dict[tuple[int, int], np.ndarray] = {}
+    for d, (name, arm, j) in enumerate(drops):
+        mfd, mbd = mf - (arm in ("both", "full")), mb - (arm in ("both", "blind"))
         Rd, Cd = mfd + 1, mbd + 1
+        if (Rd, Cd) not in cell_base:
+            cell_base[(Rd, Cd)] = (strata * (Rd * Cd) + f * Cd + b).astype(np.int32)
+        cd = cell_base[(Rd, Cd)]
+        if arm in ("both", "full"):
+            cd = cd - full_k[j].astype(np.int32) * Cd
+        if arm in ("both", "blind"):
+            cd = cd - blind_k[j]
         pr = matched_pairs(Rd, Cd)
-        td = np.bincount(strata * (Rd * Cd) + fd * Cd + bd, minlength=n_strata * Rd * Cd).reshape(n_strata, Rd, Cd)
+        td = np.bincount(cd, minlength=n_strata * Rd * Cd).reshape(n_strata, Rd, Cd)
         nd = _Null(td, pr, np.zeros(n_strata, dtype=np.int64), 1, 0 if literal else B, rng)
         zd = int(nd.observed[0])
         lo, hi = wilson_ci(zd, n_items)
