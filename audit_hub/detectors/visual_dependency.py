@@ -382,12 +382,9 @@ def _leave_one_model_out(full, blind, idx, f, b, strata, n_strata, mf_names, mb_
     full_k = np.ascontiguousarray(((full if all_items else full[idx]) == 1).T).view(np.int8)
     blind_k = np.ascontiguousarray(((blind if all_items else blind[idx]) == 1).T).view(np.int8)
 
-    def counts(d: int) -> tuple[np.ndarray, np.ndarray, int, int]:
-        """(f, b, Mf, Mb) with drop ``d``'s model left out (an incremental update, int32)."""
-        _name, arm, j = drops[d]
-        fd = f.astype(np.int32) - (full_k[j] if arm in ("both", "full") else 0)
-        bd = b.astype(np.int32) - (blind_k[j] if arm in ("both", "blind") else 0)
-        return fd, bd, mf - (arm in ("both", "full")), mb - (arm in ("both", "blind"))
+    def sizes(arm: str) -> tuple[int, int]:
+        """(Mf, Mb) with a model of ``arm`` left out."""
+        return mf - (arm in ("both", "full")), mb - (arm in ("both", "blind"))
 
     n_tables = int((np.bincount(strata, minlength=n_strata) > 0).sum())
     literal = B > 0 and literal_is_cheaper(n_items, n_tables, len(matched_pairs(mf + 1, mb + 1)[0]), len(drops))
@@ -397,14 +394,17 @@ def _leave_one_model_out(full, blind, idx, f, b, strata, n_strata, mf_names, mb_
         draws = shared_permutation_drops(strata, f, b, full_k[js], blind_k[js], B, rng)
     elif literal:
         def pairing(d: int) -> tuple[np.ndarray, np.ndarray]:
-            fd, bd, mfd, mbd = counts(d)
-            return _zero_gain_target(fd, mfd, mbd), bd
+            """Drop ``d``'s (zero-gain target, blind count) per item, its model left out (int32 updates)."""
+            _name, arm, j = drops[d]
+            fd = f.astype(np.int32) - (full_k[j] if arm in ("both", "full") else 0)
+            bd = b.astype(np.int32) - (blind_k[j] if arm in ("both", "blind") else 0)
+            return _zero_gain_target(fd, *sizes(arm)), bd
         draws = shared_permutation_matches(strata, pairing, len(drops), B, rng)
     # the cell index with model j dropped is (cell of the full pool) - (j's contribution): an incremental update
     # of f and b per drop, in int32 (the counts are the same integers)
     cell_base: dict[tuple[int, int], np.ndarray] = {}
     for d, (name, arm, j) in enumerate(drops):
-        mfd, mbd = mf - (arm in ("both", "full")), mb - (arm in ("both", "blind"))
+        mfd, mbd = sizes(arm)
         Rd, Cd = mfd + 1, mbd + 1
         if (Rd, Cd) not in cell_base:
             cell_base[(Rd, Cd)] = (strata * (Rd * Cd) + f * Cd + b).astype(np.int32)

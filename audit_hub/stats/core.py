@@ -340,8 +340,7 @@ def table_bootstrap(counts, statistic, *, n_boot: int = 1000, seed: int | np.ran
     if sparse:
         cells = np.flatnonzero((c.sum(axis=0) > 0) | (np.arange(k) == k - 1))
         c = c[:, cells]
-        stat = statistic
-        statistic = lambda t: stat(t, cells)  # noqa: E731
+        statistic = functools.partial(statistic, cells=cells)
         s, k = c.shape
     tot = c.sum(axis=1)
     probs = np.where(tot[:, None] > 0, c / np.maximum(tot[:, None], 1), 0.0)
