@@ -710,9 +710,11 @@ def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os
            revision: str | None = None, dataset: str | None = None, blind_model: str | None = None,
            figures: bool = True, progress: Callable[[str], None] | None = None,
            command_line: list[str] | None = None, runs_as_given: bool = False,
-           benchmark: Sequence[str] | None = None) -> CurateResult:
+           benchmark: Sequence[str] | None = None, parallel: bool = True) -> CurateResult:
     """A smaller benchmark that keeps model rankings on models it never saw (``benchaudit curate``);
-    no inputs: the bundled example. ``thresholds``: ``["NAME=VALUE", ...]`` or a dict."""
+    no inputs: the bundled example. ``thresholds``: ``["NAME=VALUE", ...]`` or a dict. ``parallel``: a large
+    pool's junk-injection stage runs in a worker process beside the held-out splits when a second CPU is free
+    (:data:`audit_hub.curate.pipeline.WORKER_MIN_CELLS`; the same numbers either way)."""
     import sys
 
     from .curate.inputs import curation_frame, load_model_dates, stage_thresholds, tst_excess
@@ -739,7 +741,7 @@ def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os
     if dates is None and isinstance(frame.meta.get("model_dates"), dict):
         dates = frame.meta["model_dates"]
     excess = tst_excess(frame, tst_scores, tst, seed, inputs, progress=progress)
-    engine = run_curation(frame, cfg, tst_excess=excess, model_dates=dates, progress=progress)
+    engine = run_curation(frame, cfg, tst_excess=excess, model_dates=dates, progress=progress, parallel=parallel)
     result = CurateResult(engine, inputs, figures=figures, command_line=command_line or ["benchaudit", *sys.argv[1:]])
     if out is not None:
         result.save(out)

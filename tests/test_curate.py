@@ -367,3 +367,107 @@ def test_one_pass_bootstrap_and_shared_random_draws_match_per_split_computation(
     masks = bl.stratified_random(pool.cat, 90, 200, np.random.default_rng([4, 5]))
     assert (masks.sum(axis=1) == 90).all()
     np.testing.assert_allclose(acc, weighted_accuracy(masks, pool.right, pool.known), atol=1e-12)
+
+
+def _without_timings(x):
+    """A summary with its clock readings removed (the only part that differs between runs)."""
+    if isinstance(x, dict):
+        return {k: _without_timings(v) for k, v in x.items() if k not in ("timings_s", "seconds_building_pool")}
+    if isinstance(x, list):
+        return [_without_timings(v) for v in x]
+    return x
+
+
+def _same(a, b) -> None:
+    assert json.dumps(_without_timings(a), sort_keys=True, default=str) == \
+        json.dumps(_without_timings(b), sort_keys=True, default=str)
+
+
+@pytest.fixture(scope="module")
+def serial_and_worker():
+    """One pool (with a newest-models split) curated in this process alone, and with the worker process (the
+    size rule lowered so that this small pool uses it)."""
+    from audit_hub.curate import pipeline
+    from audit_hub.engine.worker import worker_helps
+
+    frame = simulate_pool(600, 14, seed=5)
+    cfg = CurateConfig(target_size=200, junk_fractions=(0.5,), **FAST)
+    dates = frame.meta["model_dates"]
+    serial = run_curation(frame, cfg, model_dates=dates)
+    old = pipeline.WORKER_MIN_CELLS
+    pipeline.WORKER_MIN_CELLS = 0
+    try:
+        par = run_curation(frame, cfg, model_dates=dates, parallel=True)
+    finally:
+        pipeline.WORKER_MIN_CELLS = old
+    return frame, cfg, dates, serial, par, worker_helps()
+
+
+def test_worker_process_changes_no_number_of_the_curation(serial_and_worker):
+    """`benchaudit curate` runs the junk stage and some held-out splits in a worker process on a large pool: every
+    figure, every kept item and every table is the one the single process gives."""
+    _frame, _cfg, _dates, serial, par, helps = serial_and_worker
+    if helps:  # a second CPU: the worker ran the junk stage (the main process then waited for it, or not at all)
+        assert "junk_wait" in par.timings and "junk_wait" not in serial.timings
+    _same(serial.summary, par.summary)
+    assert np.array_equal(serial.kept, par.kept)
+    assert serial.removed.equals(par.removed) and serial.findings.equals(par.findings)
+    pd.testing.assert_frame_equal(serial.model_scores, par.model_scores)
+
+
+class _LostWorker:
+    """A worker that takes the first claim of every round of splits and the junk job, then dies with them."""
+
+    def __init__(self):
+        from audit_hub.engine.calibration import _LocalCounter
+
+        self.counter = _LocalCounter()
+        self.submitted = []
+
+    def submit(self, fn, *args):
+        self.submitted.append(fn.__name__)
+        if fn.__name__ == "_splits_job":
+            with self.counter.get_lock():
+                self.counter.value += 1  # claimed split 0, never to hand it back
+        return object()
+
+    def wait(self, job) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+def test_work_a_dead_worker_claimed_is_done_here(serial_and_worker, monkeypatch):
+    """A worker that dies (an OOM kill) loses the junk stage and the split it claimed: this process runs them, and the
+    result is the single process's."""
+    from audit_hub.curate import pipeline
+
+    frame, cfg, dates, serial, _par, _helps = serial_and_worker
+    lost = _LostWorker()
+    monkeypatch.setattr(pipeline, "WORKER_MIN_CELLS", 0)
+    monkeypatch.setattr("audit_hub.engine.worker.start_worker", lambda enabled=True: lost)
+    res = run_curation(frame, cfg, model_dates=dates, parallel=True)
+    assert lost.submitted == ["_junk_job", "_splits_job"]
+    _same(serial.summary, res.summary)
+    assert np.array_equal(serial.kept, res.kept)
+
+
+def test_kmeans_anchors_do_not_change_with_the_openmp_thread_count():
+    """k-means anchors (the kmeans_anchors candidate and baseline, the anchor score estimators) are the same on one
+    OpenMP thread and on two: before, Lloyd's per-thread sums made them follow the machine's CPU count, and a second
+    `curate` in one process (scikit-learn's runtime loaded before the threadpool limit) gave other anchors."""
+    import sklearn.cluster  # noqa: F401  (loaded first: threadpoolctl limits only the runtimes already loaded)
+    from threadpoolctl import threadpool_limits
+
+    from audit_hub.curate.baselines import kmeans_anchors
+
+    frame = simulate_pool(600, 14, seed=5)
+    x = frame.correctness("full", "hit", frame.models_in("full"))
+    right, known = (x == 1).astype(np.float64), (x >= 0).astype(np.float64)
+    out = []
+    for n in (1, 2):
+        with threadpool_limits(limits=n, user_api="openmp"):
+            out.append(kmeans_anchors(right[:, :9], known[:, :9], 200, 0))
+    assert (out[0] > 0).sum() == 200
+    assert np.array_equal(out[0], out[1])

@@ -57,6 +57,10 @@ def register(app: typer.Typer) -> None:
         dataset: str | None = typer.Option(None, "--dataset", help="Dataset name inside VLMEvalKit file names."),
         blind_model: str | None = typer.Option(None, "--blind-model", help="Model name for a single blind file."),
         figures: bool = typer.Option(True, "--figures/--no-figures", help="Render the PNG figures."),
+        parallel: bool = typer.Option(
+            True, "--parallel/--no-parallel",
+            help="On a pool of 30,000 (item, model) cells or more, re-curate the pool with junk in a worker process "
+                 "beside the held-out splits, when a second CPU is free (the same numbers either way)."),
         runs_as_given: bool = typer.Option(False, "--runs-as-given", help=RUNS_AS_GIVEN_HELP),
         benchmark: list[str] | None = typer.Option(
             None, "--benchmark", help="Curate this benchmark of a harness output folder that holds several (a "
@@ -78,6 +82,7 @@ def register(app: typer.Typer) -> None:
                          tst=tst, junk=junk, score_budget=score_budget, n_boot=n_boot, random_draws=random_draws,
                          ibp=ibp, seed=seed, threads=threads, column_map=column_map, revision=revision,
                          dataset=dataset, blind_model=blind_model, figures=figures, runs_as_given=runs_as_given, benchmark=benchmark,
+                         parallel=parallel,
                          progress=lambda m: st.update(f"curating: {m}"))
         _print(result.summary)
         named = named_roles_note(result.summary.get("named_roles"))

@@ -175,6 +175,7 @@ def kmeans_anchor_weights(emb: np.ndarray, size: int, seed: int, max_iter: int =
     import warnings
 
     from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
 
     from ..tst.prune import largest_remainder
 
@@ -183,7 +184,11 @@ def kmeans_anchor_weights(emb: np.ndarray, size: int, seed: int, max_iter: int =
     if size <= 0:
         return np.zeros(Q)
     k = int(max(1, min(size // 2, len(np.unique(np.round(emb, 9), axis=0)), max_clusters or size)))
-    with warnings.catch_warnings():
+    # one OpenMP thread, always: Lloyd's iterations sum over chunks per thread, so the clusters (and the anchors)
+    # changed with the thread count, that is with the machine's CPUs, and within one process with whether
+    # scikit-learn's OpenMP runtime was loaded before the caller's threadpool limit (threadpoolctl limits only
+    # libraries already loaded): a second `curate` in one process gave other anchors than the first
+    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="openmp"):
         warnings.simplefilter("ignore")
         km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, init="random", random_state=seed).fit(emb)
     lab = km.labels_

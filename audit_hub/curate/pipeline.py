@@ -562,19 +562,50 @@ def _aggregate_lomo(splits: list[dict], pool: _Pool, cfg: CurateConfig) -> dict:
 
 
 # ---------------------------------------------------------------------------------------- main entry
+#: pools of at least this many (item, model) cells re-curate the pool with junk (:func:`_junk`) in a worker
+#: process beside the held-out splits, when ``parallel`` and a second CPU is free: the worker's start (a spawned
+#: interpreter, about 1.5 s of imports on the second CPU) overlaps the first audit, and the junk stage is about
+#: as long as the held-out splits (5,000 x 150: 17.4 s and 17.1 s). Smaller pools curate in a few seconds, where
+#: the start would cost more than it saves. The numbers are the same either way.
+WORKER_MIN_CELLS = 30_000
+
+
 def run_curation(frame, config: CurateConfig | None = None, *, tst_excess: np.ndarray | None = None,
                  model_dates: dict[str, Any] | None = None,
-                 progress: Callable[[str], None] | None = None) -> CurationResult:
-    """Curate ``frame`` and measure the curated set (see the module docstring)."""
+                 progress: Callable[[str], None] | None = None, parallel: bool = False) -> CurationResult:
+    """Curate ``frame`` and measure the curated set (see the module docstring). ``parallel``: the junk-injection
+    stage runs in a worker process beside the held-out splits on pools of :data:`WORKER_MIN_CELLS` cells or
+    more (``benchaudit curate`` does; the result is the same)."""
     from threadpoolctl import threadpool_limits
+
+    from ..engine.worker import start_worker
 
     cfg = config or CurateConfig()
     cfg.validate(frame.n_questions)
+    wants = (parallel and any(f > 0 for f in cfg.junk_fractions)
+             and frame.n_questions * len(frame.models_in("full")) >= WORKER_MIN_CELLS)
+    worker = start_worker(wants)
+    try:
+        with threadpool_limits(limits=cfg.threads):
+            return _run_curation(frame, cfg, tst_excess=tst_excess, model_dates=model_dates, progress=progress,
+                                 worker=worker)
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+def _junk_job(frame, field: str, cfg: CurateConfig, frac: float, model_dates, chosen) -> tuple[dict, float]:
+    """:func:`_junk` in the worker process (its own BLAS thread limit; the clean pool rebuilt from ``frame``), and
+    the seconds it took there."""
+    from threadpoolctl import threadpool_limits
+
+    t0 = time.perf_counter()
     with threadpool_limits(limits=cfg.threads):
-        return _run_curation(frame, cfg, tst_excess=tst_excess, model_dates=model_dates, progress=progress)
+        res = _junk(frame, _Pool(frame, field), cfg, frac, model_dates, chosen)
+    return res, time.perf_counter() - t0
 
 
-def _run_curation(frame, cfg: CurateConfig, *, tst_excess, model_dates, progress) -> CurationResult:
+def _run_curation(frame, cfg: CurateConfig, *, tst_excess, model_dates, progress, worker=None) -> CurationResult:
     step = progress or (lambda _m: None)
     t_all = time.perf_counter()
     timings: dict[str, float] = {}
@@ -609,12 +640,20 @@ def _run_curation(frame, cfg: CurateConfig, *, tst_excess, model_dates, progress
     vd = _visual(fnd.table, cfg.thresholds, allm, kept)
     tick("discrimination", t0)
 
+    # ---- junk injection, started in the worker (when there is one) beside the IBP baseline and the held-out splits
+    chosen = (cur["variant"], cur["method_used"])
+    fracs = [f for f in cfg.junk_fractions if f > 0]
+    jobs = [worker.submit(_junk_job, frame, fnd.field, cfg, frac, model_dates, chosen) if worker is not None else None
+            for frac in fracs]
+    if any(j is not None for j in jobs):
+        step("junk injection (in a worker process, beside the held-out splits)")
+
     # ---- IBP (text only: one selection for every split)
     ibp, ibp_info = _ibp_baseline(frame, pool, cfg, kept, step, tick)
 
     # ---- held-out splits and bootstrap intervals (the in-pool selection's first)
     folds, newest, (rho_b, tau_b), heldout, heldout_acc = _heldout_splits(
-        pool, cfg, kept, model_dates, tst_excess, text_cache, ibp, step, tick)
+        pool, cfg, kept, model_dates, tst_excess, text_cache, ibp, step, tick, worker=worker, field=fnd.field)
 
     score = _pooled_score_error(folds, pool, cfg)
     if "heldout_lomo" in heldout and folds and all("_score" in f for f in folds):
@@ -622,16 +661,23 @@ def _run_curation(frame, cfg: CurateConfig, *, tst_excess, model_dates, progress
         heldout["heldout_lomo"]["accuracy_error_points"] = [
             float(100 * f["_score"]["abs_err"][f["_score"]["chosen"]][0]) for f in folds]
 
-    # ---- junk injection
-    junk = []
-    t0 = time.perf_counter()
-    for frac in cfg.junk_fractions:
-        if frac <= 0:
+    # ---- junk injection: the worker's results, or run here (no worker, or it died: its result is lost)
+    junk, t_junk, t_wait = [], 0.0, 0.0
+    for frac, job in zip(fracs, jobs):
+        t0 = time.perf_counter()
+        if job is not None and worker.wait(job):
+            res, secs = job.get()
+            junk.append(res)
+            t_junk += secs
+            t_wait += time.perf_counter() - t0
             continue
         step(f"junk injection {frac:.0%}")
-        junk.append(_junk(frame, pool, cfg, frac, model_dates, chosen=(cur["variant"], cur["method_used"])))
+        junk.append(_junk(frame, pool, cfg, frac, model_dates, chosen=chosen))
+        t_junk += time.perf_counter() - t0
     if junk:
-        tick("junk", t0)
+        timings["junk"] = round(t_junk, 3)  # the stage's own seconds, wherever it ran
+    if any(j is not None for j in jobs):
+        timings["junk_wait"] = round(t_wait, 3)  # what this process waited for the worker's share
 
     # ---- outputs
     kept_by, removed = _explain(pool, cur, cfg)
@@ -647,20 +693,69 @@ def _run_curation(frame, cfg: CurateConfig, *, tst_excess, model_dates, progress
                           summary=summary, model_scores=scores, timings=timings)
 
 
+def _split(pool: _Pool, cfg: CurateConfig, name: str, test: np.ndarray, tst_excess, text_cache, ibp) -> dict:
+    """One held-out split (:func:`_evaluate_split`), named."""
+    res = _evaluate_split(pool, cfg, test, tst_excess, text_cache, ibp_mask=ibp,
+                          score_estimation=name != "newest",  # the score MAE is over the folds
+                          lomo=name.startswith("lomo_"))
+    res["split"] = name
+    return res
+
+
+def _splits_job(frame, field: str, cfg: CurateConfig, splits: list, tst_excess, text_cache, ibp) -> dict[int, dict]:
+    """In the worker process: the held-out splits it claims (indices into ``splits``, handed out once each by the
+    worker's shared counter, :class:`~audit_hub.engine.calibration.SimClaims`, to whichever process asks first)."""
+    from threadpoolctl import threadpool_limits
+
+    from ..engine import worker as worker_state
+    from ..engine.calibration import SimClaims
+
+    claims = SimClaims(worker_state.SIM_COUNTER, len(splits))
+    pool, out = None, {}
+    with threadpool_limits(limits=cfg.threads):
+        while (i := claims.next()) is not None:
+            pool = pool or _Pool(frame, field)
+            out[i] = _split(pool, cfg, *splits[i], tst_excess, text_cache, ibp)
+    return out
+
+
+def _split_results(pool: _Pool, cfg: CurateConfig, splits: list, tst_excess, text_cache, ibp, step, worker,
+                   field: str | None) -> list[dict]:
+    """Every split's result, in order. With a worker, both processes claim splits from one shared counter (each
+    split's result depends on the split alone, so not on who ran it); the splits of a worker that died are run here."""
+    from ..engine.calibration import SimClaims
+
+    job = None
+    if worker is not None and field is not None and len(splits) > 1:
+        with worker.counter.get_lock():
+            worker.counter.value = 0
+        job = worker.submit(_splits_job, pool.frame, field, cfg, splits, tst_excess, text_cache, ibp)
+    claims = SimClaims(worker.counter if job is not None else None, len(splits))
+    done: dict[int, dict] = {}
+    while (i := claims.next()) is not None:
+        step(f"held-out split {splits[i][0]}")
+        done[i] = _split(pool, cfg, *splits[i], tst_excess, text_cache, ibp)
+    if job is not None and worker.wait(job):
+        done.update(job.get())
+    for i, (name, test) in enumerate(splits):
+        if i not in done:  # claimed by a worker that is gone
+            step(f"held-out split {name}")
+            done[i] = _split(pool, cfg, name, test, tst_excess, text_cache, ibp)
+    return [done[i] for i in range(len(splits))]
+
+
 def _heldout_splits(pool: _Pool, cfg: CurateConfig, kept: np.ndarray, model_dates, tst_excess, text_cache, ibp,
-                    step, tick):
-    """Select with the training models of each split, evaluate on the held-out ones; bootstrap every split at once."""
+                    step, tick, worker=None, field: str | None = None):
+    """Select with the training models of each split, evaluate on the held-out ones; bootstrap every split at once.
+    ``worker``: a :class:`~audit_hub.engine.worker.WorkerProcess` that runs some of the splits (``field``: the
+    correctness field of ``pool``)."""
     M = len(pool.models)
     t0 = time.perf_counter()
     splits = _splits(pool.models, cfg, model_dates)
     folds, newest = [], None
     mode, _k, _why = _design(M, cfg)
-    for name, test in splits:
-        step(f"held-out split {name}")
-        res = _evaluate_split(pool, cfg, test, tst_excess, text_cache, ibp_mask=ibp,
-                              score_estimation=name != "newest",  # the score MAE is over the folds
-                              lomo=name.startswith("lomo_"))
-        res["split"] = name
+    done = _split_results(pool, cfg, splits, tst_excess, text_cache, ibp, step, worker, field)
+    for (name, _test), res in zip(splits, done):
         if name == "newest":
             newest = res
         else:
