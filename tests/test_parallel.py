@@ -130,6 +130,109 @@ def test_worker_and_audit_process_share_the_simulations():
     assert 2 <= cal.worker["n_sims"] <= 40
 
 
+def _kill_worker(worker) -> None:
+    import os
+    import signal
+
+    for pid in worker._pids:  # noqa: SLF001 (the process the pool started)
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_worker_killed_mid_calibration_neither_hangs_nor_changes_a_number():
+    """A worker killed (an OOM kill) while it holds simulations never answers: the audit process notices,
+    reruns what it had claimed, and gives the inline numbers (it used to wait forever)."""
+    from audit_hub.engine.calibration import Calibration, calibrate
+    from audit_hub.engine.worker import WorkerProcess
+
+    f = simulate_frame(300, 5, accuracy_full=[0.4, 0.5, 0.6, 0.7, 0.8], accuracy_blind=0.35, seed=5)
+    names = ["visual_dependency", "consensus_error"]
+    params = {"visual_dependency": {"n_permutations": 99}}
+    inline = calibrate(f, names, n_sims=40, seed=1, params=params)
+    with WorkerProcess() as worker:
+        cal = Calibration(f, names, n_sims=40, seed=1, params=params, worker=worker)
+        t0 = time.time()
+        while worker.counter.value < 2 and time.time() - t0 < 60:  # the worker holds a simulation
+            time.sleep(0.02)
+        assert worker.counter.value >= 2
+        _kill_worker(worker)
+        done = threading.Event()
+        threading.Thread(target=lambda: (cal.wait_worker(), done.set()), daemon=True).start()
+        assert done.wait(30), "wait_worker() hung on a dead worker"
+        out = cal.result()
+    assert out == inline
+    assert cal.worker == {}  # nothing came back from it
+
+
+def test_figures_of_a_dead_worker_are_drawn_here(tmp_path):
+    """The worker dies after the figures were handed to it: they are drawn here, the files the card names."""
+    from audit_hub.engine.run import AuditConfig, run_audit
+    from audit_hub.engine.worker import WorkerProcess
+    from audit_hub.report import figures
+    from audit_hub.report.tables import build_summary_table
+    from audit_hub.report.writer import _submit_figures, _wait_figures
+
+    res = run_audit(simulate_frame(300, 4, accuracy_blind=0.35, seed=6),
+                    AuditConfig(calibration_sims=0, run_calibration=False, n_permutations=99))
+    fi = figures.figure_inputs(res, build_summary_table(res))
+    want = figures.planned(fi)
+    with WorkerProcess() as worker:
+        job = worker.submit(time.sleep, 3600)  # a job that a dead worker never finishes
+        _kill_worker(worker)
+        _wait_figures(worker, job, fi, tmp_path / "b", want)
+        assert _submit_figures(worker, fi, tmp_path / "a") is None  # a dead worker gets no new job
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == sorted(Path(v).name for v in want.values())
+
+
+def test_a_script_without_the_main_guard_runs_in_one_process(tmp_path):
+    """A script calling the library at its top level without ``if __name__ == "__main__":`` would be run again
+    by the spawned worker, which failed there and was restarted forever while the audit waited. The audit now
+    runs in one process, says so in one warning naming the script's line, and writes the same summary."""
+    import subprocess
+
+    root = Path(__file__).parent.parent
+    q, r = root / "tests/fixtures/real_pools/mathvista/questions.parquet", root / "tests/fixtures/real_pools/mathvista/runs.parquet"
+    body = (f"import audit_hub as ba\nr = ba.audit(questions={str(q)!r}, runs=[{str(r)!r}], seed=0, "
+            "calibration_sims=10, out={out!r})\nprint('DONE')\n")
+    (tmp_path / "bare.py").write_text(body.format(out=str(tmp_path / "bare")))
+    (tmp_path / "guarded.py").write_text("if __name__ == '__main__':\n" + "".join(
+        "    " + line + "\n" for line in body.format(out=str(tmp_path / "guarded")).splitlines()))
+    from audit_hub.bounds import available_cpus
+
+    bare = subprocess.run([sys.executable, str(tmp_path / "bare.py")], capture_output=True, text=True, timeout=300)
+    assert bare.returncode == 0 and "DONE" in bare.stdout, bare.stderr[-2000:]
+    warned = [ln for ln in bare.stderr.splitlines() if "RuntimeWarning" in ln]
+    assert available_cpus() < 2 or len(warned) == 1 and warned[0].startswith(f"{tmp_path / 'bare.py'}:2: RuntimeWarning: benchaudit "
+                                                     "runs in one process"), bare.stderr[-2000:]
+    guarded = subprocess.run([sys.executable, str(tmp_path / "guarded.py")], capture_output=True, text=True,
+                             timeout=300)
+    assert guarded.returncode == 0 and "DONE" in guarded.stdout and "RuntimeWarning" not in guarded.stderr
+    assert (json.loads((tmp_path / "bare/summary.json").read_text())
+            == json.loads((tmp_path / "guarded/summary.json").read_text()))
+
+
+def test_unguarded_main_reads_the_call_site(tmp_path):
+    import subprocess
+
+    script = tmp_path / "s.py"
+    script.write_text("from audit_hub.engine.worker import unguarded_main\n"
+                      "def f():\n    return unguarded_main()\n"
+                      "print('top', f())\n"
+                      "if __name__ == '__main__':\n    print('guarded', f())\n"
+                      "if '__main__' == __name__:\n    print('flipped', f())\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60).stdout
+    assert out.splitlines() == [f"top ({str(script)!r}, 4)", "guarded None", "flipped None"]
+    # `python -m package` (how `python -m audit_hub` runs): multiprocessing never runs a package's __main__ again
+    (tmp_path / "pk").mkdir()
+    (tmp_path / "pk" / "__init__.py").write_text("")
+    (tmp_path / "pk" / "__main__.py").write_text(script.read_text())
+    out = subprocess.run([sys.executable, "-m", "pk"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.stdout.splitlines()[0] == "top None", out.stderr
+    # a script read from stdin cannot be run again by a second process at all
+    with open(script) as fh:
+        out = subprocess.run([sys.executable, "-"], stdin=fh, capture_output=True, text=True, timeout=60)
+    assert out.stdout.splitlines()[0] == "top ('<stdin>', 0)", out.stderr
+
+
 def _dump(result) -> str:
     return json.dumps(result.summary, sort_keys=True, default=str)
 
@@ -183,7 +286,7 @@ def test_figures_drawn_in_the_worker_are_the_inline_files(tmp_path):
     inline = figures.render_figures(fi, tmp_path / "a")
     assert inline == figures.planned(fi)
     with WorkerProcess() as worker:
-        drawn, seconds = worker.pool.apply(figures.render_figures_timed, (fi, tmp_path / "b"))
+        drawn, seconds = worker.submit(figures.render_figures_timed, fi, tmp_path / "b").get()
     assert drawn == inline and seconds > 0
     for name in inline.values():
         png = Path(name).name

@@ -692,7 +692,7 @@ class _LocalCounter:
         return self._lock
 
 
-from .worker import WorkerProcess  # noqa: E402  (the worker process is engine.worker's)
+from .worker import WorkerProcess, new_worker  # noqa: E402  (the worker process is engine.worker's)
 
 
 class Calibration:
@@ -718,35 +718,33 @@ class Calibration:
             self.sim = NullSimulator(frame, field=field, condition_on_gold=condition_on_gold, n_items=n_items,
                                      seed=seed, difficulty=difficulty)
         self.worker: dict[str, float] = {}
-        self._pool = self._job = self._submitter = self._counter = None
+        self._job = self._submitter = self._counter = self._wp = None
         self._own_pool = worker is None
         registered = set(detectors.names())
         if (background or worker is not None) and n_sims > 0 and not isinstance(names, dict) \
                 and set(self.runs) <= registered:
-            try:
-                wp = worker if worker is not None else WorkerProcess()
-            except OSError:  # no process here: simulate in this one on request
-                wp = None
-            if wp is not None:
-                self._pool, self._counter = wp.pool, wp.counter
+            # no process here (or a script a second process would run again): simulate in this one
+            wp = worker if worker is not None else new_worker()
+            if wp is not None and wp.pool is not None and wp.alive():
+                self._wp, self._counter = wp, wp.counter
                 with self._counter.get_lock():
                     self._counter.value = 0
                 self._submit_after(worker.after if worker is not None else None,
                                    getattr(worker, "warm_report", None))
+            elif wp is not None and worker is None:
+                wp.close()
 
     def _submit_after(self, after: Callable[[], None] | None, warm_report: Callable[[], None] | None = None) -> None:
         """Submit the simulations now, or on a helper thread once ``after()`` returns."""
         import threading
 
         args = (self.sim, list(self.runs), self.n_sims, self.seed, self.params)
+        wp = self._wp
 
         def submit() -> None:
             if after is not None:
                 after()
-            try:
-                self._job = self._pool.apply_async(_in_worker, args)
-            except (ValueError, AttributeError):  # the pool was stopped meanwhile
-                self._job = None
+            self._job = wp.submit(_in_worker, *args)  # None: the worker was stopped meanwhile
             if warm_report is not None:  # the figures' imports, behind the simulations
                 warm_report()
 
@@ -759,7 +757,7 @@ class Calibration:
     @property
     def in_worker(self) -> bool:
         """The simulations run (or will run) in a worker process beside the caller."""
-        return self._pool is not None
+        return self._wp is not None
 
     def wait_worker(self) -> None:
         """Block until the worker has run every simulation it will claim (at once without a worker)."""
@@ -767,14 +765,13 @@ class Calibration:
             self._submitter.join()
         job = self._job
         if job is not None:
-            job.wait()
+            self._wp.wait(job)  # returns when the worker is done, or dead (result() then reruns its share)
 
     def close(self) -> None:
         """Stop the worker this run started (a pool passed in is its owner's to stop); safe to call twice."""
-        if self._pool is not None and self._own_pool:
-            self._pool.terminate()
-            self._pool.join()
-        self._pool = None
+        if self._wp is not None and self._own_pool:
+            self._wp.close()
+        self._wp = None
 
     def result(self) -> dict[str, dict]:
         """{name: calibration entry}. With a worker, this process runs the simulations it has not yet claimed
@@ -783,7 +780,7 @@ class Calibration:
 
         with threadpool_limits(limits=1):
             mine = _simulate(self.sim, self.runs, n_sims=self.n_sims, seed=self.seed, params=self.params,
-                             progress=self.progress if self._pool is None else None,
+                             progress=self.progress if self._wp is None else None,
                              claims=SimClaims(self._counter, self.n_sims))
         if self._submitter is not None:
             self._submitter.join()
@@ -791,14 +788,16 @@ class Calibration:
         theirs: dict[int, dict] = {}
         if self._job is not None:
             try:
-                theirs, seconds, rss = self._job.get()
+                # a worker that died (killed, out of memory) never answers: its simulations are rerun below
+                if self._wp.wait(self._job):
+                    theirs, seconds, rss = self._job.get()
+                    self.worker = {"seconds": seconds, "peak_rss_bytes": float(rss), "n_sims": len(theirs)}
             finally:
                 self.close()
                 self._job = None
-            self.worker = {"seconds": seconds, "peak_rss_bytes": float(rss), "n_sims": len(theirs)}
         per_sim = {**theirs, **mine}
         missing = set(range(self.n_sims)) - set(per_sim)
-        if missing:  # claimed by a worker that was stopped before it returned them
+        if missing:  # claimed by a worker that died, or was stopped, before it returned them
             with threadpool_limits(limits=1):
                 per_sim |= _simulate(self.sim, self.runs, n_sims=self.n_sims, seed=self.seed, params=self.params,
                                      progress=None, claims=_ListClaims(missing))

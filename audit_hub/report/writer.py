@@ -27,9 +27,12 @@ CONFIGS: tuple[str, ...] = ("questions", "summary", "runs")
 class RenderWorker(Protocol):
     """What the report needs of the engine's worker process (:class:`audit_hub.engine.worker.WorkerProcess`):
     a job started there (an async result, or None when it cannot start), a job run there and waited for
-    (here when the worker is gone), and whether it still runs. The report holds nothing else of it."""
+    (here when the worker is gone), a wait for a started job that says whether the worker lived to finish it,
+    and whether it still runs. The report holds nothing else of it."""
 
     def submit(self, fn: Callable, *args): ...
+
+    def wait(self, job) -> bool: ...
 
     def call(self, fn: Callable, *args) -> Any: ...
 
@@ -55,19 +58,25 @@ class EarlyRuns(StagedConfig):
 
 def _submit_figures(worker, fi, out: Path):
     """The figures drawn in ``worker``'s process (an async result), or None to draw them here."""
-    if worker is None:
+    if worker is None or not worker.alive():
         return None
     from .figures import render_figures_timed
 
     return worker.submit(render_figures_timed, fi, out)
 
 
-def _wait_figures(job, planned: dict[str, str]) -> None:
-    """Wait for the worker's figures; they must be the ones the card names."""
+def _wait_figures(worker, job, fi, folder: Path, planned: dict[str, str]) -> None:
+    """Wait for the worker's figures; they must be the ones the card names. A worker that died meanwhile
+    (killed, out of memory) never answers: the figures are drawn here instead."""
     from ..clock import note_parallel
 
-    drawn, seconds = job.get()
-    note_parallel("figures worker", seconds)
+    if not worker.wait(job):
+        from .figures import render_figures
+
+        drawn = render_figures(fi, folder)
+    else:
+        drawn, seconds = job.get()
+        note_parallel("figures worker", seconds)
     if drawn != planned:
         raise RuntimeError(f"figures drawn {sorted(drawn)} differ from those planned {sorted(planned)}")
 
@@ -196,7 +205,7 @@ def fill_report(result: Any, f: OutputFolder, *, command_line: list[str], inputs
     if fig_job is not None:
         t0 = time.perf_counter()
         with stage("figures"):
-            _wait_figures(fig_job, figs)
+            _wait_figures(worker, fig_job, fi, tmp / "figures", figs)
         local["figures"] += time.perf_counter() - t0
     timings = current_timings() or {**dict(getattr(result, "timings", {}) or {}), **local}
     f.manifest(command_line=command_line, inputs=inputs, fields=manifest_fields(result, inputs), timings=timings,
