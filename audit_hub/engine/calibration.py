@@ -763,9 +763,9 @@ class Calibration:
         """Block until the worker has run every simulation it will claim (at once without a worker)."""
         if self._submitter is not None:
             self._submitter.join()
-        job = self._job
-        if job is not None:
-            self._wp.wait(job)  # returns when the worker is done, or dead (result() then reruns its share)
+        job, wp = self._job, self._wp
+        if job is not None and wp is not None:
+            wp.wait(job)  # returns when the worker is done, or dead (result() then reruns its share)
 
     def close(self) -> None:
         """Stop the worker this run started (a pool passed in is its owner's to stop); safe to call twice."""
@@ -789,7 +789,7 @@ class Calibration:
         if self._job is not None:
             try:
                 # a worker that died (killed, out of memory) never answers: its simulations are rerun below
-                if self._wp.wait(self._job):
+                if self._wp is not None and self._wp.wait(self._job):
                     theirs, seconds, rss = self._job.get()
                     self.worker = {"seconds": seconds, "peak_rss_bytes": float(rss), "n_sims": len(theirs)}
             finally:
