@@ -111,8 +111,9 @@ def test_simulations_split_between_processes_give_the_same_calibration():
     assert inline["consensus_error"]["n_runs"] == 23
 
 
-def test_worker_and_audit_process_share_the_simulations():
-    """The worker claims some simulations, the audit process the rest: the same numbers as inline."""
+def _calibration_in_a_worker(then=None):
+    """The inline calibration of a small simulated pool, and the same one run with a worker that has claimed
+    at least 2 simulations, after ``then(worker, calibration)``: (inline, with the worker, the Calibration)."""
     from audit_hub.engine.calibration import Calibration, calibrate
     from audit_hub.engine.worker import WorkerProcess
 
@@ -125,7 +126,16 @@ def test_worker_and_audit_process_share_the_simulations():
         t0 = time.time()
         while worker.counter.value < 2 and time.time() - t0 < 60:  # the worker has started claiming
             time.sleep(0.02)
+        assert worker.counter.value >= 2
+        if then is not None:
+            then(worker, cal)
         out = cal.result()
+    return inline, out, cal
+
+
+def test_worker_and_audit_process_share_the_simulations():
+    """The worker claims some simulations, the audit process the rest: the same numbers as inline."""
+    inline, out, cal = _calibration_in_a_worker()
     assert out == inline
     assert 2 <= cal.worker["n_sims"] <= 40
 
@@ -141,24 +151,13 @@ def _kill_worker(worker) -> None:
 def test_a_worker_killed_mid_calibration_neither_hangs_nor_changes_a_number():
     """A worker killed (an OOM kill) while it holds simulations never answers: the audit process notices,
     reruns what it had claimed, and gives the inline numbers (it used to wait forever)."""
-    from audit_hub.engine.calibration import Calibration, calibrate
-    from audit_hub.engine.worker import WorkerProcess
-
-    f = simulate_frame(300, 5, accuracy_full=[0.4, 0.5, 0.6, 0.7, 0.8], accuracy_blind=0.35, seed=5)
-    names = ["visual_dependency", "consensus_error"]
-    params = {"visual_dependency": {"n_permutations": 99}}
-    inline = calibrate(f, names, n_sims=40, seed=1, params=params)
-    with WorkerProcess() as worker:
-        cal = Calibration(f, names, n_sims=40, seed=1, params=params, worker=worker)
-        t0 = time.time()
-        while worker.counter.value < 2 and time.time() - t0 < 60:  # the worker holds a simulation
-            time.sleep(0.02)
-        assert worker.counter.value >= 2
+    def kill(worker, cal):
         _kill_worker(worker)
         done = threading.Event()
         threading.Thread(target=lambda: (cal.wait_worker(), done.set()), daemon=True).start()
         assert done.wait(30), "wait_worker() hung on a dead worker"
-        out = cal.result()
+
+    inline, out, cal = _calibration_in_a_worker(kill)
     assert out == inline
     assert cal.worker == {}  # nothing came back from it
 
