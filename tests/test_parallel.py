@@ -217,9 +217,12 @@ def test_unguarded_main_reads_the_call_site(tmp_path):
                       "def f():\n    return unguarded_main()\n"
                       "print('top', f())\n"
                       "if __name__ == '__main__':\n    print('guarded', f())\n"
-                      "if '__main__' == __name__:\n    print('flipped', f())\n")
+                      "if '__main__' == __name__:\n    print('flipped', f())\n"
+                      "if __name__ == '__main__' and True:\n    print('and', f())\n"
+                      "if __name__ == '__main__' or True:\n    print('or', f())\n")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60).stdout
-    assert out.splitlines() == [f"top ({str(script)!r}, 4)", "guarded None", "flipped None"]
+    assert out.splitlines() == [f"top ({str(script)!r}, 4)", "guarded None", "flipped None", "and None",
+                                f"or ({str(script)!r}, 12)"]
     # `python -m package` (how `python -m audit_hub` runs): multiprocessing never runs a package's __main__ again
     (tmp_path / "pk").mkdir()
     (tmp_path / "pk" / "__init__.py").write_text("")
