@@ -308,10 +308,12 @@ def unguarded_main() -> tuple[str, int] | None:
     ``if __name__ == "__main__":`` block (else None).
 
     A spawned process (the worker) starts by running the main script again, as ``__mp_main__``; an unguarded
-    call would run the audit there too, fail in multiprocessing's bootstrapping, and the pool would start a
-    new process after each failure. Told here from the call stack and the script's syntax tree, before any
-    process starts. Scripts that cannot be read, an interactive session, ``python -c`` and the console
-    script (guarded) all answer None."""
+    call would run the script's work there too (whatever it does before the call, the call itself failing in
+    multiprocessing's bootstrapping), and the worker would be lost (a ``multiprocessing.Pool`` restarted it
+    without end). Told here from the call stack and the script's syntax tree, before any process starts.
+    ``python -m package``, an interactive session, ``python -c``, the console script (guarded) and scripts
+    that do not parse answer None; a main script that cannot be read (``python - < script``) answers
+    ``(path, 0)``: a second process could not run it at all."""
     import ast
     import multiprocessing
     import sys
