@@ -719,7 +719,7 @@ class Calibration:
                                      seed=seed, difficulty=difficulty)
         self.worker: dict[str, float] = {}
         self._job = self._submitter = self._counter = self._wp = None
-        self._own_pool = worker is None
+        self._own_worker = worker is None
         registered = set(detectors.names())
         if (background or worker is not None) and n_sims > 0 and not isinstance(names, dict) \
                 and set(self.runs) <= registered:
@@ -768,8 +768,8 @@ class Calibration:
             wp.wait(job)  # returns when the worker is done, or dead (result() then reruns its share)
 
     def close(self) -> None:
-        """Stop the worker this run started (a pool passed in is its owner's to stop); safe to call twice."""
-        if self._wp is not None and self._own_pool:
+        """Stop the worker this run started (a worker passed in is its owner's to stop); safe to call twice."""
+        if self._wp is not None and self._own_worker:
             self._wp.close()
         self._wp = None
 
