@@ -7,12 +7,18 @@
    continuation token). Same random-weight Llama, same 4-option questions, same batch size (sequences per
    forward pass), same length-sorted left-padded batching. Prints the ratio (target: >= 3x).
    Also times the full runner (``run_blind``: tokenisation, shards, merge) on the same questions.
-2. GPU (only when CUDA is available): a random-weight model with the shape of Llama-2-7B in bf16; tokens
+2. CPU threads, the product (always): ``benchaudit blind`` as a child process (wall, peak RSS) on the same
+   questions with ``--threads auto`` (the default) and each fixed count, on an idle machine and with one busy
+   process beside it (a Python loop on one core, as another job on a shared machine). Target: the default
+   within 15% of the best fixed count in both conditions (no fixed count is: on 2 cores, more threads win
+   idle and lose 2x under load). The child's ``manifest.json`` says which counts ``auto`` ran.
+3. GPU (only when CUDA is available): a random-weight model with the shape of Llama-2-7B in bf16; tokens
    per second of the ``logprob`` forward pass and model FLOPs utilisation against ``--peak-tflops``
    (default 989, the H200/H100 SXM dense bf16 peak). Target: >= 50% MFU. Prints that it was skipped
    otherwise.
 
-Run: ``.venv/bin/python benchmarks/blind.py`` (under a minute on one idle CPU core);
+Run: ``.venv/bin/python benchmarks/blind.py`` (section 1 under a minute on one idle CPU core, section 2
+about 6 minutes on 2 cores);
 ``--smoke`` runs every step at a tiny size (seconds; CI). For the full GPU check of the product
 (random 7B model, 2,000 questions through ``run_blind``, MFU, 1 vs 2 processes) run
 ``scripts/gpu_check.sh``.
@@ -214,6 +220,55 @@ def gpu_benchmark(args) -> None:
           "peak (target >= 50%)")
 
 
+BUSY_LOOP = "import time\nt = time.time() + {secs}\nwhile time.time() < t:\n    pass\n"
+
+
+def threads_benchmark(args) -> None:
+    """Section 2: the CLI with ``--threads auto`` against fixed counts, idle and beside one busy process."""
+    import json
+    import subprocess
+
+    import torch
+    from _measure import benchaudit_cmd, child_env, measure
+    from tiny_model import build_tiny_llama
+
+    from audit_hub.blind.threads import candidate_counts
+
+    counts = candidate_counts(torch.get_num_threads())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_tiny_llama(Path(tmp) / "m", seed=0, hidden=args.t_hidden, layers=args.t_layers,
+                                heads=args.t_heads, max_position=2048, chat_template=True)
+        qp = Path(tmp) / "q.parquet"
+        make_questions(args.t_questions, seed=1).to_parquet(qp)
+        env = child_env(str(ROOT))
+        print(f"CPU threads: `benchaudit blind` (child process) on {args.t_questions} questions, random Llama hidden "
+              f"{args.t_hidden} x {args.t_layers} layers, batch size 8; fixed counts {counts}")
+        for load in ("idle", "one busy process"):
+            walls = {}
+            for setting in ["auto", *map(str, counts)]:
+                out = Path(tmp) / f"out-{load[:4]}-{setting}"
+                busy = (subprocess.Popen([sys.executable, "-c", BUSY_LOOP.format(secs=3600)])
+                        if load != "idle" else None)
+                try:
+                    r = measure([*benchaudit_cmd(), "blind", "-m", path, "-q", str(qp), "-o", str(out),
+                                 "--threads", setting, "--no-progress"], env=env, timeout=1800)
+                finally:
+                    if busy is not None:
+                        busy.kill()
+                        busy.wait()
+                if r["rc"] != 0:
+                    raise SystemExit(f"blind --threads {setting} failed: {r['stderr_tail'][-800:]}")
+                walls[setting] = r["wall_s"]
+                ct = json.loads((out / "manifest.json").read_text())["params"].get("cpu_threads") or {}
+                ran = ct.get("batches_per_count", {ct.get("threads"): "all"})
+                print(f"  [{load}] --threads {setting:>4}: wall {r['wall_s']:6.1f} s, peak RSS "
+                      f"{r['peak_rss_gb'] * 1024:5.0f} MB, batches per thread count {ran}")
+            best = min(v for k, v in walls.items() if k != "auto")
+            ratio = walls["auto"] / best
+            print(f"  [{load}] target auto <= 1.15 x the best fixed count: {ratio:.2f} x "
+                  f"{'PASS' if ratio <= 1.15 else 'FAIL'}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n-questions", type=int, default=48)
@@ -226,15 +281,23 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu-batch-size", type=int, default=32)
     ap.add_argument("--gpu-seq-len", type=int, default=512)
     ap.add_argument("--gpu-iters", type=int, default=10)
+    ap.add_argument("--t-questions", type=int, default=600, help="section 2: questions per run")
+    ap.add_argument("--t-hidden", type=int, default=512)
+    ap.add_argument("--t-layers", type=int, default=4)
+    ap.add_argument("--t-heads", type=int, default=8)
+    ap.add_argument("--skip-threads", action="store_true")
     ap.add_argument("--skip-gpu", action="store_true")
     ap.add_argument("--skip-cpu", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, no GPU part (CI)")
     args = ap.parse_args(argv)
     if args.smoke:
         args.n_questions, args.batch_size, args.hidden, args.layers, args.heads = 8, 4, 32, 1, 2
+        args.t_questions, args.t_hidden, args.t_layers, args.t_heads = 24, 32, 1, 2
         args.skip_gpu = True
     if not args.skip_cpu:
         cpu_benchmark(args)
+    if not args.skip_threads:
+        threads_benchmark(args)
     gpu_benchmark(args)
     return 0
 

@@ -83,6 +83,8 @@ class BlindConfig:
     # a model already in memory (scripts/gpu_check.sh builds a random 7B-shaped one on the GPU);
     # ``model`` then names a folder holding its config and tokenizer
     model_object: Any = None
+    # CPU threads of the forward passes: "auto" (measured, see audit_hub.blind.threads) or a count
+    threads: int | str = "auto"
 
     def validate(self) -> None:
         from .prompt import check_style
@@ -106,6 +108,9 @@ class BlindConfig:
             if self.device_map is None:
                 raise InputError("--max-memory needs --device-map")
             parse_max_memory(self.max_memory)
+        from .threads import parse_threads
+
+        self.threads = parse_threads(self.threads)
         if self.mode not in MODES:
             raise InputError(f"--mode must be one of {MODES}, got {self.mode!r}")
         if self.truncate not in TRUNCATE:
@@ -489,20 +494,54 @@ class _Scorer:
             rows.append(row)
         self._emit(rows)
 
-    def run(self, items: list[dict], writer, progress) -> None:
-        """Log-probability items first, then generated ones; each kind longest first."""
+    def run(self, items: list[dict], writer, progress) -> dict | None:
+        """Log-probability items first, then generated ones; each kind longest first. Returns what
+        ``--threads`` did (``manifest.json``'s ``params.cpu_threads``; None on a GPU with ``auto``)."""
         import torch
 
-        self.writer, self.progress = writer, progress
+        from .threads import ThreadChooser, candidate_counts, env_threads
 
+        self.writer, self.progress = writer, progress
+        on_cpu = str(self.in_device).startswith("cpu")
+        before = torch.get_num_threads()
+        chooser, fixed = None, None
+        if self.cfg.threads != "auto":
+            fixed = int(self.cfg.threads)
+        elif on_cpu and env_threads() is None:
+            chooser = ThreadChooser(candidate_counts(before))
         size = self.cfg.batch_size
         lp_items = sorted((it for it in items if not it["gen"]), key=lambda it: (-len(it["ids"]), it["i"]))
         gen_items = sorted((it for it in items if it["gen"]), key=lambda it: (-len(it["ids"]), it["i"]))
-        with torch.inference_mode():
-            for b in range(0, len(lp_items), size):
-                self.logprob_batch(lp_items[b: b + size])
-            for b in range(0, len(gen_items), size):
-                self.generate_batch(gen_items[b: b + size])
+        kinds = ((lp_items, self.logprob_batch, 0), (gen_items, self.generate_batch, self.cfg.max_new_tokens))
+        current = before
+        try:
+            if fixed is not None:
+                torch.set_num_threads(fixed)
+            with torch.inference_mode():
+                for kind_items, score, extra in kinds:
+                    if chooser is not None:
+                        chooser.new_kind()
+                    for b in range(0, len(kind_items), size):
+                        batch = kind_items[b: b + size]
+                        if chooser is None:
+                            score(batch)
+                            continue
+                        n = chooser.next_count()
+                        if n != current:
+                            torch.set_num_threads(n)
+                            current = n
+                        t0 = time.perf_counter()
+                        score(batch)
+                        chooser.record(n, time.perf_counter() - t0,
+                                       len(batch) * (max(len(it["ids"]) for it in batch) + extra))
+        finally:
+            if torch.get_num_threads() != before:
+                torch.set_num_threads(before)  # a library caller's session keeps its own setting
+        if chooser is not None:
+            return chooser.summary()
+        if fixed is not None:
+            return {"mode": "fixed", "threads": fixed}
+        return {"mode": "OMP_NUM_THREADS", "threads": before} if on_cpu else None
 
 
 def _finish(cfg: BlindConfig, state, model, qid: list[str], summary: dict) -> BlindResult:
@@ -612,7 +651,7 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
                         f"blind {model_name}" + (f" (rank 0 of {state.num_processes})" if state.num_processes > 1 else ""))
     t0 = time.perf_counter()
     try:
-        scorer.run(items, writer, progress)
+        cpu_threads = scorer.run(items, writer, progress)
     finally:
         progress.close()
     elapsed = time.perf_counter() - t0
@@ -622,5 +661,6 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     summary = {"model": model_name, "n_new": n_new, "n_resumed": len(questions) - len(pending),
                "image_mode": cfg.image_mode, "prompt_style": None if builder.template is not None else builder.style,
                "processes": state.num_processes, "elapsed_s": elapsed,
-               "questions_per_s": n_new / elapsed if elapsed > 0 else None, "n_redacted": n_redacted}
+               "questions_per_s": n_new / elapsed if elapsed > 0 else None, "n_redacted": n_redacted,
+               "cpu_threads": cpu_threads}
     return _finish(cfg, state, model, qs.qid, summary)

@@ -358,7 +358,7 @@ def finish_output(out: Path, summary: dict, questions_spec: str, *, inputs: list
     header = {"configs": hub_configs(files, default="blind", names={"blind": "default"}),
               "tags": ["benchaudit", "blind-baseline"]}
     keep = ("model", "n_questions", "n_new", "n_resumed", "accuracy_exact", "mean_gold_prob", "n_truncated",
-            "image_mode", "prompt_style", "backend", "processes", "n_failed", "scoring")
+            "image_mode", "prompt_style", "backend", "processes", "n_failed", "scoring", "cpu_threads")
     finish_in_place(out, command="blind", files=files, header=header, body=card_body(model, summary, questions_spec),
                     command_line=command_line, inputs=inputs, started_at=started_at, names={"blind": "default"},
                     fields={"params": {k: summary.get(k) for k in keep if k in summary}})

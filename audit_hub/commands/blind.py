@@ -54,6 +54,9 @@ def register(app: typer.Typer) -> None:
         private: bool = typer.Option(False, "--private", help="Create the Hub dataset as private."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on the main process."),
         cpu: bool = typer.Option(False, "--cpu", help="Run on CPU even when a GPU is present."),
+        threads: str = typer.Option("auto", "--threads", metavar="auto|INT", help="CPU threads of the forward "
+                                    "passes. auto (on CPU): measured on the first batches and again every 48, "
+                                    "so a busy machine gets fewer (kept as OMP_NUM_THREADS says when it is set)."),
         keep_shards: bool = typer.Option(False, "--keep-shards", help="Keep per-process shards after the merge."),
         prompt_style: str = typer.Option("vlmevalkit", "--prompt-style", help="Built-in prompt: vlmevalkit "
                                          "(default; VLMEvalKit's MCQ / Y/N / VQA prompts), lmms-eval (MMBench "
@@ -87,7 +90,7 @@ def register(app: typer.Typer) -> None:
             prompt_template=prompt_template, chat_template=chat_template, mode=mode, batch_size=batch_size,
             max_new_tokens=max_new_tokens, dtype=dtype, trust_remote_code=trust_remote_code, revision=revision,
             max_length=max_length, truncate=truncate, overwrite=overwrite, limit=limit, push_to_hub=push_to_hub,
-            private=private, progress=progress, cpu=cpu, keep_shards=keep_shards, prompt_style=prompt_style,
+            private=private, progress=progress, cpu=cpu, threads=threads, keep_shards=keep_shards, prompt_style=prompt_style,
             image_mode=image_mode, device_map=device_map, max_memory=max_memory, backend=backend,
             base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
             request_timeout=request_timeout, max_retries=max_retries, top_logprobs=top_logprobs)
