@@ -337,3 +337,28 @@ def test_difficulty_spread_is_recovered_with_wrong_golds():
     s = ce.run(f, recall_sims=0).summary["label_model"]
     assert abs(s["sigma"][0] - 2.0) < 0.3, s["sigma"]
     assert s["attractor_items_share"] > 0.5  # every simulated item has one attractive distractor
+
+
+def test_items_with_fewer_parseable_answers_are_in_the_label_model_not_excluded():
+    """The minimum of parseable answers (M - 1) is the unanimity rule's: a closed item two models failed to parse
+    is still in the label model (posterior, review order, flags), so the accounting does not call it excluded;
+    only items the unanimity rule alone audits (open ones) are excluded below that minimum."""
+    f = simulate_frame(300, 8, accuracy_full=0.75, accuracy_blind=None, missing_rate=0.15, seed=3)
+    r = ce.run(f, seed=0)
+    pq, s = r.per_question, r.summary
+    few = pq["consensus_error_n_parseable"].to_numpy() < s["params"]["min_answered"]
+    assert few.sum() > 50  # 15% of answers missing: many items below M - 1
+    assert not pq.loc[few, "consensus_error_p_gold_wrong"].isna().any()
+    assert s["excluded"] == {} and s["n_items"] == 300
+    assert s["n_eligible"] == int((~few).sum())
+    assert f"of the {s['n_eligible']:,} items that at least 7 of the 8 models answered parseably" in ce.lede_line(s)
+    # an open item below the minimum: the unanimity rule cannot audit it, and the accounting says so
+    qs = pd.DataFrame({"question_id": ["n1", "n2"], "options": [[], []], "answer": ["7", "3"]})
+    runs = pd.DataFrame([("n1", "m0", "full", "8", "8", None), ("n1", "m1", "full", None, None, None),
+                         ("n1", "m2", "full", None, None, None), ("n2", "m0", "full", "3", "3", None),
+                         ("n2", "m1", "full", "3", "3", None), ("n2", "m2", "full", "4", "4", None)],
+                        columns=["question_id", "model", "arm", "prediction", "answer", "hit"])
+    runs["hit_exact"] = None
+    s2 = ce.run(AuditFrame.from_tables(qs, runs)).summary
+    assert s2["n_items"] == 1
+    assert s2["excluded"] == {"fewer than 2 models answered parseably (items only the unanimity rule audits)": 1}

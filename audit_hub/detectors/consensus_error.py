@@ -360,7 +360,6 @@ def _count_summary(*, unanimous: np.ndarray, eligible: np.ndarray, majority: np.
     lo, hi = wilson_ci(n_un, n_el)
     return {
         "n_unanimous_non_gold": n_un,
-        "n_items": n_el,
         "expected_under_independence": expected,
         "n_majority_non_gold": int(majority.sum()),
         "n_unanimous_non_gold_ci": [float(lo * n_el), float(hi * n_el)] if n_el else None,
@@ -738,8 +737,11 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
                          blind_disagrees=blind_disagrees, dup_gold=dup_gold, exp_sel=exp_sel, expected=expected,
                          obs_closed=obs_closed, n_open_excl=n_open_excl),
         **_label_summary(ev, unanimous, p_value),
-        "excluded": item_accounting(Q, [("gold unusable", gold < 0),
-                                        (f"fewer than {thr} models answered parseably", ~eligible)])["excluded"],
+        # every closed item with a usable gold is in the label model, however many models parsed on it; the
+        # minimum of parseable answers is the unanimity rule's (open items, and closed ones without a model)
+        **item_accounting(Q, [("gold unusable", gold < 0),
+                              (f"fewer than {thr} models answered parseably (items only the unanimity rule audits)",
+                               ~ev["modelled"] & ~eligible)]),
         "n_flagged": int(flagged.sum()),
         "model_error_rates": {m: (None if np.isnan(x) else float(x)) for m, x in zip(models, e)},
         "n_models": M,
@@ -880,12 +882,21 @@ def _check_notes(ce: dict) -> list[str]:
 
 
 
+def _unanimity_scope(s: dict) -> str:
+    """`` of the N items that at least T of the M models answered parseably`` where that is not every item."""
+    n_el, thr, m = s.get("n_eligible"), (s.get("params") or {}).get("min_answered"), s.get("n_models")
+    total = (s.get("n_items") or 0) + sum(int(v) for v in (s.get("excluded") or {}).values())
+    if n_el is None or thr is None or m is None or n_el >= total:
+        return ""
+    return f" of the {fmt_num(n_el)} items that at least {fmt_num(thr)} of the {fmt_num(m)} models answered parseably"
+
+
 def card_line(s: dict) -> str:
     """The card's one-line finding on this detector's summary ``s``."""
-    txt = (f"**{NAME}**: {fmt_num(s.get('n_unanimous_non_gold'))} question(s) on which every model that "
-           f"answered parseably chose the same non-gold option")
-    if s.get("n_unanimous_ci") or s.get("unanimous_ci") or s.get("ci"):
-        txt += f" (95% CI {ci(s.get('n_unanimous_ci') or s.get('unanimous_ci') or s.get('ci'), 'plain')})"
+    txt = (f"**{NAME}**: {fmt_num(s.get('n_unanimous_non_gold'))} question(s){_unanimity_scope(s)} on which every "
+           f"model that answered parseably chose the same non-gold option")
+    if s.get("n_unanimous_non_gold_ci"):
+        txt += f" (95% Wilson interval {ci(s.get('n_unanimous_non_gold_ci'), 'num')})"
     txt += f"; {fmt_num(s.get('expected_under_independence'))} expected if model errors were independent"
     txt += f"; {fmt_num(s.get('n_majority_non_gold'))} with a strict non-gold majority."
     return " ".join([txt, *_notes(s)])
@@ -893,8 +904,8 @@ def card_line(s: dict) -> str:
 
 def lede_line(s: dict) -> str:
     """The card's opening line on this detector's summary ``s``."""
-    return (f"{fmt_num(s.get('n_unanimous_non_gold'))} question(s) have a unanimous non-gold answer "
-            f"({fmt_num(s.get('expected_under_independence'))} expected under independent errors).")
+    return (f"{fmt_num(s.get('n_unanimous_non_gold'))} question(s){_unanimity_scope(s)} have a unanimous non-gold "
+            f"answer ({fmt_num(s.get('expected_under_independence'))} expected under independent errors).")
 
 
 def console_line(s: dict) -> str:
