@@ -882,21 +882,24 @@ def _check_notes(ce: dict) -> list[str]:
 
 
 
-def _unanimity_scope(s: dict) -> str:
-    """`` of the N items that at least T of the M models answered parseably`` where that is not every item."""
+def _unanimity_scope(s: dict) -> tuple[str, str] | None:
+    """(N items, T of the M models): the unanimity rule's denominator, where it is not every item; else None."""
     n_el, thr, m = s.get("n_eligible"), (s.get("params") or {}).get("min_answered"), s.get("n_models")
     total = (s.get("n_items") or 0) + sum(int(v) for v in (s.get("excluded") or {}).values())
     if n_el is None or thr is None or m is None or n_el >= total:
-        return ""
-    return f" of the {fmt_num(n_el)} items that at least {fmt_num(thr)} of the {fmt_num(m)} models answered parseably"
+        return None
+    return f"{fmt_num(n_el)} items", f"{fmt_num(thr)} of the {fmt_num(m)} models"
 
 
 def card_line(s: dict) -> str:
     """The card's one-line finding on this detector's summary ``s``."""
-    txt = (f"**{NAME}**: {fmt_num(s.get('n_unanimous_non_gold'))} question(s){_unanimity_scope(s)} on which every "
-           f"model that answered parseably chose the same non-gold option")
+    txt = (f"**{NAME}**: {fmt_num(s.get('n_unanimous_non_gold'))} question(s) on which every model that answered "
+           f"parseably chose the same non-gold option")
+    scope = _unanimity_scope(s)
     if s.get("n_unanimous_non_gold_ci"):
         txt += f" (95% Wilson interval {ci(s.get('n_unanimous_non_gold_ci'), 'num')})"
+    if scope:
+        txt += f" among the {scope[0]} at least {scope[1]} answered parseably (the rule needs that many)"
     txt += f"; {fmt_num(s.get('expected_under_independence'))} expected if model errors were independent"
     txt += f"; {fmt_num(s.get('n_majority_non_gold'))} with a strict non-gold majority."
     return " ".join([txt, *_notes(s)])
@@ -904,7 +907,9 @@ def card_line(s: dict) -> str:
 
 def lede_line(s: dict) -> str:
     """The card's opening line on this detector's summary ``s``."""
-    return (f"{fmt_num(s.get('n_unanimous_non_gold'))} question(s){_unanimity_scope(s)} have a unanimous non-gold "
+    scope = _unanimity_scope(s)
+    of = f" of the {scope[0]} that at least {scope[1]} answered parseably" if scope else ""
+    return (f"{fmt_num(s.get('n_unanimous_non_gold'))} question(s){of} have a unanimous non-gold "
             f"answer ({fmt_num(s.get('expected_under_independence'))} expected under independent errors).")
 
 
