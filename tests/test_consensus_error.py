@@ -232,6 +232,14 @@ def test_planted_label_errors_recall_floor_and_continuous_ranking():
     assert r.summary["p_value"] < 1e-6
     det = r.summary["detection"]
     assert det["recall"] >= 0.5 and r.summary["pool_too_weak"] is False
+    # the simulated recall and precision carry Wilson intervals over the pooled planted / flagged items
+    from statsmodels.stats.proportion import proportion_confint
+
+    assert det["n_planted"] > 0 and det["n_true_flags"] <= min(det["n_planted"], det["n_flagged"])
+    for key, n in (("recall_ci", det["n_planted"]), ("precision_ci", det["n_flagged"])):
+        want = proportion_confint(det["n_true_flags"], n, alpha=0.05, method="wilson")
+        np.testing.assert_allclose(det[key], want, rtol=1e-9)
+    assert det["recall_ci"][0] <= det["n_true_flags"] / det["n_planted"] <= det["recall_ci"][1]
 
 
 def test_weak_pool_is_reported_too_weak():

@@ -807,8 +807,13 @@ def _notes(ce: dict) -> list[str]:
     if isinstance(det, dict) and det.get("recall") is not None:
         txt = (f"**Can this pool find wrong golds?** On simulations of this pool (fitted model, {det.get('n_items')} "
                f"items, {100 * det.get('error_rate', 0):.0f}% planted wrong golds, {det.get('n_reps')} runs) the "
-               f"posterior flags {pct(det.get('recall'), 0)} of them (recall) with precision "
-               f"{pct(det.get('precision'), 0)}; average precision of the ranking {float(det.get('average_precision') or 0):.2f}.")
+               f"posterior flags {pct(det.get('recall'), 0)} of them (recall"
+               + (f"; 95% Wilson interval {ci(det['recall_ci'], 'pct', det.get('recall'))} over the "
+                  f"{fmt_num(det.get('n_planted'))} planted" if det.get("recall_ci") else "")
+               + f") with precision {pct(det.get('precision'), 0)}"
+               + (f" ({ci(det['precision_ci'], 'pct', det.get('precision'))} over the {fmt_num(det.get('n_flagged'))} "
+                  f"flagged)" if det.get("precision_ci") else "")
+               + f"; average precision of the ranking {float(det.get('average_precision') or 0):.2f}.")
         if ce.get("pool_too_weak"):
             txt += (" **The pool is too weak to detect label errors**: 'no findings' here says little about the "
                     "labels; the ranking (`consensus_error_score`) is still the best order to review items in.")

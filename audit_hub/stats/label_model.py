@@ -1015,9 +1015,12 @@ def average_precision(score_suspicious: np.ndarray, planted: np.ndarray) -> floa
 def detection_estimate(data: LabelData, params: LabelParams, *, n_items: int = 2000, error_rate: float = 0.03,
                        n_reps: int = 2, seed: int = 0, threshold: float = 0.5) -> dict:
     """Recall / precision / AP of the posterior ranking on simulations of this pool with planted errors."""
+    from .core import wilson_ci
+
     rng = np.random.default_rng([seed, 11])
     Q = len(data.k)
     rec, prec, ap = [], [], []
+    n_planted = n_flagged = n_hit = 0
     for _ in range(n_reps):
         idx = np.sort(rng.choice(Q, min(Q, n_items), replace=False))
         sim, planted = simulate(data.subset(idx), params, rng, error_rate=error_rate)
@@ -1029,12 +1032,20 @@ def detection_estimate(data: LabelData, params: LabelParams, *, n_items: int = 2
         flag = pw >= threshold
         lo = log_odds_wrong(sim, pr, ll)
         rec.append(float((flag & planted).sum() / planted.sum()))
+        n_planted, n_flagged, n_hit = n_planted + int(planted.sum()), n_flagged + int(flag.sum()), n_hit + int(
+            (flag & planted).sum())
         prec.append(float((flag & planted).sum() / flag.sum()) if flag.any() else float("nan"))
         ap.append(average_precision(lo, planted))
     return {"error_rate": error_rate, "n_items": int(min(Q, n_items)), "n_reps": len(rec),
             "recall": float(np.mean(rec)) if rec else None,
             "precision": float(np.nanmean(prec)) if rec and not np.isnan(prec).all() else None,
-            "average_precision": float(np.mean(ap)) if ap else None, "threshold": threshold}
+            "average_precision": float(np.mean(ap)) if ap else None, "threshold": threshold,
+            # pooled over the runs, with 95% Wilson intervals over the planted (recall) and flagged (precision)
+            # items: how far a few runs pin the figures down (the runs share the fitted model, so the interval
+            # is of the simulation's noise, not of the fit)
+            "n_planted": n_planted, "n_flagged": n_flagged, "n_true_flags": n_hit,
+            "recall_ci": [float(x) for x in wilson_ci(n_hit, n_planted)] if n_planted else None,
+            "precision_ci": [float(x) for x in wilson_ci(n_hit, n_flagged)] if n_flagged else None}
 
 
 def held_out_prediction(data: LabelData, params: LabelParams, answers: np.ndarray) -> dict:
