@@ -143,4 +143,6 @@ def test_omp_num_threads_set_by_the_user_is_kept(tiny, tmp_path, monkeypatch):
 def test_a_bad_count_is_refused_before_anything_is_written(tiny, tmp_path):
     with pytest.raises(InputError, match="--threads"):
         run(tiny, tmp_path / "bad", threads="0")
+    with pytest.raises(InputError, match="no effect with --backend openai"):
+        run(tiny, tmp_path / "bad", threads=2, backend="openai", base_url="http://127.0.0.1:9/v1")
     assert not (tmp_path / "bad").exists()

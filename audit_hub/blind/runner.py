@@ -94,6 +94,12 @@ class BlindConfig:
             raise InputError(f"--backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.image_mode not in IMAGE_MODES:
             raise InputError(f"--image-mode must be one of {IMAGE_MODES}, got {self.image_mode!r}")
+        from .threads import parse_threads
+
+        self.threads = parse_threads(self.threads)
+        if self.backend == "openai" and self.threads != "auto":
+            raise InputError("--threads sets the CPU threads of a local model's forward passes; it has no effect "
+                             "with --backend openai")
         if self.backend == "openai":
             from .served import validate_served
 
@@ -108,9 +114,6 @@ class BlindConfig:
             if self.device_map is None:
                 raise InputError("--max-memory needs --device-map")
             parse_max_memory(self.max_memory)
-        from .threads import parse_threads
-
-        self.threads = parse_threads(self.threads)
         if self.mode not in MODES:
             raise InputError(f"--mode must be one of {MODES}, got {self.mode!r}")
         if self.truncate not in TRUNCATE:
