@@ -22,13 +22,14 @@ def isnum(x: Any) -> bool:
 
 def share_decimals(x: Any) -> int:
     """Decimals of a share printed as a percentage: one for 1% and above (three significant digits at
-    10-99%), two significant digits below 1% (0.94%, 0.029%), at most four; one for zero."""
+    10-99%), two significant digits below 1% (0.94%, 0.029%, 0.000044%: a tiny nonzero share never prints
+    as 0.0000), at most eight; one for zero."""
     if not isnum(x):
         return 1
     v = abs(100 * float(x))
     if v == 0 or v >= 1:
         return 1
-    return min(4, 1 - math.floor(math.log10(v)))
+    return min(8, 1 - math.floor(math.log10(v)))
 
 
 def num_decimals(x: Any, sig: int = 3) -> int:
