@@ -17,8 +17,8 @@ def test_shares_keep_significant_digits(x, out):
 
 def test_differences_are_signed_points():
     assert (pp(0.0109), pp(-0.0034), pp(0.000293)) == ("+1.1 pp", "-0.34 pp", "+0.029 pp")
-    # a tiny nonzero difference keeps two significant digits (it printed "-0.0000 pp" on the bundled example's
-    # blind-solvable cell: 0 observed, 0.00133 expected of 3,040)
+    # a tiny nonzero difference keeps two significant digits (it printed "-0.0000 pp" for the blind-solvable cell,
+    # 0 observed and 0.00133 expected of 3,040, in the README's loop: the bundled example with a blind rerun added)
     assert (pp(-0.00133 / 3040), pct(4.4e-7)) == ("-0.000044 pp", "0.000044%")
 
 
