@@ -1031,10 +1031,12 @@ def detection_estimate(data: LabelData, params: LabelParams, *, n_items: int = 2
         pw = 1 - post[np.arange(len(sim.k)), sim.gold]
         flag = pw >= threshold
         lo = log_odds_wrong(sim, pr, ll)
-        rec.append(float((flag & planted).sum() / planted.sum()))
-        n_planted, n_flagged, n_hit = n_planted + int(planted.sum()), n_flagged + int(flag.sum()), n_hit + int(
-            (flag & planted).sum())
-        prec.append(float((flag & planted).sum() / flag.sum()) if flag.any() else float("nan"))
+        hit = int((flag & planted).sum())
+        n_planted += int(planted.sum())
+        n_flagged += int(flag.sum())
+        n_hit += hit
+        rec.append(hit / float(planted.sum()))
+        prec.append(hit / float(flag.sum()) if flag.any() else float("nan"))
         ap.append(average_precision(lo, planted))
     return {"error_rate": error_rate, "n_items": int(min(Q, n_items)), "n_reps": len(rec),
             "recall": float(np.mean(rec)) if rec else None,
