@@ -164,7 +164,11 @@ def _print_stages(console, result) -> None:
 def _print_headlines(console, result) -> None:
     from ..engine.run import exclusion_warning, headline_lines
     from ..escape import console_text
+    from ..frame.validate import empty_runs_note
 
+    gone = empty_runs_note((result.summary or {}).get("empty_runs"))
+    if gone:
+        console.print(f"[yellow]warning:[/yellow] {console_text(gone)}", soft_wrap=True)
     for line in headline_lines(result):
         console.print(console_text(line))
     gd = ((result.summary or {}).get("circular") or {}).get("gold_disagreement") or {}

@@ -72,6 +72,7 @@ def register(app: typer.Typer) -> None:
 
         from ..api import curate as run
         from ..escape import console_text
+        from ..frame.validate import empty_runs_note
         from ..readers.named_roles import named_roles_note
 
         console = Console(stderr=True)
@@ -88,6 +89,9 @@ def register(app: typer.Typer) -> None:
         named = named_roles_note(result.summary.get("named_roles"))
         if named:
             console.print(f"[yellow]note:[/yellow] {console_text(named)}")
+        gone = empty_runs_note(result.summary.get("empty_runs"))
+        if gone:
+            console.print(f"[yellow]warning:[/yellow] {console_text(gone)}", soft_wrap=True)
         typer.echo(f"curated benchmark: {result.folder}")
 
 

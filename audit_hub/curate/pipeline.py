@@ -1023,6 +1023,7 @@ def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, v
         "truncated_prompts": cut,
         "models": pool.models,
         "named_roles": dict(pool.frame.meta.get("named_roles") or {}),
+        "empty_runs": list(pool.frame.meta.get("empty_runs") or []),
         "spearman_rho": inpool["spearman_rho"],
         "spearman_rho_ci": [float(x) for x in np.nanquantile(rho_b, [0.025, 0.975])],
         "kendall_tau": inpool["kendall_tau"],

@@ -358,7 +358,7 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
 
     summary["per_model"] = per_model_table(frame, arms or arm_field(frame), alpha=config.alpha)
     # how items were counted (CircularEval groups, unread options) and the defects of the input files
-    for key in ("circular", "unparsed_options", "input_defects"):
+    for key in ("circular", "unparsed_options", "input_defects", "empty_runs"):
         if frame.meta.get(key):
             summary[key] = frame.meta[key]
     if tst is not None:

@@ -98,6 +98,10 @@ class AuditFrame:
         if parsed is not None:  # the parser's codes, kept as they are
             cache.update(answer_space=parsed, answer_codes=parsed.codes, gold_codes=parsed.gold)
         meta = dict(meta or {})
+        gone = r.attrs.pop("_empty_runs", None)
+        if gone:  # runs with no prediction, answer or correctness at all (validate.empty_runs): left out, said
+            meta["empty_runs"] = gone
+            meta["input_defects"] = {**(meta.get("input_defects") or {}), "empty_runs": len(gone)}
         # where hit_exact came from: the parser, on every row's prediction, or the run files' own column
         meta.setdefault("hit_exact_source", "parser" if parsed is not None else "input")
         return cls(questions=q, runs=r, models=tuple(models), sources=list(sources or []), meta=meta,

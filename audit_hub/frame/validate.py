@@ -415,6 +415,79 @@ def _strictly_increasing(keys, n: int, step: int) -> bool:
     return True
 
 
+#: a text at most this long may be blank (whitespace only); a longer one is text
+_BLANK_MAX_BYTES = 64
+
+
+def _has_text(col, lo: int, hi: int, rows: np.ndarray) -> np.ndarray:
+    """(len(rows),) bool: the Arrow string cell of run row ``lo + rows[i]`` holds something other than whitespace."""
+    import pyarrow.compute as pc
+
+    arr = col._pa_array if hasattr(col, "_pa_array") else pa.chunked_array([pa.array(col)])  # noqa: SLF001
+    part = arr.slice(lo, hi - lo)
+    part = part.combine_chunks() if isinstance(part, pa.ChunkedArray) else part
+    length = pc.fill_null(pc.binary_length(part), 0).to_numpy(zero_copy_only=False)[rows]
+    out = length > _BLANK_MAX_BYTES
+    short = np.flatnonzero((length > 0) & ~out)
+    if len(short):
+        cells = part.take(pa.array(rows[short]))
+        out[short] = ~pc.equal(pc.utf8_trim_whitespace(cells), "").to_numpy(zero_copy_only=False)
+    return out
+
+
+def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exact: np.ndarray | None,
+               prediction, answer) -> list[tuple[int, int, int]]:
+    """The (model code, arm code, rows) of the runs that carry nothing: on every row of that model and arm no
+    correctness value (``hit``, and ``hit_exact`` when the file has it: int8, -1 unknown) and no prediction or
+    answer text (null or blank). A failed or mis-merged run, not a model that answered: kept, its rows would count
+    as unknown in one correctness field (or as wrong answers where the texts are blank) and take the whole pool's
+    comparison with them. One int8 scan when the correctness column is complete; otherwise two passes in chunks
+    (no n-long temporary), the texts read only on the rows of runs with no correctness at all, and the second pass
+    stops once every such run has shown some text (a real run does so in its first rows)."""
+    if not (hit < 0).any() or (hit_exact is not None and not (hit_exact < 0).any()):
+        return []
+    nk = len(ARMS)
+    size = (int(mcodes.max()) + 1) * nk
+    n, step = len(mcodes), 1 << 22
+    total = np.zeros(size, np.int64)
+    unknown = np.zeros(size, np.int64)
+    for lo in range(0, n, step):
+        sl = slice(lo, lo + step)
+        k = mcodes[sl].astype(np.int32) * nk + acodes[sl]
+        u = hit[sl] < 0
+        if hit_exact is not None:
+            u &= hit_exact[sl] < 0
+        total += np.bincount(k, minlength=size)
+        unknown += np.bincount(k[u], minlength=size)
+    alive = (unknown == total) & (total > 0)
+    for lo in range(0, n, step):
+        if not alive.any():
+            return []
+        hi = min(lo + step, n)
+        k = mcodes[lo:hi].astype(np.int32) * nk + acodes[lo:hi]
+        rows = np.flatnonzero(alive[k])
+        if len(rows):
+            has = _has_text(prediction, lo, hi, rows) | _has_text(answer, lo, hi, rows)
+            alive[np.unique(k[rows[has]])] = False
+    return [(int(g // nk), int(g % nk), int(total[g])) for g in np.flatnonzero(alive)]
+
+
+def empty_runs_note(records: list[dict] | None) -> str | None:
+    """One sentence for the CLI warning and the card (the models are input text: escape where it lands), or None
+    when no run was left out by :func:`empty_runs`."""
+    if not records:
+        return None
+    shown = "; ".join(f"{r['model']} ({r['arm']} arm, {int(r['rows']):,} rows)" for r in records[:10])
+    more = f"; and {len(records) - 10:,} more" if len(records) > 10 else ""
+    return (f"{len(records):,} run(s) left out, with no prediction, answer or correctness on any row (a failed or "
+            f"mis-merged run?): {shown}{more}")
+
+
+def _n_runs(mcodes: np.ndarray, acodes: np.ndarray) -> int:
+    """How many (model, arm) runs the rows hold (the rare path of :func:`empty_runs` only)."""
+    return int(np.count_nonzero(np.bincount(mcodes.astype(np.int64) * len(ARMS) + acodes)))
+
+
 def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exact: bool):
     n = len(runs)
     src_rows = runs["source_row"].to_numpy() if "source_row" in runs.columns else None
@@ -460,6 +533,18 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
     prediction = str_col("prediction")
     answer = str_col("answer")
     hit = _hit_to_int8(runs["hit"] if "hit" in runs.columns else None, n, where, "hit")
+    hit_exact = _hit_to_int8(runs["hit_exact"], n, where, "hit_exact") if "hit_exact" in runs.columns else None
+    gone = empty_runs(mcodes, acodes, hit, hit_exact, prediction, answer)
+    if gone and len(gone) < _n_runs(mcodes, acodes):
+        # left out, and the rest validated again (rare): the error rows keep naming the rows of the file
+        drop = np.isin(mcodes.astype(np.int64) * len(ARMS) + acodes, [m * len(ARMS) + a for m, a, _ in gone])
+        keep = np.flatnonzero(~drop)
+        sub = runs.iloc[keep]
+        if src_rows is None:
+            sub = sub.assign(source_row=keep + 1)
+        out, kept = validate_runs(sub, q, file, compute_exact=compute_exact)
+        out.attrs["_empty_runs"] = [{"model": str(models[m]), "arm": ARMS[a], "rows": r} for m, a, r in gone]
+        return out, kept
     out = pd.DataFrame({
         "q": qcodes.astype(np.int32, copy=False), "m": mcodes, "arm": acodes.astype(np.int8, copy=False),
         "prediction": prediction,
@@ -467,8 +552,8 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
     }, copy=False)
     if answer_dict is not None:
         out.attrs["_answer_dict"] = (answer_dict[0], answer_dict[1], out["answer"].array._pa_array)  # noqa: SLF001
-    if "hit_exact" in runs.columns:
-        out["hit_exact"] = _hit_to_int8(runs["hit_exact"], n, where, "hit_exact")
+    if hit_exact is not None:
+        out["hit_exact"] = hit_exact
     elif compute_exact:
         from ..answers.fill import fill_answers_and_exact
         parsed = fill_answers_and_exact(q, out)

@@ -1,0 +1,140 @@
+"""Runs that carry nothing (a failed or mis-merged run): left out of the frame, said on the console, in
+summary.json and on the card, and no longer able to switch off the headline detector.
+
+Found by feeding the bundled example with one model's predictions, answers and correctness all empty: the full
+arm had no judged correctness for that model, so the whole pool was compared on exact matching, where the model
+was unknown on every item, and ``visual_dependency`` was skipped ("fewer than 2 items have 'hit_exact'
+correctness for every model in both arms")."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from cli_run import run_cli
+
+from audit_hub.errors import InputError
+from audit_hub.frame.core import AuditFrame
+from audit_hub.frame.validate import empty_runs, empty_runs_note
+from audit_hub.readers.example import example_paths
+
+
+def _questions():
+    return pd.DataFrame({"question_id": ["q1", "q2", "q3"], "question": ["a?", "b?", "c?"],
+                         "options": [["x", "y"], ["x", "y"], ["x", "y"]], "answer": ["A", "B", "A"],
+                         "category": ["c"] * 3})
+
+
+def _runs(**dead):
+    """m1 and m2 answer every item in both arms; ``dead``: model -> (prediction, answer, hit) of all its full rows."""
+    rows = []
+    for m in ("m1", "m2", "m3"):
+        for arm in ("full", "blind"):
+            for qid, ans in zip(("q1", "q2", "q3"), ("A", "B", "B")):
+                p, a, h = dead.get(m, (ans, ans, ans == {"q1": "A", "q2": "B", "q3": "A"}[qid])) if arm == "full" \
+                    else (ans, ans, True)
+                rows.append((qid, m, arm, p, a, h))
+    return pd.DataFrame(rows, columns=["question_id", "model", "arm", "prediction", "answer", "hit"])
+
+
+@pytest.mark.parametrize("dead", [(None, None, None), ("", "  ", None), ("\n", None, pd.NA)])
+def test_a_run_with_nothing_in_it_is_left_out_and_recorded(dead):
+    f = AuditFrame.from_tables(_questions(), _runs(m3=dead))
+    assert f.models_in("full") == ["m1", "m2"]
+    assert f.models_in("blind") == ["m1", "m2", "m3"]  # its blind run answered: kept
+    assert f.meta["empty_runs"] == [{"model": "m3", "arm": "full", "rows": 3}]
+    assert f.meta["input_defects"] == {"empty_runs": 1}
+    assert len(f.runs) == 15
+    # the rest is what the same table without those rows gives
+    r = _runs(m3=dead)
+    g = AuditFrame.from_tables(_questions(), r[~((r.model == "m3") & (r.arm == "full"))])
+    np.testing.assert_array_equal(f.correctness("full"), g.correctness("full"))
+    np.testing.assert_array_equal(f.correctness("blind", field="hit_exact"), g.correctness("blind", field="hit_exact"))
+
+
+@pytest.mark.parametrize("kept", [
+    (None, None, False),            # the harness scored it: wrong everywhere, kept as the harness says
+    ("A", None, None),              # a prediction with no correctness: exact matching reads it
+    (None, "B", None),              # an answer column only
+])
+def test_a_run_with_anything_in_it_is_kept(kept):
+    f = AuditFrame.from_tables(_questions(), _runs(m3=kept))
+    assert f.models_in("full") == ["m1", "m2", "m3"]
+    assert "empty_runs" not in f.meta and "input_defects" not in f.meta
+
+
+def test_one_row_with_text_keeps_the_run():
+    r = _runs(m3=(None, None, None))
+    r.loc[(r.model == "m3") & (r.arm == "full") & (r.question_id == "q3"), "prediction"] = "A"
+    f = AuditFrame.from_tables(_questions(), r)
+    assert f.models_in("full") == ["m1", "m2", "m3"]
+    assert f.correctness("full", field="hit_exact")[:, 2].tolist() == [0, 0, 1]  # empty rows: wrong, as harnesses say
+
+
+def test_every_run_empty_is_not_emptied_further():
+    r = _runs(m1=(None, None, None), m2=(None, None, None), m3=(None, None, None))
+    r = r[r.arm == "full"]
+    f = AuditFrame.from_tables(_questions(), r)
+    assert f.models == ("m1", "m2", "m3") and "empty_runs" not in f.meta
+
+
+def test_errors_after_the_drop_still_name_the_files_rows():
+    r = _runs(m1=(None, None, None))
+    r = pd.concat([r, r.iloc[[10]]], ignore_index=True)  # a duplicate of m2's blind q2 at file row 19
+    with pytest.raises(InputError) as e:
+        AuditFrame.from_tables(_questions(), r, runs_source="runs.csv")
+    assert e.value.row == 19 and "first seen at row 11" in str(e.value)
+
+
+def test_empty_runs_reads_the_texts_only_of_runs_without_correctness():
+    m = np.repeat(np.arange(3, dtype=np.int16), 4)
+    a = np.zeros(12, np.int8)
+    hit = np.array([1, 0, 1, 1] + [-1] * 8, np.int8)
+    texts = pd.array(["A"] * 4 + ["B", None, None, None] + [None, " ", "", None], dtype="string[pyarrow]")
+    assert empty_runs(m, a, hit, None, texts, pd.array([None] * 12, dtype="string[pyarrow]")) == [(2, 0, 4)]
+    # a correctness column that is complete: nothing to look at
+    assert empty_runs(m, a, np.ones(12, np.int8), None, texts, texts) == []
+    # hit_exact from the file counts as correctness
+    assert empty_runs(m, a, hit, np.zeros(12, np.int8), texts, texts) == []
+    # a long blank text is text (only short cells are trimmed)
+    long_blank = pd.array(["A"] * 4 + ["B"] * 4 + [" " * 65] + [None] * 3, dtype="string[pyarrow]")
+    assert empty_runs(m, a, hit, None, long_blank, long_blank) == []
+
+
+def test_the_note_names_the_runs_and_stops_at_ten():
+    recs = [{"model": f"m{i}", "arm": "full", "rows": 1000} for i in range(12)]
+    note = empty_runs_note(recs)
+    assert note.startswith("12 run(s) left out") and "m9 (full arm, 1,000 rows)" in note
+    assert "m10" not in note and note.endswith("and 2 more")
+    assert empty_runs_note([]) is None and empty_runs_note(None) is None
+
+
+def test_the_headline_survives_a_dead_model_end_to_end(tmp_path):
+    """The bundled example with SPHINX-v2's full run emptied: the headline runs and equals the audit without it."""
+    p = example_paths()
+    r = pd.read_parquet(p["runs"])
+    dead = (r.model == "SPHINX-v2") & (r.arm == "full")
+    r2 = r.copy()
+    r2.loc[dead, ["prediction", "answer"]] = None
+    r2.loc[dead, "hit"] = pd.NA
+    r2.to_parquet(tmp_path / "dead.parquet")
+    r[~dead].to_parquet(tmp_path / "without.parquet")
+    out = {}
+    for name in ("dead", "without"):
+        res = run_cli("audit", "-q", p["questions"], "-r", tmp_path / f"{name}.parquet", "--out", tmp_path / name,
+                      "--calibration-sims", "0", "--no-figures")
+        assert res.returncode == 0, res.stderr
+        out[name] = (res.stderr, json.loads((tmp_path / name / "summary.json").read_text()))
+    err, s = out["dead"]
+    assert "warning: 1 run(s) left out" in " ".join(err.split()) and "SPHINX-v2 (full arm, 3,040 rows)" in err
+    assert s["empty_runs"] == [{"model": "SPHINX-v2", "arm": "full", "rows": 3040}]
+    assert s["input_defects"] == {"empty_runs": 1}
+    assert "visual_dependency" not in (s.get("skipped") or {})
+    w = out["without"][1]
+    for key in ("zero_gain_share", "excess", "p_value"):
+        assert s["visual_dependency"][key] == w["visual_dependency"][key]
+    assert s["primary_field"] == w["primary_field"] == "hit"
+    card = (tmp_path / "dead" / "README.md").read_text()
+    assert "| Left out | 1 run(s) left out" in card
