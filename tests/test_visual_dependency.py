@@ -1,5 +1,6 @@
 """visual_dependency: hand-computed cases, planted leakage, pool level, missing values, LOMO, judge."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -297,3 +298,77 @@ def test_headline_and_category_nulls_permute_the_items_on_a_wide_pool(monkeypatc
         x, y = a["per_category"][c], b["per_category"][c]
         assert x["zero_gain_share"] == y["zero_gain_share"] and x["null_mean"] == pytest.approx(y["null_mean"])
         assert close(x["p_value"], y["p_value"])
+
+
+# ------------------------------------------------------------------ models that cover few items (a run stopped early)
+def _known(q: int, missing: dict[int, list[int]], m: int) -> np.ndarray:
+    """(q, m) correctness 1/0 with -1 on each model's ``missing`` items."""
+    x = (np.arange(q * m).reshape(q, m) % 2).astype(np.int8)
+    for j, rows in missing.items():
+        x[rows, j] = -1
+    return x
+
+
+def test_coverage_keeps_a_model_missing_a_few_items_and_drops_one_that_covers_little():
+    from audit_hub.detectors.visual_dependency import coverage_left_out
+
+    # 4 paired models on 10 items; model 1 misses one item: 9 items x 4 = 36 cells beat 10 x 3 = 30 -> kept
+    full = _known(10, {1: [0]}, 4)
+    assert coverage_left_out(full, _known(10, {}, 4), pool_level=False) == ([], [], 9)
+    # model 2 knows 2 items: 2 x 4 = 8 cells against 10 x 3 = 30 -> it leaves, every item stays
+    full = _known(10, {2: list(range(2, 10))}, 4)
+    assert coverage_left_out(full, _known(10, {}, 4), pool_level=False) == ([2], [2], 10)
+    # paired: a gap in the blind run counts for the model too
+    assert coverage_left_out(_known(10, {}, 4), _known(10, {3: list(range(8))}, 4), pool_level=False) == ([3], [3], 10)
+    # nothing unknown: nothing leaves
+    assert coverage_left_out(_known(5, {}, 3), _known(5, {}, 3), pool_level=True) == ([], [], 5)
+
+
+def test_coverage_looks_past_a_single_step_with_no_gain():
+    """Two of six models miss the same half: leaving one out gains nothing (5 x 5 = 25 < 5 x 6 = 30), leaving both
+    out gains everything (10 x 4 = 40): both leave."""
+    from audit_hub.detectors.visual_dependency import coverage_left_out
+
+    half = list(range(5))
+    full = _known(10, {4: half, 5: half}, 6)
+    gone_f, gone_b, n = coverage_left_out(full, _known(10, {}, 6), pool_level=False)
+    assert sorted(gone_f) == [4, 5] and n == 10
+
+
+def test_coverage_at_pool_level_keeps_one_model_per_arm():
+    from audit_hub.detectors.visual_dependency import coverage_left_out
+
+    # the one blind model covers 3 items: it cannot leave; full model 0 covering 1 item leaves
+    full = _known(10, {0: list(range(1, 10))}, 3)
+    blind = _known(10, {0: list(range(3, 10))}, 1)
+    assert coverage_left_out(full, blind, pool_level=True) == ([0], [], 3)
+
+
+def test_a_run_stopped_early_leaves_the_test_not_its_items(tmp_path):
+    """The bundled example with SPHINX-v2 cut to its first 100 items: the headline used to run on those 100 items
+    (2,940 excluded); it now leaves SPHINX-v2 out and equals the audit without it, on every item."""
+    from cli_run import run_cli
+
+    from audit_hub.readers.example import example_paths
+
+    p = example_paths()
+    r = pd.read_parquet(p["runs"])
+    sp = r.index[r.model == "SPHINX-v2"]
+    r.drop(sp[100:]).to_parquet(tmp_path / "cut.parquet")
+    r.drop(sp).to_parquet(tmp_path / "without.parquet")
+    got = {}
+    for name in ("cut", "without"):
+        res = run_cli("audit", "-q", p["questions"], "-r", tmp_path / f"{name}.parquet", "--out", tmp_path / name,
+                      "--calibration-sims", "0", "--no-figures")
+        assert res.returncode == 0, res.stderr
+        got[name] = (" ".join(res.stderr.split()), json.loads((tmp_path / name / "summary.json").read_text()))
+    err, s = got["cut"]
+    vd, w = s["visual_dependency"], got["without"][1]["visual_dependency"]
+    assert vd["models_left_out"] == [{"model": "SPHINX-v2", "arm": "full", "items_known": 100}]
+    assert w["models_left_out"] == []
+    for key in ("n_items", "zero_gain_share", "null_mean", "excess", "p_value", "models_full"):
+        assert vd[key] == w[key], key
+    assert vd["n_items"] == 3040
+    assert "Left out of this test for covering few items: SPHINX-v2 (full arm: hit known on 100 of 3,040 items)" in err
+    card = (tmp_path / "cut" / "README.md").read_text()
+    assert "**Models left out of this test for covering few items**: SPHINX-v2 (full arm: hit known on 100 of" in card

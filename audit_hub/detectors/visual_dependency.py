@@ -608,19 +608,74 @@ def _summary(*, head: dict, B: int, lomo: list, fragile, reason: str, z_count: i
     return summary
 
 
+def coverage_left_out(full: np.ndarray, blind: np.ndarray, pool_level: bool) -> tuple[list[int], list[int], int]:
+    """The models to leave out so that the items known for every remaining model are not thrown away for a few
+    runs that cover little (a run stopped early, a model evaluated on a subset): (full-arm columns, blind-arm
+    columns, items known after). The units are the paired models (a model's two runs together) or, at pool level,
+    each arm's models (each arm keeps one). Candidates leave in order of their unknown items, most first; the
+    number that leaves maximises the known (item, unit) cells, items known for every remaining unit x units
+    (the first maximum: a tie keeps the models). So a model missing a few items stays (its items leave instead),
+    and one that covers a tenth of the benchmark leaves (every item stays). Nothing leaves when every item is
+    known. Vectorised: one pass over the (Q, units) unknown matrix per unit considered."""
+    uf, ub = full < 0, blind < 0
+    if pool_level:
+        unknown = np.concatenate([uf, ub], axis=1)
+        arm = np.r_[np.zeros(uf.shape[1], np.int8), np.ones(ub.shape[1], np.int8)]
+    else:
+        unknown = uf | ub
+        arm = np.zeros(uf.shape[1], np.int8)
+    u = unknown.sum(axis=1)
+    if not u.any():
+        return [], [], int(len(u))
+    n_units = unknown.shape[1]
+    order = np.argsort(-unknown.sum(axis=0), kind="stable")
+    left = np.r_[uf.shape[1], ub.shape[1]] if pool_level else np.r_[uf.shape[1], uf.shape[1]]
+    best, best_k, out = int((u == 0).sum()) * n_units, 0, []
+    for j in order:
+        a = int(arm[j])
+        if not unknown[:, j].any():
+            break
+        if left[a] <= 1:  # an arm keeps one model
+            continue
+        left[a] -= 1
+        u = u - unknown[:, j]
+        out.append(int(j))
+        cells = int((u == 0).sum()) * (n_units - len(out))
+        if cells > best:
+            best, best_k = cells, len(out)
+    gone = out[:best_k]
+    if pool_level:
+        nf = uf.shape[1]
+        return [j for j in gone if j < nf], [j - nf for j in gone if j >= nf], best // (n_units - best_k)
+    return gone, gone, best // (n_units - best_k)
+
+
 def _paired_correctness(frame: AuditFrame, field: str):
-    """The model pool of each arm (names, pool level), their (Q, M) correctness matrices and the items
-    known for every model in both arms; skipped when fewer than 2 such items exist."""
+    """The model pool of each arm (names, pool level), their (Q, M) correctness matrices, the items known for
+    every model in both arms and the models left out for covering few items (:func:`coverage_left_out`: name,
+    arm, items known); skipped when fewer than 2 such items exist."""
     check_correctness_field(field)
     mf_names, mb_names, pool_level = _pool(frame)
     full = frame.correctness("full", field, mf_names)
     blind = frame.correctness("blind", field, mb_names)
     if not (full >= 0).any() or not (blind >= 0).any():
         raise DetectorSkipped(f"no correctness values in field {field!r} for both arms")
+    gone_f, gone_b, _ = coverage_left_out(full, blind, pool_level)
+    left_out = []
+    if gone_f or gone_b:
+        left_out = ([{"model": mf_names[j], "arm": "full" if pool_level else "both",
+                      "items_known": int((full[:, j] >= 0).sum() if pool_level
+                                         else ((full[:, j] >= 0) & (blind[:, j] >= 0)).sum())} for j in gone_f]
+                    + ([{"model": mb_names[j], "arm": "blind", "items_known": int((blind[:, j] >= 0).sum())}
+                        for j in gone_b] if pool_level else []))
+        kf = [j for j in range(len(mf_names)) if j not in set(gone_f)]
+        kb = [j for j in range(len(mb_names)) if j not in set(gone_b)]
+        full, blind = full[:, kf], blind[:, kb]
+        mf_names, mb_names = [mf_names[j] for j in kf], [mb_names[j] for j in kb]
     known = (full >= 0).all(axis=1) & (blind >= 0).all(axis=1)
     if int(known.sum()) < 2:
         raise DetectorSkipped(f"fewer than 2 items have {field!r} correctness for every model in both arms")
-    return mf_names, mb_names, pool_level, full, blind, known
+    return mf_names, mb_names, pool_level, full, blind, known, left_out
 
 
 def _statistics(tabs: np.ndarray, pairs, strata_keys, B2: int, rng: np.random.Generator, n_items: int,
@@ -651,7 +706,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     ``secondary_permutations=False`` draws no permutations for the per-category and unstratified nulls
     (their closed-form means and SDs stay; their p-values are None); the headline test draws first, so
     its p-value does not change."""
-    mf_names, mb_names, pool_level, full, blind, known = _paired_correctness(frame, field)
+    mf_names, mb_names, pool_level, full, blind, known, left_out = _paired_correctness(frame, field)
     n_items = int(known.sum())
     mf, mb = len(mf_names), len(mb_names)
     rng = np.random.default_rng(seed)
@@ -714,6 +769,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
                        mb_names=mb_names, field=field, params=params, seed=seed)
     summary.update(statistics)
     summary["leave_one_model_out_null"] = lomo_sampler
+    summary["models_left_out"] = left_out
     summary["excluded"] = _excluded(Q, field, full, known)
     summary["design_label"] = _design_label_check(frame, design_label, idx, f / mf - b / mb, cell, pairs, R, C, B,
                                                   n_boot, rng) if design_label else None
@@ -726,6 +782,9 @@ def headline_notes(vd: dict) -> list[str]:
     out = []
     if not vd or vd.get("skipped"):
         return out
+    gone = left_out_line(vd)
+    if gone:
+        out.append(f"**Models left out of this test for covering few items**: {md_inline(gone, 1500)}.")
     if vd.get("null_hypothesis"):
         drawn = (f" Its {vd.get('n_permutations')} permutations: {vd['null_sampler']}."
                  if vd.get("null_sampler") == NULL_SAMPLERS["items"] else "")
@@ -914,9 +973,27 @@ def card_line(s: dict) -> str:
     return txt + ". An AUC near 0.5 means the detector does not recover what the designer labelled."
 
 
+def left_out_line(s: dict) -> str | None:
+    """The models this test left out for covering few items (:func:`coverage_left_out`), with what each covered
+    and what the test kept, for the console and the card (model names are input text: escape where it lands);
+    None when none was."""
+    gone = s.get("models_left_out") or []
+    if not gone:
+        return None
+    n_q = int(s.get("n_items") or 0) + int(s.get("n_excluded") or 0)
+    arms = {"both": "both arms", "full": "full arm", "blind": "blind arm"}
+    names = "; ".join(f"{g['model']} ({arms.get(g['arm'], g['arm'])}: {s.get('field', 'hit')} known on "
+                      f"{int(g['items_known']):,} of {n_q:,} items)" for g in gone[:10])
+    more = f"; and {len(gone) - 10:,} more" if len(gone) > 10 else ""
+    return (f"{names}{more}: with them, fewer items would be known for every model; without them the test keeps "
+            f"{int(s['n_items']):,} items")
+
+
 def console_line(s: dict) -> str:
     """One line for the terminal after an audit."""
     loc = excess_location(s)
+    gone = left_out_line(s)
     return (f"zero-gain share {pct(s.get('zero_gain_share'))} (null {pct(s.get('null_mean'))}, "
             f"excess {pp(s.get('excess'))}, p = {fmt_p(s.get('p_value'), s.get('n_permutations'))})"
-            + (". " + loc if loc else ""))
+            + (". " + loc.rstrip(".") if loc else "") + (". Left out of this test for covering few items: " + gone
+                                                        if gone else ""))
