@@ -91,10 +91,11 @@ def test_renumber_refuses_codes_that_do_not_determine_their_texts():
 def test_all_mc_letters_take_the_ids_as_codes():
     q = pd.DataFrame({"question_id": ["a", "b"], "question": ["?", "?"], "options": [["x", "y", "z"], ["u", "v"]],
                       "answer": ["C", "A"], "answer_type": ["mc", "mc"]})
-    runs = pd.DataFrame({"question_id": ["a", "b", "a", "b", "a"], "model": ["m", "m", "n", "n", "o"],
-                         "prediction": ["(B)", "a", "z", "C", None]})
+    # model o answers b only: its empty row on a is -1 (a run with no text at all would be left out: empty_runs)
+    runs = pd.DataFrame({"question_id": ["a", "b", "a", "b", "a", "b"], "model": ["m", "m", "n", "n", "o", "o"],
+                         "prediction": ["(B)", "a", "z", "C", None, "B"]})
     f = AuditFrame.from_tables(q, runs)
-    assert f.answer_code_vector().tolist() == [1, 0, 2, -1, -1]  # "C" is beyond item b's two options
+    assert f.answer_code_vector().tolist() == [1, 0, 2, -1, -1, 1]  # "C" is beyond item b's two options
     _same_as_text(f)
 
 

@@ -98,9 +98,32 @@ def test_empty_runs_reads_the_texts_only_of_runs_without_correctness():
     assert empty_runs(m, a, np.ones(12, np.int8), None, texts, texts) == []
     # hit_exact from the file counts as correctness
     assert empty_runs(m, a, hit, np.zeros(12, np.int8), texts, texts) == []
-    # a long blank text is text (only short cells are trimmed)
-    long_blank = pd.array(["A"] * 4 + ["B"] * 4 + [" " * 65] + [None] * 3, dtype="string[pyarrow]")
-    assert empty_runs(m, a, hit, None, long_blank, long_blank) == []
+    # whitespace of any length is blank; one visible character anywhere in the run is text
+    blank = pd.array(["A"] * 4 + ["B"] * 4 + [" \t\n" * 40, "\u3000", None, ""], dtype="string[pyarrow]")
+    assert empty_runs(m, a, hit, None, blank, blank) == [(2, 0, 4)]
+    late = pd.array(["A"] * 4 + ["B"] * 4 + [None, None, None, " x "], dtype="string[pyarrow]")
+    assert empty_runs(m, a, hit, None, late, blank) == []
+    # no correctness at all (predictions only): every run is a candidate, the one without text leaves
+    assert empty_runs(m, a, np.full(12, -1, np.int8), None, blank, blank) == [(2, 0, 4)]
+
+
+def test_empty_runs_finds_an_empty_run_past_the_probe_rows_and_across_chunks(monkeypatch):
+    """Runs interleaved over several chunks: a run with text only on rows the stride probe skips is kept; one with
+    none anywhere leaves, with all its rows counted."""
+    import audit_hub.frame.validate as v
+
+    monkeypatch.setattr(v, "_PROBE_STRIDE", 4)
+    monkeypatch.setattr(v, "_CHUNK_ROWS", 12)  # four chunks, the last one short
+    n = 40
+    m = (np.arange(n) % 4).astype(np.int16)  # runs 0..3 interleaved
+    a = np.zeros(n, np.int8)
+    txt = np.array(["A"] * n, dtype=object)
+    txt[m == 2] = None
+    txt[m == 3] = None
+    txt[39] = "C"  # run 3's last row, never on a probed row (stride 4 probes rows 0, 4, ...: run 0)
+    col = pd.array(list(txt), dtype="string[pyarrow]")
+    none = pd.array([None] * n, dtype="string[pyarrow]")
+    assert v.empty_runs(m, a, np.full(n, -1, np.int8), None, col, none) == [(2, 0, 10)]
 
 
 def test_the_note_names_the_runs_and_stops_at_ten():

@@ -85,13 +85,16 @@ class AuditFrame:
         sources: list[dict] | None = None,
         meta: dict | None = None,
         compute_exact: bool = True,
+        drop_empty_runs: bool = True,
     ) -> AuditFrame:
         """Validate and encode. ``runs`` may carry ``source_file`` / ``source_row`` columns
-        (set by the readers) so that errors name the original file and row."""
+        (set by the readers) so that errors name the original file and row. ``drop_empty_runs``: leave out (and
+        name in ``meta``) the runs with nothing on any row (:func:`~audit_hub.frame.validate.empty_runs`); False
+        keeps them, for callers whose contract counts a missing answer wrong (the ``evaluate`` modules)."""
         q = validate_questions(questions, questions_source)
         if runs is None:
             runs = pd.DataFrame({c: pd.Series([], dtype=object) for c in ("question_id", "model", "arm")})
-        r, models = validate_runs(runs, q, runs_source, compute_exact=compute_exact)
+        r, models = validate_runs(runs, q, runs_source, compute_exact=compute_exact, drop_empty=drop_empty_runs)
         answer_dict = r.attrs.pop("_answer_dict", None)
         cache = {"answer_dict": answer_dict} if answer_dict is not None else {}
         parsed = r.attrs.pop("_answer_codes", None)

@@ -415,24 +415,22 @@ def _strictly_increasing(keys, n: int, step: int) -> bool:
     return True
 
 
-#: a text at most this long may be blank (whitespace only); a longer one is text
-_BLANK_MAX_BYTES = 64
+#: every this-many-th row of a chunk is probed first for text (a run that answered shows text there)
+_PROBE_STRIDE = 64
+#: run rows per chunk of :func:`empty_runs` (no n-long temporary)
+_CHUNK_ROWS = 1 << 22
 
 
-def _has_text(col, lo: int, hi: int, rows: np.ndarray) -> np.ndarray:
-    """(len(rows),) bool: the Arrow string cell of run row ``lo + rows[i]`` holds something other than whitespace."""
+def _has_text(col, rows: np.ndarray) -> np.ndarray:
+    """(len(rows),) bool: the Arrow string cell of each run row in ``rows`` holds something other than whitespace
+    (no copy of the column: a gather of those cells, their byte lengths and one whitespace test)."""
     import pyarrow.compute as pc
 
     arr = col._pa_array if hasattr(col, "_pa_array") else pa.chunked_array([pa.array(col)])  # noqa: SLF001
-    part = arr.slice(lo, hi - lo)
-    part = part.combine_chunks() if isinstance(part, pa.ChunkedArray) else part
-    length = pc.fill_null(pc.binary_length(part), 0).to_numpy(zero_copy_only=False)[rows]
-    out = length > _BLANK_MAX_BYTES
-    short = np.flatnonzero((length > 0) & ~out)
-    if len(short):
-        cells = part.take(pa.array(rows[short]))
-        out[short] = ~pc.equal(pc.utf8_trim_whitespace(cells), "").to_numpy(zero_copy_only=False)
-    return out
+    cells = arr.take(pa.array(rows))
+    length = pc.fill_null(pc.binary_length(cells), 0).to_numpy(zero_copy_only=False)
+    blank = pc.fill_null(pc.utf8_is_space(cells), True).to_numpy(zero_copy_only=False)
+    return (length > 0) & ~blank
 
 
 def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exact: np.ndarray | None,
@@ -441,35 +439,51 @@ def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exac
     correctness value (``hit``, and ``hit_exact`` when the file has it: int8, -1 unknown) and no prediction or
     answer text (null or blank). A failed or mis-merged run, not a model that answered: kept, its rows would count
     as unknown in one correctness field (or as wrong answers where the texts are blank) and take the whole pool's
-    comparison with them. One int8 scan when the correctness column is complete; otherwise two passes in chunks
-    (no n-long temporary), the texts read only on the rows of runs with no correctness at all, and the second pass
-    stops once every such run has shown some text (a real run does so in its first rows)."""
-    if not (hit < 0).any() or (hit_exact is not None and not (hit_exact < 0).any()):
+    comparison with them.
+
+    Cost: one int8 scan when the correctness column is complete. Otherwise, in chunks (no n-long temporary): the
+    runs whose rows all lack correctness (a pass of bincounts, skipped when no row has any), then their texts,
+    first on every :data:`_PROBE_STRIDE`-th row (a run that answered shows text there and drops out), then on
+    every row only of the runs still without text."""
+    unknown_rows = hit < 0
+    if hit_exact is not None:
+        unknown_rows &= hit_exact < 0
+    if not unknown_rows.any():
         return []
     nk = len(ARMS)
     size = (int(mcodes.max()) + 1) * nk
-    n, step = len(mcodes), 1 << 22
-    total = np.zeros(size, np.int64)
-    unknown = np.zeros(size, np.int64)
-    for lo in range(0, n, step):
-        sl = slice(lo, lo + step)
-        k = mcodes[sl].astype(np.int32) * nk + acodes[sl]
-        u = hit[sl] < 0
-        if hit_exact is not None:
-            u &= hit_exact[sl] < 0
-        total += np.bincount(k, minlength=size)
-        unknown += np.bincount(k[u], minlength=size)
-    alive = (unknown == total) & (total > 0)
+    n, step = len(mcodes), _CHUNK_ROWS
+
+    def keys(lo: int, hi: int) -> np.ndarray:
+        return mcodes[lo:hi].astype(np.int32) * nk + acodes[lo:hi]
+
+    if unknown_rows.all():  # no correctness at all (predictions only): every run is a candidate
+        alive = np.ones(size, bool)
+    else:
+        total = np.zeros(size, np.int64)
+        unknown = np.zeros(size, np.int64)
+        for lo in range(0, n, step):
+            k = keys(lo, lo + step)
+            total += np.bincount(k, minlength=size)
+            unknown += np.bincount(k[unknown_rows[lo:lo + step]], minlength=size)
+        alive = (unknown == total) & (total > 0)
     for lo in range(0, n, step):
         if not alive.any():
             return []
         hi = min(lo + step, n)
-        k = mcodes[lo:hi].astype(np.int32) * nk + acodes[lo:hi]
-        rows = np.flatnonzero(alive[k])
-        if len(rows):
-            has = _has_text(prediction, lo, hi, rows) | _has_text(answer, lo, hi, rows)
-            alive[np.unique(k[rows[has]])] = False
-    return [(int(g // nk), int(g % nk), int(total[g])) for g in np.flatnonzero(alive)]
+        k = keys(lo, hi)
+        for rows in (np.arange(0, hi - lo, _PROBE_STRIDE), None):
+            rows = np.flatnonzero(alive[k]) if rows is None else rows[alive[k[rows]]]
+            if len(rows):
+                has = _has_text(prediction, lo + rows) | _has_text(answer, lo + rows)
+                alive[np.unique(k[rows[has]])] = False
+    gone = np.flatnonzero(alive)
+    if not len(gone):
+        return []
+    total = np.zeros(size, np.int64)  # the rows of the runs left out (all candidates were: count them)
+    for lo in range(0, n, step):
+        total += np.bincount(keys(lo, lo + step), minlength=size)
+    return [(int(g // nk), int(g % nk), int(total[g])) for g in gone if total[g] > 0]
 
 
 def empty_runs_note(records: list[dict] | None) -> str | None:
@@ -488,7 +502,7 @@ def _n_runs(mcodes: np.ndarray, acodes: np.ndarray) -> int:
     return int(np.count_nonzero(np.bincount(mcodes.astype(np.int64) * len(ARMS) + acodes)))
 
 
-def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exact: bool):
+def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exact: bool, drop_empty: bool = True):
     n = len(runs)
     src_rows = runs["source_row"].to_numpy() if "source_row" in runs.columns else None
     src_files = runs["source_file"] if "source_file" in runs.columns else None
@@ -534,7 +548,7 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
     answer = str_col("answer")
     hit = _hit_to_int8(runs["hit"] if "hit" in runs.columns else None, n, where, "hit")
     hit_exact = _hit_to_int8(runs["hit_exact"], n, where, "hit_exact") if "hit_exact" in runs.columns else None
-    gone = empty_runs(mcodes, acodes, hit, hit_exact, prediction, answer)
+    gone = empty_runs(mcodes, acodes, hit, hit_exact, prediction, answer) if drop_empty else []
     if gone and len(gone) < _n_runs(mcodes, acodes):
         # left out, and the rest validated again (rare): the error rows keep naming the rows of the file
         drop = np.isin(mcodes.astype(np.int64) * len(ARMS) + acodes, [m * len(ARMS) + a for m, a, _ in gone])

@@ -244,8 +244,9 @@ def build_frame(
             "models": models, "predictions": predictions, "blind_predictions": blind_predictions,
             "references": references, "hits": hits, "blind_hits": blind_hits, "options": options,
             "n_options": n_options, "answer_types": answer_types, "categories": categories})
+        # a model whose every prediction is None is kept: here None is "no parseable answer (counted wrong)"
         frame = AuditFrame.from_tables(qdf, runs, questions_source=QUESTIONS_SOURCE, runs_source=SOURCE,
-                                       compute_exact=False)
+                                       compute_exact=False, drop_empty_runs=False)
     except InputError as e:
         row = e.row
         if e.file == QUESTIONS_SOURCE and row is not None:  # a question-table row -> its first input row
