@@ -487,7 +487,10 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
             if out is not None:
                 from .report.writer import EarlyRuns
 
-                early.append(EarlyRuns(frame, out, inputs=[*given, *(r.get("path") for r in frame.sources or [])]))
+                # registered as soon as its staging folder exists (signals held off till then): a Ctrl-C at any
+                # instant leaves it to the discard below
+                EarlyRuns(frame, out, inputs=[*given, *(r.get("path") for r in frame.sources or [])],
+                          register=early.append)
                 if worker is not None:
                     worker.after = early[-1].wait
             from .engine.run import run_audit

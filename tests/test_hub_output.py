@@ -83,3 +83,62 @@ def test_report_set_refuses_unsafe_report_names(tmp_path, name):
     with pytest.raises(InputError, match="report folder name"):
         write_report_set(tmp_path / "o", {name: _fill(make_fake_result(), ["x"])})
     assert not (tmp_path / "o").exists()
+
+
+# ------------------------------------------------------------------ a Ctrl-C while the early runs config starts
+def _staging_left(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if ".ba-tmp-" in p.name)
+
+
+@pytest.mark.parametrize("where", ["after_the_folder_is_made", "while_the_table_is_built"])
+def test_a_signal_while_the_staged_config_starts_leaves_no_folder(tmp_path, monkeypatch, where):
+    """A SIGINT that lands just after the staging folder is made (before the caller holds the object) or while the
+    runs table is built: the folder goes, the interrupt reaches the caller. Found by the fresh-clone suite under load:
+    `test_signal_gives_exit_code_one_line_and_nothing_written[SIGINT]` left `.report.ba-tmp-*/data` behind."""
+    import os
+    import signal
+
+    import audit_hub.hub.folders as folders
+    from audit_hub.errors import Interrupted
+    from audit_hub.hub.output import StagedConfig
+
+    real_staging = folders.staging_dir
+
+    def staging_then_signal(*a, **k):
+        d = real_staging(*a, **k)
+        os.kill(os.getpid(), signal.SIGINT)  # delivered at once to this (main) thread's handler
+        return d
+
+    def table():
+        if where == "while_the_table_is_built":
+            raise KeyboardInterrupt
+        import pyarrow as pa
+
+        return pa.table({"x": [1, 2, 3]})
+
+    if where == "after_the_folder_is_made":
+        monkeypatch.setattr(folders, "staging_dir", staging_then_signal)
+    held: list = []
+    with pytest.raises((KeyboardInterrupt, Interrupted)):
+        try:
+            StagedConfig(tmp_path / "report", "runs", table, command="audit", register=held.append)
+        finally:
+            for h in held:
+                h.discard()
+    assert _staging_left(tmp_path) == []
+    assert len(held) == 1  # the caller held it before the signal was passed on
+
+
+def test_a_staged_config_runs_and_moves_its_shards(tmp_path):
+    import pyarrow as pa
+
+    from audit_hub.hub.output import StagedConfig
+
+    held: list = []
+    s = StagedConfig(tmp_path / "report", "runs", lambda: pa.table({"x": [1, 2, 3]}), command="audit",
+                     register=held.append)
+    assert held == [s] and s.dir is not None and s.dir.is_dir()
+    (tmp_path / "into").mkdir()
+    assert s.move_into(tmp_path / "into") == ["data/runs-00000-of-00001.parquet"]
+    s.discard()
+    assert _staging_left(tmp_path) == []

@@ -443,6 +443,25 @@ def _commit(tmp: Path, real: Path, replaceable=None, refused=None) -> None:
         shutil.rmtree(retired, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Inside the block SIGINT/SIGTERM only record themselves (main thread; elsewhere nothing changes); one that
+    came is passed on when the block ends: to the handler it was meant for (the CLI's raises Interrupted), else
+    :class:`~audit_hub.errors.Interrupted` is raised. For a few instants that must not be cut in two (a folder
+    made and handed to its owner)."""
+    from ..errors import Interrupted
+
+    got: list[int] = []
+    old = _record_signals(got)
+    try:
+        yield
+    finally:
+        _restore_signals(old)
+    if got:
+        _redeliver(got[-1], old)
+        raise Interrupted(got[-1])
+
+
 def _record_signals(got: list[int]) -> dict | None:
     """Replace the SIGINT/SIGTERM handlers (main thread only; ignored signals stay ignored) by one that appends
     the signal to ``got``; the previous handlers, or None where none was replaced."""

@@ -113,7 +113,7 @@ class OutputFolder:
 class Background:
     """``fn(*args)`` on a daemon thread; :meth:`result` joins and re-raises its exception."""
 
-    def __init__(self, fn, *args):
+    def __init__(self, fn, *args, start: bool = True):
         import threading
 
         self._out: Any = None
@@ -126,10 +126,16 @@ class Background:
                 self._err = e
 
         self._thread = threading.Thread(target=work, name="benchaudit-output-writer", daemon=True)
+        if start:
+            self._thread.start()
+
+    def start(self) -> None:
+        """Start it (made with ``start=False``: the owner holds it before it runs)."""
         self._thread.start()
 
     def join(self) -> None:
-        self._thread.join()
+        if self._thread.ident is not None:  # never started: nothing to wait for
+            self._thread.join()
 
     def result(self) -> Any:
         self._thread.join()
@@ -143,19 +149,35 @@ class StagedConfig:
     beside ``out`` (named like the output's temporary folders, so a killed run's leftover is removed by
     the next run), then moved into the folder by :meth:`move_into`. :meth:`discard` (always safe to
     call) stops and joins the thread and removes what is left. No staging (``job`` None) when ``out``'s
-    parent does not exist yet or cannot be written."""
+    parent does not exist yet or cannot be written.
+
+    ``register``: called with the object once its staging folder exists, with SIGINT/SIGTERM held off from
+    before the folder is made until the caller has it (:func:`~audit_hub.hub.folders.signals_held`), so that a
+    Ctrl-C at any instant leaves the folder to the caller's :meth:`discard`; the thread is known to the object
+    before it starts. Whatever fails or is interrupted later in the constructor discards the folder itself."""
 
     def __init__(self, out: str | os.PathLike, name: str, make_table: Callable[[], Any], *, command: str,
-                 inputs=(), shard_bytes: int = SHARD_BYTES):
+                 inputs=(), shard_bytes: int = SHARD_BYTES, register: Callable[[Any], None] | None = None):
         import threading
 
-        from .folders import staging_dir
+        from .folders import signals_held, staging_dir
 
         self.name = name
         self.cancel = threading.Event()
-        self.dir = staging_dir(out, command=command, inputs=inputs)
-        self.job = None if self.dir is None else Background(write_config, self.dir, name, make_table(), shard_bytes,
-                                                             self.cancel)
+        self.dir: Path | None = None
+        self.job: Background | None = None
+        with signals_held():
+            self.dir = staging_dir(out, command=command, inputs=inputs)
+            if register is not None:
+                register(self)
+        try:
+            if self.dir is not None:
+                job = Background(write_config, self.dir, name, make_table(), shard_bytes, self.cancel, start=False)
+                self.job = job
+                job.start()
+        except BaseException:
+            self.discard()
+            raise
 
     def wait(self) -> None:
         """Block until the write has finished (or failed; :meth:`move_into` re-raises)."""

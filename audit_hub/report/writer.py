@@ -45,12 +45,13 @@ class EarlyRuns(StagedConfig):
     the report by :func:`write_report`. :meth:`discard` (always safe to call) joins the thread and
     removes what is left."""
 
-    def __init__(self, frame: Any, out_dir: str | os.PathLike, *, inputs=(), shard_bytes: int = SHARD_BYTES):
+    def __init__(self, frame: Any, out_dir: str | os.PathLike, *, inputs=(), shard_bytes: int = SHARD_BYTES,
+                 register=None):
         from .runs_arrow import runs_arrow_table
 
         self.frame = frame
         super().__init__(out_dir, "runs", lambda: runs_arrow_table(frame), command="audit", inputs=inputs,
-                         shard_bytes=shard_bytes)
+                         shard_bytes=shard_bytes, register=register)
 
     def usable_for(self, frame: Any) -> bool:
         return self.job is not None and frame is self.frame
