@@ -351,7 +351,11 @@ def test_items_with_fewer_parseable_answers_are_in_the_label_model_not_excluded(
     """The minimum of parseable answers (M - 1) is the unanimity rule's: a closed item two models failed to parse
     is still in the label model (posterior, review order, flags), so the accounting does not call it excluded;
     only items the unanimity rule alone audits (open ones) are excluded below that minimum."""
-    f = simulate_frame(300, 8, accuracy_full=0.75, accuracy_blind=None, missing_rate=0.15, seed=3)
+    # 15% of the answers unreadable (every model ran every item, so the threshold is M - 1 on each)
+    f0 = simulate_frame(300, 8, accuracy_full=0.75, accuracy_blind=None, seed=3)
+    rt = f0.runs_table().drop(columns=["hit_exact"])
+    rt.loc[np.random.default_rng(3).random(len(rt)) < 0.15, ["prediction", "answer"]] = "???"
+    f = AuditFrame.from_tables(f0.questions_table(), rt)
     r = ce.run(f, seed=0)
     pq, s = r.per_question, r.summary
     few = pq["consensus_error_n_parseable"].to_numpy() < s["params"]["min_answered"]
@@ -370,3 +374,33 @@ def test_items_with_fewer_parseable_answers_are_in_the_label_model_not_excluded(
     s2 = ce.run(AuditFrame.from_tables(qs, runs)).summary
     assert s2["n_items"] == 1
     assert s2["excluded"] == {"fewer than 2 models answered parseably (items only the unanimity rule audits)": 1}
+
+
+def test_unanimity_counts_the_models_that_ran_each_item():
+    """A model run on one item of four (a run stopped early) does not make the others' unanimous answer fall short
+    of 'all but one of the models': the rule counts the models that ran each item. With every run complete the
+    threshold is M - 1 on every item, as before."""
+    qs = pd.DataFrame({"question_id": ["a", "b", "c", "d"], "options": [["w", "x", "y"]] * 4,
+                       "answer": ["A", "A", "A", "A"]})
+    rows = []
+    for qid, ans in {"a": "BBB", "b": "BB-", "c": "BBA", "d": "CCB"}.items():
+        for m, x in enumerate(ans[:3]):  # m0..m2 on every item
+            rows.append((qid, f"m{m}", x if x != "-" else None))
+    rows.append(("a", "m3", "B"))  # m3 ran item a only
+    f = AuditFrame.from_tables(qs, pd.DataFrame(rows, columns=["question_id", "model", "prediction"]))
+    np.testing.assert_array_equal(f.models_per_item("full"), [4, 3, 3, 3])
+    r = ce.run(f, recall_sims=0, check=False)
+    pq = r.per_question.set_index("question_id")
+    # a: 4 of 4 parseable, unanimous B. b: 2 parseable of the 3 that ran it (all but one): unanimous B.
+    # Counting m3 as absent-but-expected, b would need 3 parseable answers and not be eligible.
+    assert pq["consensus_error_unanimous"].to_dict() == {"a": True, "b": True, "c": False, "d": False}
+    assert r.summary["n_eligible"] == 4 and r.summary["min_answered_per_item"].startswith("all but one")
+    assert r.summary["params"]["min_answered"] == 3
+    # complete runs: the fixed threshold, no per-item wording
+    g = AuditFrame.from_tables(qs, pd.DataFrame([x for x in rows if x[1] != "m3"],
+                                                columns=["question_id", "model", "prediction"]))
+    assert ce.run(g, recall_sims=0, check=False).summary["min_answered_per_item"] is None
+    # a fixed min_answered is the user's, not per item: b (2 parseable) is not eligible
+    fixed = ce.run(f, min_answered=3, recall_sims=0, check=False)
+    assert fixed.summary["n_eligible"] == 3 and fixed.summary["min_answered_per_item"] is None
+    assert not fixed.per_question.set_index("question_id").loc["b", "consensus_error_unanimous"]

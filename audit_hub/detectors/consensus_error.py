@@ -710,11 +710,15 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
     thr = max(2, (M - 1) if min_answered is None else int(min_answered))
     parse = A >= 0
     n_p = parse.sum(axis=1).astype(np.int64)
+    ran = frame.models_per_item("full")  # models = every full-arm model
+    # by default "all but one of the models": of those that ran the item, where a run stopped early or covered a
+    # subset (a model that never saw the item cannot count against it); with complete runs, M - 1 on every item
+    item_thr = np.maximum(2, ran - 1) if min_answered is None and (ran < M).any() else thr
     is_gold = (A == gold[:, None]) & (gold[:, None] >= 0)
     n_gold = is_gold.sum(axis=1).astype(np.int64)
     rs = answer_row_stats(frame, "full", models, exclude_gold=True)
     top, top_n, top_tied = rs["top_value"], rs["top_count"].astype(np.int64), rs["top_tied"]
-    eligible = n_p >= thr
+    eligible = n_p >= item_thr
     unanimous = eligible & (top_n == n_p) & (n_p > 0) & (gold >= 0)
     majority = (n_p >= 2) & (2 * top_n > n_p) & (gold >= 0)
     plurality = (n_p >= 2) & (top_n > n_gold) & ~top_tied & (gold >= 0)
@@ -740,7 +744,9 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         # every closed item with a usable gold is in the label model, however many models parsed on it; the
         # minimum of parseable answers is the unanimity rule's (open items, and closed ones without a model)
         **item_accounting(Q, [("gold unusable", gold < 0),
-                              (f"fewer than {thr} models answered parseably (items only the unanimity rule audits)",
+                              ((f"fewer than {thr} models answered parseably" if np.isscalar(item_thr) else
+                                "fewer parseable answers than all but one of the models that ran the item")
+                               + " (items only the unanimity rule audits)",
                                ~ev["modelled"] & ~eligible)]),
         "n_flagged": int(flagged.sum()),
         "model_error_rates": {m: (None if np.isnan(x) else float(x)) for m, x in zip(models, e)},
@@ -748,6 +754,9 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         "blind_models": list(blind_models),
         "notes": ([f"{n_open_excl} eligible numeric/free item(s) are excluded from the expectation "
                    "(no fixed number of options)."] if n_open_excl else []),
+        "min_answered_per_item": None if np.isscalar(item_thr) else (
+            f"all but one of the models that ran the item (at least 2): {int((ran < M).sum()):,} item(s) were not run "
+            f"by every one of the {M} models"),
         "params": {"min_answered": thr, "blind_agree_share": blind_agree_share, "recall_sims": recall_sims,
                    "use_blind": use_blind, "label_iters": label_iters,
                    "check": check},
@@ -893,7 +902,10 @@ def _unanimity_scope(s: dict) -> tuple[str, str] | None:
     total = (s.get("n_items") or 0) + sum(int(v) for v in (s.get("excluded") or {}).values())
     if n_el is None or thr is None or m is None or n_el >= total:
         return None
-    return f"{fmt_num(n_el)} items", f"{fmt_num(thr)} of the {fmt_num(m)} models"
+    if s.get("min_answered_per_item"):
+        return (f"{fmt_num(n_el)} items", f"all but one of the models that ran them ({fmt_num(thr)} of the "
+                f"{fmt_num(m)} models where all ran)")
+    return f"{fmt_num(n_el)} items", f"at least {fmt_num(thr)} of the {fmt_num(m)} models"
 
 
 def card_line(s: dict) -> str:
@@ -904,7 +916,7 @@ def card_line(s: dict) -> str:
     if s.get("n_unanimous_non_gold_ci"):
         txt += f" (95% Wilson interval {ci(s.get('n_unanimous_non_gold_ci'), 'num')})"
     if scope:
-        txt += f" among the {scope[0]} at least {scope[1]} answered parseably (the rule needs that many)"
+        txt += f" among the {scope[0]} {scope[1]} answered parseably (the rule needs that many)"
     txt += f"; {fmt_num(s.get('expected_under_independence'))} expected if model errors were independent"
     txt += f"; {fmt_num(s.get('n_majority_non_gold'))} with a strict non-gold majority."
     return " ".join([txt, *_notes(s)])
@@ -913,7 +925,7 @@ def card_line(s: dict) -> str:
 def lede_line(s: dict) -> str:
     """The card's opening line on this detector's summary ``s``."""
     scope = _unanimity_scope(s)
-    of = f" of the {scope[0]} that at least {scope[1]} answered parseably" if scope else ""
+    of = f" of the {scope[0]} that {scope[1]} answered parseably" if scope else ""
     return (f"{fmt_num(s.get('n_unanimous_non_gold'))} question(s){of} have a unanimous non-gold "
             f"answer ({fmt_num(s.get('expected_under_independence'))} expected under independent errors).")
 

@@ -155,6 +155,29 @@ class AuditFrame:
                                   minlength=len(ARMS) * M)
         for i, name in enumerate(ARMS):
             self.cache[("models_in", name)] = [self.models[j] for j in np.flatnonzero(counts[i * M:(i + 1) * M])]
+            self.cache[("rows_in", name)] = int(counts[i * M:(i + 1) * M].sum())
+
+    def models_per_item(self, arm: str) -> np.ndarray:
+        """(Q,) how many of the models of ``arm`` have a run row on each item (read-only, cached): every model of
+        the arm on every item unless a run stopped early or covered a subset. No pass over the runs when the arm's
+        row count says every model ran every item (rows are unique per question, model and arm)."""
+        code = self.arm_code(arm)
+        M = len(self.models_in(arm))
+
+        def compute():
+            Q = self.n_questions
+            if self.cache.get(("rows_in", arm)) == Q * M:
+                out = np.full(Q, M, np.int64)
+            else:
+                a, q = self.runs["arm"].to_numpy(), self.runs["q"].to_numpy()
+                out = np.zeros(Q, np.int64)
+                step = 1 << 22
+                for lo in range(0, len(a), step):
+                    out += np.bincount(q[lo:lo + step][a[lo:lo + step] == code], minlength=Q)
+            out.setflags(write=False)
+            return out
+
+        return self.cached(("models_per_item", arm), compute)
 
     def paired_models(self) -> list[str]:
         """Models present in both arms (the zero-gain audit pairs by model name)."""
