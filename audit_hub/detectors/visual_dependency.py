@@ -617,6 +617,8 @@ def coverage_left_out(full: np.ndarray, blind: np.ndarray, pool_level: bool) -> 
     (the first maximum: a tie keeps the models). So a model missing a few items stays (its items leave instead),
     and one that covers a tenth of the benchmark leaves (every item stays). Nothing leaves when every item is
     known. Vectorised: one pass over the (Q, units) unknown matrix per unit considered."""
+    if full.min(initial=0) >= 0 and blind.min(initial=0) >= 0:  # every item known (a scan, no temporary)
+        return [], [], int(len(full))
     uf, ub = full < 0, blind < 0
     if pool_level:
         unknown = np.concatenate([uf, ub], axis=1)

@@ -445,6 +445,8 @@ def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exac
     runs whose rows all lack correctness (a pass of bincounts, skipped when no row has any), then their texts,
     first on every :data:`_PROBE_STRIDE`-th row (a run that answered shows text there and drops out), then on
     every row only of the runs still without text."""
+    if hit.min(initial=0) >= 0 or (hit_exact is not None and hit_exact.min(initial=0) >= 0):
+        return []  # a complete correctness column: no run is empty (a scan, no temporary)
     unknown_rows = hit < 0
     if hit_exact is not None:
         unknown_rows &= hit_exact < 0
