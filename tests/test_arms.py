@@ -118,9 +118,11 @@ def test_blind_run_records_read_ids_and_truncation_and_ignore_what_is_not_a_coun
     (tmp_path / "l").mkdir()
     (tmp_path / "l" / "run_config.json").symlink_to(tmp_path / "a" / "run_config.json")
     recs = blind_runs_of([*paths, str(tmp_path / "e"), z, str(tmp_path / "l")])
-    assert recs.pop("m4") == {"ids": ["org/M4"], "n_questions": 0, "n_truncated": 0, "max_length": None}
+    assert recs.pop("m4") == {"ids": ["org/M4"], "n_questions": 0, "n_truncated": 0, "max_length": None,
+                              "unfinished": 0, "n_planned": 0}
     assert set(recs) == {"m1", "m2", "m3"}
-    assert recs["m1"] == {"ids": ["org/M1", "org/M1b"], "n_questions": 150, "n_truncated": 10, "max_length": 512}
+    assert recs["m1"] == {"ids": ["org/M1", "org/M1b"], "n_questions": 150, "n_truncated": 10, "max_length": 512,
+                          "unfinished": 0, "n_planned": 0}
     assert recs["m2"]["n_truncated"] == 0 and recs["m3"]["n_truncated"] == 0 and recs["m2"]["ids"] == ["org/M2"]
     assert truncated_blind_runs(recs, {"m1": "Model-One"}) == {
         "Model-One": {"n_truncated": 10, "n_questions": 150, "max_length": 512}}

@@ -42,3 +42,41 @@ def test_kill_after_first_shard_then_resume(setup):
     expect = list(make_questions(n_mc=10, n_yn=3, seed=5)["question_id"])
     assert list(merged["question_id"]) == expect  # no duplicate, none missing
     assert not (out / "shards").exists()
+
+
+def test_an_audit_of_a_stopped_blind_run_says_so_and_a_finished_one_does_not(setup):
+    """The README's loop with the blind rerun killed after its first shard (a real stopped output: shards and
+    run_config.json, no manifest.json): the audit reads the three answers there and says the run was stopped, on the
+    console and the card; once resumed to the end, it says nothing of the kind."""
+    import json
+    import subprocess
+
+    from cli_run import run_cli
+
+    from audit_hub.blind.runner import BlindConfig, run_blind
+
+    out = setup["root"] / "stopped"
+    p = subprocess.run([sys.executable, "-m", "audit_hub.blind", *_args(setup, out)], capture_output=True, text=True,
+                       timeout=180, env=_env(BENCHAUDIT_BLIND_FAIL_AFTER_SHARDS="1"), cwd=str(ROOT))
+    assert p.returncode == 17, p.stderr[-3000:]
+    q = pd.read_parquet(setup["questions"])
+    runs = pd.DataFrame([(qid, f"m{j}", "full", ("A" if (i + j) % 2 else "B") if t == "mc" else "yes")
+                         for i, (qid, t) in enumerate(zip(q["question_id"], q["answer_type"])) for j in range(3)],
+                        columns=["question_id", "model", "arm", "prediction"])
+    rp = setup["root"] / "full_runs.parquet"
+    runs.to_parquet(rp)
+    said = "stopped before it finished (no manifest.json): tiny (blind arm, started on 13 questions)"
+    res = run_cli("audit", "-q", setup["questions"], "-r", rp, "-b", out, "--out", setup["root"] / "rep1",
+                  "--calibration-sims", "0", "--no-figures")
+    assert res.returncode == 0, res.stderr
+    assert said in " ".join(res.stderr.split())
+    pool = json.loads((setup["root"] / "rep1" / "summary.json").read_text())["pool"]
+    assert pool["pairing"]["blind"]["unfinished"] == {"tiny": {"folders": 1, "n_planned": 13}}
+    assert said in (setup["root"] / "rep1" / "README.md").read_text()
+    run_blind(BlindConfig(model=setup["model"], questions=setup["questions"], out=str(out), batch_size=3,
+                          model_name="tiny", progress=False))
+    res = run_cli("audit", "-q", setup["questions"], "-r", rp, "-b", out, "--out", setup["root"] / "rep2",
+                  "--calibration-sims", "0", "--no-figures")
+    assert res.returncode == 0, res.stderr
+    assert "stopped before it finished" not in res.stderr
+    assert json.loads((setup["root"] / "rep2" / "summary.json").read_text())["pool"]["unfinished_note"] is None

@@ -134,7 +134,8 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[bold]{console_text(name)}[/bold]: {r.frame.n_questions:,} questions, "
                               f"{len(r.frame.models)} model(s) -> {console_text(result.folders[name])}/")
                 for note in (named_roles_note(r.frame.meta.get("named_roles")),
-                             (r.summary.get("pool") or {}).get("truncation_note")):
+                             (r.summary.get("pool") or {}).get("truncation_note"),
+                             (r.summary.get("pool") or {}).get("unfinished_note")):
                     if note:
                         console.print(f"[yellow]note:[/yellow] {console_text(note)}")
                 _print_headlines(console, r.engine)
@@ -142,7 +143,7 @@ def register(app: typer.Typer) -> None:
             return
         pool = result.summary.get("pool") or {}
         for note in (named_roles_note(result.frame.meta.get("named_roles")), pool.get("note"),
-                     pool.get("truncation_note")):
+                     pool.get("truncation_note"), pool.get("unfinished_note")):
             if note:
                 console.print(f"[yellow]note:[/yellow] {console_text(note)}")
         if verbose:

@@ -20,7 +20,7 @@ from ..clock import stage
 from ..detectors.base import DetectorResult
 from ..errors import DetectorSkipped
 from ..frame.core import AuditFrame
-from ..readers.pairing import truncated_by_arm, truncation_note
+from ..readers.pairing import truncated_by_arm, truncation_note, unfinished_note
 from ..schema import ARMS
 
 DETECTORS: tuple[str, ...] = detectors.names()
@@ -452,7 +452,8 @@ def pool_summary(full_models: Sequence[str], blind_models: Sequence[str], pairin
     truncated = truncated_by_arm(pairing)
     return {"full_models": full, "blind_models": blind, "paired": paired, "pool_level": pool_level,
             "unmatched_blind": unmatched, "pairing": pairing or {}, "named_roles": dict(named_roles or {}),
-            "note": note, "truncated_prompts": truncated, "truncation_note": truncation_note(truncated)}
+            "note": note, "truncated_prompts": truncated, "truncation_note": truncation_note(truncated),
+            "unfinished_note": unfinished_note(pairing)}
 
 
 def _version() -> str:

@@ -395,7 +395,7 @@ def one_benchmark(groups: list[BenchmarkInputs], command: str) -> BenchmarkInput
 def _pair_with_full(full_df, blind_df, base_df, blind_res, base_res):
     """The blind and base runs renamed to the full-arm model each pairs with (:func:`pairing.pair_arms`),
     and the pairing record; without a full arm nothing is renamed."""
-    from .pairing import blind_runs_of, pair_arms, rename_models, truncated_blind_runs
+    from .pairing import blind_runs_of, pair_arms, rename_models, truncated_blind_runs, unfinished_blind_runs
 
     if full_df is None or (blind_df is None and base_df is None):
         return blind_df, base_df, {}
@@ -414,6 +414,7 @@ def _pair_with_full(full_df, blind_df, base_df, blind_res, base_res):
     for arm, recs in runs.items():
         if arm in pairing:
             pairing[arm]["truncated"] = truncated_blind_runs(recs, pairing[arm]["renames"])
+            pairing[arm]["unfinished"] = unfinished_blind_runs(recs, pairing[arm]["renames"])
     if blind_df is not None:
         blind_df = rename_models(blind_df, pairing["blind"]["renames"])
     if base_df is not None:

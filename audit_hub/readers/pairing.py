@@ -104,8 +104,13 @@ def blind_runs_of(paths: Sequence[str]) -> dict[str, dict]:
     """``{model name: record}`` of the ``benchaudit blind`` output folders among ``paths`` (a run file inside
     such a folder, or the folder itself), from each folder's ``run_config.json`` and ``manifest.json``: ``ids``
     (its ``--model`` ids), ``n_questions`` and ``n_truncated`` (rows whose prompt was cut to the model's context,
-    ``--truncate left``) summed over the folders of that name, and ``max_length`` (the context it was cut to).
-    Unreadable or foreign files are ignored (a folder that is not a blind output has no record)."""
+    ``--truncate left``) summed over the folders of that name, ``max_length`` (the context it was cut to), and
+    ``unfinished`` / ``n_planned``: the folders of that name with no ``manifest.json`` (a run stopped before it
+    finished: ``benchaudit blind`` writes the manifest last) and the questions they were started on (their
+    ``run_config.json``'s ``question_rows``). Unreadable or foreign files are ignored (a folder that is not a blind
+    output has no record)."""
+    from .fileio import sidecar_json
+
     out: dict[str, dict] = {}
     seen: set[str] = set()
     for p in paths:
@@ -115,16 +120,24 @@ def blind_runs_of(paths: Sequence[str]) -> dict[str, dict]:
             if cfg in seen or not os.path.lexists(cfg):
                 continue
             seen.add(cfg)
-            fp, params = _json_field(cfg, "fingerprint"), _json_field(os.path.join(folder, "manifest.json"), "params")
+            config = sidecar_json(cfg) or {}
+            fp = config.get("fingerprint") if isinstance(config.get("fingerprint"), dict) else {}
+            manifest = os.path.join(folder, "manifest.json")
+            params = _json_field(manifest, "params")
             name, model = fp.get("model_name"), fp.get("model")
             mid = model.get("model") if isinstance(model, dict) else model
             if isinstance(name, str) and isinstance(mid, str):
-                rec = out.setdefault(name, {"ids": [], "n_questions": 0, "n_truncated": 0, "max_length": None})
+                rec = out.setdefault(name, {"ids": [], "n_questions": 0, "n_truncated": 0, "max_length": None,
+                                            "unfinished": 0, "n_planned": 0})
                 rec["ids"].append(mid)
                 rec["n_questions"] += _count(params.get("n_questions"))
                 rec["n_truncated"] += _count(params.get("n_truncated"))
                 if _count(fp.get("max_length")):
                     rec["max_length"] = _count(fp.get("max_length"))
+                if not os.path.lexists(manifest):  # written last: a run stopped before the end has none
+                    planned = config.get("question_rows")
+                    rec["unfinished"] += 1
+                    rec["n_planned"] += len(planned) if isinstance(planned, dict) else 0
             break
     return out
 
@@ -147,6 +160,27 @@ def truncated_blind_runs(records: Mapping[str, dict], renames: Mapping[str, str]
     :func:`blind_runs_of`, renamed as paired) that answered at least one truncated prompt."""
     return {renames.get(n, n): {k: r[k] for k in ("n_truncated", "n_questions", "max_length")}
             for n, r in records.items() if r["n_truncated"] > 0}
+
+
+def unfinished_blind_runs(records: Mapping[str, dict], renames: Mapping[str, str]) -> dict[str, dict]:
+    """``{full-arm model name: {"folders", "n_planned"}}`` for the text-only runs (records of :func:`blind_runs_of`,
+    renamed as paired) read from a ``benchaudit blind`` output that was stopped before it finished."""
+    return {renames.get(n, n): {"folders": r["unfinished"], "n_planned": r["n_planned"]}
+            for n, r in records.items() if r.get("unfinished")}
+
+
+def unfinished_note(pairing: Mapping | None) -> str | None:
+    """One sentence naming the text-only runs read from a stopped ``benchaudit blind`` output (the pairing record's
+    ``unfinished``, :func:`unfinished_blind_runs`), and what to do; None when every one had finished."""
+    rows = [f"{m} ({arm} arm, started on {r['n_planned']:,} questions)" if r.get("n_planned") else f"{m} ({arm} arm)"
+            for arm, rec in (pairing or {}).items() if isinstance(rec, dict)
+            for m, r in (rec.get("unfinished") or {}).items()]
+    if not rows:
+        return None
+    return ("text-only runs read from a `benchaudit blind` output that was stopped before it finished (no "
+            "manifest.json): " + ", ".join(rows[:8]) + (f" and {len(rows) - 8} more" if len(rows) > 8 else "")
+            + "; only the questions it answered are compared. Run the same `benchaudit blind` command again to "
+            "finish it (it resumes)")
 
 
 def truncated_by_arm(pairing: Mapping | None) -> dict[str, dict]:

@@ -397,9 +397,10 @@ def _limitations(result: Any) -> list[str]:
     if pool.get("pool_level"):
         lims.append("Full and blind arms come from different models, so visual dependence is compared at pool "
                     "level, not per model: a stronger or weaker blind model shifts every item. " + md_inline(pool.get("note") or "", 600))
-    if pool.get("truncation_note"):
-        note = pool["truncation_note"]
-        lims.append(md_inline(note[:1].upper() + note[1:], 1200) + ".")
+    for key in ("truncation_note", "unfinished_note"):
+        if pool.get(key):
+            note = pool[key]
+            lims.append(md_inline(note[:1].upper() + note[1:], 1200) + ".")
     if s.get("primary_field") == "hit_exact":
         lims.append("No judged correctness was supplied; all judge-dependent results use exact matching of the "
                     "extracted answer, which under-credits free-form answers a parser cannot read.")
