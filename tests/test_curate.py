@@ -471,3 +471,27 @@ def test_kmeans_anchors_do_not_change_with_the_openmp_thread_count():
             out.append(kmeans_anchors(right[:, :9], known[:, :9], 200, 0))
     assert (out[0] > 0).sum() == 200
     assert np.array_equal(out[0], out[1])
+
+
+def test_a_model_that_covers_few_items_leaves_the_rankings_and_changes_nothing_else():
+    """A pool of 15 simulated models with one run stopped after 60 of 1,500 items: that model would be ranked on
+    60 items on the whole benchmark and on 18 of the curated ones. It leaves the ranking pool (named in the summary
+    and the card) and the curation equals the one of the pool without it, figure for figure."""
+    from audit_hub.curate.output import left_out_note
+
+    frame = simulate_pool(1500, 15, seed=3)
+    cut = frame.models[4]
+    runs = frame.runs_table()
+    drop = np.flatnonzero((runs["model"] == cut).to_numpy())[60:]
+    partial = AuditFrame.from_tables(frame.questions_table(), runs.drop(index=runs.index[drop]))
+    without = AuditFrame.from_tables(frame.questions_table(), runs[runs["model"] != cut])
+    cfg = CurateConfig(target_size=450, junk_fractions=(), method="point_biserial", **FAST)
+    a, b = run_curation(partial, cfg).summary, run_curation(without, cfg).summary
+    assert a["models_left_out"] == [{"model": cut, "items_known": 60}] and b["models_left_out"] == []
+    assert a["models"] == b["models"] and cut not in a["models"]
+    for key in ("n_after", "spearman_rho", "heldout_spearman_rho", "random_subset_rho_mean", "versus_random"):
+        assert a[key] == b[key], key
+    assert left_out_note(a).endswith(f"{cut} (known on 60 of 1,500 items)")
+    # a model missing a few items stays in
+    few = AuditFrame.from_tables(frame.questions_table(), runs.drop(index=runs.index[drop[:5]]))
+    assert run_curation(few, cfg).summary["models_left_out"] == []

@@ -208,3 +208,23 @@ def test_table_bootstrap_sparse_draws_the_same_replicates_bit_for_bit(last_empty
     b = table_bootstrap(counts, sparse, n_boot=300, seed=9, max_cells_per_batch=3 * 40 * 7, sparse=True)
     assert np.array_equal(a[2], b[2]) and (a[0], a[1]) == (b[0], b[1])
     assert a[2].std() > 0
+
+
+def test_coverage_left_out_units_by_hand():
+    """Cells = items known for every remaining unit x units; the first maximum over prefixes of the order by
+    unknown items; each group keeps its floor."""
+    from audit_hub.stats.coverage import coverage_left_out_units
+
+    unk = np.zeros((10, 4), bool)
+    assert coverage_left_out_units(unk) == ([], 10)
+    unk[:8, 2] = True  # unit 2 knows 2 items: 2 x 4 = 8 < 10 x 3 = 30
+    unk[0, 1] = True   # unit 1 misses one item: after unit 2 leaves, 9 x 3 = 27 < 30 -> it stays
+    assert coverage_left_out_units(unk) == ([2], 9)
+    # with a floor of 4 units in the group nothing may leave
+    assert coverage_left_out_units(unk, keep_per_group=4) == ([], 2)
+    # groups: unit 2, alone in its group, cannot leave; unit 1 leaving would give 2 x 3 = 6 < 2 x 4 = 8 cells
+    assert coverage_left_out_units(unk, groups=np.array([0, 0, 1, 0])) == ([], 2)
+    # a tie keeps the units: 5 items x 2 units == 10 items x 1 unit
+    tie = np.zeros((10, 2), bool)
+    tie[5:, 1] = True
+    assert coverage_left_out_units(tie) == ([], 5)

@@ -118,6 +118,11 @@ def _print(s: dict) -> None:
     ch = s.get("selection_choice") or {}
     if ch.get("statement"):
         typer.echo(f"selection: {ch['statement']}")
+    from ..curate.output import left_out_note
+
+    gone = left_out_note(s)
+    if gone:
+        typer.echo(f"models {gone}")
     why = (s.get("heldout_design") or {}).get("why")
     if why and (s.get("heldout_design") or {}).get("mode") != "folds":
         typer.echo(f"held-out design: {why}")

@@ -185,6 +185,7 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
                             for k, v in by.items()], ["l", "r"]) if by else ""
     evidence = "; ".join(f"{md_inline(k.replace('_', ' '))}: {md_inline(v, 300)}" for k, v in (s.get("stage_evidence") or {}).items())
     bench = result.frame.meta.get("benchmark") or (result.frame.meta.get("dataset") or {}).get("name") or "the input benchmark"
+    from ..frame.validate import empty_runs_note
     from ..readers.named_roles import named_roles_note
 
     return {
@@ -206,9 +207,23 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
         "selection": s["selection"], "method": md_inline(s["selection"].get("method") or "none"),
         "models": ", ".join(md_inline(m, 60) for m in s["models"]), "n_models": len(s["models"]),
         "named_roles": md_inline(named_roles_note(s.get("named_roles")) or "", 600),
+        "left_out": md_inline("; ".join(x for x in (left_out_note(s), empty_runs_note(s.get("empty_runs"))) if x),
+                              1500),
         "ci": ci, "seed": s["seeds"]["seed"], "version": __version__,
         "leader": ", ".join(md_inline(m, 60) for m in s.get("heldout_leader_changes_on_drop") or []) or "none",
     }
+
+
+def left_out_note(s: dict) -> str | None:
+    """The models left out of the ranking pool for covering few items (``summary.models_left_out``), in one
+    sentence for the console and the card (names are input text: escape where it lands); None when none was."""
+    gone = s.get("models_left_out") or []
+    if not gone:
+        return None
+    names = "; ".join(f"{g['model']} (known on {int(g['items_known']):,} of {int(s['n_before']):,} items)"
+                      for g in gone[:10]) + (f"; and {len(gone) - 10:,} more" if len(gone) > 10 else "")
+    return ("left out of the rankings for covering few items (a run stopped early or a subset), so that no "
+            f"model is ranked on a handful of items: {names}")
 
 
 _SPLITS = {"test": "test"}

@@ -33,6 +33,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..readers.pairing import truncated_by_arm
+from ..stats.coverage import coverage_left_out_units
 from . import baselines as bl
 from .choose import EXPLICIT_METHODS, build, choose
 from .filters import (
@@ -156,12 +157,24 @@ class CurationResult:
 class _Pool:
     """Correctness matrices and per-item facts shared by every split."""
 
-    def __init__(self, frame, field: str):
+    def __init__(self, frame, field: str, left_out: list[str] | None = None):
+        """``left_out``: the models to leave out of the ranking pool (another pool's choice, so that both rank the
+        same models); None: chosen here by coverage."""
         self.frame = frame
         self.models = frame.models_in("full")
         if len(self.models) < 3:
             raise InputError(f"curation needs correctness of at least 3 models with the image; got {len(self.models)}")
         x = frame.correctness("full", field, self.models)
+        # a model that covers few items (a run stopped early) would be ranked on those items alone, on the whole
+        # benchmark and on every subset: it leaves the ranking pool (stats.coverage), named in the summary
+        if left_out is not None:
+            gone = [j for j, m in enumerate(self.models) if m in set(left_out)]
+        else:
+            gone = coverage_left_out_units(x < 0, keep_per_group=3)[0] if x.min(initial=0) < 0 else []
+        self.left_out = [{"model": self.models[j], "items_known": int((x[:, j] >= 0).sum())} for j in gone]
+        if gone:
+            keep = [j for j in range(len(self.models)) if j not in set(gone)]
+            self.models, x = [self.models[j] for j in keep], x[:, keep]
         self.known = (x >= 0).astype(np.float64)
         self.right = (x == 1).astype(np.float64)
         self.cat, self.cat_labels = frame.category_codes("category")
@@ -935,7 +948,7 @@ def _junk(frame, pool: _Pool, cfg: CurateConfig, frac: float, model_dates, chose
     t0 = time.perf_counter()
     jf, ids = inject_junk(frame, frac, seed=cfg.seed)
     t_inject = time.perf_counter() - t0
-    jpool = _Pool(jf, "hit" if jf.has_judged("full") else "hit_exact")
+    jpool = _Pool(jf, "hit" if jf.has_judged("full") else "hit_exact", left_out=[d["model"] for d in pool.left_out])
     fnd = audit_findings(jf, seed=cfg.seed)
     cur = _curate(jpool, fnd, cfg, np.arange(len(jpool.models)), None, seed=cfg.seed)
     qid = jf.questions["question_id"].astype(str).to_numpy()
@@ -1024,6 +1037,7 @@ def _summary(pool, cfg, cur, applied, inpool, rho_b, tau_b, d_before, d_after, v
         "models": pool.models,
         "named_roles": dict(pool.frame.meta.get("named_roles") or {}),
         "empty_runs": list(pool.frame.meta.get("empty_runs") or []),
+        "models_left_out": list(pool.left_out),
         "spearman_rho": inpool["spearman_rho"],
         "spearman_rho_ci": [float(x) for x in np.nanquantile(rho_b, [0.025, 0.975])],
         "kendall_tau": inpool["kendall_tau"],

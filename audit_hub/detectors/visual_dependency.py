@@ -58,6 +58,7 @@ from ..frame.core import AuditFrame
 from ..schema import check_correctness_field
 from ..severity import severity_array
 from ..stats.core import benjamini_hochberg, permutation_p_value, table_bootstrap, wilson_ci
+from ..stats.coverage import coverage_left_out_units
 from ..stats.nulls import (
     literal_is_cheaper,
     matched_pairs,
@@ -609,47 +610,19 @@ def _summary(*, head: dict, B: int, lomo: list, fragile, reason: str, z_count: i
 
 
 def coverage_left_out(full: np.ndarray, blind: np.ndarray, pool_level: bool) -> tuple[list[int], list[int], int]:
-    """The models to leave out so that the items known for every remaining model are not thrown away for a few
-    runs that cover little (a run stopped early, a model evaluated on a subset): (full-arm columns, blind-arm
-    columns, items known after). The units are the paired models (a model's two runs together) or, at pool level,
-    each arm's models (each arm keeps one). Candidates leave in order of their unknown items, most first; the
-    number that leaves maximises the known (item, unit) cells, items known for every remaining unit x units
-    (the first maximum: a tie keeps the models). So a model missing a few items stays (its items leave instead),
-    and one that covers a tenth of the benchmark leaves (every item stays). Nothing leaves when every item is
-    known. Vectorised: one pass over the (Q, units) unknown matrix per unit considered."""
+    """The models to leave out of the test for covering few items (:func:`~audit_hub.stats.coverage.
+    coverage_left_out_units`): (full-arm columns, blind-arm columns, items known after). The units are the paired
+    models (a model's two runs together) or, at pool level, each arm's models (each arm keeps one)."""
     if full.min(initial=0) >= 0 and blind.min(initial=0) >= 0:  # every item known (a scan, no temporary)
         return [], [], int(len(full))
     uf, ub = full < 0, blind < 0
-    if pool_level:
-        unknown = np.concatenate([uf, ub], axis=1)
-        arm = np.r_[np.zeros(uf.shape[1], np.int8), np.ones(ub.shape[1], np.int8)]
-    else:
-        unknown = uf | ub
-        arm = np.zeros(uf.shape[1], np.int8)
-    u = unknown.sum(axis=1)
-    if not u.any():
-        return [], [], int(len(u))
-    n_units = unknown.shape[1]
-    order = np.argsort(-unknown.sum(axis=0), kind="stable")
-    left = np.r_[uf.shape[1], ub.shape[1]] if pool_level else np.r_[uf.shape[1], uf.shape[1]]
-    best, best_k, out = int((u == 0).sum()) * n_units, 0, []
-    for j in order:
-        a = int(arm[j])
-        if not unknown[:, j].any():
-            break
-        if left[a] <= 1:  # an arm keeps one model
-            continue
-        left[a] -= 1
-        u = u - unknown[:, j]
-        out.append(int(j))
-        cells = int((u == 0).sum()) * (n_units - len(out))
-        if cells > best:
-            best, best_k = cells, len(out)
-    gone = out[:best_k]
-    if pool_level:
-        nf = uf.shape[1]
-        return [j for j in gone if j < nf], [j - nf for j in gone if j >= nf], best // (n_units - best_k)
-    return gone, gone, best // (n_units - best_k)
+    if not pool_level:
+        gone, n = coverage_left_out_units(uf | ub)
+        return gone, gone, n
+    nf = uf.shape[1]
+    gone, n = coverage_left_out_units(np.concatenate([uf, ub], axis=1),
+                                      np.r_[np.zeros(nf, np.int64), np.ones(ub.shape[1], np.int64)])
+    return [j for j in gone if j < nf], [j - nf for j in gone if j >= nf], n
 
 
 def _paired_correctness(frame: AuditFrame, field: str):
