@@ -142,7 +142,14 @@ def iter_json_lines(path: str):
             except UnicodeDecodeError as e:
                 raise InputError(f"not valid UTF-8 text at byte offset {start + e.start} (line {lineno}); "
                                  "save the file as UTF-8", file=path, row=lineno) from None
-            rec = json_loads(text, path, row=lineno, where=f"line {lineno}: ")
+            try:
+                rec = json_loads(text, path, row=lineno, where=f"line {lineno}: ")
+            except InputError as e:
+                if raw.endswith(b"\n"):
+                    raise
+                raise InputError(e.detail + "; it is the last line and has no newline at its end: the file was cut "
+                                 "short (a run that stopped while writing it?); delete the partial line or rerun",
+                                 file=e.file, row=e.row, column=e.column) from None
             if not isinstance(rec, dict):
                 raise InputError(f"line {lineno} is a JSON {type(rec).__name__}, expected an object",
                                  file=path, row=lineno)

@@ -447,10 +447,11 @@ def json_loads(text: str, path: str, *, row: int | None = None, where: str = "")
         raise InputError(f"{where}duplicate key {show_id(e.key)} in a JSON object (a duplicate column name)",
                          file=path, row=row, column=e.key) from None
     except json.JSONDecodeError as e:
+        what = e.msg.removesuffix(" at")  # "Unterminated string starting at" + " at column": one "at"
         if row is not None:
-            msg = f"line {row} is not valid JSON ({e.msg} at column {e.colno})"
+            msg = f"line {row} is not valid JSON ({what} at column {e.colno})"
         else:
-            msg = f"not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})"
+            msg = f"not valid JSON ({what} at line {e.lineno}, column {e.colno})"
         raise InputError(msg, file=path, row=row) from None
     except RecursionError:
         raise InputError(f"{where}JSON nested too deeply (more levels than the reader allows)", file=path,

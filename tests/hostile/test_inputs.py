@@ -175,6 +175,11 @@ RUN_FILES = {
                                  b'"prediction": "A", "hit": 1, "hit": 0}\n', "duplicate"),
     "runs_jsonl_huge_int": ("r.jsonl", b'{"question_id": "q0", "model": "alpha", "arm": "full", '
                             b'"prediction": "A", "hit": ' + b"7" * 4500 + b"}\n", "number"),
+    # a run that stopped while writing its log: the last line cut short, no newline at its end
+    "runs_jsonl_cut_short": ("r.jsonl", b'{"question_id": "q0", "model": "alpha", "arm": "full", "prediction": "A"}\n'
+                             b'{"question_id": "q1", "model": "alpha", "arm": "full", "predic',
+                             "row 2: line 2 is not valid JSON (Unterminated string starting at column 56); it is the "
+                             "last line and has no newline at its end: the file was cut short"),
     "runs_unknown_question": ("r.csv", f"{RUN_HEADER}\nzzz,alpha,full,A,1\n".encode(), "zzz"),
     "runs_cyrillic_lookalike_id": ("r.csv", f"{RUN_HEADER}\nq\u04300,alpha,full,A,1\n".encode(), "\\u0430"),
     "runs_bad_arm": ("r.csv", f"{RUN_HEADER}\nq0,alpha,sideways,A,1\n".encode(), "arm"),
