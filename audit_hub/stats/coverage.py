@@ -7,7 +7,7 @@ in order of their unknown items, most first, and as many leave as maximise items
 units (the first maximum, so a tie keeps the units). A unit missing a few items stays (those items are the ones
 excluded); one that covers a small part of the benchmark leaves and every item stays. Checking every prefix of
 that order, not one unit at a time, also finds two units missing the same half, which one at a time gain nothing.
-Used by the zero-gain test (``visual_dependency``) and by curation's ranking pool.
+Used by the zero-gain test and by curation's ranking pool.
 """
 
 from __future__ import annotations
