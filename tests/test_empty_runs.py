@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from cli_run import run_cli
+from cli_run import ROOT, run_cli
 
 from audit_hub.errors import InputError
 from audit_hub.frame.core import AuditFrame
@@ -161,3 +161,34 @@ def test_the_headline_survives_a_dead_model_end_to_end(tmp_path):
     assert s["primary_field"] == w["primary_field"] == "hit"
     card = (tmp_path / "dead" / "README.md").read_text()
     assert "| Left out | 1 run(s) left out" in card
+
+
+def test_a_vlmevalkit_run_whose_every_call_failed_is_left_out(tmp_path):
+    """A work_dir (the real VLMEvalKit fixture) with a fourth model whose MMStar predictions are all VLMEvalKit's
+    FAIL_MSG ('Failed to obtain answer via API.', what its API wrappers write when a call fails): that run is left
+    out and named; a model with the message on a few rows keeps them as wrong answers, as VLMEvalKit scores them."""
+    import shutil
+
+    from audit_hub.answers.fill import FAILED_CALL_TEXTS
+
+    src = ROOT / "tests" / "fixtures" / "vlmevalkit" / "real" / "workdir_runs"
+    wd = tmp_path / "work_dir"
+    shutil.copytree(src, wd)
+    sheet = pd.read_excel(wd / "ScriptedMid" / "ScriptedMid_MMStar.xlsx", engine="openpyxl")
+    (wd / "Broken").mkdir()
+    sheet.assign(prediction=FAILED_CALL_TEXTS[0]).to_excel(wd / "Broken" / "Broken_MMStar.xlsx", index=False)
+    flaky = sheet.copy()
+    flaky.loc[:2, "prediction"] = FAILED_CALL_TEXTS[0]
+    (wd / "Flaky").mkdir()
+    flaky.to_excel(wd / "Flaky" / "Flaky_MMStar.xlsx", index=False)
+    res = run_cli("audit", "--runs", wd, "--out", tmp_path / "out", "--calibration-sims", "0", "--no-figures")
+    assert res.returncode == 0, res.stderr
+    err = " ".join(res.stderr.split())
+    assert "1 run(s) left out, with no prediction (or only a harness's no-output message)" in err
+    assert "Broken (full arm, 12 rows)" in err
+    s = json.loads((tmp_path / "out" / "MMStar" / "summary.json").read_text())
+    assert s["empty_runs"] == [{"model": "Broken", "arm": "full", "rows": 12}]
+    assert "Broken" not in s["models"]["full"] and "Flaky" in s["models"]["full"]
+    flaky_row = next(r for r in s["per_model"]["rows"] if r["model"] == "Flaky" and r["arm"] == "full")
+    mid_row = next(r for r in s["per_model"]["rows"] if r["model"] == "ScriptedMid" and r["arm"] == "full")
+    assert flaky_row["unparseable_share"] >= 3 / 12 and flaky_row["unparseable_share"] > mid_row["unparseable_share"]

@@ -42,6 +42,10 @@ from .rules import (
 #: an ``answer`` a harness writes for "could not read the answer" (VLMEvalKit's yes/no ``Unknown``); such a
 #: row is unparseable as the harness said, and its prediction is not re-read
 UNREADABLE_MARKERS = ("unknown",)
+#: a ``prediction`` a harness writes when the model gave no output at all (VLMEvalKit's ``FAIL_MSG`` after an API call
+#: failed, in vlmeval/dataset and vlmeval/api). Within a run it is an unparseable, wrong answer, as the harness scores
+#: it; a run of nothing else is a failed run (``frame.validate.empty_runs``)
+FAILED_CALL_TEXTS = ("Failed to obtain answer via API.",)
 
 
 class _Table:

@@ -423,21 +423,26 @@ _CHUNK_ROWS = 1 << 22
 
 def _has_text(col, rows: np.ndarray) -> np.ndarray:
     """(len(rows),) bool: the Arrow string cell of each run row in ``rows`` holds something other than whitespace
-    (no copy of the column: a gather of those cells, their byte lengths and one whitespace test)."""
+    or a harness's no-output message (:data:`~audit_hub.answers.fill.FAILED_CALL_TEXTS`); no copy of the column: a
+    gather of those cells, their byte lengths, one whitespace test and one lookup."""
     import pyarrow.compute as pc
+
+    from ..answers.fill import FAILED_CALL_TEXTS
 
     arr = col._pa_array if hasattr(col, "_pa_array") else pa.chunked_array([pa.array(col)])  # noqa: SLF001
     cells = arr.take(pa.array(rows))
     length = pc.fill_null(pc.binary_length(cells), 0).to_numpy(zero_copy_only=False)
     blank = pc.fill_null(pc.utf8_is_space(cells), True).to_numpy(zero_copy_only=False)
-    return (length > 0) & ~blank
+    failed = pc.fill_null(pc.is_in(pc.utf8_trim_whitespace(cells), pa.array(FAILED_CALL_TEXTS)),
+                          False).to_numpy(zero_copy_only=False)
+    return (length > 0) & ~blank & ~failed
 
 
 def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exact: np.ndarray | None,
                prediction, answer) -> list[tuple[int, int, int]]:
     """The (model code, arm code, rows) of the runs that carry nothing: on every row of that model and arm no
     correctness value (``hit``, and ``hit_exact`` when the file has it: int8, -1 unknown) and no prediction or
-    answer text (null or blank). A failed or mis-merged run, not a model that answered: kept, its rows would count
+    answer text (null, blank, or a harness's no-output message such as VLMEvalKit's ``FAIL_MSG``). A failed or mis-merged run, not a model that answered: kept, its rows would count
     as unknown in one correctness field (or as wrong answers where the texts are blank) and take the whole pool's
     comparison with them.
 
@@ -495,8 +500,8 @@ def empty_runs_note(records: list[dict] | None) -> str | None:
         return None
     shown = "; ".join(f"{r['model']} ({r['arm']} arm, {int(r['rows']):,} rows)" for r in records[:10])
     more = f"; and {len(records) - 10:,} more" if len(records) > 10 else ""
-    return (f"{len(records):,} run(s) left out, with no prediction, answer or correctness on any row (a failed or "
-            f"mis-merged run?): {shown}{more}")
+    return (f"{len(records):,} run(s) left out, with no prediction (or only a harness's no-output message), answer or "
+            f"correctness on any row (a failed or mis-merged run?): {shown}{more}")
 
 
 def _n_runs(mcodes: np.ndarray, acodes: np.ndarray) -> int:
