@@ -491,6 +491,7 @@ def test_a_model_that_covers_few_items_leaves_the_rankings_and_changes_nothing_e
     assert a["models"] == b["models"] and cut not in a["models"]
     for key in ("n_after", "spearman_rho", "heldout_spearman_rho", "random_subset_rho_mean", "versus_random"):
         assert a[key] == b[key], key
+    assert left_out_note(a).startswith("models left out of the rankings for covering few items")
     assert left_out_note(a).endswith(f"{cut} (known on 60 of 1,500 items)")
     # a model missing a few items stays in
     few = AuditFrame.from_tables(frame.questions_table(), runs.drop(index=runs.index[drop[:5]]))

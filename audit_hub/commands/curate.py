@@ -122,7 +122,7 @@ def _print(s: dict) -> None:
 
     gone = left_out_note(s)
     if gone:
-        typer.echo(f"models {gone}")
+        typer.echo(gone)
     why = (s.get("heldout_design") or {}).get("why")
     if why and (s.get("heldout_design") or {}).get("mode") != "folds":
         typer.echo(f"held-out design: {why}")

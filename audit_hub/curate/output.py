@@ -222,7 +222,7 @@ def left_out_note(s: dict) -> str | None:
         return None
     names = "; ".join(f"{g['model']} (known on {int(g['items_known']):,} of {int(s['n_before']):,} items)"
                       for g in gone[:10]) + (f"; and {len(gone) - 10:,} more" if len(gone) > 10 else "")
-    return ("left out of the rankings for covering few items (a run stopped early or a subset), so that no "
+    return ("models left out of the rankings for covering few items (a run stopped early or a subset), so that no "
             f"model is ranked on a handful of items: {names}")
 
 

@@ -442,9 +442,9 @@ def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exac
                prediction, answer) -> list[tuple[int, int, int]]:
     """The (model code, arm code, rows) of the runs that carry nothing: on every row of that model and arm no
     correctness value (``hit``, and ``hit_exact`` when the file has it: int8, -1 unknown) and no prediction or
-    answer text (null, blank, or a harness's no-output message such as VLMEvalKit's ``FAIL_MSG``). A failed or mis-merged run, not a model that answered: kept, its rows would count
-    as unknown in one correctness field (or as wrong answers where the texts are blank) and take the whole pool's
-    comparison with them.
+    answer text (null, blank, or a harness's no-output message such as VLMEvalKit's ``FAIL_MSG``). A failed or
+    mis-merged run, not a model that answered: kept, its rows would count as unknown in one correctness field (or as
+    wrong answers where the texts are blank) and take the whole pool's comparison with them.
 
     Cost: one int8 scan when the correctness column is complete. Otherwise, in chunks (no n-long temporary): the
     runs whose rows all lack correctness (a pass of bincounts, skipped when no row has any), then their texts,
