@@ -168,12 +168,13 @@ class _Pool:
         # a model that covers few items (a run stopped early) would be ranked on those items alone, on the whole
         # benchmark and on every subset: it leaves the ranking pool (stats.coverage), named in the summary
         if left_out is not None:
-            gone = [j for j, m in enumerate(self.models) if m in set(left_out)]
+            named = set(left_out)
+            gone = [j for j, m in enumerate(self.models) if m in named]
         else:
             gone = coverage_left_out_units(x < 0, keep_per_group=3)[0] if x.min(initial=0) < 0 else []
         self.left_out = [{"model": self.models[j], "items_known": int((x[:, j] >= 0).sum())} for j in gone]
         if gone:
-            keep = [j for j in range(len(self.models)) if j not in set(gone)]
+            keep = [j for j in range(len(self.models)) if j not in gone]
             self.models, x = [self.models[j] for j in keep], x[:, keep]
         self.known = (x >= 0).astype(np.float64)
         self.right = (x == 1).astype(np.float64)

@@ -643,8 +643,8 @@ def _paired_correctness(frame: AuditFrame, field: str):
                                          else ((full[:, j] >= 0) & (blind[:, j] >= 0)).sum())} for j in gone_f]
                     + ([{"model": mb_names[j], "arm": "blind", "items_known": int((blind[:, j] >= 0).sum())}
                         for j in gone_b] if pool_level else []))
-        kf = [j for j in range(len(mf_names)) if j not in set(gone_f)]
-        kb = [j for j in range(len(mb_names)) if j not in set(gone_b)]
+        kf = [j for j in range(len(mf_names)) if j not in gone_f]
+        kb = [j for j in range(len(mb_names)) if j not in gone_b]
         full, blind = full[:, kf], blind[:, kb]
         mf_names, mb_names = [mf_names[j] for j in kf], [mb_names[j] for j in kb]
     known = (full >= 0).all(axis=1) & (blind >= 0).all(axis=1)

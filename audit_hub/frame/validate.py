@@ -464,6 +464,7 @@ def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exac
     def keys(lo: int, hi: int) -> np.ndarray:
         return mcodes[lo:hi].astype(np.int32) * nk + acodes[lo:hi]
 
+    total = None
     if unknown_rows.all():  # no correctness at all (predictions only): every run is a candidate
         alive = np.ones(size, bool)
     else:
@@ -487,9 +488,10 @@ def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exac
     gone = np.flatnonzero(alive)
     if not len(gone):
         return []
-    total = np.zeros(size, np.int64)  # the rows of the runs left out (all candidates were: count them)
-    for lo in range(0, n, step):
-        total += np.bincount(keys(lo, lo + step), minlength=size)
+    if total is None:  # the rows of the runs left out (counted above unless every run was a candidate)
+        total = np.zeros(size, np.int64)
+        for lo in range(0, n, step):
+            total += np.bincount(keys(lo, lo + step), minlength=size)
     return [(int(g // nk), int(g % nk), int(total[g])) for g in gone if total[g] > 0]
 
 
@@ -502,11 +504,6 @@ def empty_runs_note(records: list[dict] | None) -> str | None:
     more = f"; and {len(records) - 10:,} more" if len(records) > 10 else ""
     return (f"{len(records):,} run(s) left out, with no prediction (or only a harness's no-output message), answer or "
             f"correctness on any row (a failed or mis-merged run?): {shown}{more}")
-
-
-def _n_runs(mcodes: np.ndarray, acodes: np.ndarray) -> int:
-    """How many (model, arm) runs the rows hold (the rare path of :func:`empty_runs` only)."""
-    return int(np.count_nonzero(np.bincount(mcodes.astype(np.int64) * len(ARMS) + acodes)))
 
 
 def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exact: bool, drop_empty: bool = True):
@@ -556,9 +553,10 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
     hit = _hit_to_int8(runs["hit"] if "hit" in runs.columns else None, n, where, "hit")
     hit_exact = _hit_to_int8(runs["hit_exact"], n, where, "hit_exact") if "hit_exact" in runs.columns else None
     gone = empty_runs(mcodes, acodes, hit, hit_exact, prediction, answer) if drop_empty else []
-    if gone and len(gone) < _n_runs(mcodes, acodes):
+    drop = (np.isin(mcodes.astype(np.int64) * len(ARMS) + acodes, [m * len(ARMS) + a for m, a, _ in gone])
+            if gone else None)
+    if drop is not None and not drop.all():  # every run empty: nothing is left out
         # left out, and the rest validated again (rare): the error rows keep naming the rows of the file
-        drop = np.isin(mcodes.astype(np.int64) * len(ARMS) + acodes, [m * len(ARMS) + a for m, a, _ in gone])
         keep = np.flatnonzero(~drop)
         sub = runs.iloc[keep]
         if src_rows is None:
