@@ -55,7 +55,7 @@ def test_a_run_with_nothing_in_it_is_left_out_and_recorded(dead):
 
 
 @pytest.mark.parametrize("kept", [
-    (None, None, False),            # the harness scored it: wrong everywhere, kept as the harness says
+    ("A", None, False),             # the harness scored it wrong everywhere, but it answered: kept as scored
     ("A", None, None),              # a prediction with no correctness: exact matching reads it
     (None, "B", None),              # an answer column only
 ])
@@ -63,6 +63,29 @@ def test_a_run_with_anything_in_it_is_kept(kept):
     f = AuditFrame.from_tables(_questions(), _runs(m3=kept))
     assert f.models_in("full") == ["m1", "m2", "m3"]
     assert "empty_runs" not in f.meta and "input_defects" not in f.meta
+
+
+@pytest.mark.parametrize("dead", [(None, None, False), ("Failed to obtain answer via API.", None, False),
+                                  ("", None, 0)])
+def test_a_run_scored_wrong_everywhere_with_no_output_is_left_out(dead):
+    """VLMEvalKit judges a run whose every API call failed (FAIL_MSG everywhere, hit 0 everywhere): no output, so not
+    a model that answered wrongly; the other runs of the table show text, so it is told apart and left out."""
+    f = AuditFrame.from_tables(_questions(), _runs(m3=dead))
+    assert f.models_in("full") == ["m1", "m2"]
+    assert f.meta["empty_runs"] == [{"model": "m3", "arm": "full", "rows": 3, "scored_wrong": True}]
+    assert "(full arm, 3 rows, scored wrong on every row)" in empty_runs_note(f.meta["empty_runs"])
+
+
+def test_a_correctness_only_table_keeps_a_model_wrong_everywhere():
+    """No prediction or answer in the table at all: a model wrong on every item cannot be told from one that
+    answered wrongly, and is kept; so is one right on a single item in a table with texts."""
+    r = _runs(m3=(None, None, False)).drop(columns=["prediction", "answer"])
+    f = AuditFrame.from_tables(_questions(), r)
+    assert f.models_in("full") == ["m1", "m2", "m3"] and "empty_runs" not in f.meta
+    assert f.correctness("full")[:, 2].tolist() == [0, 0, 0]
+    r = _runs(m3=(None, None, False))
+    r.loc[(r.model == "m3") & (r.arm == "full") & (r.question_id == "q2"), "hit"] = True
+    assert AuditFrame.from_tables(_questions(), r).models_in("full") == ["m1", "m2", "m3"]
 
 
 def test_one_row_with_text_keeps_the_run():
@@ -93,18 +116,29 @@ def test_empty_runs_reads_the_texts_only_of_runs_without_correctness():
     a = np.zeros(12, np.int8)
     hit = np.array([1, 0, 1, 1] + [-1] * 8, np.int8)
     texts = pd.array(["A"] * 4 + ["B", None, None, None] + [None, " ", "", None], dtype="string[pyarrow]")
-    assert empty_runs(m, a, hit, None, texts, pd.array([None] * 12, dtype="string[pyarrow]")) == [(2, 0, 4)]
+    assert empty_runs(m, a, hit, None, texts, pd.array([None] * 12, dtype="string[pyarrow]")) == [(2, 0, 4, False)]
     # a correctness column that is complete: nothing to look at
     assert empty_runs(m, a, np.ones(12, np.int8), None, texts, texts) == []
-    # hit_exact from the file counts as correctness
-    assert empty_runs(m, a, hit, np.zeros(12, np.int8), texts, texts) == []
+    # hit_exact from the file counts as correctness: right once keeps the run, wrong everywhere does not
+    assert empty_runs(m, a, hit, np.array([0] * 9 + [1, 0, 0], np.int8), texts, texts) == []
+    assert empty_runs(m, a, hit, np.zeros(12, np.int8), texts, texts) == [(2, 0, 4, True)]
     # whitespace of any length is blank; one visible character anywhere in the run is text
     blank = pd.array(["A"] * 4 + ["B"] * 4 + [" \t\n" * 40, "\u3000", None, ""], dtype="string[pyarrow]")
-    assert empty_runs(m, a, hit, None, blank, blank) == [(2, 0, 4)]
+    assert empty_runs(m, a, hit, None, blank, blank) == [(2, 0, 4, False)]
     late = pd.array(["A"] * 4 + ["B"] * 4 + [None, None, None, " x "], dtype="string[pyarrow]")
     assert empty_runs(m, a, hit, None, late, blank) == []
     # no correctness at all (predictions only): every run is a candidate, the one without text leaves
-    assert empty_runs(m, a, np.full(12, -1, np.int8), None, blank, blank) == [(2, 0, 4)]
+    assert empty_runs(m, a, np.full(12, -1, np.int8), None, blank, blank) == [(2, 0, 4, False)]
+    # scored wrong (0, not unknown) with no text, beside runs with text: left out, marked scored
+    wrong = np.array([1, 0, 1, 1, 0, 0, 1, 0, 0, -1, 0, 0], np.int8)
+    assert empty_runs(m, a, wrong, None, blank, blank) == [(2, 0, 4, True)]
+    # right on one row (in hit_exact only): kept
+    exact = np.full(12, -1, np.int8)
+    exact[10] = 1
+    assert empty_runs(m, a, wrong, exact, blank, blank) == []
+    # no text anywhere in the table: a run wrong everywhere is kept
+    none = pd.array([None] * 12, dtype="string[pyarrow]")
+    assert empty_runs(m, a, wrong, None, none, none) == []
 
 
 def test_empty_runs_finds_an_empty_run_past_the_probe_rows_and_across_chunks(monkeypatch):
@@ -123,7 +157,35 @@ def test_empty_runs_finds_an_empty_run_past_the_probe_rows_and_across_chunks(mon
     txt[39] = "C"  # run 3's last row, never on a probed row (stride 4 probes rows 0, 4, ...: run 0)
     col = pd.array(list(txt), dtype="string[pyarrow]")
     none = pd.array([None] * n, dtype="string[pyarrow]")
-    assert v.empty_runs(m, a, np.full(n, -1, np.int8), None, col, none) == [(2, 0, 10)]
+    assert v.empty_runs(m, a, np.full(n, -1, np.int8), None, col, none) == [(2, 0, 10, False)]
+    # the same with correctness: run 3 right only on its last row, run 2 wrong everywhere
+    hit = np.zeros(n, np.int8)
+    hit[m == 0] = 1
+    hit[39] = 1
+    assert v.empty_runs(m, a, hit, None, col, none) == [(2, 0, 10, True)]
+
+
+def test_the_probe_rows_cannot_fall_on_one_run_only():
+    """A table sorted by question with as many runs per question as the stride: a fixed stride would probe one
+    run only; the probe rows are drawn at random in each stretch, so every run with right answers drops out at
+    the probes and no full pass is needed."""
+    import audit_hub.frame.validate as v
+
+    n_runs, nq = v._PROBE_STRIDE, 2000
+    m = np.tile(np.arange(n_runs, dtype=np.int16), nq)
+    a = np.zeros(len(m), np.int8)
+    hit = (np.random.default_rng(1).random(len(m)) < 0.5).astype(np.int8)
+    seen = set(m[np.arange(0, len(m), v._PROBE_STRIDE)].tolist())
+    assert seen == {0}  # what a fixed stride reads
+    calls = []
+    real = v._has_text
+    v._has_text = lambda *x: calls.append(1) or real(*x)
+    try:
+        none = pd.array([None] * len(m), dtype="string[pyarrow]")
+        assert v.empty_runs(m, a, hit, None, none, none) == []
+    finally:
+        v._has_text = real
+    assert not calls
 
 
 def test_the_note_names_the_runs_and_stops_at_ten():

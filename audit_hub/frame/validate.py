@@ -415,7 +415,7 @@ def _strictly_increasing(keys, n: int, step: int) -> bool:
     return True
 
 
-#: every this-many-th row of a chunk is probed first for text (a run that answered shows text there)
+#: about one row in this many is probed first for a right answer, then for text (a run that answered shows them there)
 _PROBE_STRIDE = 64
 #: run rows per chunk of :func:`empty_runs` (no n-long temporary)
 _CHUNK_ROWS = 1 << 22
@@ -439,48 +439,76 @@ def _has_text(col, rows: np.ndarray) -> np.ndarray:
 
 
 def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exact: np.ndarray | None,
-               prediction, answer) -> list[tuple[int, int, int]]:
-    """The (model code, arm code, rows) of the runs that carry nothing: on every row of that model and arm no
-    correctness value (``hit``, and ``hit_exact`` when the file has it: int8, -1 unknown) and no prediction or
-    answer text (null, blank, or a harness's no-output message such as VLMEvalKit's ``FAIL_MSG``). A failed or
-    mis-merged run, not a model that answered: kept, its rows would count as unknown in one correctness field (or as
-    wrong answers where the texts are blank) and take the whole pool's comparison with them.
+               prediction, answer) -> list[tuple[int, int, int, bool]]:
+    """The (model code, arm code, rows, scored) of the runs that carry nothing: on every row of that model and arm
+    no prediction or answer text (null, blank, or a harness's no-output message such as VLMEvalKit's ``FAIL_MSG``)
+    and no correctness value (``hit``, and ``hit_exact`` when the file has it: int8, -1 unknown) other than wrong.
+    A failed or mis-merged run, not a model that answered: kept, its rows would count as unknown in one correctness
+    field, or as a model wrong on every item, and take the whole pool's comparison with them.
 
-    Cost: one int8 scan when the correctness column is complete. Otherwise, in chunks (no n-long temporary): the
-    runs whose rows all lack correctness (a pass of bincounts, skipped when no row has any), then their texts,
-    first on every :data:`_PROBE_STRIDE`-th row (a run that answered shows text there and drops out), then on
-    every row only of the runs still without text."""
-    if hit.min(initial=0) >= 0 or (hit_exact is not None and hit_exact.min(initial=0) >= 0):
-        return []  # a complete correctness column: no run is empty (a scan, no temporary)
-    unknown_rows = hit < 0
-    if hit_exact is not None:
-        unknown_rows &= hit_exact < 0
-    if not unknown_rows.any():
+    ``scored`` is True for a run that the harness scored wrong on some row (VLMEvalKit judges a run whose every API
+    call failed: ``FAIL_MSG`` everywhere, ``hit`` 0 everywhere). Such a run is left out only where another run of
+    the table shows text on a probed row: a table of correctness alone (no prediction or answer anywhere) keeps a
+    model wrong everywhere, as there is nothing to tell it from a model that answered wrongly.
+
+    Cost, in chunks (no n-long temporary): one row in each stretch of :data:`_PROBE_STRIDE`, drawn at random (a fixed stride
+    can fall on one run only, in a table sorted by question), is probed first for a right answer: every model that
+    answered shows one there on a benchmark of any size and drops out. Only where a run is left (a model at chance
+    on a small benchmark, a run missing from one arm) are the rows read again in full (a pass of bincounts), then
+    the texts of the runs still without a right answer, again probed first and then on every row only of the runs
+    still without text."""
+    n = len(mcodes)
+    if n == 0:
         return []
     nk = len(ARMS)
     size = (int(mcodes.max()) + 1) * nk
-    n, step = len(mcodes), _CHUNK_ROWS
+    step = _CHUNK_ROWS
 
     def keys(lo: int, hi: int) -> np.ndarray:
         return mcodes[lo:hi].astype(np.int32) * nk + acodes[lo:hi]
 
-    total = None
-    if unknown_rows.all():  # no correctness at all (predictions only): every run is a candidate
-        alive = np.ones(size, bool)
-    else:
+    def right(lo: int, hi: int) -> np.ndarray:
+        r = hit[lo:hi] > 0
+        return r | (hit_exact[lo:hi] > 0) if hit_exact is not None else r
+
+    def known(lo: int, hi: int) -> np.ndarray:
+        r = hit[lo:hi] >= 0
+        return r | (hit_exact[lo:hi] >= 0) if hit_exact is not None else r
+
+    probe = np.arange(0, n, _PROBE_STRIDE)  # one row at random in each stretch of the stride: sorted, no two alike
+    probe = np.minimum(probe + np.random.default_rng(0).integers(0, _PROBE_STRIDE, len(probe)), n - 1)
+    kp = mcodes[probe].astype(np.int32) * nk + acodes[probe]
+    alive = np.zeros(size, bool)
+    lo_arm, hi_arm = int(acodes.min()), int(acodes.max())
+    alive.reshape(-1, nk)[:, lo_arm:hi_arm + 1] = True  # every model has rows in an arm when only one is present
+    total, scored = None, np.zeros(size, bool)
+    if hit.max(initial=-1) >= 0 or (hit_exact is not None and hit_exact.max(initial=-1) >= 0):
+        pr = hit[probe] > 0
+        if hit_exact is not None:
+            pr |= hit_exact[probe] > 0
+        alive[np.unique(kp[pr])] = False
+        if not alive.any():
+            return []
         total = np.zeros(size, np.int64)
-        unknown = np.zeros(size, np.int64)
-        for lo in range(0, n, step):
+        for lo in range(0, n, step):  # the runs still without a right answer, on every row
             k = keys(lo, lo + step)
             total += np.bincount(k, minlength=size)
-            unknown += np.bincount(k[unknown_rows[lo:lo + step]], minlength=size)
-        alive = (unknown == total) & (total > 0)
+            m = alive[k]
+            if m.any():
+                alive[np.unique(k[m & right(lo, lo + step)])] = False
+                scored[np.unique(k[m & known(lo, lo + step)])] = True
+        alive &= total > 0
+    if (alive & scored).any():  # wrong everywhere: left out only where the table shows text on another run
+        look = probe if n > _CHUNK_ROWS // _PROBE_STRIDE else np.arange(n)  # a small table: every row
+        others = look[~alive[mcodes[look].astype(np.int32) * nk + acodes[look]]]
+        if not len(others) or not (_has_text(prediction, others) | _has_text(answer, others)).any():
+            alive &= ~scored
     for lo in range(0, n, step):
         if not alive.any():
             return []
         hi = min(lo + step, n)
         k = keys(lo, hi)
-        for rows in (np.arange(0, hi - lo, _PROBE_STRIDE), None):
+        for rows in (probe[(probe >= lo) & (probe < hi)] - lo, None):
             rows = np.flatnonzero(alive[k]) if rows is None else rows[alive[k[rows]]]
             if len(rows):
                 has = _has_text(prediction, lo + rows) | _has_text(answer, lo + rows)
@@ -488,11 +516,11 @@ def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exac
     gone = np.flatnonzero(alive)
     if not len(gone):
         return []
-    if total is None:  # the rows of the runs left out (counted above unless every run was a candidate)
+    if total is None:  # the rows of the runs left out (no correctness anywhere: not counted above)
         total = np.zeros(size, np.int64)
         for lo in range(0, n, step):
             total += np.bincount(keys(lo, lo + step), minlength=size)
-    return [(int(g // nk), int(g % nk), int(total[g])) for g in gone if total[g] > 0]
+    return [(int(g // nk), int(g % nk), int(total[g]), bool(scored[g])) for g in gone if total[g] > 0]
 
 
 def empty_runs_note(records: list[dict] | None) -> str | None:
@@ -500,10 +528,11 @@ def empty_runs_note(records: list[dict] | None) -> str | None:
     when no run was left out by :func:`empty_runs`."""
     if not records:
         return None
-    shown = "; ".join(f"{r['model']} ({r['arm']} arm, {int(r['rows']):,} rows)" for r in records[:10])
+    shown = "; ".join(f"{r['model']} ({r['arm']} arm, {int(r['rows']):,} rows"
+                      + (", scored wrong on every row" if r.get("scored_wrong") else "") + ")" for r in records[:10])
     more = f"; and {len(records) - 10:,} more" if len(records) > 10 else ""
-    return (f"{len(records):,} run(s) left out, with no prediction (or only a harness's no-output message), answer or "
-            f"correctness on any row (a failed or mis-merged run?): {shown}{more}")
+    return (f"{len(records):,} run(s) left out, with no prediction (or only a harness's no-output message) or answer "
+            f"on any row, and no correctness other than wrong (a failed or mis-merged run?): {shown}{more}")
 
 
 def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exact: bool, drop_empty: bool = True):
@@ -553,7 +582,7 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
     hit = _hit_to_int8(runs["hit"] if "hit" in runs.columns else None, n, where, "hit")
     hit_exact = _hit_to_int8(runs["hit_exact"], n, where, "hit_exact") if "hit_exact" in runs.columns else None
     gone = empty_runs(mcodes, acodes, hit, hit_exact, prediction, answer) if drop_empty else []
-    drop = (np.isin(mcodes.astype(np.int64) * len(ARMS) + acodes, [m * len(ARMS) + a for m, a, _ in gone])
+    drop = (np.isin(mcodes.astype(np.int64) * len(ARMS) + acodes, [m * len(ARMS) + a for m, a, _, _ in gone])
             if gone else None)
     if drop is not None and not drop.all():  # every run empty: nothing is left out
         # left out, and the rest validated again (rare): the error rows keep naming the rows of the file
@@ -562,7 +591,8 @@ def validate_runs(runs: pd.DataFrame, q: pd.DataFrame, file: str, *, compute_exa
         if src_rows is None:
             sub = sub.assign(source_row=keep + 1)
         out, kept = validate_runs(sub, q, file, compute_exact=compute_exact)
-        out.attrs["_empty_runs"] = [{"model": str(models[m]), "arm": ARMS[a], "rows": r} for m, a, r in gone]
+        out.attrs["_empty_runs"] = [{"model": str(models[m]), "arm": ARMS[a], "rows": r} | ({"scored_wrong": True} if sc else {})
+                                    for m, a, r, sc in gone]
         return out, kept
     out = pd.DataFrame({
         "q": qcodes.astype(np.int32, copy=False), "m": mcodes, "arm": acodes.astype(np.int8, copy=False),
