@@ -38,7 +38,7 @@ import re
 
 import numpy as np
 
-from ..fmt import fmt_p
+from ..fmt import fmt_num
 from .core import norm_cdf
 
 TOP_MODELS = 3
@@ -81,7 +81,7 @@ def identifiability(A: np.ndarray, gold: np.ndarray, k: np.ndarray, cat: np.ndar
         n = len(idx)
         row = {"n_items": int((cat == c).sum()), "identifiable": False}
         if n < MIN_ITEMS or M < 1:
-            row["reason"] = f"too few items to tell ({n} < {MIN_ITEMS})"
+            row["reason"] = f"too few multiple-choice or yes/no items to tell ({n} < {MIN_ITEMS})"
             out[labels[c]] = row
             continue
         Ac, g = A[idx], gold[idx]
@@ -115,14 +115,23 @@ def identifiability(A: np.ndarray, gold: np.ndarray, k: np.ndarray, cat: np.ndar
         row.update({"identifiable": bool(ok), "p_value": p, "z": float(z), "best_models": best_names,
                     "best_accuracy_out_of_sample": acc1, "position_baseline": base1, "kappa_out_of_sample": kap1})
         if not ok:
-            if p > ALPHA / n_cat:
-                row["reason"] = (f"the best models do not beat their position-bias baseline out of sample (best "
-                                 f"{100 * acc1:.0f}% vs baseline {100 * base1:.0f}%, p = {fmt_p(p)})")
-            else:
-                row["reason"] = (f"the best models barely beat their position-bias baseline out of sample (best "
-                                 f"{100 * acc1:.0f}% vs baseline {100 * base1:.0f}%, kappa {kap1:.2f} < {KAPPA_MIN})")
+            row["reason"] = _not_identifiable_reason(p, n_cat, acc1, base1, kap1)
         out[labels[c]] = row
     return out
+
+
+def _not_identifiable_reason(p: float, n_cat: int, acc: float, base: float, kappa: float) -> str:
+    """Why a category fails :func:`identifiability`, naming each bar it misses with its figure (a p-value just
+    above the Bonferroni bar is printed to two significant digits beside it, so it never reads as significant)."""
+    bar = ALPHA / n_cat
+    figures = f"best {100 * acc:.0f}% vs baseline {100 * base:.0f}%"
+    weak = f"kappa over the baseline {kappa:.2f} < {KAPPA_MIN}"
+    if p > bar:
+        over = (f"p = {fmt_num(p, 2)} > {fmt_num(bar, 2)}, the {ALPHA} bar over {n_cat} categories" if n_cat > 1
+                else f"p = {fmt_num(p, 2)} > {ALPHA}")
+        return (f"the best models do not beat their position-bias baseline significantly out of sample ({figures}, "
+                f"{over}" + (f"; {weak}" if kappa < KAPPA_MIN and acc > base else "") + ")")
+    return f"the best models barely beat their position-bias baseline out of sample ({figures}, {weak})"
 
 
 def families(A: np.ndarray, threshold: float = FAMILY_AGREEMENT) -> list[list[int]]:
