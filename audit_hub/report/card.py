@@ -235,8 +235,9 @@ def null_capped_lines(fvn: dict) -> list[str]:
         if sc.get("capped_at") and not c.get("capped_at"):
             cats = sc["categories"]
             shown = ", ".join(md_inline(x, 60) for x in cats[:6]) + (f" and {len(cats) - 6} more" if len(cats) > 6 else "")
-            out.append(f"`{name}` flags {sc['n_flagged']:,} of the {sc['n_items']:,} questions in the categories this "
-                       f"pool answers at chance ({shown}), about as many as the calibration's simulations flag when "
+            out.append(f"`{name}` flags {sc['n_flagged']:,} questions ({pct(sc['flag_rate'])} of their "
+                       f"{sc['n_items']:,} items) in the {len(cats):,} categories this pool answers at chance "
+                       f"({shown}), about as many as the calibration's simulations flag when "
                        f"every model answers there at chance with the golds right ({pct(sc['null_flag_rate'])} "
                        f"{ci(sc.get('null_flag_rate_ci'), estimate=sc['null_flag_rate'])} of those items in "
                        f"{sc.get('n_sims')} simulations: {pct(sc['null_share_of_flags'], 0)} of its flags there would "
