@@ -449,3 +449,26 @@ def test_judge_figure_keeps_the_runs_that_disagree_most_on_a_wide_pool(monkeypat
     figures.fig_judge(fi, tmp_path / "judge.png")
     assert len(drawn["fig"].axes[-1].patches) == 6
     assert drawn["fig"].axes[-1].get_title().endswith("(labels: number of items)")
+
+
+def test_per_category_section_without_blind_runs_has_no_empty_gain_columns(tmp_path):
+    """BLINK (19 real models, no blind runs): the section had four zero-gain columns of n/a under 'Sorted by
+    zero-gain excess', and its Items column showed the unanimity rule's eligible items (Jigsaw 10 of its 150).
+    Now: Items is the category's questions, the gain columns and their sort are left out and said why."""
+    from audit_hub import api
+
+    real = Path(__file__).parent / "fixtures" / "real_pools" / "blink"
+    res = api.audit(str(real / "questions.parquet"), str(real / "runs.parquet"), out=tmp_path / "r",
+                    calibration_sims=0, figures=False)
+    card = (tmp_path / "r" / "README.md").read_text()
+    sec = card.split("## Per-category findings", 1)[1].split("\n## ", 1)[0]
+    assert "Zero-gain share" not in sec and "Sorted by zero-gain excess" not in sec
+    assert "`visual_dependency` did not run (no blind runs)" in sec
+    assert "| Category | Items | Unanimous non-gold (of eligible items) |" in sec
+    sizes = res.frame.questions["category"].value_counts()
+    assert sizes["Jigsaw"] == 150
+    assert "| Jigsaw | 150 | 0 of 10 (0.0%) |" in sec
+    # with a blind arm the gain columns stay, sorted by excess, Items the category's questions (bundled example)
+    res = api.audit(out=tmp_path / "m", calibration_sims=0, figures=False)
+    sec = (tmp_path / "m" / "README.md").read_text().split("## Per-category findings", 1)[1].split("\n## ", 1)[0]
+    assert "Sorted by zero-gain excess" in sec and "| arithmetic | 140 | 44.3% |" in sec

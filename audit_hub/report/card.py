@@ -137,38 +137,54 @@ def _role_rows(summary_df: pd.DataFrame, role: str, primary: bool = True) -> pd.
     return _table_rows(summary_df, name, detectors.get(name).headline_statistic, primary)
 
 
-def _per_category(result: Any, summary_df: pd.DataFrame) -> str:
+def _per_category(result: Any, summary_df: pd.DataFrame) -> dict:
+    """{"intro", "table"} of the per-category section (both empty without a per-category row). ``Items`` is the
+    category's questions in the benchmark (the zero-gain share's own count beside it where it compared fewer);
+    without the image-gain detector (no blind runs) its columns are left out and the rows go by the unanimous
+    non-gold share, not by an excess no row has."""
     vd = _role_rows(summary_df, "image_gain")
     vd = vd[vd["category"] != "(all)"] if len(vd) else vd
     ce = _role_rows(summary_df, "label_conflict")
     ce = ce[ce["category"] != "(all)"] if len(ce) else ce
     cats = list(dict.fromkeys(list(vd["category"]) + list(ce["category"])))
     if not cats:
-        return ""
+        return {"intro": "", "table": "", "figure_alt": ""}
     vdi = vd.drop_duplicates("category").set_index("category") if len(vd) else None
     cei = ce.drop_duplicates("category").set_index("category") if len(ce) else None
+    sizes = result.frame.questions["category"].astype(str).value_counts()
     rows = []
     for c in cats:
         v = vdi.loc[c] if vdi is not None and c in vdi.index else None
         e = cei.loc[c] if cei is not None and c in cei.index else None
-        n_items = v["n_items"] if v is not None else (e["n_items"] if e is not None else None)
-        ce_txt = "n/a"
+        size = int(sizes.get(str(c), 0))
+        items = fmt_num(size)
+        if v is not None and isnum(v["n_items"]) and int(v["n_items"]) != size:
+            items += f" ({fmt_num(v['n_items'])} compared)"
+        ce_txt, ce_share = "n/a", -1.0
         if e is not None:
             est = e["estimate"]
             if str(e["statistic"]).endswith("share") and isnum(est) and isnum(e["n_items"]):
                 # the share's own denominator: the category's items with enough parseable answers
                 ce_txt = f"{round(float(est) * float(e['n_items'])):,} of {fmt_num(e['n_items'])} ({pct(est)})"
+                ce_share = float(est)
             else:
                 ce_txt = fmt_num(est)
-        rows.append((float(v["excess"]) if v is not None and isnum(v["excess"]) else -np.inf, [
-            md_inline(c, 50), fmt_num(n_items),
-            pct(v["estimate"]) if v is not None else "n/a", pct(v["null_mean"]) if v is not None else "n/a",
-            pp(v["excess"]) if v is not None else "n/a", fmt_p(v["p_adjusted"]) if v is not None else "n/a",
-            ce_txt]))
+        gain = [pct(v["estimate"]) if v is not None else "n/a", pct(v["null_mean"]) if v is not None else "n/a",
+                pp(v["excess"]) if v is not None else "n/a", fmt_p(v["p_adjusted"]) if v is not None else "n/a"]
+        key = (float(v["excess"]) if v is not None and isnum(v["excess"]) else -np.inf) if vdi is not None \
+            else ce_share
+        rows.append((key, [md_inline(c, 50), items] + (gain if vdi is not None else []) + [ce_txt]))
     rows.sort(key=lambda t: -t[0])
-    return md_table(["Category", "Items", "Zero-gain share", "Null mean", "Excess", "p (BH)",
-                     "Unanimous non-gold (of eligible items)"],
-                    [r for _, r in rows])
+    cols = ["Category", "Items"] + (["Zero-gain share", "Null mean", "Excess", "p (BH)"] if vdi is not None else []) \
+        + ["Unanimous non-gold (of eligible items)"]
+    if vdi is not None:
+        intro = "Sorted by zero-gain excess (p-values Benjamini-Hochberg adjusted across categories)."
+    else:
+        intro = ("Sorted by the share of unanimous non-gold answers; no zero-gain columns: `visual_dependency` did not "
+                 "run (no blind runs).")
+    alt = ("Per-category zero-gain excess and consensus errors" if vdi is not None and cei is not None
+           else "Per-category zero-gain excess" if vdi is not None else "Per-category unanimous non-gold answers")
+    return {"intro": intro, "table": md_table(cols, [r for _, r in rows]), "figure_alt": alt}
 
 
 def _judge(result: Any, summary_df: pd.DataFrame) -> dict:

@@ -230,7 +230,8 @@ def fig_categories(fi: FigureInputs, path: Path) -> None:
             ax.barh(yy, ex, color=np.where(sig, ORANGE, GREY))
             ax.axvline(0, color="black", lw=0.8)
             ax.set_xlabel("zero-gain excess over the null (pp)")
-            ax.set_title(f"(a) Zero-gain excess by category\norange: BH-adjusted p < {alpha:.2g}")
+            ax.set_title(("(a) " if len(panels) > 1 else "") + "Zero-gain excess by category\n"
+                         f"orange: BH-adjusted p < {alpha:.2g}")
             for yi, v in zip(yy, ex):
                 if np.isfinite(v):
                     ax.text(v, yi, f" {v:+.1f}" if v >= 0 else f"{v:+.1f} ", va="center",
@@ -244,7 +245,8 @@ def fig_categories(fi: FigureInputs, path: Path) -> None:
             counts = np.round(est * n_it) if is_share else est
             ax.barh(yy, counts, color=BLUE)
             ax.set_xlabel("questions")
-            ax.set_title("(b) Unanimous non-gold answers by category\n(questions; share of the category's eligible items)")
+            ax.set_title(("(b) " if len(panels) > 1 else "") + "Unanimous non-gold answers by category\n"
+                         "(questions; share of the category's eligible items)")
             for yi, c, e in zip(yy, counts, est):
                 if np.isfinite(c):
                     lab = f" {c:.0f}" + (f" ({100 * e:.1f}%)" if is_share else "")

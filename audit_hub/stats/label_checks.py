@@ -38,7 +38,7 @@ import re
 
 import numpy as np
 
-from ..fmt import fmt_num
+from ..fmt import fmt_p
 from .core import norm_cdf
 
 TOP_MODELS = 3
@@ -121,14 +121,15 @@ def identifiability(A: np.ndarray, gold: np.ndarray, k: np.ndarray, cat: np.ndar
 
 
 def _not_identifiable_reason(p: float, n_cat: int, acc: float, base: float, kappa: float) -> str:
-    """Why a category fails :func:`identifiability`, naming each bar it misses with its figure (a p-value just
-    above the Bonferroni bar is printed to two significant digits beside it, so it never reads as significant)."""
+    """Why a category fails :func:`identifiability`, naming each bar it misses with its figure. The p-value is
+    given Bonferroni-adjusted (times the categories), the figure the rule compares with ``ALPHA``: a raw p of
+    0.0032 printed as 0.003 beside 'do not beat' read as significant."""
     bar = ALPHA / n_cat
     figures = f"best {100 * acc:.0f}% vs baseline {100 * base:.0f}%"
     weak = f"kappa over the baseline {kappa:.2f} < {KAPPA_MIN}"
     if p > bar:
-        over = (f"p = {fmt_num(p, 2)} > {fmt_num(bar, 2)}, the {ALPHA} bar over {n_cat} categories" if n_cat > 1
-                else f"p = {fmt_num(p, 2)} > {ALPHA}")
+        over = (f"Bonferroni-adjusted p = {fmt_p(min(1.0, p * n_cat))} over {n_cat} categories, above {ALPHA}"
+                if n_cat > 1 else f"p = {fmt_p(p)}, above {ALPHA}")
         return (f"the best models do not beat their position-bias baseline significantly out of sample ({figures}, "
                 f"{over}" + (f"; {weak}" if kappa < KAPPA_MIN and acc > base else "") + ")")
     return f"the best models barely beat their position-bias baseline out of sample ({figures}, {weak})"
