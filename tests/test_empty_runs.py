@@ -254,3 +254,37 @@ def test_a_vlmevalkit_run_whose_every_call_failed_is_left_out(tmp_path):
     flaky_row = next(r for r in s["per_model"]["rows"] if r["model"] == "Flaky" and r["arm"] == "full")
     mid_row = next(r for r in s["per_model"]["rows"] if r["model"] == "ScriptedMid" and r["arm"] == "full")
     assert flaky_row["unparseable_share"] >= 3 / 12 and flaky_row["unparseable_share"] > mid_row["unparseable_share"]
+
+
+def test_vlmevalkits_own_judged_failed_api_run_is_left_out(tmp_path):
+    """A work_dir written by VLMEvalKit's own run.py (tests/fixtures/vlmevalkit/real/failed_api, PROVENANCE.md) with
+    an API model whose every call failed: VLMEvalKit wrote FAIL_MSG as every prediction, then judged the run anyway
+    (MMStar: ``hit`` 0 on every row; POPE: ``extracted`` Unknown, ``score`` False) and reported 0% for it. Kept, it was
+    a 0%-accuracy model, unparseable everywhere, in every agreement count. Both runs are left out, marked scored, and
+    each benchmark's report equals the one of the work_dir without that model."""
+    import shutil
+
+    src = ROOT / "tests" / "fixtures" / "vlmevalkit" / "real" / "failed_api"
+    without = tmp_path / "work_dir_without"
+    shutil.copytree(src, without, symlinks=True)
+    shutil.rmtree(without / "ScriptedFailedAPI")
+    out = {}
+    for name, wd in (("with", src), ("without", without)):
+        res = run_cli("audit", "--runs", wd, "--out", tmp_path / name, "--calibration-sims", "0", "--no-figures")
+        assert res.returncode == 0, res.stderr
+        out[name] = res.stderr
+    err = " ".join(out["with"].split())
+    for bench, rows in (("MMStar", 12), ("POPE", 40)):
+        assert f"ScriptedFailedAPI (full arm, {rows} rows, scored wrong on every row)" in err
+        s = json.loads((tmp_path / "with" / bench / "summary.json").read_text())
+        w = json.loads((tmp_path / "without" / bench / "summary.json").read_text())
+        assert s["empty_runs"] == [{"model": "ScriptedFailedAPI", "arm": "full", "rows": rows, "scored_wrong": True}]
+        assert s["models"] == w["models"] == {"full": ["ScriptedGood", "ScriptedMid", "ScriptedWeak"], "blind": []}
+        assert s["per_model"] == w["per_model"]
+        for det in ("consensus_error", "fleiss_kappa_agreement", "correctness_agreement"):
+            for key in ("n_flagged", "n_unanimous_non_gold", "kappa", "n_items"):
+                if key in w.get(det, {}):
+                    assert s[det][key] == w[det][key], (bench, det, key)
+        card = (tmp_path / "with" / bench / "README.md").read_text()
+        assert "scored wrong on every row" in card
+    assert "input defect: empty\\_runs: 1" in (tmp_path / "with" / "README.md").read_text()

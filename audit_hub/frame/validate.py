@@ -421,20 +421,26 @@ _PROBE_STRIDE = 64
 _CHUNK_ROWS = 1 << 22
 
 
-def _has_text(col, rows: np.ndarray) -> np.ndarray:
+def _has_text(col, rows: np.ndarray, *, answer: bool = False) -> np.ndarray:
     """(len(rows),) bool: the Arrow string cell of each run row in ``rows`` holds something other than whitespace
-    or a harness's no-output message (:data:`~audit_hub.answers.fill.FAILED_CALL_TEXTS`); no copy of the column: a
+    or a harness's no-output message (:data:`~audit_hub.answers.fill.FAILED_CALL_TEXTS`); in the ``answer`` column
+    also other than a harness's could-not-read marker (:data:`~audit_hub.answers.fill.UNREADABLE_MARKERS`:
+    VLMEvalKit's yes/no ``Unknown``, which it writes for a ``FAIL_MSG`` prediction too). No copy of the column: a
     gather of those cells, their byte lengths, one whitespace test and one lookup."""
     import pyarrow.compute as pc
 
-    from ..answers.fill import FAILED_CALL_TEXTS
+    from ..answers.fill import FAILED_CALL_TEXTS, UNREADABLE_MARKERS
 
     arr = col._pa_array if hasattr(col, "_pa_array") else pa.chunked_array([pa.array(col)])  # noqa: SLF001
     cells = arr.take(pa.array(rows))
     length = pc.fill_null(pc.binary_length(cells), 0).to_numpy(zero_copy_only=False)
     blank = pc.fill_null(pc.utf8_is_space(cells), True).to_numpy(zero_copy_only=False)
-    failed = pc.fill_null(pc.is_in(pc.utf8_trim_whitespace(cells), pa.array(FAILED_CALL_TEXTS)),
-                          False).to_numpy(zero_copy_only=False)
+    trimmed = pc.utf8_trim_whitespace(cells)
+    none = list(FAILED_CALL_TEXTS)
+    if answer:
+        trimmed = pc.utf8_lower(trimmed)
+        none = [t.lower() for t in none] + list(UNREADABLE_MARKERS)
+    failed = pc.fill_null(pc.is_in(trimmed, pa.array(none)), False).to_numpy(zero_copy_only=False)
     return (length > 0) & ~blank & ~failed
 
 
@@ -501,7 +507,7 @@ def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exac
     if (alive & scored).any():  # wrong everywhere: left out only where the table shows text on another run
         look = probe if n > _CHUNK_ROWS // _PROBE_STRIDE else np.arange(n)  # a small table: every row
         others = look[~alive[mcodes[look].astype(np.int32) * nk + acodes[look]]]
-        if not len(others) or not (_has_text(prediction, others) | _has_text(answer, others)).any():
+        if not len(others) or not (_has_text(prediction, others) | _has_text(answer, others, answer=True)).any():
             alive &= ~scored
     for lo in range(0, n, step):
         if not alive.any():
@@ -511,7 +517,7 @@ def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exac
         for rows in (probe[(probe >= lo) & (probe < hi)] - lo, None):
             rows = np.flatnonzero(alive[k]) if rows is None else rows[alive[k[rows]]]
             if len(rows):
-                has = _has_text(prediction, lo + rows) | _has_text(answer, lo + rows)
+                has = _has_text(prediction, lo + rows) | _has_text(answer, lo + rows, answer=True)
                 alive[np.unique(k[rows[has]])] = False
     gone = np.flatnonzero(alive)
     if not len(gone):
