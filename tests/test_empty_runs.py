@@ -288,3 +288,48 @@ def test_vlmevalkits_own_judged_failed_api_run_is_left_out(tmp_path):
         card = (tmp_path / "with" / bench / "README.md").read_text()
         assert "scored wrong on every row" in card
     assert "input defect: empty\\_runs: 1" in (tmp_path / "with" / "README.md").read_text()
+
+
+def test_unreadable_runs_are_named_not_left_out():
+    """A run whose answers the parser mostly cannot read while the rest of its arm reads well: named (a format the
+    parser does not read, or a failed run that wrote an error message on every row), not left out."""
+    from audit_hub.engine.per_model import UNREADABLE_SHARE, unreadable_note, unreadable_runs
+
+    rows = [{"model": f"m{i}", "arm": "full", "unparseable_share": s} for i, s in enumerate([0.02, 0.1, 0.05, 0.6])]
+    rows += [{"model": "b0", "arm": "blind", "unparseable_share": 0.9}, {"model": "b1", "arm": "blind",
+                                                                        "unparseable_share": 0.3}]
+    got = unreadable_runs(rows)
+    assert got == [{"model": "m3", "arm": "full", "unparseable_share": 0.6, "others_median": 0.05, "n_others": 3}]
+    # one other run in the arm (b1) is too few to call b0 an outlier; a pool that reads badly everywhere is no outlier
+    assert unreadable_runs([dict(r, unparseable_share=0.3) if r["model"] != "m3" else r for r in rows[:4]]) == []
+    assert unreadable_runs([dict(r, unparseable_share=UNREADABLE_SHARE - 1e-9) if r["model"] == "m3" else r
+                            for r in rows]) == []
+    note = unreadable_note(got)
+    assert "m3 (full arm): 60% of its answers unreadable, the other full-arm runs' median 5%" in note
+    assert unreadable_note([]) is None
+
+
+def test_a_run_of_error_messages_is_named_on_the_console_and_card(tmp_path):
+    """The bundled example with SPHINX-v2's predictions replaced by an API error text on every row (the judged hit
+    kept): the parser reads '429' as the answer to the numeric items and nothing on the others, so half its answers
+    are unreadable against a median of 8%: named; the bundled example itself names no run."""
+    p = example_paths()
+    r = pd.read_parquet(p["runs"])
+    m = (r.model == "SPHINX-v2") & (r.arm == "full")
+    r.loc[m, "prediction"] = "Error code: 429 - rate limit exceeded"
+    r.loc[m, "answer"] = None
+    r.to_parquet(tmp_path / "runs.parquet")
+    res = run_cli("audit", "-q", p["questions"], "-r", tmp_path / "runs.parquet", "--out", tmp_path / "o",
+                  "--calibration-sims", "0", "--no-figures")
+    assert res.returncode == 0, res.stderr
+    err = " ".join(res.stderr.split())
+    assert "1 run(s) whose answers the parser mostly could not read" in err
+    assert "SPHINX-v2 (full arm): 50% of its answers unreadable, the other full-arm runs' median 8%" in err
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    (u,) = s["per_model"]["unreadable"]
+    assert u["model"] == "SPHINX-v2" and u["unparseable_share"] > 0.5 and u["n_others"] == 10
+    assert "**Unreadable runs.** 1 run(s)" in (tmp_path / "o" / "README.md").read_text()
+    assert "SPHINX-v2" in s["models"]["full"]  # kept: its judged correctness still holds
+    res = run_cli("audit", "--out", tmp_path / "ex", "--calibration-sims", "0", "--no-figures")
+    assert res.returncode == 0 and "mostly could not read" not in res.stderr
+    assert json.loads((tmp_path / "ex" / "summary.json").read_text())["per_model"]["unreadable"] == []

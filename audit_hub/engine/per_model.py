@@ -29,6 +29,11 @@ from ..schema import ARM_SYMBOLS, ARMS, CORRECTNESS_FIELDS
 from ..stats.core import paired_difference_ci, wilson_ci
 
 FIELDS = CORRECTNESS_FIELDS
+#: a run whose answers are unreadable on at least this share of its rows, in an arm whose other runs' median is at
+#: most :data:`UNREADABLE_POOL_MAX` (and at least :data:`UNREADABLE_MIN_OTHERS` other runs), is named (``unreadable``)
+UNREADABLE_SHARE = 0.5
+UNREADABLE_POOL_MAX = 0.2
+UNREADABLE_MIN_OTHERS = 2
 PAIRED_INTERVAL = "Newcombe (1998) square-and-add interval for paired proportions (Wilson components)"
 
 
@@ -91,7 +96,41 @@ def per_model_table(frame: AuditFrame, arms: dict, alpha: float = 0.05) -> dict[
                            "MG": g["difference"], "MG_ci": g["ci"], "n_items_ml": lk["n_items"],
                            "S_wv_ml": lk["a"], "S_t": lk["b"],
                            "ML": None if lk["difference"] is None else max(0.0, lk["difference"]), "ML_ci": clip})
-    return {"alpha": alpha, "fields": fields, "field_why": arms.get("why"),
+    return {"alpha": alpha, "fields": fields, "field_why": arms.get("why"), "unreadable": unreadable_runs(rows),
             "accuracy_interval": "Wilson score interval", "gain_interval": PAIRED_INTERVAL,
             "arm_symbols": dict(ARM_SYMBOLS), "rows": rows, "gains": gains, "mmstar": mmstar,
             "models_without_blind": [m for m in frame.models_in("full") if m not in set(paired)]}
+
+
+def unreadable_runs(rows: list[dict]) -> list[dict]:
+    """The runs (``rows`` of :func:`per_model_table`) whose answers the parser could not read on at least
+    :data:`UNREADABLE_SHARE` of their rows while the other runs of the same arm read well (their median at most
+    :data:`UNREADABLE_POOL_MAX`, at least :data:`UNREADABLE_MIN_OTHERS` of them): a prompt or answer format the
+    parser does not read, or a run that failed with text (an error message on every row). Not left out: the
+    harness's judged correctness may still hold; named on the console and the card."""
+    out = []
+    for r in rows:
+        share = r.get("unparseable_share")
+        if share is None or share < UNREADABLE_SHARE:
+            continue
+        others = [o["unparseable_share"] for o in rows if o["arm"] == r["arm"] and o is not r
+                  and o.get("unparseable_share") is not None]
+        if len(others) < UNREADABLE_MIN_OTHERS or float(np.median(others)) > UNREADABLE_POOL_MAX:
+            continue
+        out.append({"model": r["model"], "arm": r["arm"], "unparseable_share": share,
+                    "others_median": float(np.median(others)), "n_others": len(others)})
+    return out
+
+
+def unreadable_note(records: list[dict] | None) -> str | None:
+    """One sentence for the console warning and the card (the models are input text: escape where it lands), or
+    None when no run is unreadable (:func:`unreadable_runs`)."""
+    if not records:
+        return None
+    shown = "; ".join(f"{r['model']} ({r['arm']} arm): {100 * r['unparseable_share']:.0f}% of its answers unreadable, "
+                      f"the other {r['arm']}-arm runs' median {100 * r['others_median']:.0f}%" for r in records[:10])
+    more = f"; and {len(records) - 10:,} more" if len(records) > 10 else ""
+    return (f"{len(records):,} run(s) whose answers the parser mostly could not read (a prompt or answer format it "
+            f"does not read, or a failed run that wrote an error message?): {shown}{more}. Their unreadable answers "
+            "count as wrong in exact matching and as unanswered in the answer-agreement detectors "
+            "(docs/answer_extraction.md)")

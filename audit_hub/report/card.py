@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .. import detectors
+from ..engine.per_model import unreadable_note
 from ..escape import md_code, md_inline, safe_link
 from ..fmt import ci, fmt_num, fmt_p, isnum, md_table, pct, pp
 from ..frame.validate import empty_runs_note
@@ -180,8 +181,8 @@ def _per_category(result: Any, summary_df: pd.DataFrame) -> dict:
     if vdi is not None:
         intro = "Sorted by zero-gain excess (p-values Benjamini-Hochberg adjusted across categories)."
     else:
-        intro = ("Sorted by the share of unanimous non-gold answers; no zero-gain columns: `visual_dependency` did not "
-                 "run (no blind runs).")
+        intro = ("Sorted by the share of unanimous non-gold answers; no zero-gain columns: "
+                 f"`{detectors.by_role('image_gain')}` did not run (no blind runs).")
     alt = ("Per-category zero-gain excess and consensus errors" if vdi is not None and cei is not None
            else "Per-category zero-gain excess" if vdi is not None else "Per-category unanimous non-gold answers")
     return {"intro": intro, "table": md_table(cols, [r for _, r in rows]), "figure_alt": alt}
@@ -568,6 +569,9 @@ def per_model_section(pm: Any) -> str:
            "an empty or unreadable answer counts as wrong and is also counted as unparseable.", "",
            md_table(["Model", "Arm", "Items", "Judged accuracy", "Exact-match accuracy", "Unparseable"], rows,
                     ["l", "l", "r", "r", "r", "r"])]
+    unread = unreadable_note(pm.get("unreadable"))
+    if unread:
+        out += ["", f"**Unreadable runs.** {md_inline(unread, 1500)}."]
     gains = pm.get("gains") or []
     if gains:
         out += ["", f"**Image gain per model** (full - blind, on the items both arms scored; {level}% "
