@@ -287,7 +287,11 @@ def test_vlmevalkits_own_judged_failed_api_run_is_left_out(tmp_path):
                     assert s[det][key] == w[det][key], (bench, det, key)
         card = (tmp_path / "with" / bench / "README.md").read_text()
         assert "scored wrong on every row" in card
-    assert "input defect: empty\\_runs: 1" in (tmp_path / "with" / "README.md").read_text()
+    index = (tmp_path / "with" / "README.md").read_text()
+    assert index.count("- warning: 1 run(s) left out") == 2 and "input defect: empty\\_runs" not in index
+    assert "ScriptedFailedAPI (full arm, 40 rows, scored wrong on every row)" in index
+    rows = json.loads((tmp_path / "with" / "index.json").read_text())["benchmarks"]
+    assert all(r["input_defects"] == {"empty_runs": 1} and len(r["warnings"]) == 1 for r in rows)
 
 
 def test_unreadable_runs_are_named_not_left_out():

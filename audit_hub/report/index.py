@@ -32,6 +32,9 @@ def _primary_accuracy(summary: dict) -> list[dict]:
 
 def index_row(name: str, folder: str, result: Any, headlines: list[str]) -> dict:
     """One benchmark's row of ``index.json`` (``headlines``: the CLI's headline lines for this report)."""
+    from ..engine.per_model import unreadable_note
+    from ..frame.validate import empty_runs_note
+
     s = result.summary
     frame = result.frame
     acc = _primary_accuracy(s)
@@ -47,6 +50,9 @@ def index_row(name: str, folder: str, result: Any, headlines: list[str]) -> dict
         "headlines": list(headlines),
         "skipped": dict(result.skipped or {}),
         "input_defects": dict(s.get("input_defects") or {}),
+        # the runs left out as failed and the runs the parser mostly could not read, in the console's words
+        "warnings": [x for x in (empty_runs_note(s.get("empty_runs")),
+                                 unreadable_note((s.get("per_model") or {}).get("unreadable"))) if x],
         "sources": [str(r.get("path")) for r in (frame.sources or []) if r.get("path")],
     }
 
@@ -75,8 +81,11 @@ def index_card(rows: list[dict], *, skipped_files: list[dict] | None = None) -> 
                              f"{pct(a['accuracy'])} of {int(a['n_items'] or 0):,} items")
         for h in r["headlines"]:
             lines.append(f"- {md_inline(h, 400)}")
+        for w in r.get("warnings") or []:
+            lines.append(f"- warning: {md_inline(w, 1500)}")
         for k, v in (r.get("input_defects") or {}).items():
-            lines.append(f"- input defect: {md_inline(k)}: {int(v):,}")
+            if k != "empty_runs" or not r.get("warnings"):  # the warning above names them
+                lines.append(f"- input defect: {md_inline(k)}: {int(v):,}")
     if skipped_files:
         lines += ["", "## Files not read", ""]
         for s in skipped_files[:200]:
