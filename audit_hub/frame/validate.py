@@ -486,7 +486,9 @@ def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exac
     kp = mcodes[probe].astype(np.int32) * nk + acodes[probe]
     alive = np.zeros(size, bool)
     lo_arm, hi_arm = int(acodes.min()), int(acodes.max())
-    alive.reshape(-1, nk)[:, lo_arm:hi_arm + 1] = True  # every model has rows in an arm when only one is present
+    # candidates: every (model, arm) of the arms present (exact with one arm, where every model has rows in it;
+    # a pair without rows drops out below, where its row count is 0)
+    alive.reshape(-1, nk)[:, lo_arm:hi_arm + 1] = True
     total, scored = None, np.zeros(size, bool)
     if hit.max(initial=-1) >= 0 or (hit_exact is not None and hit_exact.max(initial=-1) >= 0):
         pr = hit[probe] > 0
