@@ -373,7 +373,8 @@ def test_items_with_fewer_parseable_answers_are_in_the_label_model_not_excluded(
     runs["hit_exact"] = None
     s2 = ce.run(AuditFrame.from_tables(qs, runs)).summary
     assert s2["n_items"] == 1
-    assert s2["excluded"] == {"fewer than 2 models answered parseably (items only the unanimity rule audits)": 1}
+    assert s2["excluded"] == {"items outside the label model (open answers) with fewer than 2 parseable answers, the "
+                              "unanimity rule's minimum": 1}
 
 
 def test_unanimity_counts_the_models_that_ran_each_item():

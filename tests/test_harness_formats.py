@@ -303,3 +303,37 @@ def test_runs_takes_several_paths():
         "audit", "--runs", "a.jsonl", "--runs", "b.jsonl", "--runs", "c.jsonl", "-q", "q.tsv", "-b", "x", "-b", "y",
         "--out", "o"]
     assert expand_multi_path_options(["audit", "-r", "a", "--", "b"]) == ["audit", "-r", "a", "--", "b"]
+
+
+def test_design_label_excess_uses_the_per_category_null():
+    """The design-label excess per value is the per-category excess when the label column is the category: both
+    shuffle blind outcomes within (value x the headline's strata). The new-user walkthrough on HallusionBench saw
+    VD -4.2 / VS -8.3 pp (null within the label value only) beside +0.0 pp for both in the per-category table, and a
+    '2.0x' ratio of two negative excesses."""
+    from audit_hub.detectors import visual_dependency as vd
+
+    rng = np.random.default_rng(3)
+    Q, M = 300, 3
+    label = np.where(np.arange(Q) % 3 == 0, "VD", "VS")
+    gold = np.where(rng.random(Q) < 0.5, "yes", "no")
+    qs = pd.DataFrame({"question_id": [f"q{i}" for i in range(Q)], "question": ["Is it?"] * Q, "answer": gold,
+                       "category": label})
+    rows = []
+    for arm in ("full", "blind"):
+        for m in range(M):
+            # a 'say yes' model: right on yes items, wrong on no items, in both arms (strata by gold matter)
+            say_yes = rng.random(Q) < 0.8
+            pred = np.where(say_yes, "yes", gold)
+            rows.append(pd.DataFrame({"question_id": qs["question_id"], "model": f"m{m}", "arm": arm,
+                                      "prediction": pred, "hit": (pred == gold).astype(int)}))
+    f = AuditFrame.from_tables(qs, pd.concat(rows))
+    s = vd.run(f, n_permutations=99, n_boot=0, design_label="category:VD").summary
+    per_cat = {c["category"]: c for c in s["per_category"]} if isinstance(s["per_category"], list) else s["per_category"]
+    for v in ("VD", "VS"):
+        assert s["design_label"]["per_value"][v]["excess"] == pytest.approx(per_cat[v]["excess"], abs=1e-12), v
+    neg = {"design_label": {"column": "c", "positive": "a", "auc": {"auc": 0.5, "ci": [0.4, 0.6], "p_value": 0.5},
+                            "per_value": {"a": {"excess": -0.042, "n_items": 12}, "b": {"excess": -0.083, "n_items": 12}},
+                            "excess_ratio": {"numerator": "b", "denominator": "a", "value": 2.0}}}
+    assert "x that on" not in vd.card_line(neg)
+    neg["design_label"]["per_value"] = {"a": {"excess": 0.04, "n_items": 12}, "b": {"excess": 0.08, "n_items": 12}}
+    assert "the excess on b items is 2.0x that on a items" in vd.card_line(neg)

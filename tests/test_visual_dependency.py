@@ -372,3 +372,19 @@ def test_a_run_stopped_early_leaves_the_test_not_its_items(tmp_path):
     assert "Left out of this test for covering few items: SPHINX-v2 (full arm: hit known on 100 of 3,040 items)" in err
     card = (tmp_path / "cut" / "README.md").read_text()
     assert "**Models left out of this test for covering few items**: SPHINX-v2 (full arm: hit known on 100 of" in card
+
+
+def test_excess_location_never_calls_more_than_the_total_all_of_it():
+    """Blind runs of a tiny model on MMStar (new-user walkthrough): total excess +3.8 pp, the blind-solvable cell
+    +7.6 pp and the unsolved cell -3.8 pp; the card said 'all of it (+7.6 pp ...)'."""
+    from audit_hub.detectors.visual_dependency import excess_location
+
+    cells = [{"label": "f=0,b=0 (all wrong both ways: unsolved)", "f": 0, "b": 0, "excess": -0.038, "observed": 1,
+              "expected": 1.5},
+             {"label": "f=2,b=2 (all right both ways: blind-solvable)", "f": 2, "b": 2, "excess": 0.076,
+              "observed": 2, "expected": 1.09}]
+    txt = excess_location({"excess": 0.038, "diagonal_cells": cells})
+    assert txt.startswith("Where the excess is: more than all of it (+7.6 pp: 2 observed, 1.09 expected)")
+    assert "the other zero-gain cells fall short of their null by 3.8 pp" in txt
+    cells[0]["excess"] = 0.0
+    assert excess_location({"excess": 0.076, "diagonal_cells": cells}).startswith("Where the excess is: all of it")

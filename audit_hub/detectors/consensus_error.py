@@ -744,9 +744,13 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, min_answered: i
         # every closed item with a usable gold is in the label model, however many models parsed on it; the
         # minimum of parseable answers is the unanimity rule's (open items, and closed ones without a model)
         **item_accounting(Q, [("gold unusable", gold < 0),
-                              ((f"fewer than {thr} models answered parseably" if np.isscalar(item_thr) else
-                                "fewer parseable answers than all but one of the models that ran the item")
-                               + " (items only the unanimity rule audits)",
+                              ("items outside the label model ("
+                               + ("open answers" if not (~ev["modelled"] & np.isin(frame.answer_type, ("mc", "yesno"))).any() else
+                                  "open answers, and closed ones: it did not run") + ") with "
+                               + (f"fewer than {thr} parseable answers, the unanimity rule's minimum"
+                                  if np.isscalar(item_thr) else
+                                  "fewer parseable answers than all but one of the models that ran the item, the "
+                                  "unanimity rule's minimum"),
                                ~ev["modelled"] & ~eligible)]),
         "n_flagged": int(flagged.sum()),
         "model_error_rates": {m: (None if np.isnan(x) else float(x)) for m, x in zip(models, e)},

@@ -180,9 +180,12 @@ def _excess_stat(pairs, n_total, R: int, C: int):
 
 
 def _design_label_check(frame: AuditFrame, spec: str, idx: np.ndarray, gain: np.ndarray, cell: np.ndarray,
-                        pairs, R: int, C: int, B: int, n_boot: int, rng) -> dict:
+                        pairs, R: int, C: int, B: int, n_boot: int, rng, strata: np.ndarray | None = None,
+                        n_strata: int = 1) -> dict:
     """AUC of the per-item gain against the designer's label, and the zero-gain excess per label value
-    (:mod:`audit_hub.detectors.design_label`)."""
+    (:mod:`audit_hub.detectors.design_label`), its null within (label value x the headline's strata), as the
+    per-category null is (``strata``: each item's stratum; before, the label value alone, so a yes/no benchmark's
+    label values read -4.2 and -8.3 pp where the per-category table, stratified, read +0.0 pp)."""
     from ..errors import InputError
     from .design_label import auc_discrete, parse_design_label
 
@@ -207,8 +210,12 @@ def _design_label_check(frame: AuditFrame, spec: str, idx: np.ndarray, gain: np.
     for k, v in enumerate(values):
         code[has & (lab == v)] = k
     nl = len(values) + 1  # last group: unlabelled items
-    ltabs = np.bincount(code * (R * C) + cell, minlength=nl * R * C).reshape(nl, R, C)
-    lnull = _Null(ltabs, pairs, np.arange(nl), nl, B, rng, items=(code, cell // C, cell % C, R - 1, C - 1))
+    st = np.zeros(len(idx), np.int64) if strata is None else np.asarray(strata, np.int64)
+    ns = max(int(n_strata), 1)
+    unit = code * ns + st  # (label value, stratum): the table each item's blind outcome is shuffled within
+    ltabs = np.bincount(unit * (R * C) + cell, minlength=nl * ns * R * C).reshape(nl * ns, R, C)
+    lnull = _Null(ltabs, pairs, np.arange(nl * ns) // ns, nl, B, rng,
+                  items=(unit, cell // C, cell % C, R - 1, C - 1))
     lp = lnull.p_values() if B > 0 else np.full(nl, np.nan)
     per_value = {}
     for k, v in enumerate(values):
@@ -747,7 +754,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_permutations:
     summary["models_left_out"] = left_out
     summary["excluded"] = _excluded(Q, field, full, known)
     summary["design_label"] = _design_label_check(frame, design_label, idx, f / mf - b / mb, cell, pairs, R, C, B,
-                                                  n_boot, rng) if design_label else None
+                                                  n_boot, rng, strata=strata, n_strata=n_strata) if design_label else None
     return DetectorResult(name=NAME, per_question=per_question, summary=summary, table=table, params=params)
 
 
@@ -887,13 +894,19 @@ def excess_location(s: dict) -> str:
     kind = _cell_kind(top, s)
     solv = [c for c in cells if _cell_kind(c, s) == "blind-solvable"]
     share = float(top["excess"]) / float(total)
-    how = ("all of it" if share >= 0.95 else "most of it" if share >= 0.5 else f"{pct(share)} of it")
+    # a cell can carry more than the whole excess where other zero-gain cells fall below their null
+    how = ("more than all of it" if share > 1.05 else "all of it" if share >= 0.95 else "most of it" if share >= 0.5
+           else f"{pct(share)} of it")
     where = {"unsolved": "items no model solves with or without the image, which is not evidence of "
                          "text-answerability",
              "blind-solvable": "items every model answers correctly without the image: text-answerability",
              "partly solved": "items some models solve equally often with and without the image"}[kind]
     txt = (f"Where the excess is: {how} ({pp(top['excess'])}: {fmt_num(top.get('observed'))} observed, "
            f"{fmt_num(top.get('expected'))} expected) sits in {where}")
+    if share > 1.05:
+        short = [c for c in cells if float(c["excess"]) < 0]
+        txt += (f"; the other zero-gain cells fall short of their null by {pp(-sum(float(c['excess']) for c in short))[1:]}"
+                if short else "")
     if kind != "blind-solvable" and solv:
         c = solv[0]
         txt += (f"; blind-solvable items add {pp(c['excess'])} ({fmt_num(c.get('observed'))} observed, "
@@ -942,7 +955,8 @@ def card_line(s: dict) -> str:
            f"from the image recover the designer's labels? AUC {auc.get('auc', float('nan')):.2f} "
            f"(95% CI {ci_txt or 'n/a'}; chance 0.50, Mann-Whitney p = {fmt_p(auc.get('p_value'))}); "
            f"zero-gain excess per label value: {per}")
-    if ratio is not None:
+    exs = [v.get("excess") for v in (d.get("per_value") or {}).values()]
+    if ratio is not None and all(isnum(x) and float(x) > 0 for x in exs):  # a ratio of excesses reads only above 0
         txt += (f"; the excess on {md_inline(d['excess_ratio']['numerator'], 40)} items is {ratio:.1f}x that on "
                 f"{md_inline(d['excess_ratio']['denominator'], 40)} items")
     return txt + ". An AUC near 0.5 means the detector does not recover what the designer labelled."

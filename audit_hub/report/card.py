@@ -359,7 +359,20 @@ def _severe(questions: pd.DataFrame, n: int = N_SEVERE_SHOWN) -> str:
     sel = np.flatnonzero(r >= RANK["medium"])
     if not len(sel):
         return ""
-    order = np.lexsort((np.arange(len(sel)), -q["n_flags"].to_numpy()[sel], -r[sel]))
+    # within a level: the items more detectors put at it first, then the rarer finding (a unanimous non-gold
+    # answer on 2 items before low agreement on 196: ties in file order hid the former), then file order
+    n_at = np.zeros(len(q), np.int64)
+    rarity = np.full(len(q), np.iinfo(np.int64).max)
+    for spec in detectors.specs():
+        col = f"{spec.name}_severity"
+        if col not in q:
+            continue
+        own = q[col].map(RANK).fillna(0).to_numpy().astype(np.int64)
+        at = own == r  # this detector gives the item its overall level
+        n_at += at & (r >= RANK["medium"])
+        counts = np.bincount(own, minlength=len(RANK))  # items at each level of this detector
+        rarity = np.where(at, np.minimum(rarity, counts[own]), rarity)
+    order = np.lexsort((np.arange(len(sel)), rarity[sel], -n_at[sel], -r[sel]))
     rows = []
     for i in sel[order][:n]:
         row = q.iloc[i]

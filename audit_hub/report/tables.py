@@ -98,10 +98,18 @@ def build_questions_table(result: Any) -> pd.DataFrame:
         flag = pq[flag_col].fillna(False).astype(bool).to_numpy() if flag_col in pq else r > 0
         ranks = np.maximum(ranks, np.where(flag | (r > 0), r, 0))
         n_flags += flag
+        # the rows this detector raises to medium or above without flagging them (a review item, e.g. a unanimous
+        # non-gold answer the label model explains): their severity needs its reason too, not "no finding"
+        review = ~flag & (r >= RANK["medium"])
+        for rows, kind in ((flag, ""), (review, "; not flagged: a review item")):
+            if not rows.any():
+                continue
+            ph = _phrase(name, pd.concat([base[["answer"]], pq], axis=1), rows, sev)
+            if kind:
+                ph = ph.str.slice(0, -1) + kind + "]"
+            sep = np.where(rationale.loc[rows].str.len().to_numpy() > 0, "; ", "")
+            rationale.loc[rows] = rationale.loc[rows] + sep + ph
         if flag.any():
-            ph = _phrase(name, pd.concat([base[["answer"]], pq], axis=1), flag, sev)
-            sep = np.where(rationale.loc[flag].str.len().to_numpy() > 0, "; ", "")
-            rationale.loc[flag] = rationale.loc[flag] + sep + ph
             sepf = np.where(flagged_by.loc[flag].str.len().to_numpy() > 0, ",", "")
             flagged_by.loc[flag] = flagged_by.loc[flag] + sepf + name
     for name, alt in result.alt_results.items():
