@@ -59,7 +59,7 @@ for _name in _COMMAND_MODULES:
 METAVARS = {
     "--questions": "FILE|DIR|ORG/NAME", "--runs": "PATH", "--blind": "PATH", "--base": "PATH", "--out": "DIR", "--map": "OLD=NEW",
     "--revision": "REV", "--budgets": "GROUP=N", "--floors": "CATEGORY=N", "--model": "FOLDER|ORG/NAME",
-    "--llm": "FOLDER", "--design-label": "COLUMN=VALUE", "--dataset": "NAME", "--blind-model": "NAME",
+    "--llm": "FOLDER", "--design-label": "COLUMN[:VALUE]", "--dataset": "NAME", "--blind-model": "NAME",
     "--model-name": "NAME", "--name": "NAME", "--namespace": "ORG", "--repo-id": "ORG/NAME",
     "--push-to-hub": "ORG/NAME", "--stratify": "COLUMN", "--group-column": "COLUMN",
     "--prompt-template": "TEXT|FILE", "--mode": "logprob|generate", "--dtype": "auto|bfloat16|float16|float32",

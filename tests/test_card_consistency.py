@@ -349,7 +349,7 @@ def test_unanimous_non_gold_everywhere(report):
                                                           ce["n_models"]]
     else:
         assert m.group(2) is None
-    m = re.search(r"unanimous non-gold consensus: ([\d,]+) items \(expected under independence (\d[\d,]*(?:\.\d+)?)\)",
+    m = re.search(r"unanimous non-gold consensus: ([\d,]+) items? \(expected under independence (\d[\d,]*(?:\.\d+)?)\)",
                   " ".join(r.console.split()))
     assert m and int(num(m.group(1))) == n and agrees(m.group(2), ce["expected_under_independence"])
 

@@ -337,3 +337,21 @@ def test_design_label_excess_uses_the_per_category_null():
     assert "x that on" not in vd.card_line(neg)
     neg["design_label"]["per_value"] = {"a": {"excess": 0.04, "n_items": 12}, "b": {"excess": 0.08, "n_items": 12}}
     assert "the excess on b items is 2.0x that on a items" in vd.card_line(neg)
+
+
+def test_design_label_help_shows_the_form_it_reads_and_the_error_corrects_the_other():
+    """--help showed the metavar COLUMN=VALUE for an option that reads COLUMN[:VALUE]; a user who typed
+    category=VD got 'no question column'. The metavar is the real form and the error names it."""
+    from cli_run import run_cli
+
+    from audit_hub.detectors import visual_dependency as vd
+
+    res = run_cli("audit", "--help")
+    assert "--design-label COLUMN[:VALUE]" in " ".join(res.stdout.split())
+    qs = pd.DataFrame({"question_id": ["q0", "q1"], "question": ["a", "b"], "answer": ["yes", "no"],
+                       "category": ["VD", "VS"]})
+    rows = [pd.DataFrame({"question_id": ["q0", "q1"], "model": m, "arm": arm, "prediction": ["yes", "no"],
+                          "hit": [1, 1]}) for m in ("m0", "m1") for arm in ("full", "blind")]
+    f = AuditFrame.from_tables(qs, pd.concat(rows))
+    with pytest.raises(InputError, match=r"the form is COLUMN:VALUE: --design-label category:VD"):
+        vd.run(f, n_permutations=9, n_boot=0, design_label="category=VD")

@@ -258,3 +258,22 @@ def test_push_metrics_then_evaluate_load_over_http(tmp_path, hub):
     if have_real:
         assert "/spaces/benchaudit/visual_dependency/resolve/main/visual_dependency.py" in got
         assert out["vd"]["zero_gain_share"] == pytest.approx(0.5)
+
+
+def test_a_pull_request_of_what_the_branch_already_has_says_nothing_was_pushed(hub, report, tmp_path):
+    """New-user walkthrough: `push --create-pr` of a report already on main printed huggingface_hub's 'No files
+    have been modified ... Skipping' and then 'pushed 10 file(s): <main's commit>', though no PR was opened."""
+    from cli_run import run_cli
+
+    from audit_hub.hub.publish import push_report
+
+    push_report(report, "benchaudit/samepr")
+    n = len(hub.state.repo("dataset", "benchaudit/samepr").commits)
+    res = push_report(report, "benchaudit/samepr", create_pr=True)
+    assert res["no_op"] and res["pr_url"] is None
+    assert len(hub.state.repo("dataset", "benchaudit/samepr").commits) == n
+    out = run_cli("push", report, "--repo-id", "benchaudit/samepr", "--create-pr")  # the hub fixture's env
+    assert out.returncode == 0, out.stderr
+    said = " ".join((out.stdout + out.stderr).split())
+    assert "already has this report" in said and "no pull request opened" in said
+    assert "pushed" not in said and "No files have been modified" not in said

@@ -388,3 +388,14 @@ def test_excess_location_never_calls_more_than_the_total_all_of_it():
     assert "the other zero-gain cells fall short of their null by 3.8 pp" in txt
     cells[0]["excess"] = 0.0
     assert excess_location({"excess": 0.076, "diagonal_cells": cells}).startswith("Where the excess is: all of it")
+
+
+def test_fragility_says_vanished_not_flipped_when_the_excess_falls_to_zero():
+    from audit_hub.detectors.visual_dependency import _fragility
+
+    lomo = [{"dropped_model": "A", "p_value": 0.5, "excess": 0.0}, {"dropped_model": "B", "p_value": 0.5,
+                                                                    "excess": -0.01},
+            {"dropped_model": "C", "p_value": 0.5, "excess": 0.02}]
+    fragile, why = _fragility(lomo, 0.5, 0.01, 0.05)
+    assert fragile and why == "sign of the excess flips without B; the excess is zero without A"
+    assert _fragility(lomo[2:], 0.5, 0.01, 0.05) == (False, "")

@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
                           commit_message=message)
         if res["no_op"]:
             typer.echo(f"{res['repo_id']}@{res['revision']} already has this report (commit {res['commit'][:12]}); "
-                       "nothing to push")
+                       "nothing to push" + ("; no pull request opened (it would change nothing)" if create_pr else ""))
             return
         deleted = f", {len(res['deleted'])} stale file(s) removed" if res["deleted"] else ""
         typer.echo(f"pushed {res['n_files']} file(s){deleted}: {res['pr_url'] or res['commit_url']}")

@@ -534,7 +534,8 @@ def _aggregate(folds: list[dict], cfg: CurateConfig) -> dict:
                        f"subset would")
         else:
             side = "above" if cur > r["spearman_rho"] else "below" if cur < r["spearman_rho"] else "at"
-            verdict = f"not distinguishable from random: {figs}; {side} the random mean"
+            verdict = (f"not distinguishable from random: {figs}; the point estimate is {side} the random mean, "
+                       "within the spread of random draws")
         agg["versus_random"] = verdict
         agg["worse_than_random"] = bool(cur is not None and cur < lo)
     return agg
@@ -556,8 +557,9 @@ def _aggregate_lomo(splits: list[dict], pool: _Pool, cfg: CurateConfig) -> dict:
     elif cur > hi:
         verdict = f"worse than random: {figs}"
     else:
-        side = "better" if cur < per_draw.mean() else "worse" if cur > per_draw.mean() else "at"
-        verdict = f"not distinguishable from random: {figs}; {side} than the random mean"
+        side = "better than" if cur < per_draw.mean() else "worse than" if cur > per_draw.mean() else "at"
+        verdict = (f"not distinguishable from random: {figs}; the point estimate is {side} the random mean, "
+                   "within the spread of random draws")
     base = {}
     for b in cfg.baselines:
         v = [s["baselines"][b]["rank_displacement"] for s in splits if b in s.get("baselines", {})]

@@ -818,7 +818,7 @@ def _notes(ce: dict) -> list[str]:
                    f"exceeded on defect-free benchmarks (p = {fmt_p_fine(ce.get('p_value_independence'))}).")
     det = ce.get("detection")
     if isinstance(det, dict) and det.get("recall") is not None:
-        txt = (f"**Can this pool find wrong golds?** On simulations of this pool (fitted model, {det.get('n_items')} "
+        txt = (f"**Can this pool find wrong golds?** On simulations of this pool (fitted model, {fmt_num(det.get('n_items'))} "
                f"items, {100 * det.get('error_rate', 0):.0f}% planted wrong golds, {det.get('n_reps')} runs) the "
                f"posterior flags {pct(det.get('recall'), 0)} of them (recall"
                + (f"; 95% Wilson interval {ci(det['recall_ci'], 'pct', det.get('recall'))} over the "
@@ -839,7 +839,7 @@ def _notes(ce: dict) -> list[str]:
                 + ("the items their fits doubt, weighted by that doubt" if wc.get("checked_on") != "flagged items"
                    else "the flagged items")
                 + f" ({float(wc['realised_share']):.2f}, 95% {float(rs[0]):.2f} to {float(rs[1]):.2f})")
-        head = (f"**Estimated wrong-gold share** of the {wc.get('n_items')} closed item(s) in categories this pool "
+        head = (f"**Estimated wrong-gold share** of the {fmt_num(wc.get('n_items'))} closed item(s) in categories this pool "
                 f"can audit: {pct(wc['estimate'], 1)} (95% interval {pct(wc['ci'][0], 1)} to {pct(wc['ci'][1], 1)}): ")
         if wc.get("family_robust_estimate") is not None:
             out.append(head + f"the smaller of two checks of the label model's maximum-likelihood "
@@ -850,7 +850,7 @@ def _notes(ce: dict) -> list[str]:
             out.append(head + f"the label model's maximum-likelihood {pct(wc['model_estimate'], 1)} times {drop}.")
     elif isinstance(wg, dict) and wg.get("estimate") is not None:
         chk = ce.get("predictive_check") or {}
-        out.append(f"**Estimated wrong-gold share** of the {wg.get('n_items')} closed item(s) in categories this pool "
+        out.append(f"**Estimated wrong-gold share** of the {fmt_num(wg.get('n_items'))} closed item(s) in categories this pool "
                    f"can audit: {pct(wg['estimate'], 1)} (95% profile-likelihood interval {pct(wg['ci'][0], 1)} to "
                    f"{pct(wg['ci'][1], 1)}; maximum likelihood under the fitted label model, so conditional on it"
                    + ("; the held-out-model check does not support this pool's flags, so neither this estimate"
@@ -918,7 +918,7 @@ def card_line(s: dict) -> str:
            f"parseably chose the same non-gold option")
     scope = _unanimity_scope(s)
     if s.get("n_unanimous_non_gold_ci"):
-        txt += f" (95% Wilson interval {ci(s.get('n_unanimous_non_gold_ci'), 'num')})"
+        txt += f" (95% Wilson interval {ci(s.get('n_unanimous_non_gold_ci'), 'num')} questions)"
     if scope:
         txt += f" among the {scope[0]} {scope[1]} answered parseably (the rule needs that many)"
     txt += f"; {fmt_num(s.get('expected_under_independence'))} expected if model errors were independent"
@@ -936,5 +936,6 @@ def lede_line(s: dict) -> str:
 
 def console_line(s: dict) -> str:
     """One line for the terminal after an audit."""
-    return (f"unanimous non-gold consensus: {fmt_num(s.get('n_unanimous_non_gold'))} items "
+    n = s.get("n_unanimous_non_gold")
+    return (f"unanimous non-gold consensus: {fmt_num(n)} item{'' if n == 1 else 's'} "
             f"(expected under independence {fmt_num(s.get('expected_under_independence'))})")

@@ -364,7 +364,8 @@ def _summary(*, K, compared, bare_item, p_item, exact, near, contrast, p_gold, h
         "n_placeholder_gold": int(ph_gold.sum()),
         "n_placeholder_distractor_items": int((ph_distractors > 0).sum()),
         **item_accounting(Q, [("no option texts", K == 0),
-                              ("bare-letter options (texts in the image)", bare_item),
+                              ("bare-letter options (no option texts in the file: drawn in the image, or left out)",
+                               bare_item),
                               ("fewer than 2 comparable option texts", ~compared)]),
         "n_pairs_compared": int(len(p_item)),
         "n_pairs_fuzzy_scored": int(n_fuzzy_pairs),
@@ -485,7 +486,8 @@ def limitation_lines(s: dict) -> list[str]:
     if not n:
         return []
     return [f"{fmt_num(n)} multiple-choice items have options that are bare letters ('A'..'E', '(A)', ...: the "
-            "real options are drawn in the image); option-text detectors skip those items and say so."]
+            "option texts are not in the file, drawn in the image or left out); option-text detectors skip those "
+            "items and say so."]
 
 
 def card_line(s: dict) -> str:
@@ -494,7 +496,7 @@ def card_line(s: dict) -> str:
            f"options and {fmt_num(s.get('n_near_duplicates'))} with near-duplicates")
     if isnum(s.get("n_bare_letter_option_items")) and s.get("n_bare_letter_option_items"):
         txt += (f"; {fmt_num(s.get('n_bare_letter_option_items'))} questions whose options are bare letters "
-                "(the real options are in the image) were not compared")
+                "(no option texts in the file: drawn in the image, or left out) were not compared")
     txt += (f"; placeholder options (missing values: empty, nan, None as trailing padding, ...): {fmt_num(s.get('n_placeholder_gold') or 0)} "
             f"question(s) whose **gold** is a placeholder (unanswerable as released: relabel) and "
             f"{fmt_num(s.get('n_placeholder_distractor_items') or 0)} with placeholder distractors "

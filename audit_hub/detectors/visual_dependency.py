@@ -191,7 +191,10 @@ def _design_label_check(frame: AuditFrame, spec: str, idx: np.ndarray, gain: np.
 
     column, positive = parse_design_label(spec)
     if column not in frame.questions.columns:
-        raise InputError(f"--design-label: no question column {column!r}; columns: "
+        hint = ""
+        if "=" in column and column.partition("=")[0].strip() in frame.questions.columns:
+            hint = f" (the form is COLUMN:VALUE: --design-label {column.replace('=', ':', 1)})"
+        raise InputError(f"--design-label: no question column {column!r}{hint}; columns: "
                          f"{[c for c in frame.questions.columns if c not in ('options',)]}", column=column)
     raw = frame.questions[column].astype(object).to_numpy()[idx]
     has = np.array([v is not None and not (isinstance(v, float) and np.isnan(v)) and str(v).strip() != ""
@@ -446,14 +449,17 @@ def _fragility(lomo: list[dict], p_value, excess: float, alpha: float) -> tuple[
     sig = p_value is not None and p_value <= alpha
     changed = [r["dropped_model"] for r in lomo
                if r["p_value"] is not None and (r["p_value"] <= alpha) != sig]
-    flipped = [r["dropped_model"] for r in lomo if np.sign(r["excess"]) != np.sign(excess) and excess != 0]
-    fragile = bool(changed or flipped)
+    flipped = [r["dropped_model"] for r in lomo if np.sign(r["excess"]) * np.sign(excess) < 0]
+    vanished = [r["dropped_model"] for r in lomo if abs(r["excess"]) < 1e-12 and abs(excess) >= 1e-12]
+    fragile = bool(changed or flipped or vanished)
     parts = []
     if changed:
         parts.append(f"significance at alpha={alpha:g} "
                      + ("lost" if sig else "gained") + " without " + ", ".join(changed))
     if flipped:
         parts.append("sign of the excess flips without " + ", ".join(flipped))
+    if vanished:
+        parts.append("the excess is zero without " + ", ".join(vanished))
     reason = "; ".join(parts)
     return fragile, reason
 

@@ -267,10 +267,22 @@ def _commit_folder(api, repo_id: str, repo_type: str, folder: Path, *, revision:
                    and (managed is None or any(fnmatch.fnmatch(p, pat) for pat in managed)))
     ops = [CommitOperationDelete(path_in_repo=p) for p in stale]
     ops += [CommitOperationAdd(path_in_repo=rel, path_or_fileobj=str(p)) for rel, p in local.items()]
-    ci = api.create_commit(repo_id, ops, commit_message=commit_message, repo_type=repo_type, revision=branch,
-                           create_pr=create_pr, parent_commit=head)
+    import logging
+
+    # huggingface_hub logs "No files have been modified since last commit. Skipping to prevent empty commit." and
+    # returns the head: said once, in this command's words (no_op), not in the library's
+    hub_log = logging.getLogger("huggingface_hub")
+    level = hub_log.level
+    hub_log.setLevel(max(level, logging.ERROR))
+    try:
+        ci = api.create_commit(repo_id, ops, commit_message=commit_message, repo_type=repo_type, revision=branch,
+                               create_pr=create_pr, parent_commit=head)
+    finally:
+        hub_log.setLevel(level)
+    # nothing changed: the hub made no commit (and so no pull request either), whatever was asked
+    no_op = ci.oid == head and not ci.pr_url
     return {"repo_id": repo_id, "repo_type": repo_type, "revision": branch, "commit": ci.oid,
-            "commit_url": ci.commit_url, "pr_url": ci.pr_url, "no_op": ci.oid == head and not create_pr,
+            "commit_url": ci.commit_url, "pr_url": ci.pr_url, "no_op": no_op,
             "n_files": len(local), "deleted": stale}
 
 

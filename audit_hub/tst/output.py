@@ -291,7 +291,7 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
             gap_rows.append([md_inline(r["model"], 60), pct(r["vision_original"]), pct(r["blind_original"]),
                              pp(r["gap_original"]), pct(r["vision_pruned"]), pct(r["blind_pruned"]),
                              pp(r["gap_pruned"]),
-                             f"{pp(r['gap_random_mean'])} ± {pp(r['gap_random_sd'])}",
+                             f"{pp(r['gap_random_mean'])} ± {pp(r['gap_random_sd']).lstrip('+')}",
                              f"{pp(r['gap_random_min'])} to {pp(r['gap_random_max'])}"])
     trace = res.trace
     cats = res.removed.groupby("category").size() if len(res.removed) else pd.Series(dtype=int)
