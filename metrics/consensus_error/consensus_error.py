@@ -28,7 +28,9 @@ Args (one row per (question, model) pair; every list has one entry per row):
     options (`list` of `list` of `str`, optional): option texts (severity rises when the consensus
         option duplicates the gold text).
     n_options (`list` of `int`, optional): number of options when the texts are not at hand.
-    answer_types, categories (`list` of `str`, optional): answer type and category of the question.
+    answer_types, categories (`list` of `str`, optional): answer type and category of the question. Pass
+        them as the questions file has them: the label model is fitted, and identifiability tested, per
+        category (without them the benchmark is one category, and the result can differ from the audit's).
     seed (`int`): seed, default 0.
     return_per_question (`bool`): also return the per-question table as a list of dicts.
     Detector parameters (min_answered, blind_agree_share, recall_sims, use_blind, label_iters, check; None = the detector's default) go to
