@@ -221,6 +221,28 @@ def test_lmms_eval_run_folder_one_report_per_task(tmp_path):
                 assert _acc(summary)[model] == pytest.approx(res["results"][task][f"{key},none"], abs=1e-12)
 
 
+def test_lmms_eval_runs_of_one_model_in_two_output_paths_newest_wins(tmp_path):
+    """The real lmms-eval fixture's parent (v0.3.5/ and v0.7.3/, each with StubGood and StubWeak on three tasks):
+    each model's runs were read from both output paths and the audit stopped on 'several judges' for StubGood's
+    local_mathvista. The README's rule, the newest run date per task, now holds across output paths: the v0.3.5 runs
+    (15:14, 15:15) win over v0.7.3's (14:44, 14:45), the older files are listed with the folder used, and each report
+    equals the one of the v0.3.5 folder alone."""
+    both, only = tmp_path / "both", tmp_path / "only"
+    p = _cli("--runs", LMMS, "--out", both, *FAST)
+    assert p.returncode == 0, p.stderr[-2000:]
+    q = _cli("--runs", LMMS / "v0.3.5", "--out", only, *FAST)
+    assert q.returncode == 0, q.stderr[-2000:]
+    idx = json.loads((both / "index.json").read_text(encoding="utf-8"))
+    skipped = [s for s in idx["skipped_files"] if "samples_" in s["path"]]  # (the results.json summaries are too)
+    assert len(skipped) == 6 and all("/v0.7.3/" in s["path"] for s in skipped)
+    assert all("an older lmms-eval run" in s["reason"] and "v0.3.5" in s["reason"] for s in skipped)
+    one = {r["benchmark"]: r for r in json.loads((only / "index.json").read_text(encoding="utf-8"))["benchmarks"]}
+    for r in idx["benchmarks"]:
+        a = json.loads((both / r["path"] / "summary.json").read_text(encoding="utf-8"))
+        b = json.loads((only / one[r["benchmark"]]["path"] / "summary.json").read_text(encoding="utf-8"))
+        assert _acc(a) == _acc(b) and a["n_questions"] == b["n_questions"], r["benchmark"]
+
+
 def test_blind_matched_per_benchmark(tmp_path):
     """Blind files are matched to the full arm's benchmark by name: POPE blind runs join the POPE report only."""
     blind = tmp_path / "blind"

@@ -119,8 +119,10 @@ def newest_runs(files: Sequence[tuple[str, bool]], *, dataset_hint: str | None =
         elif "samples_" in os.path.basename(p) and p.endswith(".jsonl"):
             m = LMMS_DATE.search(os.path.basename(p))
             if m:
-                lmms.setdefault((os.path.dirname(os.path.abspath(p)), task_name(p)), {}).setdefault(
-                    m.group(1), []).append(i)
+                # keyed by the model folder's name (lmms-eval writes output_path/<model>/<date>_samples_<task>):
+                # two output paths holding runs of one model (two versions, two days) are two runs of it
+                lmms.setdefault((os.path.basename(os.path.dirname(os.path.abspath(p))), task_name(p)),
+                                {}).setdefault(m.group(1), []).append(i)
     for (model_dir, dataset), runs in units.items():
         if len(runs) < 2:
             continue
@@ -138,10 +140,11 @@ def newest_runs(files: Sequence[tuple[str, bool]], *, dataset_hint: str | None =
                     skipped.append({"path": os.path.abspath(files[i][0]),
                                     "reason": f"an older VLMEvalKit run ({run}) of {os.path.basename(model_dir)} on "
                                               f"{dataset}; {why}"})
-    for (_folder, task), runs in lmms.items():
+    for (model, task), runs in lmms.items():
         if len(runs) < 2:
             continue
         chosen = max(runs, key=lambda d: re.sub(r"\D", "", d))
+        used = os.path.dirname(os.path.abspath(files[runs[chosen][0]][0]))
         for d, idx in runs.items():
             if d == chosen:
                 continue
@@ -149,8 +152,8 @@ def newest_runs(files: Sequence[tuple[str, bool]], *, dataset_hint: str | None =
                 if keep[i]:
                     keep[i] = False
                     skipped.append({"path": os.path.abspath(files[i][0]),
-                                    "reason": f"an older lmms-eval run ({d}) of task {task}; the run of {chosen} "
-                                              "is used"})
+                                    "reason": f"an older lmms-eval run ({d}) of {model} on task {task}; the run of "
+                                              f"{chosen} is used ({used})"})
     return [f for f, k in zip(files, keep) if k], skipped
 
 
