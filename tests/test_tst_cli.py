@@ -89,12 +89,14 @@ def test_tst_report_card_and_printed_lines(tmp_path):
     res = run_tst_rf(f, k=3, repeats=1, null_permutations=9, n_estimators=5, null_trees=5, importances=False)
     lines = summary_lines(res.summary)
     assert [ln.split()[0] for ln in lines[1:4]] == ["choice", "numeric", "all"]
-    assert all("null test" in ln and "p = " in ln and "chance" in ln for ln in lines[1:4])
+    assert all("null test" in ln and "p = " in ln and ("chance" in ln or "median baseline" in ln) for ln in lines[1:4])
     assert "excess = null test - null mean" in lines[4]
     # issue 27: each line leads with the excess over the null; the score sits beside chance in words
+    # (numeric: the category-median baseline by name, a fitted baseline the permutation null can sit below)
     for ln in lines[1:4]:
-        assert ln.index("excess over the null") < ln.index("chance")
-        assert re.search(r"(above|at|below) chance \(\d+\.\d%\)", ln), ln
+        base = "the category-median baseline" if ln.split()[0] == "numeric" else "chance"
+        assert ln.index("excess over the null") < ln.index(base)
+        assert re.search(r"(above|at|below) " + base + r" \(\d+\.\d%\)", ln), ln
     # 9 permutations: p at its resolution 1/10, one decimal
     assert all(re.search(r"p = [01]\.\d \(null test", ln) for ln in lines[1:4]), lines
     out = write_tst_report(f, res, tmp_path / "t", command_line=["benchaudit", "tst"])

@@ -87,7 +87,10 @@ def _chance_words(b: dict, what: str) -> str:
         rel = "above" if c[0] > ch else "below" if c[1] < ch else "at"
     else:
         rel = "above" if acc > ch else "below" if acc < ch else "at"
-    return f"{score}, {rel} chance ({_pct(ch)}%)"
+    # numeric questions: "chance" is the out-of-fold MRA of the category's training median, a fitted baseline (the
+    # permutation null can sit below it: forests fitted to shuffled labels do worse than the median), so it is named
+    base = "the category-median baseline" if what == "MRA" else "chance"
+    return f"{score}, {rel} {base} ({_pct(ch)}%)"
 
 
 def summary_lines(summary: dict) -> list[str]:
