@@ -153,8 +153,34 @@ def test_curate_reads_the_same_roles(tmp_path):
 def test_note_text():
     assert named_roles_note({}) is None
     assert named_roles_note({"text_only_as_blind": [], "baselines_left_out": ["R"]}) == (
-        "run files given with --runs named as baselines, left out of the pool: R "
+        "run files given with --runs: named as baselines, left out of the pool: R "
         "(--runs-as-given reads them as image-enabled runs)")
+
+
+def test_mathvistas_own_text_only_llm_runs_are_the_blind_arm(tmp_path):
+    """New-user walkthrough: `audit --runs MathVista/results` read the repository's ChatGPT run (a text-only LLM, one of
+    the paper's augmented-LLM baselines) as an image-enabled model of the pool. The MathVista reader knows the
+    repository's text-only runs by name (chatgpt, claude, gpt4 and their shot/caption/OCR variants; not gpt4v) and they go to the blind arm like
+    a run named '(Text Only)'; --runs-as-given keeps them in the full arm."""
+    from audit_hub import api
+    from audit_hub.readers.mathvista import TEXT_ONLY_RUNS, text_only_run
+
+    assert sorted(TEXT_ONLY_RUNS) == ["chatgpt", "claude", "gpt4"]
+    for m in ("gpt4_2shot_solution_use_caption_ocr", "chatgpt_2shot_code_use_caption_ocr", "claude_zero_shot"):
+        assert text_only_run(m), m
+    for m in ("gpt4v", "gpt4v_2shot", "claude_3_opus", "claude2", "bard", "chatgpt4o"):
+        assert text_only_run(m) is None, m
+    res = api.audit(runs=str(ROOT / "tests" / "fixtures" / "mathvista" / "results"), calibration_sims=0,
+                    figures=False, out=tmp_path / "r")
+    s = res.summary
+    assert s["models"]["blind"] == ["chatgpt"] and "chatgpt" not in s["models"]["full"]
+    assert s["pool"]["named_roles"]["known_text_only"] == {"chatgpt": TEXT_ONLY_RUNS["chatgpt"]}
+    note = named_roles_note(s["pool"]["named_roles"])
+    assert "known as text-only runs (MathVista's text-only LLM runs" in note and "blind-arm runs: chatgpt" in note
+    assert "named as text-only runs" not in note
+    given = api.audit(runs=str(ROOT / "tests" / "fixtures" / "mathvista" / "results"), calibration_sims=0,
+                      figures=False, runs_as_given=True)
+    assert "chatgpt" in given.summary["models"]["full"]
 
 
 def test_folder_name_for_a_split_named_questions_file(tmp_path):

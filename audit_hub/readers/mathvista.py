@@ -20,8 +20,8 @@ exact-match correctness only. Model: the file name without ``output_`` (``bard``
 ``gpt4_2shot_code_use_ocr``, ``random_guess``); benchmark: ``MathVista_<split>`` (``MathVista_testmini``).
 
 The repository's ``results/random/`` runs are baselines (``random_guess``, ``frequent_guess``) and its
-``chatgpt``, ``claude`` and ``gpt4`` runs are text-only LLMs (some given captions or OCR text): pass the
-image-enabled runs with ``--runs`` and the text-only ones with ``--blind`` (README). The leaderboard's
+``chatgpt``, ``claude`` and ``gpt4`` runs are text-only LLMs (some given captions or OCR text): read from
+``--runs`` they go to the blind arm (:func:`text_only_run`, :mod:`audit_hub.readers.named_roles`). The leaderboard's
 submission template (``output_testmini_template_for_leaderboard_submission.json``) is an example, not a
 run: skipped in a folder, read when named. The ``scores_<name>.json`` beside each output file (its accuracies)
 is a summary: skipped in a folder, refused when named.
@@ -30,6 +30,7 @@ is a summary: skipped in a folder, refused when named.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from ..errors import InputError
@@ -40,6 +41,24 @@ from .fileio import json_head, load_json_document
 from .sample_rows import Sample, binary_verdict, result_from_samples
 
 KIND = "mathvista-output"
+#: the repository's text-only LLM runs (``results/chatgpt/output_chatgpt.json``, ``claude/output_claude.json``,
+#: ``gpt4/output_gpt4.json``: the paper's augmented-LLM baselines, ChatGPT, Claude-2 and GPT-4 given the question,
+#: with captions and OCR text where their names say so, never the image), by model name exactly: read as blind-arm
+#: runs like any run named as text-only (:mod:`audit_hub.readers.named_roles`; ``--runs-as-given`` keeps them)
+TEXT_ONLY_RUNS = {m: "MathVista's text-only LLM runs (the paper's augmented-LLM baselines, no image)"
+                  for m in ("chatgpt", "claude", "gpt4")}
+#: their few-shot, program-of-thought, caption and OCR variants (``gpt4_2shot_solution_use_caption_ocr``); not
+#: ``gpt4v`` (GPT-4V saw the image) nor any other name
+_TEXT_ONLY_VARIANT = re.compile(r"^(chatgpt|claude|gpt4)_(\d+shot|zero|few|solution|code|cot|use|caption|ocr)"
+                                r"[a-z0-9_]*$")
+
+
+def text_only_run(model: str) -> str | None:
+    """Why MathVista's run ``model`` is text-only (one of the repository's LLM runs or their variants), or None."""
+    if model in TEXT_ONLY_RUNS:
+        return TEXT_ONLY_RUNS[model]
+    m = _TEXT_ONLY_VARIANT.match(model)
+    return TEXT_ONLY_RUNS[m.group(1)] if m else None
 JUDGE = "MathVista evaluation (true_false)"
 _NUMERIC = ("integer", "float")
 
@@ -122,6 +141,8 @@ def read_outputs(path: str, *, arm: str = "full", model: str | None = None) -> R
     split = sorted(splits)[0] if len(splits) == 1 else None
     info = {"task": f"MathVista_{split}" if split else "MathVista", "harness": "MathVista",
             "harness_version": "not recorded in MathVista's output files"}
+    name = model or model_name(path)
+    if text_only_run(name):  # the repository's text-only LLM runs: the blind arm (readers.named_roles)
+        info["text_only_run"] = text_only_run(name)
     # the answers: MathVista's own extraction, a choice as its letter
-    return result_from_samples(path, KIND, samples, model=model or model_name(path), arm=arm, judge=JUDGE,
-                               info=info, answers=answers)
+    return result_from_samples(path, KIND, samples, model=name, arm=arm, judge=JUDGE, info=info, answers=answers)

@@ -94,7 +94,8 @@ def apply_named_roles(full_res: list, blind_res: list, *, as_given: bool = False
     full, blind, left = [], list(blind_res), []
     for r in full_res:
         model = _single_model(r) if not r.info.get("arm_from_file") else None
-        role = named_role(model) if model is not None else None
+        # a reader that knows the run is text-only (MathVista's ChatGPT, Claude and GPT-4 runs) says so in info
+        role = (TEXT_ONLY if r.info.get("text_only_run") else named_role(model)) if model is not None else None
         if role == BASELINE:
             left.append({"path": os.path.abspath(r.path), "model": model, "named_role": BASELINE,
                          "benchmark": r.benchmark,
@@ -114,7 +115,12 @@ def named_roles_record(blind_res: list, skipped: list[dict]) -> dict[str, Any]:
     (each once: a harness can write several files of one model)."""
     moved = list(dict.fromkeys(str(_single_model(r)) for r in blind_res if r.info.get("named_role") == TEXT_ONLY))
     left = list(dict.fromkeys(s["model"] for s in skipped if s.get("named_role") == BASELINE))
-    return {"text_only_as_blind": moved, "baselines_left_out": left} if moved or left else {}
+    known = {str(_single_model(r)): str(r.info["text_only_run"]) for r in blind_res
+             if r.info.get("named_role") == TEXT_ONLY and r.info.get("text_only_run")}
+    out = {"text_only_as_blind": moved, "baselines_left_out": left} if moved or left else {}
+    if known:
+        out["known_text_only"] = known
+    return out
 
 
 def named_roles_note(record: dict | None) -> str | None:
@@ -122,8 +128,13 @@ def named_roles_note(record: dict | None) -> str | None:
     if not record:
         return None
     parts = []
-    if record.get("text_only_as_blind"):
-        parts.append("named as text-only runs, read as blind-arm runs: " + ", ".join(record["text_only_as_blind"]))
+    known = set(record.get("known_text_only") or [])
+    named = [m for m in record.get("text_only_as_blind") or [] if m not in known]
+    if named:
+        parts.append("named as text-only runs, read as blind-arm runs: " + ", ".join(named))
+    if known:
+        why = "; ".join(dict.fromkeys(record["known_text_only"].values()))
+        parts.append(f"known as text-only runs ({why}), read as blind-arm runs: " + ", ".join(record["known_text_only"]))
     if record.get("baselines_left_out"):
         parts.append("named as baselines, left out of the pool: " + ", ".join(record["baselines_left_out"]))
-    return "run files given with --runs " + "; ".join(parts) + " (--runs-as-given reads them as image-enabled runs)"
+    return "run files given with --runs: " + "; ".join(parts) + " (--runs-as-given reads them as image-enabled runs)"
