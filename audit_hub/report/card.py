@@ -85,7 +85,8 @@ def _headline(result: Any) -> dict:
             rows.append([f"without {md_inline(r.get('dropped_model', r.get('model', '?')), 60)}",
                          fmt_num(r.get("n_items")), pct(r.get("zero_gain_share")),
                          ci(r.get("share_ci"), estimate=r.get("zero_gain_share")), pct(r.get("null_mean")),
-                         pp(r.get("excess")), ci(r.get("excess_ci"), "pp", r.get("excess")),
+                         pp(r.get("excess")),
+                         ci(r.get("excess_ci"), "pp", r.get("excess")) if r.get("excess_ci") is not None else "—",
                          fmt_p(r.get("p_value"), vd.get("n_permutations"))])
         out["vd"] = md_table(["Model pool", "Items", "Observed", "95% CI", "Null mean", "Excess", "Excess 95% CI",
                               "p"], rows)
@@ -93,7 +94,10 @@ def _headline(result: Any) -> dict:
         exc = [float(r["excess"]) for r in lomo if isinstance(r, dict) and isnum(r.get("excess"))]
         if len(raw) >= 2 and len(exc) >= 2:
             out["lomo_spread"] = (f"Across leave-one-model-out pools the raw share spans {pp(max(raw) - min(raw))[1:]} "
-                                  f"and the excess {pp(max(exc) - min(exc))[1:]}.")
+                                  f"and the excess {pp(max(exc) - min(exc))[1:]}"
+                                  + (" (the excess interval is bootstrapped for the whole pool only: — in the other "
+                                     "rows)" if any(isinstance(r, dict) and r.get("excess_ci") is None for r in lomo)
+                                     else "") + ".")
             if vd.get("leave_one_model_out_null"):
                 out["lomo_spread"] += f" Their p-values: {vd['leave_one_model_out_null']}."
         frag = vd.get("fragile")
