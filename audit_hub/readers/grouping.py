@@ -108,7 +108,7 @@ def newest_runs(files: Sequence[tuple[str, bool]], *, dataset_hint: str | None =
     # VLMEvalKit: (model folder, dataset) -> {run: [file indices]}
     units: dict[tuple[str, str], dict[str, list[int]]] = {}
     lmms: dict[tuple[str, str], dict[str, list[int]]] = {}
-    from .lmms_eval import task_name
+    from .lmms_eval import model_name_for, task_name
 
     for i, (p, explicit) in enumerate(files):
         if explicit:
@@ -119,10 +119,9 @@ def newest_runs(files: Sequence[tuple[str, bool]], *, dataset_hint: str | None =
         elif "samples_" in os.path.basename(p) and p.endswith(".jsonl"):
             m = LMMS_DATE.search(os.path.basename(p))
             if m:
-                # keyed by the model folder's name (lmms-eval writes output_path/<model>/<date>_samples_<task>):
-                # two output paths holding runs of one model (two versions, two days) are two runs of it
-                lmms.setdefault((os.path.basename(os.path.dirname(os.path.abspath(p))), task_name(p)),
-                                {}).setdefault(m.group(1), []).append(i)
+                # keyed by the model the reader will name (its results.json's model_name / pretrained=, else its
+                # folder): two output paths holding runs of one model (two versions, two days) are two runs of it
+                lmms.setdefault((model_name_for(p), task_name(p)), {}).setdefault(m.group(1), []).append(i)
     for (model_dir, dataset), runs in units.items():
         if len(runs) < 2:
             continue
