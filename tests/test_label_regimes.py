@@ -199,7 +199,7 @@ def test_real_blink_pool_regression():
     assert wc["estimate"] <= 0.05 and wc["ci"][0] <= wc["estimate"] <= wc["ci"][1] <= wg["ci"][1]
     line = next(x for x in ce._notes(s) if x.startswith("**Estimated wrong-gold share**"))
     assert f"{100 * wc['estimate']:.1f}%" in line and f"{100 * wg['estimate']:.1f}%" in line
-    assert "of the 1232 closed" in line
+    assert "of the 1,232 closed" in line
     bad = s["categories_not_identifiable"]
     assert {"Relative_Reflectance", "IQ_Test", "Object_Localization"} <= set(bad)
     assert {"Counting", "Forensic_Detection", "Visual_Correspondence"}.isdisjoint(bad)
