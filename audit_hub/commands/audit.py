@@ -163,17 +163,11 @@ def _print_stages(console, result) -> None:
 
 
 def _print_headlines(console, result) -> None:
-    from ..engine.per_model import unreadable_note
-    from ..engine.run import exclusion_warning, headline_lines
+    from ..engine.run import exclusion_warning, headline_lines, run_warnings
     from ..escape import console_text
-    from ..frame.validate import empty_runs_note
 
-    gone = empty_runs_note((result.summary or {}).get("empty_runs"))
-    if gone:
-        console.print(f"[yellow]warning:[/yellow] {console_text(gone)}", soft_wrap=True)
-    unread = unreadable_note(((result.summary or {}).get("per_model") or {}).get("unreadable"))
-    if unread:
-        console.print(f"[yellow]warning:[/yellow] {console_text(unread)}", soft_wrap=True)
+    for w in run_warnings(result.summary):
+        console.print(f"[yellow]warning:[/yellow] {console_text(w)}", soft_wrap=True)
     for line in headline_lines(result):
         console.print(console_text(line))
     gd = ((result.summary or {}).get("circular") or {}).get("gold_disagreement") or {}

@@ -482,6 +482,18 @@ def headline_lines(result) -> list[str]:
     return lines
 
 
+def run_warnings(summary: dict | None) -> list[str]:
+    """The warnings on the runs themselves, in one wording for the console and the work_dir index: the runs left
+    out as failed (:func:`audit_hub.frame.validate.empty_runs_note`) and those the parser mostly could not read
+    (:func:`audit_hub.engine.per_model.unreadable_note`)."""
+    from ..frame.validate import empty_runs_note
+    from .per_model import unreadable_note
+
+    s = summary or {}
+    return [x for x in (empty_runs_note(s.get("empty_runs")),
+                        unreadable_note((s.get("per_model") or {}).get("unreadable"))) if x]
+
+
 def exclusion_warning(result) -> str | None:
     """One line naming every detector that left items out, with the counts (see summary.json ``excluded``)."""
     parts = []

@@ -142,7 +142,8 @@ def read_outputs(path: str, *, arm: str = "full", model: str | None = None) -> R
     info = {"task": f"MathVista_{split}" if split else "MathVista", "harness": "MathVista",
             "harness_version": "not recorded in MathVista's output files"}
     name = model or model_name(path)
-    if text_only_run(name):  # the repository's text-only LLM runs: the blind arm (readers.named_roles)
-        info["text_only_run"] = text_only_run(name)
+    why = text_only_run(name)
+    if why:  # the repository's text-only LLM runs: the blind arm (readers.named_roles)
+        info["text_only_run"] = why
     # the answers: MathVista's own extraction, a choice as its letter
     return result_from_samples(path, KIND, samples, model=name, arm=arm, judge=JUDGE, info=info, answers=answers)

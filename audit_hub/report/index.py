@@ -32,8 +32,7 @@ def _primary_accuracy(summary: dict) -> list[dict]:
 
 def index_row(name: str, folder: str, result: Any, headlines: list[str]) -> dict:
     """One benchmark's row of ``index.json`` (``headlines``: the CLI's headline lines for this report)."""
-    from ..engine.per_model import unreadable_note
-    from ..frame.validate import empty_runs_note
+    from ..engine.run import run_warnings
 
     s = result.summary
     frame = result.frame
@@ -50,9 +49,7 @@ def index_row(name: str, folder: str, result: Any, headlines: list[str]) -> dict
         "headlines": list(headlines),
         "skipped": dict(result.skipped or {}),
         "input_defects": dict(s.get("input_defects") or {}),
-        # the runs left out as failed and the runs the parser mostly could not read, in the console's words
-        "warnings": [x for x in (empty_runs_note(s.get("empty_runs")),
-                                 unreadable_note((s.get("per_model") or {}).get("unreadable"))) if x],
+        "warnings": run_warnings(s),  # the runs left out as failed or mostly unreadable, in the console's words
         "sources": [str(r.get("path")) for r in (frame.sources or []) if r.get("path")],
     }
 
@@ -84,7 +81,7 @@ def index_card(rows: list[dict], *, skipped_files: list[dict] | None = None) -> 
         for w in r.get("warnings") or []:
             lines.append(f"- warning: {md_inline(w, 1500)}")
         for k, v in (r.get("input_defects") or {}).items():
-            if k != "empty_runs" or not r.get("warnings"):  # the warning above names them
+            if k != "empty_runs":  # the warning above names them
                 lines.append(f"- input defect: {md_inline(k)}: {int(v):,}")
     if skipped_files:
         lines += ["", "## Files not read", ""]
