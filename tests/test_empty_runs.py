@@ -315,8 +315,8 @@ def test_unreadable_runs_are_named_not_left_out():
 
 def test_a_run_of_error_messages_is_named_on_the_console_and_card(tmp_path):
     """The bundled example with SPHINX-v2's predictions replaced by an API error text on every row (the judged hit
-    kept): the parser reads '429' as the answer to the numeric items and nothing on the others, so half its answers
-    are unreadable against a median of 8%: named; the bundled example itself names no run."""
+    kept): the parser reads no answer from an error message, so all its answers are unreadable against a median of
+    8%: named; the bundled example itself names no run."""
     p = example_paths()
     r = pd.read_parquet(p["runs"])
     m = (r.model == "SPHINX-v2") & (r.arm == "full")
@@ -328,10 +328,10 @@ def test_a_run_of_error_messages_is_named_on_the_console_and_card(tmp_path):
     assert res.returncode == 0, res.stderr
     err = " ".join(res.stderr.split())
     assert "1 run(s) whose answers the parser mostly could not read" in err
-    assert "SPHINX-v2 (full arm): 50% of its answers unreadable, the other full-arm runs' median 8%" in err
+    assert "SPHINX-v2 (full arm): 100% of its answers unreadable, the other full-arm runs' median 8%" in err
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     (u,) = s["per_model"]["unreadable"]
-    assert u["model"] == "SPHINX-v2" and u["unparseable_share"] > 0.5 and u["n_others"] == 10
+    assert u["model"] == "SPHINX-v2" and u["unparseable_share"] == 1.0 and u["n_others"] == 10
     assert "**Unreadable runs.** 1 run(s)" in (tmp_path / "o" / "README.md").read_text()
     assert "SPHINX-v2" in s["models"]["full"]  # kept: its judged correctness still holds
     res = run_cli("audit", "--out", tmp_path / "ex", "--calibration-sims", "0", "--no-figures")

@@ -376,3 +376,72 @@ def test_mathv_random_chance_is_always_parseable():
     for row, ans in zip(fr.runs.itertuples(), fr.runs["answer"].tolist()):
         want = extract_answer(row.prediction, q["options"].iloc[row.q], q["answer_type"].iloc[row.q])
         assert (None if pd.isna(ans) else ans) == want
+
+
+def _openai_error_texts() -> list[str]:
+    """The messages the openai SDK itself gives for a failed call (what a harness that stores ``str(err)`` as the
+    prediction writes): built with the installed SDK's own client, so a change of its format shows here."""
+    openai = pytest.importorskip("openai")
+    try:  # the SDK's HTTP client: httpx2 in openai 3, httpx before
+        import httpx2 as httpx
+    except ImportError:
+        httpx = pytest.importorskip("httpx")
+    client = openai.OpenAI(api_key="sk-test", base_url="http://localhost:1")
+    req = httpx.Request("POST", "http://localhost:1/v1/chat/completions")
+    out = []
+    for code, body in [(429, {"error": {"message": "Rate limit reached for gpt-4o on tokens per min (TPM): "
+                                                   "Limit 30000, Used 30000, Requested 1200.", "type": "tokens",
+                                        "code": "rate_limit_exceeded"}}),
+                       (500, {"error": {"message": "The server had an error while processing your request.",
+                                        "type": "server_error"}}),
+                       (400, {"error": {"message": "Invalid image.", "type": "invalid_request_error"}}),
+                       (503, None)]:
+        resp = httpx.Response(code, request=req, json=body) if body else httpx.Response(code, request=req, text="")
+        out.append(str(client._make_status_error_from_response(resp)))  # noqa: SLF001
+    out += [str(openai.APITimeoutError(request=req)), str(openai.APIConnectionError(request=req))]
+    return out
+
+
+SERVICE_ERRORS = [
+    "Error code: 429 - {'error': {'message': 'Rate limit reached for gpt-4-vision-preview', 'type': 'requests'}}",
+    "openai.APIConnectionError: Connection error.",
+    "RateLimitError(\"You exceeded your current quota, please check your plan and billing details.\")",
+    "HTTP 503 Service Unavailable",
+    '{"error": {"code": 500, "message": "Internal error encountered.", "status": "INTERNAL"}}',
+    "Traceback (most recent call last):\n  File \"api.py\", line 3, in generate\nTimeoutError",
+    "429 Too Many Requests",
+    "Rate limit exceeded",
+]
+
+
+@pytest.mark.parametrize("text", SERVICE_ERRORS)
+def test_a_failed_calls_error_message_is_unreadable_in_every_type(text):
+    """A failed API call that left its error message as the prediction has no answer in it: the '429' of
+    "Error code: 429" is not a number answer, nor is any letter in it an option."""
+    from audit_hub.answers.rules import is_service_error
+
+    assert is_service_error(text)
+    for t in ("numeric", "free", "yesno"):
+        assert extract_answer(text, [], t) is None, t
+    assert extract_answer(text, ABCDE, "mc") is None
+
+
+def test_the_openai_sdks_own_error_messages_are_unreadable():
+    texts = _openai_error_texts()
+    assert texts[0].startswith("Error code: 429") and texts[-2:] == ["Request timed out.", "Connection error."]
+    for text in texts:
+        assert extract_answer(text, [], "numeric") is None, text
+        assert extract_answer(text, [], "free") is None, text
+
+
+@pytest.mark.parametrize(("text", "answer_type", "expected"), [
+    ("The answer is 429", "numeric", "429"),
+    ("There are 404 birds.", "numeric", "404"),
+    ("The error in the graph is at x = 5", "numeric", "5"),
+    ("Answer: C. Error bars show 95% intervals.", "mc", "C"),
+    ("Service unavailable", "free", "service unavailable"),  # a sign's text read from the image
+    ("The sign says: Internal server error", "free", "the sign says: internal server error"),
+    ("Yes, the error code is 404 on the screen.", "yesno", "yes"),
+])
+def test_answers_that_mention_errors_are_still_read(text, answer_type, expected):
+    assert extract_answer(text, ABCDE if answer_type == "mc" else [], answer_type) == expected

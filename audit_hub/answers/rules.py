@@ -10,6 +10,8 @@ ASCII), unit superscripts dropped (``cm²`` -> ``cm``), the minus sign ``−`` r
 emphasis and code marks removed (``**B**``, ``__B__``, ``*B*``, backticks), LaTeX wrappers unwrapped
 (``\\text{B}``, ``\\textbf{B}``, ``\\mathrm{..}``, ``$..$``, ``\\(..\\)``); ``\\boxed{..}`` becomes an
 answer *candidate*.
+A failed call's error message left as the prediction (:func:`is_service_error`: "Error code: 429 - ...",
+"Request timed out.", a JSON error body) is unparseable in every answer type.
 
 Multiple choice (``mc``, K options, letters ``A`` .. K-th letter):
 
@@ -157,6 +159,53 @@ def _clean(s: str) -> str:
         s = _LATEX_SPACES.sub(" ", s)
         s = _LATEX_DELIMS.sub("", s)
     return s.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# service errors: a call that failed and left its error message as the prediction
+
+_SERVICE_ERROR = re.compile(
+    r"error\s*code\s*[:=]?\s*[1-5]\d\d\b"
+    r"|\b(?:RateLimit|APIConnection|APITimeout|APIStatus|InternalServer|ServiceUnavailable|BadRequest"
+    r"|Authentication|PermissionDenied|UnprocessableEntity|ResourceExhausted|DeadlineExceeded|HTTP|API|"
+    r"ReadTimeout|ConnectTimeout|Connection)(?:Error|Exception)\s*[:(]"
+    r"|[\"']error[\"']\s*:\s*\{"
+    r"|\b(?:insufficient_quota|exceeded\s+your\s+current\s+quota|invalid_request_error|overloaded_error"
+    r"|content_filter|resource\s+has\s+been\s+exhausted)\b"
+    r"|traceback\s+\(most\s+recent\s+call\s+last\)"
+    r"|\brate[\s_-]?limit(?:ed)?\b.{0,40}?\b(?:exceeded|reached)\b"
+    r"|^\s*(?:request\s+timed\s+out|connection\s+error)\.?\s*$",  # the openai SDK's timeout and connection messages
+    re.IGNORECASE | re.DOTALL)
+# phrases that are an error only beside a status code or an error word ("Service unavailable" alone may be a
+# sign's text read from an image)
+_SERVICE_PHRASE = re.compile(
+    r"\b(?:too\s+many\s+requests|service\s+(?:temporarily\s+)?unavailable|bad\s+gateway|gateway\s+time-?out"
+    r"|internal\s+server\s+error|(?:request|read|connection)\s+timed?\s*-?\s*out"
+    r"|connection\s+(?:refused|reset|aborted))\b", re.IGNORECASE)
+_SERVICE_CONTEXT = re.compile(r"\b[45]\d\d\b|\b(?:error|exception|failed|failure|retry|retries)\b", re.IGNORECASE)
+_SERVICE_HEAD = 300
+_SERVICE_KW = re.compile(r"error|exception|traceback|timed|limit|quota|content_filter|exhausted|unavailable|gateway"
+                         r"|too many|refused|reset|aborted")
+
+
+def is_service_error(raw: str) -> bool:
+    """Whether a prediction is a failed call's error message ("Error code: 429 - rate limit exceeded",
+    "openai.APIConnectionError: ...", a JSON error body) rather than an answer. Only the first
+    300 characters are read, so a long answer that quotes an error later is still read."""
+    head = raw[:_SERVICE_HEAD]
+    if _SERVICE_KW.search(head.lower()) is None:  # speed: the full patterns only run beside a keyword
+        return False
+    if _SERVICE_ERROR.search(head) is not None:
+        return True
+    m = _SERVICE_PHRASE.search(head)
+    if m is None:
+        return False
+    return _SERVICE_CONTEXT.search(head[: m.start()] + " " + head[m.end():]) is not None
+
+
+def _read(raw: str) -> str:
+    """The cleaned text the rules read; empty (unparseable) for a failed call's error message."""
+    return "" if is_service_error(raw) else _clean(raw)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -597,7 +646,7 @@ class MCParse:
     __slots__ = ("text", "cands", "lead", "pure", "trail", "refusal", "indep")
 
     def __init__(self, raw: str):
-        t = _clean(raw)
+        t = _read(raw)
         self.text = t
         cands = []
         for _, span, letter in _candidates(t):
@@ -686,7 +735,7 @@ _YN_CUT = re.compile(r"[,.;!?\n]")
 
 @lru_cache(maxsize=1 << 16)
 def resolve_yesno(raw: str) -> str | None:
-    t = _clean(raw)
+    t = _read(raw)
     if not t:
         return None
     for _, span, letter in reversed(_candidates(t)):
@@ -711,7 +760,7 @@ def resolve_yesno(raw: str) -> str | None:
 
 @lru_cache(maxsize=1 << 16)
 def resolve_numeric(raw: str) -> str | None:
-    t = _clean(raw)
+    t = _read(raw)
     if not t:
         return None
     for _, span, letter in reversed(_candidates(t)):
@@ -741,7 +790,7 @@ def _free_norm(s: str) -> str | None:
 
 @lru_cache(maxsize=1 << 16)
 def resolve_free(raw: str) -> str | None:
-    t = _clean(raw)
+    t = _read(raw)
     if not t:
         return None
     for _, span, letter in reversed(_candidates(t)):
