@@ -107,4 +107,45 @@ def test_tst_report_card_and_printed_lines(tmp_path):
     assert set(s["by_format"]) == {"choice", "numeric"}
     for b in s["by_format"].values():
         assert {"n", "accuracy", "accuracy_ci", "chance", "majority_baseline", "p_value", "null_mean", "null_sd",
-                "excess", "excess_ci"} <= set(b)
+                "excess", "excess_ci", "score_vs_chance", "reading"} <= set(b)
+        lo, hi = b["accuracy_ci"]
+        assert b["score_vs_chance"] == ("above" if lo > b["chance"] else "below" if hi < b["chance"] else "at")
+        assert b["reading"] == ("no_evidence" if b["p_value"] > 0.05 else
+                                "shortcut" if b["score_vs_chance"] == "above" else "information_only")
+
+
+def test_a_null_test_that_rejects_without_a_score_above_chance_is_not_called_a_shortcut():
+    """MATH-V's numeric questions (the bundled example, `benchaudit tst`, seed 0): the null test gives 16.0% against
+    a null of 12.9% (p = 0.01) while the MRA, 16.2% [14.8, 17.6], sits at the category-median baseline of 16.2%.
+    Forests fitted to shuffled answers lose to the median; the excess is what the text saves them from losing,
+    not a shortcut. The console and card say so; a format above chance, or one the null test does not reject,
+    gets no such sentence."""
+    from audit_hub.tst.output import _reading_bullets, reading_words, summary_lines
+    from audit_hub.tst.rf import score_vs_chance, tst_reading
+
+    numeric = {"n": 1414, "accuracy": 0.162, "accuracy_ci": [0.148, 0.176], "chance": 0.162,
+               "majority_baseline": 0.162, "test_statistic": 0.160, "null_mean": 0.129, "null_sd": 0.0058,
+               "excess": 0.031, "excess_ci": [0.020, 0.042], "p_value": 0.01}
+    choice = {"n": 1532, "accuracy": 0.290, "accuracy_ci": [0.273, 0.306], "chance": 0.2, "majority_baseline": 0.2,
+              "test_statistic": 0.240, "null_mean": 0.199, "null_sd": 0.0095, "excess": 0.041,
+              "excess_ci": [0.023, 0.060], "p_value": 0.01}
+    assert (score_vs_chance(numeric), tst_reading(numeric)) == ("at", "information_only")
+    assert (score_vs_chance(choice), tst_reading(choice)) == ("above", "shortcut")
+    assert tst_reading({**choice, "p_value": 0.2}) == "no_evidence" and tst_reading({**choice, "p_value": None}) is None
+    w = reading_words(numeric, "MRA", 99)
+    assert w == ("the text carries information on the answers (p = 0.01 against the null), but the MRA is not above "
+                 "the category-median baseline: forests fitted to shuffled answers score below it (12.9% vs 16.2%), "
+                 "so the excess is what the text saves a forest from losing, not a shortcut beyond the "
+                 "category-median baseline")
+    # a null at chance: the interval reaching chance is the reason
+    assert reading_words({**numeric, "null_mean": 0.17}, "MRA", 99).endswith(
+        "(its interval reaches it), so there is no evidence of a shortcut beyond the category-median baseline")
+    assert reading_words(choice, "accuracy", 99) is None
+    summary = {"n_questions": 2946, "n_scored": 2946, "accuracy": 0.228, "accuracy_ci": [0.217, 0.24],
+               "chance": 0.182, "majority_baseline": 0.182, "test_statistic": 0.202, "null_mean": 0.165,
+               "null_sd": 0.0054, "excess": 0.036, "excess_ci": [0.026, 0.047], "p_value": 0.01,
+               "params": {"k": 5, "repeats": 3, "seed": 0, "group_column": None, "n_estimators": 30, "null_trees": 10},
+               "null": {"n_permutations": 99}, "by_format": {"choice": choice, "numeric": numeric}}
+    lines = summary_lines(summary)
+    assert lines[2].split()[0] == "numeric" and lines[3].strip() == f"({w})" and lines[4].split()[0] == "all"
+    assert _reading_bullets(summary) == [f"- **numeric**: {w}."]

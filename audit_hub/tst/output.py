@@ -79,18 +79,37 @@ def _null_text(b: dict, n_permutations: int | None = None) -> str:
 
 def _chance_words(b: dict, what: str) -> str:
     """The score beside chance, in words: above / at / below chance (by the score's interval)."""
+    from .rf import score_vs_chance
+
     acc, ch, c = b.get("accuracy"), b.get("chance"), b.get("accuracy_ci") or (None, None)
     score = f"{what} {_pct(acc)}%{_ci(c)}"
-    if acc is None or ch is None:
+    rel = score_vs_chance(b)
+    if rel is None:
         return score
-    if c and c[0] is not None and c[1] is not None:
-        rel = "above" if c[0] > ch else "below" if c[1] < ch else "at"
-    else:
-        rel = "above" if acc > ch else "below" if acc < ch else "at"
+    return f"{score}, {rel} {_baseline_name(what)} ({_pct(ch)}%)"
+
+
+def _baseline_name(what: str) -> str:
     # numeric questions: "chance" is the out-of-fold MRA of the category's training median, a fitted baseline (the
     # permutation null can sit below it: forests fitted to shuffled labels do worse than the median), so it is named
-    base = "the category-median baseline" if what == "MRA" else "chance"
-    return f"{score}, {rel} {base} ({_pct(ch)}%)"
+    return "the category-median baseline" if what == "MRA" else "chance"
+
+
+def reading_words(b: dict, what: str, n_permutations: int | None = None) -> str | None:
+    """One sentence for a format whose null test rejects while its score is not above chance (``reading`` is
+    ``information_only``): the excess is not a shortcut. None otherwise."""
+    from .rf import tst_reading
+
+    if tst_reading(b) != "information_only":
+        return None
+    base = _baseline_name(what)
+    head = (f"the text carries information on the answers (p = {fmt_p(b['p_value'], n_permutations)} against the "
+            f"null), but the {what} is not above {base}")
+    if b.get("null_mean") is not None and b["null_mean"] < b["chance"]:
+        return (f"{head}: forests fitted to shuffled answers score below it ({_pct(b['null_mean'])}% vs "
+                f"{_pct(b['chance'])}%), so the excess is what the text saves a forest from losing, not a shortcut "
+                f"beyond {base}")
+    return f"{head} (its interval reaches it), so there is no evidence of a shortcut beyond {base}"
 
 
 def summary_lines(summary: dict) -> list[str]:
@@ -109,6 +128,9 @@ def summary_lines(summary: dict) -> list[str]:
             line += (f" | P(gold) {pct(b['mean_p_gold'])} (raw {pct(b['mean_p_gold_raw'])}), "
                      f"ECE {pct(b['ece_before'])} -> {pct(b['ece_after'])}")
         out.append(line)
+        words = reading_words(b, what, nn)
+        if words:
+            out.append(f"  {'':<7} ({words})")
     if len(summary["by_format"]) > 1:
         out.append(f"  {'all':<7} n={summary['n_scored']:<6} {_null_text(summary, nn)} | "
                    f"{_chance_words(summary, 'score')} | majority {_pct(summary['majority_baseline'])}%  "
@@ -134,6 +156,17 @@ def _format_table(summary: dict) -> str:
                      "p", "chance", "majority"], rows)
 
 
+def _reading_bullets(summary: dict) -> list[str]:
+    """A card bullet per format whose null test rejects without a score above chance."""
+    out = []
+    nn = (summary.get("null") or {}).get("n_permutations")
+    for f, b in summary.get("by_format", {}).items():
+        words = reading_words(b, "accuracy" if f == "choice" else "MRA", nn)
+        if words:
+            out.append(f"- **{f}**: {words}.")
+    return out
+
+
 def tst_card_section(summary: dict | None) -> str:
     """The TsT-RF block of the audit card (``benchaudit audit --tst``): the per-format table."""
     if not summary or not summary.get("by_format"):
@@ -144,7 +177,8 @@ def tst_card_section(summary: dict | None) -> str:
              f"A text-only random forest trained on k-1 folds of this test set, scored on the held-out fold. "
              f"Excess = test statistic minus the mean of {nul['n_permutations']} label permutations within "
              "category x format x K (the null keeps each stratum's answer frequencies; the majority column shows "
-             "what they alone give); p one-sided. The `all` row is n-weighted over the same questions."]
+             "what they alone give); p one-sided. The `all` row is n-weighted over the same questions.",
+             *_reading_bullets(summary)]
     if cal.get("ece_before") is not None:
         lines.append(f"Per-question s(x) (`tst_s`) is calibrated out of fold ({cal['method']}): expected "
                      f"calibration error {pct(cal['ece_before'])} raw -> {pct(cal['ece_after'])}.")
@@ -209,8 +243,10 @@ def tst_card(summary: dict, llm: dict | None = None, figures: dict | None = None
         f"- **excess** = test statistic minus the null mean; **p** one-sided, (1 + #null >= observed) / "
         f"(N + 1) with N = {nul['n_permutations']} label permutations.",
         f"- the null assumes: {nul['assumes']}. It keeps each stratum's gold-position (numeric: gold-value) "
-        "frequencies, so a p-value below alpha means the text predicts the answer beyond them; the majority "
-        "column shows what those frequencies alone give.",
+        "frequencies, so a p-value below alpha means the text predicts the answer beyond what a forest fitted to "
+        "shuffled answers makes of them; the majority column shows what those frequencies alone give, and a "
+        "shortcut is a score above chance as well.",
+        *_reading_bullets(summary),
         f"- test statistic: {nul['statistic']}.",
         "- accuracy / MRA: mean over repeats (interval: Wald over questions, which ignores fold-fitting "
         "variance; the excess interval, ± 1.96 null sd, includes it). Chance: 1/K for choice questions; "

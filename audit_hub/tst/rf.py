@@ -625,12 +625,46 @@ _DEFINITIONS = {
                                  "repeats (also the numeric majority baseline)",
     "importance_method": "permutation of each feature group's columns on the held-out rows (repeat 0, "
                          "one permutation per fold); drop in mean held-out raw P(gold) / numeric MRA",
+    "reading_definition": "per format: shortcut = the null test rejects at p <= 0.05 and the score's interval is "
+                          "above chance (numeric: the category-median baseline); information_only = the null test "
+                          "rejects but the score is not above chance (forests fitted to shuffled answers score "
+                          "below chance, so the text saves a forest from that loss, no shortcut beyond the "
+                          "stratum's answer frequencies); no_evidence = the null test does not reject",
 }
 
 
 def _fold_headline(data: TstData, per_q: pd.DataFrame) -> dict:
     h = _headline(data, per_q)
     return {"accuracy": h["all"]["accuracy"], "mean_p_gold": h["choice"]["mean_s"]}
+
+
+#: the level at which a format's null test is read as "the text predicts the answer"
+TST_ALPHA = 0.05
+
+
+def score_vs_chance(b: dict) -> str | None:
+    """Where a format's score sits against its chance level (numeric: the category-median baseline), by the
+    score's interval: ``"above"``, ``"at"`` or ``"below"``; None without a score."""
+    acc, ch, c = b.get("accuracy"), b.get("chance"), b.get("accuracy_ci") or (None, None)
+    if acc is None or ch is None:
+        return None
+    if c and c[0] is not None and c[1] is not None:
+        return "above" if c[0] > ch else "below" if c[1] < ch else "at"
+    return "above" if acc > ch else "below" if acc < ch else "at"
+
+
+def tst_reading(b: dict) -> str | None:
+    """What a format's two figures say together: ``"shortcut"`` (the null test rejects and the score is above
+    chance), ``"information_only"`` (the null test rejects but the score is not above chance: forests fitted to
+    shuffled answers score below the chance level, so the text saves a forest from that loss without a shortcut
+    beyond what the stratum's answer frequencies give), ``"no_evidence"`` (the null test does not reject); None
+    without a null."""
+    p = b.get("p_value")
+    if p is None:
+        return None
+    if p > TST_ALPHA:
+        return "no_evidence"
+    return "shortcut" if score_vs_chance(b) == "above" else "information_only"
 
 
 def _by_format(head: dict, null: dict | None, extra: dict) -> dict:
@@ -651,6 +685,8 @@ def _by_format(head: dict, null: dict | None, extra: dict) -> dict:
             "excess_over_chance": None if b["accuracy"] is None else b["accuracy"] - b["chance"],
             "mean_s": b["mean_s"], "mean_s_ci": b["mean_s_ci"], "mean_s_raw": b["mean_s_raw"],
         }
+        by_format[f]["score_vs_chance"] = score_vs_chance(by_format[f])
+        by_format[f]["reading"] = tst_reading(by_format[f])
         if f == "choice" and "calibration" in extra:
             c = extra["calibration"]
             by_format[f].update({"mean_p_gold": b["mean_s"], "mean_p_gold_raw": b["mean_s_raw"],
@@ -821,6 +857,7 @@ def run_tst_rf(frame, *, k: int = 5, repeats: int = 3, seed: int = 0, group_colu
         "n_questions": int(data.n_questions), "n_scored": a["n"], "n_choice": head["choice"]["n"],
         "n_numeric": head["numeric"]["n"], "n_unscored": int(data.n_questions - a["n"]),
         "by_format": by_format,
+        "reading_definition": _DEFINITIONS["reading_definition"],
         "null": _null_settings(null, null_permutations, min(null_trees, n_estimators),
                                min(max_samples, null_max_samples), seed, group_column),
         "numeric_chance_definition": _DEFINITIONS["numeric_chance_definition"],
