@@ -611,3 +611,48 @@ def test_the_unidentifiable_reason_never_reads_as_significant():
     why = s["categories_not_identifiable"]["solid geometry"]
     assert "Bonferroni-adjusted p = 0.050 over 16 categories" in why, why
     assert s["categories_not_identifiable"]["counting"].startswith("too few multiple-choice or yes/no items")
+
+
+def test_wrong_answer_agreement_hand_case():
+    """Four 3-option items, gold A (0) everywhere: m0 and m1 both wrong on items 0-2, same wrong option on 0 and 1;
+    m2 wrong on items 0 and 3 only. a(m0, m1) = 2/3, e = 1/2 (two wrong options), x = (2/3 - 1/2) / (1/2) = 1/3."""
+    A = np.array([[1, 1, 2], [2, 2, 0], [1, 2, 0], [0, 0, 1]])
+    X, N = lc.wrong_answer_agreement(A, np.zeros(4, np.int64), np.full(4, 3))
+    assert N[0, 1] == 3 and N[0, 2] == 1 and N[1, 2] == 1 and N[2, 2] == 2
+    assert X[0, 1] == pytest.approx(1 / 3) and X[1, 0] == pytest.approx(1 / 3)
+    assert X[0, 2] == pytest.approx(-1.0) and X[1, 2] == pytest.approx(-1.0)  # item 0: m0 and m1 pick B, m2 C
+    adj = np.zeros((5, 5), bool)
+    adj[0, 1] = adj[1, 0] = adj[1, 3] = adj[3, 1] = True
+    assert lc.family_components(adj) == [[0, 1, 3]]
+
+
+def test_family_links_on_real_pools_find_the_fine_tunes_and_why_fits_do_not_leave_them_out():
+    """The one family definition (label_checks.family_links) on the bundled MATH-V pool: no two models agree on
+    85% of the items (the leave-out rule finds nothing), while their wrong answers link the fine-tunes of one base:
+    InternLM-XComposer2-VL with its CoT run, LLaVA-v1.5 with ShareGPT4V (a LLaVA fine-tune) -- what the null's
+    families regime draws. On the simulated mixed pool the same rule links the three strong models, which share
+    no training, once wrong golds are planted: the three answer the true option where the stated gold is wrong, and
+    those shared "wrong answers" are what links them. A fit that left such links out would leave out the evidence
+    for the wrong golds (recall 0.72 -> 0.06 when it did)."""
+    from audit_hub.readers.example import example_paths
+
+    p = example_paths()
+    f = AuditFrame.from_tables(pd.read_parquet(p["questions"]), pd.read_parquet(p["runs"]))
+    models = f.models_in("full")
+    _, data = ce._label_data(f, models, [], f.gold_codes().astype(np.int64))
+    A = data.arms[0]
+    assert all(len(x) == 1 for x in lc.families(A))
+    links = lc.family_links(A, data.gold, data.k, ~data.is_yn)
+    comps = [sorted(str(models[j]) for j in c) for c in lc.family_components(links["adjacency"])]
+    assert ["InternLM-XComposer2-VL", "InternLM-XComposer2-VL-CoT"] in comps
+    llava = next(c for c in comps if "ShareGPT4V-13B" in c)
+    assert {"LLaVA-v1.5-13B", "ShareGPT4V-13B", "LLaVA-v1.5-7B", "ShareGPT4V-7B"} <= set(llava)
+    i, j = models.index("ShareGPT4V-13B"), models.index("LLaVA-v1.5-13B")
+    assert links["excess"][i, j] > 0.5 and 0.05 < links["median"] < 0.2
+    assert not any({"Qwen-VL-Max", "Gemini-Pro"} & set(c) for c in comps)
+    # the simulated mixed pool with 18 planted wrong golds: the strong three (accuracy 0.88-0.92) are linked
+    fs, _ = _run("mixed_strong_weak", 18)
+    _, ds = ce._label_data(fs, fs.models_in("full"), [], fs.gold_codes().astype(np.int64))
+    adj = lc.family_links(ds.arms[0], ds.gold, ds.k, ~ds.is_yn)["adjacency"]
+    assert adj[0, 1] and adj[0, 2] and adj[1, 2] and not adj[3:, 3:].any()
+    assert all(len(x) == 1 for x in lc.families(ds.arms[0]))

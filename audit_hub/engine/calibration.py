@@ -217,49 +217,6 @@ def item_difficulty(C: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndar
 REGIMES = ("iid", "letter_bias", "chance_categories", "families")
 FIT_ROWS = 20_000         # items of the benchmark the regimes are fitted on (a random subsample when larger)
 REGIME_MIN_RUNS = 10      # simulations a regime needs for its own verdict (fewer: its rate is reported only)
-FAMILY_MIN_BOTH = 30      # items on which two models are both wrong, for their wrong-answer agreement
-FAMILY_EXCESS = 0.15      # a family: wrong-answer agreement this far above the pool's median pair (and >= 0.2)
-
-
-def _components(adj: np.ndarray) -> list[list[int]]:
-    """Connected components (size >= 2) of a symmetric boolean adjacency matrix."""
-    M = len(adj)
-    seen = np.zeros(M, bool)
-    out = []
-    for m in range(M):
-        if seen[m]:
-            continue
-        comp, todo = [], [m]
-        seen[m] = True
-        while todo:
-            v = todo.pop()
-            comp.append(v)
-            for w in np.flatnonzero(adj[v] & ~seen):
-                seen[w] = True
-                todo.append(int(w))
-        if len(comp) >= 2:
-            out.append(sorted(comp))
-    return out
-
-
-def wrong_answer_agreement(A: np.ndarray, gold: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(M, M) excess agreement of two models' wrong answers and (M, M) the number of items both got wrong, on mc
-    items with at least 3 options: ``x = (a - e) / (1 - e)`` with ``a`` the share of those items on which they
-    chose the same wrong option and ``e`` its value if wrong answers were uniform (the mean of 1 / (K - 1))."""
-    M = A.shape[1]
-    valid = (A >= 0) & (A < k[:, None])
-    wrong = (valid & (A != gold[:, None])).astype(np.float64)
-    inv = 1.0 / np.maximum(k - 1, 1)
-    N = wrong.T @ wrong
-    E = (wrong * inv[:, None]).T @ wrong
-    same = np.zeros((M, M))
-    for m in range(M):
-        same[m] = ((A == A[:, [m]]) * wrong * wrong[:, [m]]).sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        a = same / N
-        e = E / N
-        x = (a - e) / np.maximum(1 - e, 1e-9)
-    return np.where(N > 0, x, np.nan), N
 
 
 def fit_regimes(frame: AuditFrame, sim: NullSimulator, dense: list, rng: np.random.Generator) -> dict:
@@ -270,8 +227,9 @@ def fit_regimes(frame: AuditFrame, sim: NullSimulator, dense: list, rng: np.rand
     * ``chance_categories``: the categories the identifiability rule (:func:`~audit_hub.stats.label_checks.identifiability`)
       finds at chance in this pool (none: the regime is the iid one); each model answers there, in both arms,
       by its own answer-position (yes/no) frequencies, independently of the gold;
-    * ``families``: groups of models whose wrong answers agree beyond the pool's typical pair (components of
-      the pairs :data:`FAMILY_EXCESS` above the median excess agreement, :func:`wrong_answer_agreement`); none:
+    * ``families``: groups of linked models (components of
+      :func:`~audit_hub.stats.label_checks.family_links`: near-duplicate answers, or wrong answers that agree
+      beyond the pool's typical pair); none:
       models sharing a name prefix; none: the whole pool. A member's wrong answer goes to its family's
       attractive distractor of the item with probability ``sqrt(mean excess agreement in the family)``.
 
@@ -341,14 +299,14 @@ def fit_regimes(frame: AuditFrame, sim: NullSimulator, dense: list, rng: np.rand
     chance_item = sim.q_base["category"].astype(object).where(sim.q_base["category"].notna(), "(none)").astype(
         str).isin(chance).to_numpy()
 
-    # model families: wrong answers that agree beyond the pool's typical pair
-    three = is_mc & (keff >= 3)
-    X, N = wrong_answer_agreement(codes[0][three], gold[three], keff[three]) if three.any() else (
-        np.full((M, M), np.nan), np.zeros((M, M)))
-    off = ~np.eye(M, dtype=bool) & (N >= FAMILY_MIN_BOTH) & np.isfinite(X)
-    med = float(np.median(X[off])) if off.any() else 0.0
-    fams = _components(off & (X > max(med + FAMILY_EXCESS, 0.2)))
-    fam_source = "wrong-answer agreement above the pool's typical pair"
+    # model families: the one definition of label_checks.family_links (near-duplicate answers, or wrong answers that
+    # agree beyond the pool's typical pair)
+    links = lc.family_links(codes[0], gold, keff, is_mc)
+    X = links["excess"]
+    off = (links["n_both_wrong"] >= lc.FAMILY_MIN_BOTH) & np.isfinite(X) & ~np.eye(M, dtype=bool)
+    med = links["median"] if links["median"] is not None else 0.0
+    fams = lc.family_components(links["adjacency"])
+    fam_source = "near-duplicate answers or wrong-answer agreement above the pool's typical pair"
     if not fams:
         fams = lc.name_families(frame.models)
         fam_source = "models sharing a name prefix (no family in the answers)"

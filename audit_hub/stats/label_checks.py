@@ -47,6 +47,10 @@ KAPPA_MIN = 0.2
 MIN_ITEMS = 20
 MAX_ITEMS_PER_CATEGORY = 20000
 FAMILY_AGREEMENT = 0.85
+FAMILY_MIN_BOTH = 30      # items on which two models are both wrong, for their wrong-answer agreement
+# a family in the null's ``families`` regime: wrong-answer agreement this far above the pool's median pair (and
+# above 0.2)
+FAMILY_EXCESS = 0.15
 HELD_OUT = 5
 CHECK_ITEMS = 4000
 Z_MIN = 2.0
@@ -135,17 +139,100 @@ def _not_identifiable_reason(p: float, n_cat: int, acc: float, base: float, kapp
     return f"the best models barely beat their position-bias baseline out of sample ({figures}, {weak})"
 
 
-def families(A: np.ndarray, threshold: float = FAMILY_AGREEMENT) -> list[list[int]]:
-    """For each model, itself and the models whose answers agree with it on at least ``threshold`` of the
-    items both answered (near-duplicates: fine-tunes of one base, one model under two prompts)."""
+def wrong_answer_agreement(A: np.ndarray, gold: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(M, M) excess agreement of two models' wrong answers and (M, M) the number of items both got wrong, on the
+    items given (mc items with at least 3 options): ``x = (a - e) / (1 - e)`` with ``a`` the share of those items on
+    which they chose the same wrong option and ``e`` its value if wrong answers were uniform (the mean of
+    1 / (K - 1))."""
+    M = A.shape[1]
+    valid = (A >= 0) & (A < k[:, None])
+    wrong = (valid & (A != gold[:, None])).astype(np.float64)
+    inv = 1.0 / np.maximum(k - 1, 1)
+    N = wrong.T @ wrong
+    E = (wrong * inv[:, None]).T @ wrong
+    same = np.zeros((M, M))
+    for m in range(M):
+        same[m] = ((A == A[:, [m]]) * wrong * wrong[:, [m]]).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a = same / N
+        e = E / N
+        x = (a - e) / np.maximum(1 - e, 1e-9)
+    return np.where(N > 0, x, np.nan), N
+
+
+def family_links(A: np.ndarray, gold: np.ndarray | None = None, k: np.ndarray | None = None,
+                 mc: np.ndarray | None = None) -> dict:
+    """Which pairs of models are one *family* (fine-tunes of one base, one model under two prompts, releases that
+    share training data): the one definition of the held-out check and flag stability (:func:`families`: the first
+    rule only) and of the null's ``families`` regime (both rules). Two models are linked when
+
+    * their answers agree on at least :data:`FAMILY_AGREEMENT` of the items both answered (near-duplicates), or
+    * given ``gold``: their *wrong* answers agree beyond the pool's typical pair (:func:`wrong_answer_agreement` on
+      the mc items with at least 3 options, over at least :data:`FAMILY_MIN_BOTH` items both got wrong): more than
+      :data:`FAMILY_EXCESS` above the median pair's excess agreement, and above 0.2. A renamed fine-tune agrees
+      with its base on far fewer than 85% of the items where their accuracies differ, yet picks the same wrong
+      option: on MATH-V ShareGPT4V-13B and LLaVA-v1.5-13B agree on 57% of their common wrong answers beyond
+      chance (the pool's median pair: 12%).
+
+    Why the second rule does not make the families a fit leaves out: a wrong gold makes every model that knows the
+    answer "wrong" with the same option, so the label errors the check looks for link the strong models. On the
+    simulated mixed pool (three models at 88-92%, five at 30-40%) with 3% planted wrong golds it linked the three
+    strong models, leaving one out took the others with it, and the recall of the planted wrong golds fell from 0.72
+    to 0.06 (``tests/test_label_regimes.py``). In the null, which has no wrong golds, it only shapes which errors are
+    drawn together.
+
+    ``A``: (Q, M) answer codes (-1 unparseable); ``gold``, ``k`` (option counts), ``mc`` (the mc items; None: all):
+    (Q,) (without ``gold`` only the first rule applies). Returns ``adjacency`` ((M, M) bool, symmetric, no diagonal), the wrong-answer excess agreement
+    ``excess`` and its counts ``n_both_wrong`` ((M, M); NaN / 0 where not computed) and its pool ``median``."""
     M = A.shape[1]
     both = (A >= 0).astype(np.float32)
     nb = both.T @ both
     same = np.zeros((M, M))
     for j in range(M):
         same[j] = ((A == A[:, [j]]) & (A >= 0)).sum(axis=0)
-    agree = same / np.maximum(nb, 1)
-    return [[j] + [v for v in range(M) if v != j and agree[j, v] >= threshold] for j in range(M)]
+    adj = same / np.maximum(nb, 1) >= FAMILY_AGREEMENT
+    X, N, med = np.full((M, M), np.nan), np.zeros((M, M)), None
+    if gold is not None and k is not None:
+        three = (np.asarray(k) >= 3) & (np.asarray(gold) >= 0)
+        if mc is not None:
+            three &= np.asarray(mc, bool)
+        if three.any():
+            X, N = wrong_answer_agreement(A[three], np.asarray(gold)[three], np.asarray(k)[three])
+        off = (N >= FAMILY_MIN_BOTH) & np.isfinite(X) & ~np.eye(M, dtype=bool)
+        if off.any():
+            med = float(np.median(X[off]))
+            adj |= off & (X > max(med + FAMILY_EXCESS, 0.2))
+    np.fill_diagonal(adj, False)
+    return {"adjacency": adj, "excess": X, "n_both_wrong": N, "median": med}
+
+
+def families(A: np.ndarray) -> list[list[int]]:
+    """For each model, itself and the models whose answers agree with it on at least :data:`FAMILY_AGREEMENT` of
+    the items both answered (:func:`family_links`' first rule): the family that leaves a fit with it."""
+    adj = family_links(A)["adjacency"]
+    return [[j] + [int(v) for v in np.flatnonzero(adj[j])] for j in range(A.shape[1])]
+
+
+def family_components(adj: np.ndarray) -> list[list[int]]:
+    """Connected components (size >= 2) of a family adjacency (:func:`family_links`): a partition of the linked
+    models, for the null's ``families`` regime."""
+    M = len(adj)
+    seen = np.zeros(M, bool)
+    out = []
+    for m in range(M):
+        if seen[m]:
+            continue
+        comp, todo = [], [m]
+        seen[m] = True
+        while todo:
+            v = todo.pop()
+            comp.append(v)
+            for w in np.flatnonzero(adj[v] & ~seen):
+                seen[w] = True
+                todo.append(int(w))
+        if len(comp) >= 2:
+            out.append(sorted(comp))
+    return out
 
 
 def _family_units(order, fam: list[list[int]], M: int):
