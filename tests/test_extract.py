@@ -98,6 +98,13 @@ MC_CASES = [
     ("There is not enough information to answer.", ABCDE, None),
     ("None of the above", ABCDE, None),
     ("A or B", ABCDE, None),
+    # a comma before "or" / "and" is the same list (BLINK's MiniGPT-4-v2 on val_IQ_Test_11 was read as D)
+    ("Please select the next image. Choose from options (A), (B), (C), or (D).", ABCDE, None),
+    ("The answer is (A), or (B).", ABCDE, None),
+    ("The answer is B, or C.", ABCDE, None),
+    ("(A), or (B)", ABCDE, None),
+    ("The answer is (B), and (C).", ABCDE, None),
+    ("The answer is B, and this follows from the figure.", ABCDE, "B"),
     ("either B or C", ABCDE, None),
     ("The answer is either B or C.", ABCDE, None),
     ("A and C", ABCDE, None),

@@ -340,7 +340,7 @@ _CONNECTORS = frozenset(
     "because since as which with for from given due according based that this option choice "
     "is it seems corresponds represents matches".split())
 _CONFLICT = re.compile(
-    r"\s*(?:,|/|&|\+|\bor\b|\band\b|\bvs\.?)\s*(?:(?:option|choice)\s+)?[(\[]?\s*([A-Za-z])\s*[)\]]?"
+    r"\s*(?:,\s*(?:or|and)\b|,|/|&|\+|\bor\b|\band\b|\bvs\.?)\s*(?:(?:option|choice)\s+)?[(\[]?\s*([A-Za-z])\s*[)\]]?"
     r"(?![A-Za-z0-9'’])", re.IGNORECASE)
 _LEAD = re.compile(
     r"\s*(?:[(\[]\s*([A-Za-z])\s*[)\]]"
@@ -356,7 +356,8 @@ _TRAIL = re.compile(
     r"\s*[.!]?\s*$",
     re.IGNORECASE)
 _TRAIL_CONFLICT = re.compile(
-    r"[(\[]?(?<![A-Za-z0-9])([A-Za-z])[)\]]?\s*(?:,|/|&|\bor\b|\band\b)\s*(?:(?:option|choice)\s+)?[(\[]?$",
+    r"[(\[]?(?<![A-Za-z0-9])([A-Za-z])[)\]]?\s*(?:,\s*(?:or|and)\b|,|/|&|\bor\b|\band\b)\s*"
+    r"(?:(?:option|choice)\s+)?[(\[]?$",
     re.IGNORECASE)
 
 _NO_LETTER, _CONFLICTING = -1, -3
