@@ -112,6 +112,26 @@ def test_gap_table_hand_computed():
     assert gap_table(AuditFrame.from_tables(make_synthetic(20)), keep, rnd) is None
 
 
+def test_gap_table_reads_exact_match_when_a_paired_blind_rerun_has_no_judge():
+    """MathVista's case: a judged full arm, judged text-only baselines routed to the blind arm unpaired, and a
+    `benchaudit blind` rerun of one full-arm model (no judge). The gap is compared on exact matching, as the audit's
+    arm comparison does (frame.fields.arm_field), not on the judge field the rerun lacks (all n/a before)."""
+    q = pd.DataFrame({"question_id": ["q0", "q1", "q2", "q3"], "question": ["a", "b", "c", "d"],
+                      "options": [["x", "y"]] * 4, "answer": ["A"] * 4, "category": ["c"] * 4})
+    runs = []
+    for model, arm, hits, judged in (("m1", "full", [1, 1, 1, 0], True), ("m1", "blind", [1, 1, 0, 0], False),
+                                     ("gpt4", "blind", [1, 0, 0, 0], True)):
+        for i, h in enumerate(hits):
+            runs.append({"question_id": f"q{i}", "model": model, "arm": arm, "prediction": "A" if h else "B",
+                         "hit": h if judged else None})
+    f = AuditFrame.from_tables(q, pd.DataFrame(runs))
+    assert f.paired_models() == ["m1"] and f.has_judged("blind")
+    g = gap_table(f, np.array([False, False, True, True]), np.array([[True, True, False, False]])).iloc[0]
+    assert g["field"] == "hit_exact" and g["model"] == "m1"
+    assert g["vision_original"] == pytest.approx(0.75) and g["blind_original"] == pytest.approx(0.5)
+    assert g["gap_pruned"] == pytest.approx(0.5) and g["n_random_seeds"] == 1
+
+
 def test_prune_report_layout(tmp_path):
     from audit_hub.tst.output import write_prune_report
 

@@ -45,7 +45,7 @@ class DetectorSpec:
     inputs: the evaluate ``compute`` columns it needs; any one of the alternatives must be complete.
     judge_dependent: True when its output depends on the correctness field (re-run on exact match).
     compares_arms: True when it compares the full arm's correctness with the blind arm's; it then reads the
-        field both arms share (``engine.run.arm_field``), not the full arm's primary field.
+        field both arms share (``frame.fields.arm_field``), not the full arm's primary field.
     evidence: the evidence columns (without the ``<name>_`` prefix) every result carries.
     label: the report's short phrase for a flagged question.
     signal, finding: the card's "Signal" and "Flags" cells.

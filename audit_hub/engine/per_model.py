@@ -5,7 +5,7 @@ Pure: frame in, a JSON-ready dict out (``summary.json`` ``per_model``; the card'
 * ``rows``: one per (model, arm): run rows, judged and exact-match accuracy with Wilson score intervals
   (over the rows with a known value in that field), the unparseable share.
 * ``gains``: one per model with runs in the full and the blind arm (paired by name) and per field compared
-  (:func:`audit_hub.engine.run.arm_field`): accuracy with and without the image on the items both arms scored
+  (:func:`audit_hub.frame.fields.arm_field`): accuracy with and without the image on the items both arms scored
   and the image gain full - blind, with Newcombe's square-and-add interval for paired proportions
   (:func:`audit_hub.stats.core.paired_difference_ci`; the two accuracies are measured on the same items,
   so an interval for independent samples would be too wide where the arms agree).
@@ -53,7 +53,7 @@ def _diff_rows(tabs: np.ndarray, alpha: float) -> list[dict]:
 
 
 def per_model_table(frame: AuditFrame, arms: dict, alpha: float = 0.05) -> dict[str, Any]:
-    """The per-model table (module docstring); ``arms``: :func:`audit_hub.engine.run.arm_field`'s record."""
+    """The per-model table (module docstring); ``arms``: :func:`audit_hub.frame.fields.arm_field`'s record."""
     acc = frame.accuracy_table()
     kh, ke = frame.known_counts("hit"), frame.known_counts("hit_exact")
     idx = {m: i for i, m in enumerate(frame.models)}

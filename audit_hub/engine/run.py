@@ -20,6 +20,7 @@ from ..clock import stage
 from ..detectors.base import DetectorResult
 from ..errors import DetectorSkipped
 from ..frame.core import AuditFrame
+from ..frame.fields import arm_field, primary_field
 from ..readers.pairing import truncated_by_arm, truncation_note, unfinished_note
 from ..schema import ARMS
 
@@ -71,11 +72,6 @@ def _headline_p(summary: dict) -> float | None:
     except (TypeError, ValueError):
         return None
     return None if np.isnan(p) else p
-
-
-def primary_field(frame: AuditFrame) -> str:
-    """The correctness field the detectors read: the judge's verdict when the full arm has one, else exact match."""
-    return "hit" if frame.has_judged("full") else "hit_exact"
 
 
 def run_detectors(frame: AuditFrame, names: tuple[str, ...], *, seed: int = 0,
@@ -228,44 +224,6 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
         elif second is not None:
             alt[name] = second
     return results, alt, skipped, modules
-
-
-def arm_field(frame: AuditFrame) -> dict[str, Any]:
-    """The correctness field on which the full and the blind arm are compared, and why.
-
-    The judged field (``hit``) when every model of the compared pool has judged correctness in both arms
-    (the exact-match field is then compared as well: judge dependence); otherwise exact matching
-    (``hit_exact``) in both arms. ``benchaudit blind`` runs no judge, so a judged full arm against its
-    blind reruns is compared on exact matching, the full arm's exact-match correctness being computed from
-    its predictions by the same parser (:mod:`audit_hub.answers`) that scored the blind arm. Returns
-    ``{"field", "why", "judged_too", "exact_source", "models_without_judge": {arm: [names]}}``."""
-    full, blind = frame.models_in("full"), frame.models_in("blind")
-    paired = frame.paired_models()
-    mf, mb = (paired, paired) if paired else (full, blind)
-    src = frame.meta.get("hit_exact_source", "parser")
-    how = ("exact-match correctness is computed from each arm's predictions by the same parser (audit_hub.answers)"
-           if src == "parser" else "exact-match correctness as the run files give it (hit_exact)")
-    if not mf or not mb:
-        return {"field": primary_field(frame), "why": "no blind arm to compare with", "judged_too": False,
-                "exact_source": src, "models_without_judge": {}}
-    hk = frame.known_counts("hit")
-    idx = {m: i for i, m in enumerate(frame.models)}
-    without = {"full": [m for m in mf if hk[0, idx[m]] == 0], "blind": [m for m in mb if hk[1, idx[m]] == 0]}
-    if not without["full"] and not without["blind"]:
-        return {"field": "hit", "judged_too": True, "exact_source": src, "models_without_judge": without,
-                "why": "both arms carry judged correctness (hit) for every compared model: the arms are compared "
-                       f"on the judged field and again on exact matching; {how}"}
-    if len(without["full"]) == len(mf):
-        why = f"the full arm has no judged correctness, so both arms are compared on exact matching; {how}"
-    else:
-        who = without["blind"] or without["full"]
-        arm = "blind" if without["blind"] else "full"
-        why = (f"the {arm} arm has no judged correctness for {len(who)} of {len(mb if arm == 'blind' else mf)} "
-               f"compared model(s): {', '.join(who[:5])}{' ...' if len(who) > 5 else ''}"
-               + (" (`benchaudit blind` scores by exact matching and runs no judge)" if arm == "blind" else "")
-               + f", so both arms are compared on exact matching; {how}")
-    return {"field": "hit_exact", "why": why, "judged_too": False, "exact_source": src,
-            "models_without_judge": without}
 
 
 def _multiplicity(results: dict[str, DetectorResult]) -> dict:

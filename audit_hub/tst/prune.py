@@ -378,8 +378,10 @@ def gap_table(frame, keep: np.ndarray, random_keep: np.ndarray, *, field: str | 
     if not full_models or not blind_models:
         return None
     paired = frame.paired_models()
-    if field is None:
-        field = "hit" if frame.has_judged("full") and frame.has_judged("blind") else "hit_exact"
+    if field is None:  # the field the audit compares the arms on: judged only where every compared model has it
+        from ..frame.fields import arm_field
+
+        field = arm_field(frame)["field"]
 
     def acc(masks: np.ndarray, mat: np.ndarray) -> np.ndarray:
         m = masks.astype(np.float64)
