@@ -195,7 +195,12 @@ def metric_info(name: str, features: dict, *, description: str, inputs_descripti
 class DeclaredInputs:
     """Base of every evaluate module here, before ``evaluate.Metric``: ``Metric.compute`` takes
     ``predictions`` and ``references`` by name and silently drops them when the loaded configuration
-    does not declare them as features; here that is a TypeError naming them and the configurations."""
+    does not declare them as features; here that is a TypeError naming them and the configurations.
+
+    ``optional_features``: declared features a caller may leave out (``evaluate`` requires every declared one);
+    left out, each row gets ``""`` (no value), which the module's ``_compute`` reads as not given."""
+
+    optional_features: tuple[str, ...] = ()
 
     def compute(self, *, predictions=None, references=None, **kwargs):
         """Compute the module's result from the inputs (evaluate's ``compute``; see the arguments below).
@@ -205,6 +210,9 @@ class DeclaredInputs:
         predictions, references = given.pop("predictions"), given.pop("references")
         kwargs = given
         declared = set(self._feature_names())
+        if references is None and "references" in self.optional_features and "references" in declared:
+            rows = kwargs.get("question_ids")
+            references = [""] * (len(rows) if rows is not None else 0)
         dropped = [n for n, v in (("predictions", predictions), ("references", references))
                    if v is not None and n not in declared]
         if dropped:

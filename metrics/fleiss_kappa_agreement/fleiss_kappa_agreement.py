@@ -55,10 +55,12 @@ _TEXT = datasets.Value("string")
 class FleissKappaAgreement(metric_adapter.DeclaredInputs, evaluate.Metric):
     """Fleiss' kappa over models as raters (see the metric card)."""
 
+    optional_features = ("references",)
+
     def _info(self):
         if self.config_name != "default":
             raise ValueError(f"unknown configuration {self.config_name!r}; use 'default'")
-        features = {"question_ids": _TEXT, "models": _TEXT, "predictions": _TEXT}
+        features = {"question_ids": _TEXT, "models": _TEXT, "predictions": _TEXT, "references": _TEXT}
         return metric_adapter.metric_info("fleiss_kappa_agreement", features, description=_DESCRIPTION,
                                           inputs_description=_KWARGS_DESCRIPTION, citation=_CITATION)
 
@@ -67,7 +69,9 @@ class FleissKappaAgreement(metric_adapter.DeclaredInputs, evaluate.Metric):
                  field="hit", seed=0, return_per_question=False, n_boot=None, max_units=None,
                  max_boot_codes=None, alpha=None, chunk=None):
         """Every keyword is named here: a misspelled one is a TypeError. Detector parameters left at
-        None take the detector's default."""
+        None take the detector's default. ``references`` left out arrive as ``""`` on every row: not given."""
+        if references is not None and all(r == "" for r in references):
+            references = None
         return metric_adapter.compute(
             "fleiss_kappa_agreement", question_ids=question_ids, models=models, predictions=predictions,
             blind_predictions=blind_predictions, references=references, hits=hits, blind_hits=blind_hits,
