@@ -377,7 +377,7 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
           out: str | os.PathLike | None = None,
           column_map: Mapping[str, str] | Sequence[str] | None = None, revision: str | None = None,
           dataset: str | None = None, blind_model: str | None = None, seed: int = 0, n_permutations: int = 999,
-          calibration_sims: int = 50, stratify: Sequence[str] | None = None, tst: bool = False,
+          metric: str | None = None, calibration_sims: int = 50, stratify: Sequence[str] | None = None, tst: bool = False,
           figures: bool = True, design_label: str | None = None, allow_unparsed_options: bool = False,
           threads: int = 1, parallel: bool = True, on_stage: Callable[[str], None] | None = None,
           on_progress: Callable[[str, int, int, float], None] | None = None,
@@ -449,6 +449,7 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
 
                 groups, skipped = read_benchmarks(questions, runs_l, blind_l, column_map=_column_map(column_map),
                                                   dataset=dataset, blind_model=blind_model, benchmark=benchmark,
+                                                  metric=metric,
                                                   worker=worker, as_given=runs_as_given)
             if len(groups) > 1 and base_l:
                 from .errors import InputError
@@ -474,7 +475,7 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
                 result.memory_line = plan.line()
                 return result
             frame = _audit_frame(questions, runs_l, blind_l, base_l, column_map=column_map, revision=revision,
-                                 dataset=dataset, blind_model=blind_model,
+                                 dataset=dataset, blind_model=blind_model, metric=metric,
                                  allow_unparsed_options=allow_unparsed_options, worker=worker,
                                  group=groups[0], skipped=skipped)
             config = _audit_config(frame, seed=seed, n_permutations=n_permutations,
@@ -519,7 +520,8 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
 
 
 def _audit_frame(questions: str | None, runs: list[str], blind: list[str], base: list[str], *, column_map, revision,
-                 dataset, blind_model, allow_unparsed_options: bool, worker, group=None, skipped=()):
+                 dataset, blind_model, allow_unparsed_options: bool, worker, group=None, skipped=(),
+                 metric: str | None = None):
     from .clock import stage
     from .errors import InputError
 
@@ -540,7 +542,7 @@ def _audit_frame(questions: str | None, runs: list[str], blind: list[str], base:
     from .readers.ingest import build_frame
 
     return build_frame(questions, runs, blind, base=base, column_map=_column_map(column_map), revision=revision,
-                       dataset_hint=dataset, blind_model=blind_model,
+                       dataset_hint=dataset, blind_model=blind_model, metric=metric,
                        allow_unparsed_options=allow_unparsed_options, worker=worker)
 
 

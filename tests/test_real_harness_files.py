@@ -296,6 +296,26 @@ def test_lm_eval_generate_filter_chosen_by_metric():
         ingest.build_frame(None, [path], metric="exact_match,loose")
 
 
+def test_the_audit_command_takes_the_metric(tmp_path):
+    """`benchaudit audit --metric exact_match,flexible-extract` (docs/harnesses.md) reaches the lm-eval reader: the
+    judged accuracy is lm-eval's flexible-extract figure, not its first filter's; a filter the file lacks is one
+    line and exit 2."""
+    from cli_run import run_cli
+
+    path = glob.glob(os.path.join(LMEVAL, "v0.4.2", "StubGood", "*local_gen*"))[0]
+    results = _lm_eval_results(path)["results"]["local_gen"]
+    res = run_cli("audit", "--runs", path, "--metric", "exact_match,flexible-extract", "--out", tmp_path / "o",
+                  "--calibration-sims", "0", "--no-figures")
+    assert res.returncode == 0, res.stderr
+    man = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert man["inputs"][0]["metric"] == "exact_match,flexible-extract"
+    pm = {r["model"]: r for r in json.loads((tmp_path / "o" / "summary.json").read_text())["per_model"]["rows"]}
+    assert pm["StubGood"]["accuracy_judged"] == pytest.approx(results["exact_match,flexible-extract"])
+    bad = run_cli("audit", "--runs", path, "--metric", "exact_match,loose", "--out", tmp_path / "b")
+    assert bad.returncode == 2 and "filter 'loose' not in the samples" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "b").exists()
+
+
 def test_lm_eval_mmmu_multimodal_task():
     """lm-eval's own MMMU functions: options from the doc's list literal, one image per question; its
     parser needs the letter alone or in parentheses ("B. because" is not read and lm-eval picks an option

@@ -38,6 +38,11 @@ def register(app: typer.Typer) -> None:
         dataset: str | None = typer.Option(
             None, "--dataset", help="Dataset name inside VLMEvalKit file names ({model}_{dataset}.xlsx) when it "
                                     "cannot be inferred (default: the questions file's stem)."),
+        metric: str | None = typer.Option(
+            None, "--metric", metavar="METRIC[,FILTER]",
+            help="The lm-evaluation-harness / lmms-eval metric that gives the judged correctness (hit), e.g. "
+                 "'acc_norm' or 'exact_match,flexible-extract' (default: the task's first 0/1 metric at its "
+                 "first filter)."),
         benchmark: list[str] | None = typer.Option(
             None, "--benchmark",
             help="Audit only this benchmark of a harness output folder (a VLMEvalKit work_dir, an lmms-eval run "
@@ -119,7 +124,7 @@ def register(app: typer.Typer) -> None:
                 eta = f", about {left:.0f} s left" if left == left and left < 1e5 else ""
                 prog.update(task, description=f"{name} {done}/{total}{eta}"[:60].ljust(28))
 
-            result = run(questions, runs, blind, base=base, out=out, column_map=column_map, revision=revision, dataset=dataset,
+            result = run(questions, runs, blind, base=base, out=out, column_map=column_map, revision=revision, dataset=dataset, metric=metric,
                          blind_model=blind_model, seed=seed, n_permutations=n_permutations,
                          calibration_sims=calibration_sims, stratify=stratify, tst=tst, figures=figures,
                          design_label=design_label, allow_unparsed_options=allow_unparsed_options, threads=threads,

@@ -342,10 +342,11 @@ def split_by_benchmark(full_res: list, blind_res: list, *, wanted: Sequence[str]
 def read_benchmarks(questions_spec: str | None, runs: Sequence[str], blind: Sequence[str] = (), *,
                     column_map: dict[str, str] | None = None, dataset: str | None = None,
                     blind_model: str | None = None, benchmark: Sequence[str] | None = None, worker=None,
-                    as_given: bool = False) -> tuple[list[BenchmarkInputs], list[dict]]:
+                    as_given: bool = False, metric: str | None = None) -> tuple[list[BenchmarkInputs], list[dict]]:
     """Every run file read once (``worker`` reads some beside this process) and split by benchmark
     (:func:`split_by_benchmark`): ``(groups, files skipped)``. ``dataset`` is ``--dataset`` (the name hint for
-    VLMEvalKit file names, and a selection among several benchmarks)."""
+    VLMEvalKit file names, and a selection among several benchmarks); ``metric`` is ``--metric`` (the
+    lm-eval / lmms-eval metric that gives ``hit``)."""
     from ..clock import stage
 
     runs, blind = list(runs or []), list(blind or [])
@@ -356,7 +357,7 @@ def read_benchmarks(questions_spec: str | None, runs: Sequence[str], blind: Sequ
         hint = stem_of(str(questions_spec))
     with stage("read"):
         full_res, blind_res, skipped = read_run_files(runs, blind, column_map=column_map, dataset_hint=hint,
-                                                      blind_model=blind_model,
+                                                      blind_model=blind_model, metric=metric,
                                                       with_questions=questions_spec is None, worker=worker,
                                                       as_given=as_given)
         groups, left = split_by_benchmark(full_res, blind_res, wanted=benchmark, dataset=dataset,
