@@ -228,3 +228,23 @@ def test_grouped_null_runs_on_blocks():
     # only blocks with a same-stratum, same-size partner can move; some do, not necessarily all
     assert 0 < nul["n_exchangeable_questions"] <= 240
     assert res.summary["by_format"]["choice"]["p_value"] is not None
+
+
+def test_a_null_equal_to_the_observed_up_to_summation_order_is_a_tie_and_a_degenerate_null_is_named():
+    """MathVista with --group-column l2_category: 17 of 998 questions can trade answers, every permutation of the
+    numeric questions gives the observed MRA up to float summation order, and the card printed "± 0.00000000%"
+    and "-0.00000000 pp". Now: sd 0, excess 0, p 1, and a warning naming how few questions the null moved."""
+    from audit_hub.tst.null import null_figures
+    from audit_hub.tst.output import null_warning
+
+    obs = 0.1 + 0.2  # 0.30000000000000004
+    f = null_figures(obs, np.array([0.3] * 98 + [0.1 + 0.2]))
+    assert f["null_sd"] == 0.0 and f["excess"] == 0.0 and f["p_value"] == 1.0
+    summary = {"n_scored": 998, "params": {"group_column": "l2_category"},
+               "null": {"n_permutations": 99, "n_exchangeable_questions": 17}}
+    assert null_warning(summary) == (
+        "the permutation null could move the answers of only 17 of 998 scored questions (the groups of the group "
+        "column fill their strata: few strata hold two groups or more); its p-values and excesses carry little "
+        "information")
+    assert null_warning({**summary, "null": {"n_permutations": 99, "n_exchangeable_questions": 499}}) is None
+    assert null_warning({**summary, "null": {"n_permutations": 0, "n_exchangeable_questions": None}}) is None

@@ -101,7 +101,11 @@ def null_figures(observed: float | None, null: np.ndarray) -> dict:
     """Null mean, spread and 95% range; the excess of the observed statistic over the null mean
     (with +/- 1.96 null sd); the one-sided p-value. All None without a null."""
     null = np.asarray(null, dtype=np.float64)
-    null = null[np.isfinite(null)]
+    # the statistics are means of shares: rounded to 1e-12 so that a permutation equal to the observed answers up
+    # to summation order ties with them (a null sd of 1e-17 printed as "0.00000000%", an excess of -0.0)
+    null = np.round(null[np.isfinite(null)], 12)
+    if observed is not None and np.isfinite(observed):
+        observed = round(float(observed), 12)
     if observed is None or not np.isfinite(observed) or len(null) == 0:
         return {"test_statistic": observed, "null_mean": None, "null_sd": None, "null_interval": [None, None],
                 "excess": None, "excess_ci": [None, None], "p_value": None, "n_permutations": int(len(null))}

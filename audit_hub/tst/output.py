@@ -112,6 +112,24 @@ def reading_words(b: dict, what: str, n_permutations: int | None = None) -> str 
     return f"{head} (its interval reaches it), so there is no evidence of a shortcut beyond {base}"
 
 
+#: below this share of the scored questions able to trade answers, the permutation null says little (named)
+NULL_MIN_EXCHANGEABLE = 0.5
+
+
+def null_warning(summary: dict) -> str | None:
+    """One sentence when the label-permutation null could move the answers of fewer than half the scored
+    questions (a group column whose groups fill their strata, or strata of one question): its p-value and excess
+    then carry little information. None otherwise."""
+    nul = summary.get("null") or {}
+    n_ex, n = nul.get("n_exchangeable_questions"), summary.get("n_scored")
+    if not nul.get("n_permutations") or n_ex is None or not n or n_ex >= NULL_MIN_EXCHANGEABLE * n:
+        return None
+    why = ("the groups of the group column fill their strata: few strata hold two groups or more"
+           if (summary.get("params") or {}).get("group_column") else "most strata hold a single question")
+    return (f"the permutation null could move the answers of only {n_ex:,} of {n:,} scored questions ({why}); "
+            "its p-values and excesses carry little information")
+
+
 def summary_lines(summary: dict) -> list[str]:
     """The printed summary of ``benchaudit tst``: a header, one line per format, one combined line. Each
     line leads with the excess over the null (the test), the score beside chance in words after it."""
@@ -120,6 +138,9 @@ def summary_lines(summary: dict) -> list[str]:
     out = [f"TsT-RF on {summary['n_questions']} questions ({summary['n_scored']} scored; k={p['k']}, "
            f"{p['repeats']} repeats, seed {p['seed']}; null: {nn} label permutations within category x format x "
            f"K{', groups kept' if p['group_column'] else ''})"]
+    warn = null_warning(summary)
+    if warn:
+        out.append(f"  warning: {warn}")
     for f, b in summary["by_format"].items():
         what = "accuracy" if f == "choice" else "MRA"
         line = (f"  {f:<7} n={b['n']:<6} {_null_text(b, nn)} | {_chance_words(b, what)} | "
@@ -144,13 +165,14 @@ def summary_lines(summary: dict) -> list[str]:
 
 def _format_table(summary: dict) -> str:
     rows = []
+    nn = (summary.get("null") or {}).get("n_permutations")
     items = list(summary["by_format"].items())
     if len(items) > 1:
         items.append(("all (n-weighted)", {**summary, "n": summary["n_scored"]}))
     for f, b in items:
         rows.append([f, b["n"], _with_ci(b['accuracy'], b['accuracy_ci']), pct(b.get("test_statistic")),
                      "n/a" if b.get("null_mean") is None else f"{pct(b['null_mean'])} ± {pct(b['null_sd'])}",
-                     pp(b.get("excess")), fmt_p(b.get("p_value")), pct(b["chance"]),
+                     pp(b.get("excess")), fmt_p(b.get("p_value"), nn), pct(b["chance"]),
                      pct(b["majority_baseline"])])
     return md_table(["format", "n", "accuracy / MRA", "test statistic", "null mean ± sd", "excess",
                      "p", "chance", "majority"], rows)
@@ -242,6 +264,7 @@ def tst_card(summary: dict, llm: dict | None = None, figures: dict | None = None
         _format_table(summary), "",
         f"- **excess** = test statistic minus the null mean; **p** one-sided, (1 + #null >= observed) / "
         f"(N + 1) with N = {nul['n_permutations']} label permutations.",
+        *([f"- **Warning**: {null_warning(summary)}."] if null_warning(summary) else []),
         f"- the null assumes: {nul['assumes']}. It keeps each stratum's gold-position (numeric: gold-value) "
         "frequencies, so a p-value below alpha means the text predicts the answer beyond what a forest fitted to "
         "shuffled answers makes of them; the majority column shows what those frequencies alone give, and a "
