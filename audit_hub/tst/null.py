@@ -105,7 +105,7 @@ def null_figures(observed: float | None, null: np.ndarray) -> dict:
     # to summation order ties with them (a null sd of 1e-17 printed as "0.00000000%", an excess of -0.0)
     null = np.round(null[np.isfinite(null)], 12)
     if observed is not None and np.isfinite(observed):
-        observed = round(float(observed), 12)
+        observed = float(np.round(float(observed), 12))
     if observed is None or not np.isfinite(observed) or len(null) == 0:
         return {"test_statistic": observed, "null_mean": None, "null_sd": None, "null_interval": [None, None],
                 "excess": None, "excess_ci": [None, None], "p_value": None, "n_permutations": int(len(null))}
