@@ -112,6 +112,7 @@ def null_figures(observed: float | None, null: np.ndarray) -> dict:
     m = float(null.mean())
     sd = float(null.std(ddof=1)) if len(null) > 1 else 0.0
     ex = float(observed - m)
+    sd, ex = (0.0 if abs(x) < 1e-12 else x for x in (sd, ex))  # the mean of equal shares is off by ~1e-17
     return {"test_statistic": float(observed), "null_mean": m, "null_sd": sd,
             "null_interval": [float(np.quantile(null, 0.025)), float(np.quantile(null, 0.975))],
             "excess": ex, "excess_ci": [ex - Z95 * sd, ex + Z95 * sd],
