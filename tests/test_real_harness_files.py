@@ -537,3 +537,20 @@ def test_opencompass_results_file_alone_is_one_clear_error():
     res = sorted(glob.glob(os.path.join(OPENCOMPASS, "*", "*", "results", "*", "*.json")))[0]
     with pytest.raises(InputError, match="read with the predictions file"):
         ingest.build_frame(None, [res])
+
+
+@pytest.mark.parametrize("pattern", ["lmms_eval/real/v0.7.3/*/*samples*mmstar*.jsonl",
+                                     "lmms_eval/real/v0.3.5/*/*samples*mmstar*.jsonl",
+                                     "vlmevalkit/real/workdir_runs/ScriptedGood/ScriptedGood_MMStar.xlsx",
+                                     "lm_eval/real/v0.4.13/StubGood/*samples_local_gen*"])
+def test_every_reader_records_its_harness_and_version(pattern):
+    """The manifest's `inputs` (docs/harnesses.md) name the harness and its version for every reader: lmms-eval's
+    results.json writes `lmms_eval_version` only from 0.4 on, and a git install without metadata writes
+    "unknown@unknown" (v0.7.3 here), so both fixtures say it is not recorded; VLMEvalKit's sheets never carry it."""
+    paths = sorted(glob.glob(os.path.join(FIX, pattern)))
+    assert paths, pattern
+    src = ingest.build_frame(None, paths[:1]).sources[0]
+    assert src["harness"] in {"lmms-eval", "VLMEvalKit", "lm-evaluation-harness"}
+    assert src["harness_version"] == {"lmms-eval": "not recorded in lmms-eval's output files",
+                                      "VLMEvalKit": "not recorded in VLMEvalKit's output files",
+                                      "lm-evaluation-harness": "0.4.13"}[src["harness"]]

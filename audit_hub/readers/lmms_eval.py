@@ -84,10 +84,9 @@ def task_name(path: str) -> str:
     return stem.strip("_") or stem_of(path)
 
 
-def model_name_for(path: str) -> str:
-    """Model name from a sibling ``*results*.json`` (``model_name`` / ``pretrained=``), else the folder. A run
-    folder holds one samples file per task beside the same results files: each is read once per folder
-    (cached on the files' names, sizes and modification times)."""
+def _results_stamp(path: str) -> tuple:
+    """The sibling ``*results*.json`` files of a samples file, with their sizes and modification times (the key of
+    the per-folder cache)."""
     folder = os.path.dirname(os.path.abspath(path))
     stamp = []
     for cand in sorted(glob.glob(os.path.join(folder, "*results*.json"))):
@@ -96,11 +95,27 @@ def model_name_for(path: str) -> str:
         except OSError:
             continue
         stamp.append((cand, st.st_size, st.st_mtime_ns))
-    return _model_name_in(folder, tuple(stamp)) or os.path.basename(folder) or stem_of(path)
+    return tuple(stamp)
+
+
+def model_name_for(path: str) -> str:
+    """Model name from a sibling ``*results*.json`` (``model_name`` / ``pretrained=``), else the folder. A run
+    folder holds one samples file per task beside the same results files: each is read once per folder
+    (cached on the files' names, sizes and modification times)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    return _results_info(_results_stamp(path))["model"] or os.path.basename(folder) or stem_of(path)
+
+
+def version_for(path: str) -> str:
+    """lmms-eval's version from a sibling ``*results*.json`` (``lmms_eval_version``, written since 0.4; a git
+    install without metadata writes ``unknown@unknown``), else a sentence saying it is not recorded."""
+    v = _results_info(_results_stamp(path))["version"]
+    return v if v else "not recorded in lmms-eval's output files"
 
 
 @functools.lru_cache(maxsize=256)
-def _model_name_in(folder: str, stamp: tuple) -> str | None:
+def _results_info(stamp: tuple) -> dict:
+    out = {"model": None, "version": None}
     for cand, size, _mtime in stamp:
         try:
             if size > 50_000_000:
@@ -109,17 +124,23 @@ def _model_name_in(folder: str, stamp: tuple) -> str | None:
                 obj = json.load(fh)
         except (OSError, ValueError):
             continue
-        if isinstance(obj, dict):
+        if not isinstance(obj, dict):
+            continue
+        v = obj.get("lmms_eval_version")
+        if out["version"] is None and isinstance(v, str) and v.strip() and v.strip() != "unknown@unknown":
+            out["version"] = v.strip()
+        if out["model"] is None:
             name = obj.get("model_name")
             if isinstance(name, str) and name.strip():
-                return name.strip()
+                out["model"] = name.strip()
+                continue
             cfg = obj.get("config") or {}
             args = cfg.get("model_args") if isinstance(cfg, dict) else None
             if isinstance(args, str):
                 m = re.search(r"pretrained=([^,]+)", args)
                 if m:
-                    return m.group(1).strip()
-    return None
+                    out["model"] = m.group(1).strip()
+    return out
 
 
 def _first_text(v):
@@ -292,4 +313,5 @@ def read_samples(path: str, *, arm: str = "full", model: str | None = None, metr
     judges = {model_name: f"lmms-eval:{chosen}"} if chosen else {}
     return ReadResult(path=path, kind="lmms-eval-samples", runs=runs, questions=questions, judges=judges, rows=n,
                       info={"model": model_name, "task": task_name(path), "metric": chosen,
-                            "metric_fields": metric_keys}, benchmark=task_name(path))
+                            "metric_fields": metric_keys, "harness": "lmms-eval",
+                            "harness_version": version_for(path)}, benchmark=task_name(path))

@@ -238,7 +238,8 @@ def read_sheet(df: pd.DataFrame, path: str, *, arm: str = "full", dataset_hint: 
             qdf = qdf.drop(columns=["question_id"])
         questions = _sheet_questions(qdf, path)
     return ReadResult(path=path, kind=kind, runs=runs, questions=questions, judges=judges, rows=n,
-                      info={"model": name.model, "dataset": name.dataset, "judge": name.judge},
+                      info={"model": name.model, "dataset": name.dataset, "judge": name.judge, "harness": "VLMEvalKit",
+                            "harness_version": "not recorded in VLMEvalKit's output files"},
                       benchmark=name.dataset)
 
 
