@@ -73,6 +73,23 @@ def fmt_p(p: Any, n_permutations: int | None = None) -> str:
     return f"{p:.{min(3, num_decimals(p, 2))}f}"  # 0.001 (never 0.0010), 0.012, 0.32
 
 
+def fmt_p_vs(p: Any, level: float) -> str:
+    """A p-value printed beside the level it is compared with: as :func:`fmt_p`, with more digits (up to four
+    significant) where that would print the level itself for a p that is not the level ("p = 0.050, above 0.05"
+    for 0.0504 reads as a contradiction)."""
+    out = fmt_p(p)
+    if not isnum(p) or float(p) == level:
+        return out
+    for digits in (3, 4):
+        try:
+            if float(out) != level:
+                break
+        except ValueError:  # "< 0.001"
+            break
+        out = f"{float(p):.{num_decimals(float(p), digits)}f}"
+    return out
+
+
 def fmt_p_fine(p: Any, n_permutations: int | None = None) -> str:
     """The same as :func:`fmt_p` (kept for the detectors' card phrases that call it by this name)."""
     return fmt_p(p, n_permutations)

@@ -54,3 +54,16 @@ def test_md_table_folds_a_long_table_into_a_details_block_and_keeps_it_whole():
     assert lines[1] == "" and lines[-2] == "" and lines[-1] == "</details>"   # Markdown inside needs the blank lines
     assert "\n".join(lines[2:-2]) == md_table(["Model", "n"], rows, fold_rows=None)
     assert lines[-3] == f"| m{FOLD_ROWS} | {FOLD_ROWS} |"
+
+
+def test_a_p_value_beside_its_level_never_prints_as_the_level():
+    """The demo card said "Bonferroni-adjusted p = 0.050 over 16 categories, above 0.05" (0.00315 x 16 = 0.0504)."""
+    from audit_hub.fmt import fmt_p_vs
+
+    assert fmt_p_vs(0.0504, 0.05) == "0.0504" and fmt_p_vs(0.0496, 0.05) == "0.0496"
+    assert fmt_p_vs(0.05004, 0.05) == "0.05004"
+    assert fmt_p_vs(0.05, 0.05) == "0.050" and fmt_p_vs(0.12, 0.05) == "0.12" and fmt_p_vs(0.0004, 0.05) == "< 0.001"
+    from audit_hub.stats.label_checks import _not_identifiable_reason
+
+    assert "Bonferroni-adjusted p = 0.0504 over 16 categories, above 0.05" in _not_identifiable_reason(
+        0.00315, 16, 0.3, 0.25, 0.07)

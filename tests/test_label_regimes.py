@@ -596,7 +596,7 @@ def test_the_unidentifiable_reason_never_reads_as_significant():
     p = 0.00315 against the Bonferroni bar 0.05 / 16 = 0.003125. The card said 'do not beat ... p = 0.003' (a p
     below 0.05, rounded below the bar): it now prints the adjusted p (0.0504) and names each bar it misses."""
     r = lc._not_identifiable_reason(0.0031510744869702734, 16, 0.2525, 0.1212, 0.1494)
-    assert "Bonferroni-adjusted p = 0.050 over 16 categories, above 0.05" in r
+    assert "Bonferroni-adjusted p = 0.0504 over 16 categories, above 0.05" in r
     assert "not beat their position-bias baseline significantly" in r and "kappa over the baseline 0.15 < 0.2" in r
     assert "kappa" not in lc._not_identifiable_reason(0.83, 16, 0.17, 0.18, -0.01)  # below the baseline: no kappa
     assert "p = 0.20, above 0.05)" in lc._not_identifiable_reason(0.2, 1, 0.33, 0.21, 0.3)
@@ -609,7 +609,7 @@ def test_the_unidentifiable_reason_never_reads_as_significant():
     f = AuditFrame.from_tables(pd.read_parquet(p["questions"]), pd.read_parquet(p["runs"]))
     s = ce.run(f, recall_sims=0, check=False).summary
     why = s["categories_not_identifiable"]["solid geometry"]
-    assert "Bonferroni-adjusted p = 0.050 over 16 categories" in why, why
+    assert "Bonferroni-adjusted p = 0.0504 over 16 categories" in why, why
     assert s["categories_not_identifiable"]["counting"].startswith("too few multiple-choice or yes/no items")
 
 

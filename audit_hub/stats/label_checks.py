@@ -38,7 +38,7 @@ import re
 
 import numpy as np
 
-from ..fmt import fmt_p
+from ..fmt import fmt_p_vs
 from .core import norm_cdf
 
 TOP_MODELS = 3
@@ -132,8 +132,8 @@ def _not_identifiable_reason(p: float, n_cat: int, acc: float, base: float, kapp
     figures = f"best {100 * acc:.0f}% vs baseline {100 * base:.0f}%"
     weak = f"kappa over the baseline {kappa:.2f} < {KAPPA_MIN}"
     if p > bar:
-        over = (f"Bonferroni-adjusted p = {fmt_p(min(1.0, p * n_cat))} over {n_cat} categories, above {ALPHA}"
-                if n_cat > 1 else f"p = {fmt_p(p)}, above {ALPHA}")
+        over = (f"Bonferroni-adjusted p = {fmt_p_vs(min(1.0, p * n_cat), ALPHA)} over {n_cat} categories, above "
+                f"{ALPHA}" if n_cat > 1 else f"p = {fmt_p_vs(p, ALPHA)}, above {ALPHA}")
         return (f"the best models do not beat their position-bias baseline significantly out of sample ({figures}, "
                 f"{over}" + (f"; {weak}" if kappa < KAPPA_MIN and acc > base else "") + ")")
     return f"the best models barely beat their position-bias baseline out of sample ({figures}, {weak})"
