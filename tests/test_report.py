@@ -472,3 +472,22 @@ def test_per_category_section_without_blind_runs_has_no_empty_gain_columns(tmp_p
     res = api.audit(out=tmp_path / "m", calibration_sims=0, figures=False)
     sec = (tmp_path / "m" / "README.md").read_text().split("## Per-category findings", 1)[1].split("\n## ", 1)[0]
     assert "Sorted by zero-gain excess" in sec and "| arithmetic | 140 | 44.3% |" in sec
+
+
+def test_the_per_model_section_describes_the_blind_arm_it_has():
+    """MathVista's blind arm is text-only runs of other models (ChatGPT, Claude, GPT-4), not the full-arm models
+    with the image removed: the card's arm description says which, per pool."""
+    from audit_hub.report.card import _sentence, per_model_section
+
+    def rows(full, blind):
+        return {"rows": [{"model": m, "arm": a, "n_items": 10, "accuracy_judged": 0.5, "n_judged": 10,
+                          "accuracy_exact": 0.5, "n_exact": 10, "unparseable_share": 0.0}
+                         for a, ms in (("full", full), ("blind", blind)) for m in ms]}
+
+    assert "blind: the same model, image removed" in per_model_section(rows(["a", "b"], ["a"]))
+    assert ("blind: text-only runs of other models, compared with the full arm at pool level"
+            in per_model_section(rows(["a", "b"], ["gpt4"])))
+    assert ("blind: the same model with the image removed, or a text-only model's run"
+            in per_model_section(rows(["a", "b"], ["a", "gpt4"])))
+    assert _sentence("no blind run pairs with x") == "No blind run pairs with x." and _sentence(" ") == ""
+    assert _sentence("Done.") == "Done."

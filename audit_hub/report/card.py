@@ -431,7 +431,8 @@ def _limitations(result: Any) -> list[str]:
     pool = s.get("pool") or {}
     if pool.get("pool_level"):
         lims.append("Full and blind arms come from different models, so visual dependence is compared at pool "
-                    "level, not per model: a stronger or weaker blind model shifts every item. " + md_inline(pool.get("note") or "", 600))
+                    "level, not per model: a stronger or weaker blind model shifts every item. "
+                    + _sentence(md_inline(pool.get("note") or "", 600)))
     for key in ("truncation_note", "unfinished_note"):
         if pool.get(key):
             note = pool[key]
@@ -563,6 +564,14 @@ def _arm_field_line(arms: Any) -> str:
     return f"{what}: {md_inline(arms.get('why', ''), 600)}"
 
 
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: a capital first letter and a final period (empty stays empty)."""
+    text = text.strip()
+    if not text:
+        return ""
+    return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!", "?")) else ".")
+
+
 # ---------------------------------------------------------------------------------------------- per-model table
 def _acc_cell(p: Any, pair: Any, n: Any) -> str:
     return f"{pct(p)} {ci(pair)}" if isnum(p) and n else "n/a"
@@ -581,7 +590,14 @@ def per_model_section(pm: Any) -> str:
              pct(r.get("unparseable_share"))] for r in pm["rows"]]
     arms = sorted({r["arm"] for r in pm["rows"]}, key=lambda a: list(ARM_DESCRIPTIONS).index(a)
                   if a in ARM_DESCRIPTIONS else 99)
-    out = [f"Accuracy of each model in each arm ({', '.join(f'{a}: {ARM_DESCRIPTIONS.get(a, a)}' for a in arms)}), "
+    full_models = {r["model"] for r in pm["rows"] if r["arm"] == "full"}
+    blind_models = {r["model"] for r in pm["rows"] if r["arm"] == "blind"}
+    desc = dict(ARM_DESCRIPTIONS)
+    if blind_models and not blind_models & full_models:  # MATH-V, MathVista: text-only models, not reruns
+        desc["blind"] = "text-only runs of other models, compared with the full arm at pool level"
+    elif blind_models - full_models:
+        desc["blind"] = "the same model with the image removed, or a text-only model's run"
+    out = [f"Accuracy of each model in each arm ({', '.join(f'{a}: {desc.get(a, a)}' for a in arms)}), "
            f"with {level}% {pm.get('accuracy_interval', 'Wilson score interval')}s over the items scored in that field; "
            "an empty or unreadable answer counts as wrong and is also counted as unparseable.", "",
            md_table(["Model", "Arm", "Items", "Judged accuracy", "Exact-match accuracy", "Unparseable"], rows,
