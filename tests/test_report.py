@@ -491,3 +491,9 @@ def test_the_per_model_section_describes_the_blind_arm_it_has():
             in per_model_section(rows(["a", "b"], ["a", "gpt4"])))
     assert _sentence("no blind run pairs with x") == "No blind run pairs with x." and _sentence(" ") == ""
     assert _sentence("Done.") == "Done."
+
+
+def test_card_counts_models_in_words(report_dir):
+    card = (report_dir / "README.md").read_text()
+    assert "| Full arm (with images) | 3 models: m0, m1, m2 |" in card
+    assert "| Blind arm (images removed) | 3 models: m0, m1, m2 |" in card and "model(s)" not in card
