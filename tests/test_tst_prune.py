@@ -138,7 +138,10 @@ def test_prune_report_layout(tmp_path):
     f = AuditFrame.from_tables(make_synthetic(240, planted=True, seed=16))
     res = iterative_bias_pruning(f, budget=20, step=10, tst_kwargs=FAST, random_seeds=5, random_tst_seeds=0)
     out = write_prune_report(f, res, tmp_path / "rep", command_line=["benchaudit", "prune"], source="synthetic")
-    assert (out / "README.md").read_text().startswith("---\nconfigs:")
+    main = (out / "README.md").read_text()
+    assert main.startswith("---\nconfigs:")
+    assert "{'" not in main and ": None" not in main and "'budget'" not in main  # no Python reprs (fmt.plain)
+    assert "stop reasons: all: budget" in main
     s = json.loads((out / "summary.json").read_text())["prune"]
     assert s["n_removed"] == 20 and s["settings"]["step"] == 10
     qs = pd.read_parquet(out / "data" / "questions-00000-of-00001.parquet")

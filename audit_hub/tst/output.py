@@ -18,7 +18,7 @@ import pandas as pd
 
 from .. import __version__
 from ..escape import md_inline
-from ..fmt import ci, fmt_p, isnum, md_table, pct, pp
+from ..fmt import ci, fmt_p, isnum, md_table, pct, plain, pp
 from ..hub.card import configs as hub_configs
 from ..hub.folders import to_jsonable
 from ..hub.output import OutputFolder, output_folder
@@ -366,14 +366,14 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
         "scored highest above chance. The removed questions are an *audit selection* to inspect: another "
         "diagnostic, allocation or seed would select a different set. This is not \"the\" debiased "
         "benchmark.\n",
-        f"- allocation: {md_inline(s['allocation'], 60)}; budgets: {md_inline(s['budgets'], 400)} "
-        f"({md_inline(s['budget_source'], 200)})",
-        f"- step: {s['step']} per iteration; threshold: {s['threshold']}; floors per category: "
-        f"{md_inline(s['floors'], 400)}",
-        f"- ranking: {md_inline(s['score'], 200)}; ties: {md_inline(s['tie_break'], 200)}",
-        f"- TsT settings: {md_inline(s['tst'], 400)}",
-        f"- removed {s['n_removed']} of {s['n_questions']} questions in {len(trace)} TsT runs; "
-        f"stop reasons: {md_inline(res.stop_reasons, 400)}",
+        f"- allocation: {md_inline(plain(s['allocation']), 60)}; budgets: {md_inline(plain(s['budgets']), 400)} "
+        f"({md_inline(plain(s['budget_source']), 200)})",
+        f"- step: {plain(s['step'])} per iteration; threshold: {md_inline(plain(s['threshold']), 60)}; floors per "
+        f"category: {md_inline(plain(s['floors']), 400)}",
+        f"- ranking: {md_inline(plain(s['score']), 200)}; ties: {md_inline(plain(s['tie_break']), 200)}",
+        f"- TsT settings: {md_inline(plain(s['tst']), 400)}",
+        f"- removed {plain(s['n_removed'])} of {plain(s['n_questions'])} questions in {len(trace)} TsT runs; "
+        f"stop reasons: {md_inline(plain(res.stop_reasons), 400)}",
         f"- random-removal baseline: {s['random_seeds']} seeds ({s['random_seed_rule']}), same number per "
         "group, same floors\n",
     ]
