@@ -611,10 +611,11 @@ def tst(questions: str, *, out: str | os.PathLike | None = None, k: int = 5, rep
     """TsT-RF (and TsT-LLM with ``llm``) on the test set's own text (``benchaudit tst``)."""
     import sys
 
-    from .tst.rf import run_tst_rf
+    from .tst.rf import check_calibration, run_tst_rf
 
     _check_ranges(k=k, repeats=repeats, seed=seed, n_estimators=n_estimators, n_jobs=n_jobs,
                   llm_max_steps=llm_max_steps)
+    check_calibration(calibration)  # before the questions are read
     if out is not None:
         from .hub.folders import check_output_target
 

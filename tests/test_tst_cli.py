@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 import typer
 
 from audit_hub.tst.synthetic import make_synthetic
@@ -149,3 +150,16 @@ def test_a_null_test_that_rejects_without_a_score_above_chance_is_not_called_a_s
     lines = summary_lines(summary)
     assert lines[2].split()[0] == "numeric" and lines[3].strip() == f"({w})" and lines[4].split()[0] == "all"
     assert _reading_bullets(summary) == [f"- **numeric**: {w}."]
+
+
+def test_an_unknown_calibration_is_refused_before_the_questions_are_read(tmp_path):
+    """`--calibration foo` named an internal parameter ("calibrate must be one of ...") after reading the file."""
+    from cli_run import run_cli
+
+    import audit_hub.api as api
+    from audit_hub.errors import InputError
+
+    res = run_cli("tst", "-q", tmp_path / "missing.parquet", "--calibration", "foo", "--out", tmp_path / "o")
+    assert res.returncode == 2 and res.stderr.strip() == "error: --calibration must be one of isotonic, power, none, got 'foo'"
+    with pytest.raises(InputError, match="--calibration must be one of isotonic, power, none, got 'foo'"):
+        api.tst(str(tmp_path / "missing.parquet"), calibration="foo")

@@ -742,14 +742,19 @@ def _null_settings(null: dict | None, null_permutations: int, n_trees: int, n_ro
     }
 
 
-def _checked_data(frame, calibrate: str, null_permutations: int) -> tuple[pd.DataFrame, TstData, FullLabels]:
-    """The questions, TsT's arrays and labels, after checking the settings and that something is scorable."""
+def check_calibration(calibrate: str) -> None:
+    """``--calibration`` is one of :data:`.scaling.METHODS` (one line naming the option otherwise)."""
     from .scaling import METHODS
 
     if calibrate not in METHODS:
-        raise InputError(f"calibrate must be one of {METHODS}, got {calibrate!r}")
+        raise InputError(f"--calibration must be one of {', '.join(METHODS)}, got {calibrate!r}")
+
+
+def _checked_data(frame, calibrate: str, null_permutations: int) -> tuple[pd.DataFrame, TstData, FullLabels]:
+    """The questions, TsT's arrays and labels, after checking the settings and that something is scorable."""
+    check_calibration(calibrate)
     if null_permutations < 0:
-        raise InputError(f"null_permutations must be >= 0, got {null_permutations}")
+        raise InputError(f"--null-permutations must be >= 0, got {null_permutations}")
     questions = frame.questions if hasattr(frame, "questions") else frame
     data, labels = build_data(questions)
     if (data.kind >= 0).sum() == 0:
