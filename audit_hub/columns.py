@@ -11,6 +11,13 @@ import pyarrow as pa
 ARROW_STR = pd.ArrowDtype(pa.string())
 
 
+def arrow_strings(values) -> pd.arrays.ArrowExtensionArray:
+    """A sequence of str / None (NaN read as None) as an :data:`ARROW_STR` array, built by pyarrow. Never
+    ``pd.array(list, dtype=ARROW_STR)``: pandas first makes a fixed-width NumPy unicode array of it, rows x the
+    longest text x 4 bytes (one 400 KB answer among 4,000 rows took 6.3 GB)."""
+    return pd.arrays.ArrowExtensionArray(pa.array(list(values), type=pa.string(), from_pandas=True))
+
+
 def arrow_chunks(series: pd.Series) -> pa.ChunkedArray | None:
     """The Arrow chunks behind an ``ArrowDtype`` column (zero-copy), else None."""
     if isinstance(series.dtype, pd.ArrowDtype):

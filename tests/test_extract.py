@@ -452,3 +452,15 @@ def test_the_openai_sdks_own_error_messages_are_unreadable():
 ])
 def test_answers_that_mention_errors_are_still_read(text, answer_type, expected):
     assert extract_answer(text, ABCDE if answer_type == "mc" else [], answer_type) == expected
+
+
+@pytest.mark.parametrize(("prediction", "expected"), [
+    ("1e3", "1000"), ("2.5e-3", "0.0025"), ("6.02E23", "6.02e+23"), ("The answer is 1.5e+2.", "150"),
+    ("3 eggs", "3"), ("x = 2e3x", "2"),
+])
+def test_scientific_notation_is_one_number(prediction, expected):
+    """A prediction of "1e3" read as 1 (and "2.5e-3" as 3) while the gold "1e3" reads as 1000: no row could ever
+    be right. Both sides now read the exponent."""
+    assert extract_answer(prediction, [], "numeric") == expected
+    assert score_exact(extract_answer("1e3", [], "numeric"), "1e3", "numeric") is True
+    assert score_exact(extract_answer("2.5e-3", [], "numeric"), "0.0025", "numeric") is True

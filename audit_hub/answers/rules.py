@@ -54,7 +54,8 @@ refusals -> None; otherwise None.
 
 numeric: the last number in the last candidate span that holds one, else (unless the text is a
 refusal) the last number in the text. Numbers: integers, decimals, negatives (``-3``, ``−3``),
-thousands separators (``1,000``; a comma followed by exactly three digits), fractions ``a/b`` and
+thousands separators (``1,000``; a comma followed by exactly three digits), scientific notation (``1e3``,
+``2.5e-3``), fractions ``a/b`` and
 ``\\frac{a}{b}`` (also ``\\dfrac``, ``\\tfrac``), a percent sign or unit is dropped ("50%" -> 50,
 *not* 0.5). The canonical form is :func:`audit_hub.schema.normalise_value` of the float ('45',
 '0.5', '-3').
@@ -458,7 +459,7 @@ def _is_refusal(t: str) -> bool:
 
 _FRAC = re.compile(r"(-)?\\frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")
 _NUMBER = re.compile(
-    r"(?<![\w.])(-)?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?![\d])"
+    r"(?<![\w.])(-)?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE]([+-]?\d{1,4})(?![\w.]))?(?![\d])"
     r"(?:\s*/\s*(\d+(?:\.\d+)?)(?![\d.]))?")
 _FULL_NUMBER = re.compile(
     r"\s*[+]?(-)?\s*(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE]([+-]?\d+))?"
@@ -497,7 +498,7 @@ def _numbers(t: str) -> list[float]:
         t = _FRAC.sub(_frac_sub, t)
     out = []
     for m in _NUMBER.finditer(t):
-        x = _to_float(m.group(1), m.group(2), m.group(3))
+        x = _to_float(m.group(1), m.group(2), m.group(4), m.group(3))
         if x is not None:
             out.append(x)
     return out

@@ -112,14 +112,11 @@ def _files_of(spec: str) -> list[str] | None:
     (a Hub dataset id)."""
     if os.path.isfile(spec):
         return [spec]
-    if os.path.isdir(spec):  # as the readers walk a folder: hidden entries skipped, regular files only
-        out = []
-        for dirpath, dirs, files in os.walk(spec):
-            dirs[:] = [d for d in dirs if not d.startswith(".")]
-            out += [p for p in (os.path.join(dirpath, f) for f in sorted(files)
-                                if not f.startswith(".") and f.lower().endswith(RUN_EXTENSIONS))
-                    if os.path.isfile(p)]  # a FIFO or a dangling link is skipped by the reader, not sized
-        return sorted(out)
+    if os.path.isdir(spec):  # as the readers walk a folder (readers.dispatch.folder_files), regular files only
+        from ..readers.dispatch import folder_files
+
+        return sorted(p for p in folder_files(spec) if os.path.basename(p).lower().endswith(RUN_EXTENSIONS)
+                      and os.path.isfile(p))  # a FIFO or a dangling link is skipped by the reader, not sized
     if any(ch in spec for ch in "*?["):
         return sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
     return None

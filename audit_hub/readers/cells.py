@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..columns import ARROW_STR, null_string_array
+from ..columns import arrow_strings, null_string_array
 from ..errors import InputError
 from ..schema import LETTERS, is_null
 
@@ -239,7 +239,7 @@ def as_arrow_str(s: pd.Series) -> pd.Series:
     """Any column -> Arrow string column (null for missing)."""
     if isinstance(s.dtype, pd.ArrowDtype) and pa.types.is_string(s.dtype.pyarrow_dtype):
         return s
-    return pd.Series(pd.array(to_str_series(s).tolist(), dtype=ARROW_STR), index=s.index)
+    return pd.Series(arrow_strings(to_str_series(s).tolist()), index=s.index)
 
 
 def constant_categorical(value: str, n: int) -> pd.Categorical:

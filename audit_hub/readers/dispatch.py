@@ -8,6 +8,7 @@ import glob
 import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 
@@ -82,18 +83,37 @@ def read_questions(spec: str, *, column_map: dict[str, str] | None = None, revis
     return generic.normalise_questions(df, spec), spec, f"{kind}-questions", None
 
 
-def _expand(specs: Sequence[str]) -> list[tuple[str, bool]]:
-    """Specs -> [(file, explicit)]; ``explicit`` is False for files found inside a folder or a glob."""
+def folder_files(folder: str, skipped: list[dict] | None = None) -> list[str]:
+    """The files a run folder holds, as every reader and the memory plan walk it: hidden entries skipped, and a
+    folder inside it that is an earlier benchaudit output (its ``manifest.json`` says so) not walked: its
+    ``data/runs`` would be read back as runs beside the files it was made from (a model dropped from the runs
+    file still audited, the exact arm taken from the old report). That folder is recorded in ``skipped``. A
+    benchaudit output given itself (``--runs report/``) is read."""
+    from ..hub.folders import manifest_command
+
+    found: list[str] = []
+    for root, dirs, files in os.walk(folder):
+        if root != folder and (cmd := manifest_command(Path(root))) is not None:
+            dirs[:] = []
+            if skipped is not None:
+                skipped.append({"path": os.path.abspath(root),
+                                "reason": f"an earlier `benchaudit {cmd}` output (not read as runs)"})
+            continue
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(os.path.join(root, f) for f in sorted(files) if not f.startswith("."))
+    return found
+
+
+def _expand(specs: Sequence[str], skipped: list[dict] | None = None) -> list[tuple[str, bool]]:
+    """Specs -> [(file, explicit)]; ``explicit`` is False for files found inside a folder or a glob; folders
+    are walked by :func:`folder_files` (its skips recorded in ``skipped``)."""
     out: list[tuple[str, bool]] = []
     for spec in specs:
         spec = str(spec)
         if os.path.lexists(spec):
             check_input_path(spec)
         if os.path.isdir(spec):
-            found = []
-            for root, dirs, files in os.walk(spec):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found.extend(os.path.join(root, f) for f in sorted(files) if not f.startswith("."))
+            found = folder_files(spec, skipped)
             if not found:
                 raise InputError("the folder is empty", file=spec)
             out.extend((f, False) for f in found)
@@ -229,7 +249,9 @@ def read_all(specs: Sequence[str], *, arm: str, questions: pd.DataFrame | None, 
     from .parallel import read_files
 
     results: list[ReadResult] = []
-    files, skipped = newest_runs(_expand(specs), dataset_hint=dataset_hint)  # older runs of a model: skipped
+    outputs: list[dict] = []
+    files, skipped = newest_runs(_expand(specs, outputs), dataset_hint=dataset_hint)  # older runs: skipped
+    skipped = outputs + skipped
     kwargs = dict(arm=arm, questions=questions, column_map=column_map, dataset_hint=dataset_hint, model=model,
                   metric=metric, with_questions=with_questions)
     for (path, _), r in zip(files, read_files(files, _read_run_file, kwargs, worker)):

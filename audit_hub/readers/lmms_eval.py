@@ -48,7 +48,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..columns import ARROW_STR
+from ..columns import arrow_strings
 from ..schema import LETTERS, is_null
 from .cells import ReadResult, cell_to_str, constant_categorical, stem_of
 from .fileio import iter_json_lines
@@ -295,9 +295,9 @@ def read_samples(path: str, *, arm: str = "full", model: str | None = None, metr
         "question_id": qid,
         "model": constant_categorical(model_name, n),
         "arm": constant_categorical(arm, n),
-        "prediction": pd.array([_first_text(r["resps"]) if "resps" in r else _first_text(r.get("filtered_resps"))
-                                for r in recs], dtype=ARROW_STR),
-        "answer": pd.array([None] * n, dtype=ARROW_STR),
+        "prediction": arrow_strings([_first_text(r["resps"]) if "resps" in r else _first_text(r.get("filtered_resps"))
+                                     for r in recs]),
+        "answer": arrow_strings([None] * n),
     })
     if hits is not None:
         runs["hit"] = pd.array([None if h is None else int(h) for h in hits], dtype="Int8")

@@ -23,7 +23,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..columns import ARROW_STR
+from ..columns import arrow_strings
 from ..errors import InputError
 from ..schema import is_null
 from .cells import ReadResult, cell_to_str, constant_categorical, stem_of
@@ -119,8 +119,8 @@ def read_outputs(path: str, *, arm: str = "full", model: str | None = None,
         "question_id": ids,
         "model": constant_categorical(name, n),
         "arm": constant_categorical(arm, n),
-        "prediction": pd.array(preds, dtype=ARROW_STR),
-        "answer": pd.array(answers, dtype=ARROW_STR),
+        "prediction": arrow_strings(preds),
+        "answer": arrow_strings(answers),
         "hit": pd.array(hits, dtype="Int8"),
         "source_file": constant_categorical(path, n),
         "source_row": np.asarray(lines, dtype=np.int64),

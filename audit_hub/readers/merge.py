@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..columns import ARROW_STR
+from ..columns import ARROW_STR, arrow_strings
 from ..errors import InputError
 from ..schema import CORRECTNESS_FIELDS, MISSING, hit_code
 from .cells import ReadResult, constant_categorical, null_strings
@@ -109,7 +109,7 @@ def _merge_parts(parts: list[tuple[ReadResult, pd.DataFrame]], key: tuple[str, s
 
     out = pd.DataFrame({"question_id": np.asarray(order, dtype=object), "model": key[0], "arm": key[1]})
     for c in ("prediction", "answer"):
-        out[c] = pd.array([None if _nullable(v) else str(v) for v in merged[c].tolist()], dtype=ARROW_STR)
+        out[c] = arrow_strings([None if _nullable(v) else str(v) for v in merged[c].tolist()])
     for c in CORRECTNESS_FIELDS:
         if merged[c].notna().any():
             vals = []
@@ -142,7 +142,7 @@ def concat_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
         else:
             out_cols[c] = np.concatenate([s.astype(object).to_numpy(dtype=object) for s in series]) if n else []
     for c in ("prediction", "answer"):
-        parts = [f[c] if c in f.columns else pd.Series(pd.array([None] * len(f), dtype=ARROW_STR)) for f in frames]
+        parts = [f[c] if c in f.columns else pd.Series(arrow_strings([None] * len(f))) for f in frames]
         out_cols[c] = pd.concat([p.astype(ARROW_STR).reset_index(drop=True) for p in parts], ignore_index=True).array
     if any(has["hit"]):
         out_cols["hit"] = _concat_flags([f["hit"] if "hit" in f.columns else None for f in frames],

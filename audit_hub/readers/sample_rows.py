@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..columns import ARROW_STR
+from ..columns import arrow_strings
 from ..errors import InputError
 from ..escape import show_id
 from .cells import ReadResult, constant_categorical
@@ -65,8 +65,8 @@ def result_from_samples(path: str, kind: str, samples: list[Sample], *, model: s
         "question_id": [s.question_id for s in samples],
         "model": constant_categorical(model, n),
         "arm": constant_categorical(arm, n),
-        "prediction": pd.array([s.prediction for s in samples], dtype=ARROW_STR),
-        "answer": pd.array(answers if answers is not None else [None] * n, dtype=ARROW_STR),
+        "prediction": arrow_strings([s.prediction for s in samples]),
+        "answer": arrow_strings(answers if answers is not None else [None] * n),
     })
     if with_hit and any(s.hit is not None for s in samples):
         runs["hit"] = pd.array([s.hit for s in samples], dtype="Int8")

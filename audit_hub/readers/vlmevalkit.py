@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..columns import ARROW_STR
+from ..columns import arrow_strings
 from ..errors import InputError
 from .cells import (
     ReadResult,
@@ -192,7 +192,7 @@ def read_sheet(df: pd.DataFrame, path: str, *, arm: str = "full", dataset_hint: 
         "arm": constant_categorical(arm, n),
         "prediction": as_arrow_str(df["prediction"]).array,
     })
-    answer = pd.Series(pd.array([None] * n, dtype=ARROW_STR))
+    answer = pd.Series(arrow_strings([None] * n))
     hit = None
     kind = "vlmevalkit-sheet"
     if name.kind == "judged":
@@ -208,7 +208,7 @@ def read_sheet(df: pd.DataFrame, path: str, *, arm: str = "full", dataset_hint: 
                 raise InputError(f"a yes/no sheet (*_auxmatch.xlsx) must have an {c!r} column", file=path, column=c)
         ext = to_str_series(df["extracted"], strip=True)
         low = ext.str.lower()
-        answer = pd.Series(pd.array([v if v in ("yes", "no") else None for v in low.tolist()], dtype=ARROW_STR))
+        answer = pd.Series(arrow_strings([v if v in ("yes", "no") else None for v in low.tolist()]))
         hit = bool_to_int8(df["score"])
     elif name.kind == "extract":
         if "hit" in df.columns or "res" in df.columns:
@@ -222,8 +222,8 @@ def read_sheet(df: pd.DataFrame, path: str, *, arm: str = "full", dataset_hint: 
     if name.kind != "extract" and _is_yes_no_gold(df):
         # VLMEvalKit's Y/N datasets: the exact arm reads the prediction with VLMEvalKit's own yes/no rule
         # ("Unknown" when it cannot, kept unparseable); the judged arm is the sheet's ``score``
-        answer = pd.Series(pd.array([yes_no(p) or "Unknown" if p is not None else None
-                                     for p in as_arrow_str(df["prediction"]).tolist()], dtype=ARROW_STR))
+        answer = pd.Series(arrow_strings([yes_no(p) or "Unknown" if p is not None else None
+                                          for p in as_arrow_str(df["prediction"]).tolist()]))
     runs["answer"] = answer.array
     if hit is not None:
         runs["hit"] = hit.reset_index(drop=True).array

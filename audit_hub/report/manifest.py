@@ -41,6 +41,10 @@ def manifest_fields(result: Any, inputs: list[dict]) -> dict:
         "config": cfg,
         "thresholds": thresholds,
         "skipped": dict(result.skipped or {}),
+        # files found in the run folders and not read as runs, each with why (not a table, an older run of a
+        # model, an earlier benchaudit output inside the folder)
+        "files_not_read": [{"path": str(r.get("path")), "reason": str(r.get("reason"))}
+                           for r in meta.get("skipped") or [] if isinstance(r, dict)],
         **_memory_plan(result),
     }
 

@@ -1,0 +1,67 @@
+"""Hostile inputs found in the stop-61 red team: each case is the red team's reproduction, with the promise of
+docs/safety.md it broke."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from .conftest import REPO, write_benchmark
+
+
+def _peak_child(args: list[str], cwd: Path) -> tuple[int, int, str]:
+    """(exit code, the child's peak RSS in kB, stderr) of ``python -m audit_hub.cli ARGS`` run from a fresh
+    wrapper process (RUSAGE_CHILDREN counts the audit and its worker, nothing of this test process)."""
+    code = ("import resource, subprocess, sys; r = subprocess.run([sys.executable, '-m', 'audit_hub.cli', "
+            "*sys.argv[1:]], capture_output=True, text=True); sys.stderr.write(r.stderr); "
+            "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    res = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(cwd)})
+    rc, kb = res.stdout.split()[-2:]
+    return int(rc), int(kb), res.stderr
+
+
+def test_one_long_answer_costs_its_length_once_not_rows_times(tmp_path):
+    """A 0.7 MB JSON runs file (4,000 rows, one 400 KB answer) peaked at 6.4 GB: pandas built a fixed-width
+    NumPy unicode array (rows x the longest text x 4 bytes) before the Arrow column. Now columns.arrow_strings
+    builds it in pyarrow (234 MB peak measured)."""
+    q, r = write_benchmark(tmp_path / "in", n=1000, models=("alpha", "beta"))
+    df = pd.read_csv(r, dtype=str)
+    df["hit"] = df["hit"].astype(int)
+    df.loc[5, "prediction"] = "The answer is A. " + "blah " * 80_000
+    (tmp_path / "in" / "r.json").write_text(df.to_json(orient="records"))
+    rc, kb, err = _peak_child(["audit", "-q", str(q), "-r", str(tmp_path / "in" / "r.json"), "-o",
+                               str(tmp_path / "out"), "--no-figures", "--calibration-sims", "0"], tmp_path)
+    assert rc == 0, err
+    assert kb < 1_500_000, f"peak {kb / 1e6:.2f} GB"
+
+
+def test_an_earlier_audit_inside_the_runs_folder_is_not_read_back(tmp_path):
+    """`--runs runs/` with the previous report written to `runs/audit1`: its data/runs was read as runs, so a
+    model the user had since dropped from runs.csv was still audited (exit 0, wrong models). The earlier output
+    is skipped and named in manifest.json `files_not_read`; given itself as --runs it is still read."""
+    from audit_hub.cli import main
+
+    q, r = write_benchmark(tmp_path / "in")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.move(r, runs / "runs.csv")
+    common = ["--no-figures", "--calibration-sims", "0", "--n-permutations", "19"]
+    assert main(["audit", "-q", str(q), "-r", str(runs), "-o", str(runs / "audit1"), *common]) == 0
+    d = pd.read_csv(runs / "runs.csv", dtype=str)
+    d[d["model"] != "gamma"].to_csv(runs / "runs.csv", index=False)
+    assert main(["audit", "-q", str(q), "-r", str(runs), "-o", str(tmp_path / "audit2"), *common]) == 0
+    s = json.loads((tmp_path / "audit2" / "summary.json").read_text())
+    assert s["models"]["full"] == ["alpha", "beta"]
+    man = json.loads((tmp_path / "audit2" / "manifest.json").read_text())
+    assert {"path": str((runs / "audit1").resolve()),
+            "reason": "an earlier `benchaudit audit` output (not read as runs)"} in man["files_not_read"]
+    assert not any("audit1" in i["path"] for i in man["inputs"])
+    # the report folder given itself is read (its runs config), as before
+    assert main(["audit", "-q", str(q), "-r", str(runs / "audit1"), "-o", str(tmp_path / "audit3"), *common]) == 0
+    assert "gamma" in json.loads((tmp_path / "audit3" / "summary.json").read_text())["models"]["full"]
