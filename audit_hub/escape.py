@@ -21,6 +21,10 @@ _CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u206
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _MD_LEAD = re.compile(r"^([#+=>-])")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# what GitHub-flavoured Markdown links without any markup (its autolink extension)
+_AUTOLINK_SCHEME = re.compile(r"://")
+_AUTOLINK_WWW = re.compile(r"(?i)\b(www)\.")
+_AUTOLINK_AT = re.compile(r"@(?=\w)")
 
 
 def plain_text(s: Any, limit: int | None = 200) -> str:
@@ -37,10 +41,14 @@ def md_inline(s: Any, limit: int | None = 120) -> str:
     """Input-derived text placed in a Markdown/HTML body or a table cell: renders as the literal text.
 
     HTML special characters become entities, Markdown punctuation is backslash-escaped (no links,
-    images, emphasis, headings or table breaks), newlines collapse to spaces.
+    images, emphasis, headings or table breaks), newlines collapse to spaces. GitHub-flavoured Markdown also
+    links bare addresses (``http://``, ``www.``, ``name@host``): the colon of ``://`` and the dot after ``www``
+    are escaped, and a zero-width space follows an ``@`` before a word (an entity, so the text reads the same).
     """
     t = _MD_LEAD.sub(r"\\\1", _MD_SPECIAL.sub(r"\\\1", plain_text(s, limit)))
-    return "".join(_HTML.get(ch, ch) for ch in t)
+    t = _AUTOLINK_WWW.sub(r"\1\\.", _AUTOLINK_SCHEME.sub(r"\\://", t))
+    t = "".join(_HTML.get(ch, ch) for ch in t)
+    return _AUTOLINK_AT.sub("@&#8203;", t)
 
 
 def md_code(s: Any, limit: int | None = 120, *, cell: bool = False) -> str:

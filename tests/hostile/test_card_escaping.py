@@ -55,7 +55,8 @@ def assert_safe_card(card: str, figures: tuple[str, ...] = ()) -> None:
 
     header = yaml.safe_load(card.split("---\n")[1])
     assert isinstance(header, dict) and "configs" in header
-    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(_body(card))
+    # linkify: GitHub-flavoured Markdown (and the Hub) link bare addresses, so the card is checked as they read it
+    html = MarkdownIt("commonmark", {"html": True, "linkify": True}).enable(["table", "linkify"]).render(_body(card))
     p = _Tags()
     p.feed(html)
     for tag, attrs in p.tags:

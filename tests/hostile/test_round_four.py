@@ -65,3 +65,26 @@ def test_an_earlier_audit_inside_the_runs_folder_is_not_read_back(tmp_path):
     # the report folder given itself is read (its runs config), as before
     assert main(["audit", "-q", str(q), "-r", str(runs / "audit1"), "-o", str(tmp_path / "audit3"), *common]) == 0
     assert "gamma" in json.loads((tmp_path / "audit3" / "summary.json").read_text())["models"]["full"]
+
+
+def test_addresses_in_model_and_category_names_do_not_become_links(ws):
+    """Model and category names that are bare addresses became links under GitHub-flavoured Markdown (its
+    autolink extension: http://, www., name@host). The card shows them as text; rendered with linkify, no link
+    points at them."""
+    from markdown_it import MarkdownIt
+
+    from .test_card_escaping import _body, assert_safe_card
+
+    q, r = write_benchmark(ws.root / "in", models=("http://evil.example/login", "www.phish.com", "ops@evil.com"))
+    d = pd.read_csv(q, dtype=str)
+    d["category"] = ["ftp://files.evil.com", "mailto:x@evil.com"] * (len(d) // 2)
+    d.to_csv(q, index=False)
+    res = ws.cli("audit", "--questions", str(q), "--runs", str(r), "--out", "report", "--calibration-sims", "0",
+                 "--n-permutations", "19", "--no-figures")
+    assert res.rc == 0, res
+    card = (ws.root / "report" / "README.md").read_text()
+    assert_safe_card(card)
+    html = MarkdownIt("commonmark", {"html": True, "linkify": True}).enable(["table", "linkify"]).render(_body(card))
+    hrefs = [h.split('"')[0] for h in html.split('href="')[1:]]
+    assert not any("evil" in h or "phish" in h for h in hrefs), hrefs
+    assert "http\\://evil.example/login" in card and "www\\.phish.com" in card  # shown, as text
