@@ -14,11 +14,26 @@ def pyplot_agg():
     import matplotlib
 
     matplotlib.use("Agg", force=True)
+    import warnings
+
     import matplotlib.pyplot as plt
+
+    # a character the font lacks (a CJK model name) draws as a box: no warning per glyph on the console, whose
+    # text would carry the raw character (an ESC of a hostile name included)
+    warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
 
     plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.spines.top": False,
                          "axes.spines.right": False, "figure.dpi": 110})
     return plt
+
+
+def fig_label(s, limit: int = 40) -> str:
+    """An input-derived string (model, category) as a figure label: one line, control characters removed,
+    credentials scrubbed, truncated (:func:`audit_hub.escape.plain_text`), and ``$`` escaped, which matplotlib
+    would otherwise read as the start of a formula."""
+    from ..escape import plain_text
+
+    return plain_text(s, limit).replace("$", r"\$")
 
 
 def save_png(fig, path: Path) -> None:

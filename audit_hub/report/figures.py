@@ -26,7 +26,7 @@ import pandas as pd
 
 from .. import detectors
 from ..fmt import fmt_p, isnum, pct, pp
-from ..hub.figures import pyplot_agg, save_png
+from ..hub.figures import fig_label, pyplot_agg, save_png
 from ..schema import ARMS
 
 MAX_POINTS = 30_000
@@ -211,8 +211,38 @@ def fig_null(fi: FigureInputs, path: Path) -> None:
     save_png(fig, path)
 
 
+#: bars of the per-category figure: a benchmark with thousands of categories shows those with the largest
+#: zero-gain excess (either sign) and the most unanimous non-gold answers (10,000 categories drew a 480,000-pixel
+#: tall image in 4 minutes and 8 GB)
+CATEGORY_MAX_BARS = 40
+
+
+def _top_categories(vd: pd.DataFrame, ce: pd.DataFrame, n: int) -> list:
+    """At most ``n`` categories: alternately the next largest |zero-gain excess| and the next largest
+    unanimous non-gold count (share x items), each category once."""
+    a = list(vd.assign(_k=vd["excess"].abs()).sort_values("_k", ascending=False)["category"]) if len(vd) else []
+    if len(ce):
+        est = pd.to_numeric(ce["estimate"], errors="coerce").fillna(0)
+        size = pd.to_numeric(ce["n_items"], errors="coerce").fillna(0) if "n_items" in ce else 1
+        b = list(ce.assign(_k=est * size).sort_values("_k", ascending=False)["category"])
+    else:
+        b = []
+    out: list = []
+    for pair in zip(a + [None] * max(0, len(b) - len(a)), b + [None] * max(0, len(a) - len(b))):
+        for c in pair:
+            if c is not None and c not in out and len(out) < n:
+                out.append(c)
+    return out
+
+
 def fig_categories(fi: FigureInputs, path: Path) -> None:
     vd, ce = fi.categories
+    n_all = len(set(vd["category"]) | set(ce["category"])) if len(vd) or len(ce) else 0
+    note = ""
+    if n_all > CATEGORY_MAX_BARS:
+        keep = set(_top_categories(vd, ce, CATEGORY_MAX_BARS))
+        vd, ce = vd[vd["category"].isin(keep)], ce[ce["category"].isin(keep)]
+        note = f" ({len(keep)} of {n_all:,} categories: the largest)"
     cats = list(vd.sort_values("excess", ascending=True)["category"]) if len(vd) else []
     cats += [c for c in ce["category"] if c not in cats]
     panels = [p for p in (("vd", vd), ("ce", ce)) if len(p[1])]
@@ -230,7 +260,7 @@ def fig_categories(fi: FigureInputs, path: Path) -> None:
             ax.barh(yy, ex, color=np.where(sig, ORANGE, GREY))
             ax.axvline(0, color="black", lw=0.8)
             ax.set_xlabel("zero-gain excess over the null (pp)")
-            ax.set_title(("(a) " if len(panels) > 1 else "") + "Zero-gain excess by category\n"
+            ax.set_title(("(a) " if len(panels) > 1 else "") + f"Zero-gain excess by category{note}\n"
                          f"orange: BH-adjusted p < {alpha:.2g}")
             for yi, v in zip(yy, ex):
                 if np.isfinite(v):
@@ -245,7 +275,7 @@ def fig_categories(fi: FigureInputs, path: Path) -> None:
             counts = np.round(est * n_it) if is_share else est
             ax.barh(yy, counts, color=BLUE)
             ax.set_xlabel("questions")
-            ax.set_title(("(b) " if len(panels) > 1 else "") + "Unanimous non-gold answers by category\n"
+            ax.set_title(("(b) " if len(panels) > 1 else "") + f"Unanimous non-gold answers by category{note}\n"
                          "(questions; share of the category's eligible items)")
             for yi, c, e in zip(yy, counts, est):
                 if np.isfinite(c):
@@ -254,7 +284,7 @@ def fig_categories(fi: FigureInputs, path: Path) -> None:
             top = np.nanmax(counts) if np.isfinite(counts).any() else 1
             ax.set_xlim(0, max(top, 1) * 1.35)
             ax.xaxis.get_major_locator().set_params(integer=True)
-    axes[0][0].set_yticks(np.arange(len(cats)), [str(c)[:40] for c in cats])
+    axes[0][0].set_yticks(np.arange(len(cats)), [fig_label(c, 40) for c in cats])
     fig.tight_layout()
     save_png(fig, path)
 
@@ -283,7 +313,7 @@ def fig_judge(fi: FigureInputs, path: Path) -> None:
             ax.annotate(str(r), (xe[i], xj[i]), fontsize=7, xytext=(5, 3), textcoords="offset points",
                         color="#333333", fontweight="bold")
             ax.scatter([xe[i]], [xj[i]], s=40, facecolors="none", edgecolors=ORANGE, zorder=4)
-            key.append(f"{r}: {str(m2['category'].iloc[i])[:40]} ({pp(d[i] / 100)[1:]})")
+            key.append(f"{r}: {fig_label(m2['category'].iloc[i], 40)} ({pp(d[i] / 100)[1:]})")
         ax.text(0.0, -0.2, "\n".join(key), transform=ax.transAxes, fontsize=7, va="top", color="#333333")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
@@ -295,7 +325,7 @@ def fig_judge(fi: FigureInputs, path: Path) -> None:
     n_both, n_dis = c["n_both"], c["n_dis"]
     keys = np.flatnonzero(n_both)
     nm = len(models)
-    labels = [f"{models[k % nm][:28]}{f' ({ARMS[k // nm]})' if k >= nm else ''}" for k in keys]
+    labels = [f"{fig_label(models[k % nm], 28)}{f' ({ARMS[k // nm]})' if k >= nm else ''}" for k in keys]
     share = 100 * n_dis[keys] / n_both[keys]
     # a wide pool keeps the model runs with the most disagreement (ties: run order), so the labels stay legible
     order = np.lexsort((np.arange(len(keys)), -share))[:JUDGE_MAX_BARS][::-1]
