@@ -50,6 +50,10 @@ def fold_assignments(strata: np.ndarray, groups: np.ndarray | None, *, k: int, r
         raise InputError(f"k must be at least 2, got {k}")
     if n_units < k:
         raise InputError(f"TsT needs at least k={k} questions (or groups) to score; found {n_units}")
+    largest = int(np.bincount(np.asarray(strata, dtype=np.int64)).max()) if n else 0
+    if largest < k:  # scikit-learn's stratified splitters cannot make k folds of any category
+        raise InputError(f"TsT's folds are stratified by category and answer format, and no such stratum has k={k} "
+                         f"questions (the largest has {largest}); give more questions per category or a smaller --k")
     out = np.full((repeats, n), -1, dtype=np.int8)
     X = np.zeros((n, 1))
     for r in range(repeats):

@@ -151,6 +151,10 @@ def _group_budgets(groups: Mapping[str, np.ndarray], allocation: str, budget: in
         raise InputError("give a budget, per-group budgets or a fraction")
     if any(b < 0 for b in gb.values()):
         raise InputError("budgets must be >= 0")
+    total, n = sum(min(b, sizes[g]) for g, b in gb.items()), sum(sizes.values())
+    if n and total >= n:  # nothing would be left to keep: an empty benchmark is no audit selection
+        opt = {"explicit": "--budgets"}.get(source, "--frac" if frac is not None else "--budget")
+        raise InputError(f"{opt} would remove all {n:,} scored questions ({source}); an audit selection keeps at least one")
     return gb, source
 
 

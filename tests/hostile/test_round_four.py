@@ -127,3 +127,26 @@ def test_thousands_of_categories_draw_a_bounded_figure(tmp_path):
                  "--n-permutations", "19"]) == 0
     w, h = Image.open(tmp_path / "out" / "figures" / "categories.png").size
     assert h < 150 * (0.32 * CATEGORY_MAX_BARS + 3), (w, h)
+
+
+def test_a_prune_budget_that_would_remove_everything_is_refused(ws):
+    """`prune --frac 1.0` (or a budget >= the question count) wrote an empty pruned benchmark with exit 0."""
+    q, _ = write_benchmark(ws.root / "in20", n=20)
+    fast = ["--k", "2", "--repeats", "1", "--n-estimators", "5", "--random-seeds", "2"]
+    for opt, val, src in (("--frac", "1.0", "frac=1.0"), ("--budget", "50", "budget=50")):
+        res = ws.cli("prune", "-q", str(q), "-o", "pr", opt, val, *fast)
+        assert res.rc == 2 and res.error_lines == [
+            f"error: {opt} would remove all 20 scored questions ({src}); an audit selection keeps at least one"], res
+        assert not (ws.root / "pr").exists()
+    assert ws.cli("prune", "-q", str(q), "-o", "pr", "--budget", "19", *fast).rc == 0
+
+
+def test_tst_on_too_few_questions_per_category_is_one_clear_line(ws):
+    """Two questions in two categories: scikit-learn's "n_splits=2 cannot be greater than the number of members in
+    each class" reached the user through the catch-all ("cannot process the input (ValueError: ...)")."""
+    q, _ = write_benchmark(ws.root / "in2", n=2)
+    res = ws.cli("tst", "-q", str(q), "-o", "out", "--k", "2", "--repeats", "1", "--n-estimators", "5",
+                 "--null-permutations", "5")
+    assert res.rc == 2 and res.error_lines == [
+        "error: TsT's folds are stratified by category and answer format, and no such stratum has k=2 questions "
+        "(the largest has 1); give more questions per category or a smaller --k"], res
