@@ -616,6 +616,10 @@ def tst(questions: str, *, out: str | os.PathLike | None = None, k: int = 5, rep
     _check_ranges(k=k, repeats=repeats, seed=seed, n_estimators=n_estimators, n_jobs=n_jobs,
                   llm_max_steps=llm_max_steps)
     check_calibration(calibration)  # before the questions are read
+    if llm:
+        from .errors import require_modules
+
+        require_modules("TsT-LLM (--llm)", ("torch", "transformers", "accelerate", "peft"))
     if out is not None:
         from .hub.folders import check_output_target
 

@@ -73,3 +73,15 @@ class Interrupted(BaseException):  # noqa: N818 - a signal, not an error
         self.signum = signum
         self.exit_code = 128 + int(signum)
         super().__init__(f"interrupted by signal {signum}")
+
+
+def require_modules(what: str, modules: tuple[str, ...], extra: str = "blind") -> None:
+    """One line naming the install step when ``what`` needs packages of an optional extra that are missing
+    (``benchaudit blind`` and TsT-LLM without ``benchaudit[blind]``: was an "internal error" naming the module)."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pin = ' "torch==2.13.0"' if extra == "blind" else ""
+        raise InputError(f"{what} needs {', '.join(missing)}, which this install lacks: "
+                         f"pip install \"benchaudit[{extra}]\"{pin}")

@@ -595,9 +595,15 @@ def run_blind(cfg: BlindConfig) -> BlindResult:
     cfg.validate()
     sh.check_output_folder(Path(cfg.out), [cfg.questions, cfg.model])  # before anything heavy is imported
     if cfg.backend == "openai":
+        from ..errors import require_modules
+
+        require_modules("benchaudit blind --backend openai", ("openai",), extra="api")
         from .served import run_served
 
         return run_served(cfg)
+    from ..errors import require_modules
+
+    require_modules("benchaudit blind", ("torch", "transformers", "accelerate"))
     import torch
     from accelerate import PartialState
     from accelerate.utils import gather_object

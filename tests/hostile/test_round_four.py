@@ -150,3 +150,17 @@ def test_tst_on_too_few_questions_per_category_is_one_clear_line(ws):
     assert res.rc == 2 and res.error_lines == [
         "error: TsT's folds are stratified by category and answer format, and no such stratum has k=2 questions "
         "(the largest has 1); give more questions per category or a smaller --k"], res
+
+
+def test_tst_llm_without_the_blind_extra_names_the_install_step(ws, monkeypatch):
+    """`tst --llm DIR` on a core install was "internal error (ModuleNotFoundError: No module named 'accelerate')"
+    after the questions were read."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name, *a))
+    q, _ = write_benchmark(ws.root / "in")
+    res = ws.cli("tst", "-q", str(q), "-o", "out", "--llm", str(ws.root / "in"))
+    assert res.rc == 2 and res.error_lines == [
+        'error: TsT-LLM (--llm) needs accelerate, which this install lacks: pip install "benchaudit[blind]" '
+        '"torch==2.13.0"'], res
