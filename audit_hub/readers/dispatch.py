@@ -136,6 +136,28 @@ def _expand(specs: Sequence[str], skipped: list[dict] | None = None) -> list[tup
     return uniq
 
 
+def _scores_only_hint(path: str) -> str | None:
+    """What to pass instead when ``path`` is a harness's scores-only results file (no per-question rows)."""
+    import json
+
+    try:
+        if os.path.getsize(path) > 50_000_000:
+            return None
+        with open(path, encoding="utf-8") as fh:
+            obj = json.load(fh)
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("results"), dict):
+        return None
+    if "config_general" in obj:
+        return ("a lighteval results file (scores only); pass its details instead: the "
+                "details/<model>/<date>/details_*.parquet files, or that folder")
+    if "configs" in obj or "n-samples" in obj or "versions" in obj:
+        return ("an lm-evaluation-harness / lmms-eval results file (scores only); pass the samples_*.jsonl files "
+                "written beside it with --log_samples, or their folder")
+    return None
+
+
 @reading(0)
 def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFrame | None,
                    column_map: dict[str, str] | None, dataset_hint: str | None, model: str | None,
@@ -221,6 +243,11 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
             return None
         return [c for c in cols if c in vlmevalkit.RUN_COLUMNS]
 
+    hint = _scores_only_hint(path) if ext == ".json" else None
+    if hint is not None:  # a harness's scores-only results file: what to pass instead
+        if explicit:
+            raise InputError(f"not a run file: {hint}", file=path)
+        return hint.split(";")[0] + "; its scores are not per question (the per-question files beside it are read)"
     try:
         df = read_table(path, column_map, keep=keep)
     except InputError:

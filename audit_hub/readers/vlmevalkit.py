@@ -164,7 +164,7 @@ def parse_sheet_name(path: str, *, dataset_hint: str | None = None, model: str |
     raise InputError(
         f"cannot tell the model name from the dataset name in {os.path.basename(path)!r} "
         "(VLMEvalKit names files {model}_{dataset}...; both may contain '_'); pass the dataset name "
-        "with --dataset (e.g. --dataset MMBench_DEV_EN) or the model name with --model", file=path)
+        "with --dataset (e.g. --dataset MMBench_DEV_EN), or add a model column to the file", file=path)
 
 
 def is_vlmevalkit_sheet(columns) -> bool:

@@ -164,3 +164,28 @@ def test_tst_llm_without_the_blind_extra_names_the_install_step(ws, monkeypatch)
     assert res.rc == 2 and res.error_lines == [
         'error: TsT-LLM (--llm) needs accelerate, which this install lacks: pip install "benchaudit[blind]" '
         '"torch==2.13.0"'], res
+
+
+def test_a_harness_results_file_names_the_per_question_files_to_pass(ws):
+    """A scores-only results file given as --runs: lighteval's said "use --map OLD=prediction or pass it as the
+    questions", lm-eval's and lmms-eval's "JSON file is not a table"; in a folder each was "not a table (e.g. a
+    summary)" although lmms-eval's is read for the model name. Each now says what to pass (the real files the
+    harnesses wrote, tests/fixtures/*/real)."""
+    import glob
+
+    fix = REPO / "tests" / "fixtures"
+    cases = [(glob.glob(str(fix / "lighteval/real/v0.13.0/results/StubGood/results_*.json"))[0],
+              "a lighteval results file (scores only); pass its details instead"),
+             (glob.glob(str(fix / "lm_eval/real/v0.4.13/StubGood/results_*.json"))[0],
+              "an lm-evaluation-harness / lmms-eval results file (scores only); pass the samples_*.jsonl files"),
+             (glob.glob(str(fix / "lmms_eval/real/v0.7.3/StubGood/*_results.json"))[0],
+              "an lm-evaluation-harness / lmms-eval results file (scores only); pass the samples_*.jsonl files")]
+    for path, words in cases:
+        res = ws.cli("audit", "--runs", path, "--out", "o")
+        assert res.rc == 2 and len(res.error_lines) == 1 and words in res.error_lines[0], res
+    res = ws.cli("audit", "--runs", str(fix / "lmms_eval/real/v0.7.3"), "--out", "o2", "--calibration-sims", "0",
+                 "--no-figures")
+    assert res.rc == 0, res
+    index = json.loads((ws.root / "o2" / "index.json").read_text())
+    why = {Path(s["path"]).name: s["reason"] for s in index["skipped_files"]}
+    assert why["20261201_144437_results.json"].startswith("an lm-evaluation-harness / lmms-eval results file")
