@@ -18,6 +18,7 @@ from __future__ import annotations
 import codecs
 import csv
 import os
+import sys
 from collections.abc import Callable
 from contextlib import closing
 
@@ -310,15 +311,25 @@ def _read_delimited(path: str, sep: str, select: Callable[[list[str]], list[str]
 
     names = _header(path, sep)
     include = select(names)
-    try:
-        table = pacsv.read_csv(
+
+    def parse(block_size: int):
+        return pacsv.read_csv(
             path,
-            read_options=pacsv.ReadOptions(block_size=1 << 24),
+            read_options=pacsv.ReadOptions(block_size=block_size),
             parse_options=pacsv.ParseOptions(delimiter=sep, newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
                 column_types={n: pa.string() for n in names}, include_columns=include,
                 strings_can_be_null=True, null_values=[""], quoted_strings_can_be_null=True),
         )
+
+    try:
+        try:
+            table = parse(1 << 24)
+        except pa.ArrowInvalid as e:
+            if "straddl" not in str(e).lower():
+                raise
+            # a row longer than the 16 MB block (one huge cell): once more with the file as one block
+            table = parse(int(min(os.path.getsize(path) + 1, (1 << 31) - 1)))
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as e:
         msg = str(e)
         if "utf8" in msg.lower() or "utf-8" in msg.lower():
@@ -332,8 +343,12 @@ def _read_delimited(path: str, sep: str, select: Callable[[list[str]], list[str]
 
 
 def _find_bad_row(path: str, sep: str, n_fields: int) -> None:
-    """Walk the file with the csv module to name the first data row with the wrong field count."""
+    """Walk the file with the csv module to name the first data row with the wrong field count (or the row the
+    csv module cannot read)."""
+    i = 0
+    old_limit = csv.field_size_limit()
     try:
+        csv.field_size_limit(min(sys.maxsize, (1 << 31) - 1))  # a huge cell is a row to name, not a csv.Error
         with open(path, encoding="utf-8-sig", newline="") as fh:
             reader = csv.reader(fh, delimiter=sep)
             next(reader, None)
@@ -344,7 +359,9 @@ def _find_bad_row(path: str, sep: str, n_fields: int) -> None:
     except UnicodeDecodeError:
         raise_bad_utf8(path)
     except csv.Error as e:
-        raise InputError(f"malformed {'TSV' if sep == chr(9) else 'CSV'} ({e})", file=path) from None
+        raise InputError(f"malformed {'TSV' if sep == chr(9) else 'CSV'} ({e})", file=path, row=i + 1) from None
+    finally:
+        csv.field_size_limit(old_limit)
 
 
 def _read_parquet(path: str, select: Callable[[list[str]], list[str]], *, dictionary: bool = True,

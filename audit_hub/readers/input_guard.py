@@ -115,7 +115,9 @@ def check_text_head(path: str, head: bytes) -> None:
     elif sample.count(0) > 0.6 * len(sample):
         enc = "UTF-32"
     else:
-        raise InputError("the file holds NUL bytes: it is binary data, not UTF-8 text", file=path)
+        line = head[: head.index(b"\x00")].count(b"\n") + 1
+        raise InputError(f"the file holds NUL bytes (the first on line {line}): it is binary data, not UTF-8 text",
+                         file=path, row=line - 1 if line > 1 else None)
     raise InputError(f"the file looks like {enc} text without a byte-order mark; save it as UTF-8 and try again",
                      file=path)
 

@@ -189,3 +189,24 @@ def test_a_harness_results_file_names_the_per_question_files_to_pass(ws):
     index = json.loads((ws.root / "o2" / "index.json").read_text())
     why = {Path(s["path"]).name: s["reason"] for s in index["skipped_files"]}
     assert why["20261201_144437_results.json"].startswith("an lm-evaluation-harness / lmms-eval results file")
+
+
+def test_a_nul_byte_and_a_50_mb_cell_in_a_csv(ws):
+    """A NUL byte on line 31 was refused without naming where; a 50 MB cell (as a JSONL file takes it) was
+    "malformed CSV (field larger than field limit (131072))" with no row: pyarrow's 16 MB block could not hold
+    the row and the csv module's field limit stopped the row search. Now the NUL is located and the long row
+    is read."""
+    q, r = write_benchmark(ws.root / "in")
+    lines = r.read_bytes().split(b"\n")
+    lines[30] = lines[30][:5] + b"\x00" + lines[30][5:]
+    (ws.root / "nul.csv").write_bytes(b"\n".join(lines))
+    res = ws.cli("audit", "-q", str(q), "-r", str(ws.root / "nul.csv"), "-o", "o1")
+    assert res.rc == 2 and res.error_lines == [
+        f"error: file {ws.root / 'nul.csv'}, row 30: the file holds NUL bytes (the first on line 31): it is binary "
+        "data, not UTF-8 text"], res
+    d = pd.read_csv(r, dtype=str)
+    d.loc[3, "prediction"] = "The answer is A. " + "x" * 20_000_000
+    d.to_csv(ws.root / "big.csv", index=False)
+    res = ws.cli("audit", "-q", str(q), "-r", str(ws.root / "big.csv"), "-o", "o2", "--no-figures",
+                 "--calibration-sims", "0", "--n-permutations", "19")
+    assert res.rc == 0, res
