@@ -492,3 +492,10 @@ def check_parquet_schema(schema, path: str, column_map: dict[str, str] | None = 
                                          and pa.types.is_nested(t.value_type)):
             raise InputError(f"column {show_id(field.name)} holds {t} values; it must hold one text or number "
                              "per row", file=path, column=field.name)
+        base = t.value_type if pa.types.is_dictionary(t) else t
+        if public in SCALAR_COLUMNS and (pa.types.is_binary(base) or pa.types.is_large_binary(base)
+                                         or pa.types.is_fixed_size_binary(base)):
+            # raw bytes: read as text they became "b'full'" (an unknown arm), and bytes that are not UTF-8 would
+            # be replaced silently where a CSV with the same bytes is refused
+            raise InputError(f"column {show_id(field.name)} holds raw bytes ({t}, no UTF-8 annotation); write it as "
+                             "a string column", file=path, column=field.name)

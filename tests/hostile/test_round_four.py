@@ -210,3 +210,19 @@ def test_a_nul_byte_and_a_50_mb_cell_in_a_csv(ws):
     res = ws.cli("audit", "-q", str(q), "-r", str(ws.root / "big.csv"), "-o", "o2", "--no-figures",
                  "--calibration-sims", "0", "--n-permutations", "19")
     assert res.rc == 0, res
+
+
+def test_parquet_text_columns_of_raw_bytes_are_refused_by_name(ws):
+    """Parquet `binary` columns: an all-binary runs file was refused with 'unknown arm "b'full'"' (the bytes'
+    repr), and invalid UTF-8 in a binary prediction was replaced silently where a CSV is refused."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    q, r = write_benchmark(ws.root / "in")
+    d = pd.read_csv(r, dtype=str)
+    pq.write_table(pa.table({c: pa.array([x.encode() for x in d[c]], pa.binary()) for c in d.columns}),
+                   ws.root / "bin.parquet")
+    res = ws.cli("audit", "-q", str(q), "-r", str(ws.root / "bin.parquet"), "-o", "o")
+    assert res.rc == 2 and res.error_lines == [
+        f"error: file {ws.root / 'bin.parquet'}, column 'question_id': column 'question_id' holds raw bytes "
+        "(binary, no UTF-8 annotation); write it as a string column"], res
