@@ -154,8 +154,19 @@ def load_hub_questions(spec: str, *, revision: str | None = None, column_map: di
                 raise InputError(f"the dataset card names data files {pat!r} outside the folder; data files "
                                  "must lie inside it", file=os.path.join(spec, "README.md"),
                                  column="configs.data_files")
+    import contextlib
+    import tempfile
+
+    # a local folder is prepared in a temporary cache removed after the read: the user's ~/.cache is not theirs to
+    # fill with a copy of their data (gigabytes for an image benchmark); a Hub dataset uses the usual cache
+    scratch = tempfile.TemporaryDirectory(prefix="benchaudit-hf-") if local else contextlib.nullcontext(None)
+    with scratch as cache_dir:
+        return _load_prepared(datasets, spec, repo, config, rev, split, column_map, local, cache_dir)
+
+
+def _load_prepared(datasets, spec, repo, config, rev, split, column_map, local: bool, cache_dir):
     try:
-        builder = datasets.load_dataset_builder(repo, name=config, revision=rev)
+        builder = datasets.load_dataset_builder(repo, name=config, revision=rev, cache_dir=cache_dir)
         check_data_files_inside(builder.config.data_files, spec, local=local, repo=repo)
         builder.download_and_prepare()
         dd = builder.as_dataset()

@@ -226,3 +226,24 @@ def test_parquet_text_columns_of_raw_bytes_are_refused_by_name(ws):
     assert res.rc == 2 and res.error_lines == [
         f"error: file {ws.root / 'bin.parquet'}, column 'question_id': column 'question_id' holds raw bytes "
         "(binary, no UTF-8 annotation); write it as a string column"], res
+
+
+def test_a_local_hub_layout_questions_folder_leaves_no_copy_in_the_users_cache(tmp_path):
+    """`-q bench/` (data/test-*.parquet + README.md) wrote a full Arrow copy of the data and lock files under
+    ~/.cache/huggingface/datasets: outside --out, and gigabytes for an image benchmark. It is now prepared in a
+    temporary cache removed after the read."""
+    q, r = write_benchmark(tmp_path / "in")
+    (tmp_path / "bench" / "data").mkdir(parents=True)
+    pd.read_csv(q, dtype=str).to_parquet(tmp_path / "bench" / "data" / "test-00000-of-00001.parquet")
+    (tmp_path / "bench" / "README.md").write_text("---\nconfigs:\n- config_name: default\n  data_files:\n"
+                                                  "  - split: test\n    path: data/test-*.parquet\n---\n# b\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    res = subprocess.run([sys.executable, "-m", "audit_hub.cli", "audit", "-q", str(tmp_path / "bench"), "-r", str(r),
+                          "-o", str(tmp_path / "out"), "--no-figures", "--calibration-sims", "0"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(home),
+                              "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["n_questions"] == 12
+    assert not [p for p in home.rglob("*") if p.is_file()]
