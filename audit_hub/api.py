@@ -238,9 +238,12 @@ class TstResult(Output):
 
     def lines(self) -> list[str]:
         """The lines ``benchaudit tst`` prints."""
-        from .tst.output import summary_lines
+        from .tst.output import llm_line, summary_lines
 
-        return summary_lines(self.engine.summary)
+        out = summary_lines(self.engine.summary)
+        if self.llm is not None:
+            out.append(llm_line(self.llm.summary))
+        return out
 
     def _write(self, out: Path) -> Path:
         from .tst.output import write_tst_report

@@ -163,3 +163,19 @@ def test_an_unknown_calibration_is_refused_before_the_questions_are_read(tmp_pat
     assert res.returncode == 2 and res.stderr.strip() == "error: --calibration must be one of isotonic, power, none, got 'foo'"
     with pytest.raises(InputError, match="--calibration must be one of isotonic, power, none, got 'foo'"):
         api.tst(str(tmp_path / "missing.parquet"), calibration="foo")
+
+
+def test_without_a_null_the_output_says_so_and_tst_llm_is_printed():
+    """`--null-permutations 0` printed "null: 0 label permutations" and a card headed "excess over the permutation
+    null" full of n/a; `--llm` put ΔTsT on the card only."""
+    from audit_hub.tst.output import llm_line, summary_lines
+
+    b = {"n": 10, "accuracy": 0.3, "accuracy_ci": [0.1, 0.5], "chance": 0.25, "majority_baseline": 0.3,
+         "p_value": None}
+    s = {"n_questions": 10, "n_scored": 10, "params": {"k": 2, "repeats": 1, "seed": 0, "group_column": None},
+         "null": {"n_permutations": 0}, "by_format": {"choice": b}, **b}
+    head = summary_lines(s)[0]
+    assert "1 repeat," in head and "no permutation null (--null-permutations 0): no p-values, no excess" in head
+    assert llm_line({"model": "tiny\x1b[31m", "zero_shot_mean_p_gold": 0.25, "tst_mean_p_gold": 0.3125,
+                     "delta_tst": 0.0625}) == (
+        "TsT-LLM (tiny\\x1b[31m): mean P(gold) zero-shot 25.0%, after k-fold LoRA 31.2%; ΔTsT +6.2 pp")

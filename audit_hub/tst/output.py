@@ -135,9 +135,10 @@ def summary_lines(summary: dict) -> list[str]:
     line leads with the excess over the null (the test), the score beside chance in words after it."""
     p = summary["params"]
     nn = summary["null"]["n_permutations"]
+    null = (f"null: {nn} label permutations within category x format x K{', groups kept' if p['group_column'] else ''}"
+            if nn else "no permutation null (--null-permutations 0): no p-values, no excess")
     out = [f"TsT-RF on {summary['n_questions']} questions ({summary['n_scored']} scored; k={p['k']}, "
-           f"{p['repeats']} repeats, seed {p['seed']}; null: {nn} label permutations within category x format x "
-           f"K{', groups kept' if p['group_column'] else ''})"]
+           f"{p['repeats']} repeat{'s' if p['repeats'] != 1 else ''}, seed {p['seed']}; {null})"]
     warn = null_warning(summary)
     if warn:
         out.append(f"  warning: {warn}")
@@ -241,6 +242,15 @@ def fig_reliability(cal: dict, out: Path) -> str | None:
     return rel
 
 
+def llm_line(llm: dict) -> str:
+    """The printed line of TsT-LLM (``tst --llm``): the same figures as the card's TsT-LLM section."""
+    from ..escape import one_line
+
+    return (f"TsT-LLM ({one_line(llm.get('model'), 200)}): mean P(gold) zero-shot "
+            f"{pct(llm.get('zero_shot_mean_p_gold'))}, after k-fold LoRA {pct(llm.get('tst_mean_p_gold'))}; "
+            f"ΔTsT {pp(llm.get('delta_tst'))}")
+
+
 def tst_card(summary: dict, llm: dict | None = None, figures: dict | None = None) -> str:
     figures = figures or {}
     p = summary["params"]
@@ -260,10 +270,12 @@ def tst_card(summary: dict, llm: dict | None = None, figures: dict | None = None
         "test set's own regularities let a blind model answer. Label-conditioned features (how often an "
         "option text was gold, gold-position frequencies, typical gold values) are learned on the training "
         "folds only, so these are designer-side audit statistics, not a model's blind ability.\n",
-        "## Headline: excess over the permutation null, per format\n",
+        ("## Headline: excess over the permutation null, per format\n" if nul["n_permutations"] else
+         "## Headline: held-out scores per format (no permutation null: run with --null-permutations > 0 for "
+         "p-values and the excess)\n"),
         _format_table(summary), "",
-        f"- **excess** = test statistic minus the null mean; **p** one-sided, (1 + #null >= observed) / "
-        f"(N + 1) with N = {nul['n_permutations']} label permutations.",
+        *([f"- **excess** = test statistic minus the null mean; **p** one-sided, (1 + #null >= observed) / "
+           f"(N + 1) with N = {nul['n_permutations']} label permutations."] if nul["n_permutations"] else []),
         *([f"- **Warning**: {null_warning(summary)}."] if null_warning(summary) else []),
         f"- the null assumes: {nul['assumes']}. It keeps each stratum's gold-position (numeric: gold-value) "
         "frequencies, so a p-value below alpha means the text predicts the answer beyond what a forest fitted to "
