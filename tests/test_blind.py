@@ -288,6 +288,10 @@ def test_context_overflow_is_an_error_or_a_marked_truncation(tmp_path):
     assert set(df.index[df["truncated"]]) == {"q000", "q004"}
     assert (df.loc[["q000", "q004"], "n_prompt_tokens"] == 128).all()
     assert res.summary["n_truncated"] == 2
+    n_q = res.summary["n_questions"]
+    card = (tmp_path / "trunc" / "README.md").read_text()  # the console said so; the card says it too
+    assert (f"2 of {n_q} prompts were longer than the model's context and lost their first tokens (`--truncate "
+            "left`; rows marked `truncated`)") in card
     # --max-length lowers the limit below the model's: every prompt now overflows
     with pytest.raises(InputError, match="context of 8 tokens"):
         run_blind(cfg(tiny, tmp_path / "err2", max_length=8, chat_template=False))

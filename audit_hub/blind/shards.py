@@ -327,6 +327,16 @@ def _image_sentence(summary: dict) -> str:
         " Served model through an OpenAI-compatible API (no image was sent)." if served else "")
 
 
+def _truncation_sentence(summary: dict) -> str:
+    """The prompts cut to the model's context (``--truncate left``), as the console says: the audit counts
+    them too (``readers.pairing.truncation_note``)."""
+    n, total = summary.get("n_truncated") or 0, summary.get("n_questions") or 0
+    if not n:
+        return ""
+    return (f" {n:,} of {total:,} prompts were longer than the model's context and lost their first tokens "
+            "(`--truncate left`; rows marked `truncated`): a blind answer there saw less of the question.")
+
+
 def card_body(model_name: str, summary: dict, questions_spec: str) -> str:
     """The Markdown body of the blind output's card (input-derived names escaped for where they land)."""
     from ..escape import md_code
@@ -335,7 +345,8 @@ def card_body(model_name: str, summary: dict, questions_spec: str) -> str:
     acc_s = "n/a" if acc is None else f"{acc:.4f}"
     return (
         f"# Blind (text-only) predictions of {md_code(model_name, 200)}\n\n"
-        f"Questions: {md_code(questions_spec, 300)}. " + _image_sentence(summary) + " Hints and options were kept.\n"
+        f"Questions: {md_code(questions_spec, 300)}. " + _image_sentence(summary) + " Hints and options were kept."
+        + _truncation_sentence(summary) + "\n"
         "Produced by `benchaudit blind`; rows follow the benchaudit runs schema (`question_id`, `model`, "
         "`arm` = `blind`, `prediction`, `answer`, `hit_exact`) plus `option_logprobs` (normalised log "
         "probabilities over the option letters) and `gold_prob`.\n\n"
