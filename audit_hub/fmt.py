@@ -95,6 +95,13 @@ def fmt_p_fine(p: Any, n_permutations: int | None = None) -> str:
     return fmt_p(p, n_permutations)
 
 
+def count(n: Any, noun: str, plural: str | None = None) -> str:
+    """A count with its noun in the right number, thousands separated: ``1 question``, ``3 questions``,
+    ``1,204 items``; ``plural`` for an irregular noun (``process`` -> ``processes``)."""
+    k = int(n)
+    return f"{k:,} {noun if k == 1 else (plural or noun + 's')}"
+
+
 def fmt_num(x: Any, digits: int = 3) -> str:
     """A count with thousands separators, any other number with ``digits`` significant digits
     (``0.000167``, ``7.69``, ``1,738``)."""

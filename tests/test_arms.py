@@ -153,7 +153,7 @@ def test_judged_blind_arm_compares_both_fields_and_partial_judges_fall_back_to_e
     frame2 = _frame(runs2)
     a2 = arm_field(frame2)
     assert a2["field"] == "hit_exact" and a2["models_without_judge"] == {"full": [], "blind": ["m2"]}
-    assert "1 of 3 compared model(s): m2" in a2["why"]
+    assert "1 of 3 compared models: m2" in a2["why"]
     r2 = run_audit(frame2, AuditConfig(n_permutations=99, run_calibration=False))
     assert r2.summary["visual_dependency"]["field"] == "hit_exact" and r2.summary["primary_field"] == "hit"
     assert r2.summary["correctness_agreement"]["field"] == "hit"

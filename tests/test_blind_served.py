@@ -131,7 +131,7 @@ def test_permanent_failures_exit_nonzero_and_rerun_asks_only_for_missing(qfile, 
         rc = blind_main(args)
         err = capsys.readouterr().err
         assert rc == 1
-        assert "2 of 14 question(s) failed after 1 retries" in err and "HTTP 500" in err
+        assert "2 of 14 questions failed after 1 retries" in err and "HTTP 500" in err
         assert "rerun the same command" in err and KEY not in err
         assert len(stub.by_question()["q007"]) == 2  # first try + one retry
         assert not (out / "data").exists()  # an incomplete run is not published as complete

@@ -194,8 +194,8 @@ def test_text_ablation_note_names_blind_runs_that_answered_cut_prompts():
     stages = ("text_ablation", "saturation")
     assert evidence_notes(t, None, stages) == {"text_ablation": "blind runs only (no TsT scores)"}
     assert evidence_notes(t, None, stages, cut) == {"text_ablation": (
-        "blind runs only (no TsT scores); 2 blind run(s) answered 2,000 cut prompts (--truncate left): fewer items "
+        "blind runs only (no TsT scores); 2 blind runs answered 2,000 cut prompts (--truncate left): fewer items "
         "look text-answerable")}
-    assert evidence_notes(t, np.zeros(2), stages, cut)["text_ablation"].startswith("2 blind run(s) answered 2,000")
+    assert evidence_notes(t, np.zeros(2), stages, cut)["text_ablation"].startswith("2 blind runs answered 2,000")
     no_blind = _findings([{"visual_dependency_mb": 0}, {"visual_dependency_mb": 0}])
     assert "cut prompts" not in evidence_notes(no_blind, np.zeros(2), stages, cut).get("text_ablation", "")

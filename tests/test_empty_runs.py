@@ -191,7 +191,7 @@ def test_the_probe_rows_cannot_fall_on_one_run_only():
 def test_the_note_names_the_runs_and_stops_at_ten():
     recs = [{"model": f"m{i}", "arm": "full", "rows": 1000} for i in range(12)]
     note = empty_runs_note(recs)
-    assert note.startswith("12 run(s) left out") and "m9 (full arm, 1,000 rows)" in note
+    assert note.startswith("12 runs left out") and "m9 (full arm, 1,000 rows)" in note
     assert "m10" not in note and note.endswith("and 2 more")
     assert empty_runs_note([]) is None and empty_runs_note(None) is None
 
@@ -213,7 +213,7 @@ def test_the_headline_survives_a_dead_model_end_to_end(tmp_path):
         assert res.returncode == 0, res.stderr
         out[name] = (res.stderr, json.loads((tmp_path / name / "summary.json").read_text()))
     err, s = out["dead"]
-    assert "warning: 1 run(s) left out" in " ".join(err.split()) and "SPHINX-v2 (full arm, 3,040 rows)" in err
+    assert "warning: 1 run left out" in " ".join(err.split()) and "SPHINX-v2 (full arm, 3,040 rows)" in err
     assert s["empty_runs"] == [{"model": "SPHINX-v2", "arm": "full", "rows": 3040}]
     assert s["input_defects"] == {"empty_runs": 1}
     assert "visual_dependency" not in (s.get("skipped") or {})
@@ -222,7 +222,7 @@ def test_the_headline_survives_a_dead_model_end_to_end(tmp_path):
         assert s["visual_dependency"][key] == w["visual_dependency"][key]
     assert s["primary_field"] == w["primary_field"] == "hit"
     card = (tmp_path / "dead" / "README.md").read_text()
-    assert "| Left out | 1 run(s) left out" in card
+    assert "| Left out | 1 run left out" in card
 
 
 def test_a_vlmevalkit_run_whose_every_call_failed_is_left_out(tmp_path):
@@ -246,7 +246,7 @@ def test_a_vlmevalkit_run_whose_every_call_failed_is_left_out(tmp_path):
     res = run_cli("audit", "--runs", wd, "--out", tmp_path / "out", "--calibration-sims", "0", "--no-figures")
     assert res.returncode == 0, res.stderr
     err = " ".join(res.stderr.split())
-    assert "1 run(s) left out, with no prediction (or only a harness's no-output message)" in err
+    assert "1 run left out, with no prediction (or only a harness's no-output message)" in err
     assert "Broken (full arm, 12 rows)" in err
     s = json.loads((tmp_path / "out" / "MMStar" / "summary.json").read_text())
     assert s["empty_runs"] == [{"model": "Broken", "arm": "full", "rows": 12}]
@@ -288,7 +288,7 @@ def test_vlmevalkits_own_judged_failed_api_run_is_left_out(tmp_path):
         card = (tmp_path / "with" / bench / "README.md").read_text()
         assert "scored wrong on every row" in card
     index = (tmp_path / "with" / "README.md").read_text()
-    assert index.count("- warning: 1 run(s) left out") == 2 and "input defect: empty\\_runs" not in index
+    assert index.count("- warning: 1 run left out") == 2 and "input defect: empty\\_runs" not in index
     assert "ScriptedFailedAPI (full arm, 40 rows, scored wrong on every row)" in index
     rows = json.loads((tmp_path / "with" / "index.json").read_text())["benchmarks"]
     assert all(r["input_defects"] == {"empty_runs": 1} and len(r["warnings"]) == 1 for r in rows)
@@ -327,12 +327,12 @@ def test_a_run_of_error_messages_is_named_on_the_console_and_card(tmp_path):
                   "--calibration-sims", "0", "--no-figures")
     assert res.returncode == 0, res.stderr
     err = " ".join(res.stderr.split())
-    assert "1 run(s) whose answers the parser mostly could not read" in err
+    assert "1 run whose answers the parser mostly could not read" in err
     assert "SPHINX-v2 (full arm): 100% of its answers unreadable, the other full-arm runs' median 8%" in err
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     (u,) = s["per_model"]["unreadable"]
     assert u["model"] == "SPHINX-v2" and u["unparseable_share"] == 1.0 and u["n_others"] == 10
-    assert "**Unreadable runs.** 1 run(s)" in (tmp_path / "o" / "README.md").read_text()
+    assert "**Unreadable runs.** 1 run" in (tmp_path / "o" / "README.md").read_text()
     assert "SPHINX-v2" in s["models"]["full"]  # kept: its judged correctness still holds
     res = run_cli("audit", "--out", tmp_path / "ex", "--calibration-sims", "0", "--no-figures")
     assert res.returncode == 0 and "mostly could not read" not in res.stderr

@@ -60,7 +60,7 @@ def test_build_frame_vlmevalkit_full_and_blind(tmp_path):
                     "pool_level": False, "unmatched_blind": [], "pairing": pool["pairing"], "named_roles": {},
                     "note": pool["note"], "truncated_prompts": {}, "truncation_note": None, "unfinished_note": None}
     # pools differ, but modelA is in both arms: visual_dependency pairs it (not pool level) and says so
-    assert "pairs the 1 model(s) present in both arms" in pool["note"] and "modelB" in pool["note"]
+    assert "pairs the 1 model present in both arms" in pool["note"] and "modelB" in pool["note"]
     # provenance: the questions file and five sheets, with streamed sha256 equal to hashlib's
     paths = [s["path"] for s in frame.sources]
     assert paths[0] == os.path.abspath(MMB_TSV)

@@ -304,7 +304,7 @@ def test_real_mathvista_pool_regression():
     flagged = set(r.per_question.loc[r.per_question["consensus_error_p_gold_wrong"] >= 0.5, "question_id"])
     assert {"235", "320"} <= {str(x) for x in flagged}
     line = next(x for x in ce._notes(s) if x.startswith("**Held-out-model check failed**"))
-    assert "1 model(s) held out; 7 other(s) not" in line
+    assert "1 model held out; 7 others not" in line
     # the share check (every checked item weighted by the posterior that its gold is wrong: about 19 expected
     # wrong golds) realises 0.22 of the predicted drop (46% observed, 38% if wrong, 49% if right): 0.161 x 0.22
     wc = s["wrong_gold_share_checked"]

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import InputError
-from ..fmt import pct
+from ..fmt import count, pct
 from ..schema import LETTERS
 from . import shards as sh
 from .common import BlindResult, Progress, QuestionLists, exact_hit, load_question_table, parse_max_memory
@@ -578,7 +578,7 @@ def _finish(cfg: BlindConfig, state, model, qid: list[str], summary: dict) -> Bl
         acc = summary["accuracy_exact"]
         qps = summary["questions_per_s"]
         print(f"blind: {summary['n_questions']} questions in {out / sh.MERGED_REL} "
-              f"({summary['n_new']} new, {summary['n_resumed']} already done) on {state.num_processes} process(es), "
+              f"({summary['n_new']} new, {summary['n_resumed']} already done) on {count(state.num_processes, 'process', 'processes')}, "
               f"{summary['elapsed_s']:.1f} s, {qps or 0:.1f} q/s; exact-match accuracy {pct(acc)}"
               + (f"; {summary['n_truncated']} truncated" if summary["n_truncated"] else "")
               + (f"; pushed to {result.url}" if result.url else ""), file=sys.stdout, flush=True)

@@ -45,7 +45,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .. import __version__
 from ..errors import BenchauditError, InputError
-from ..fmt import pct, plain
+from ..fmt import count, pct, plain
 from ..schema import LETTERS
 from . import shards as sh
 from .prompt import PromptBuilder
@@ -334,7 +334,7 @@ def run_served(cfg):
     if failures:
         first_q, first_e = failures[0]
         raise ServedRunFailed(
-            f"{len(failures)} of {len(pending)} question(s) failed after {cfg.max_retries} retries (first: "
+            f"{len(failures)} of {count(len(pending), 'question')} failed after {cfg.max_retries} retries (first: "
             f"{first_q}: {first_e}); the other {writer.written_rows} rows are saved in {out / 'shards'}; rerun "
             "the same command to request only the missing questions")
     return _finish_served(cfg, qid, summary, stats, base_url)
@@ -364,7 +364,7 @@ def _finish_served(cfg, qid: list[str], summary: dict, stats: _Stats, base_url: 
           f"{summary['n_resumed']} already done) from {base_url} ({', '.join(stats.server_models) or cfg.model}), "
           f"{stats.requests} requests, {summary['elapsed_s']:.1f} s; scoring {plain(summary['scoring'])}; "
           f"exact-match accuracy {pct(acc)}"
-          + (f"; {summary['n_redacted']} answer(s) carried the API key, removed before writing (n_redacted in "
+          + (f"; {count(summary['n_redacted'], 'answer')} carried the API key, removed before writing (n_redacted in "
              f"{sh.CONFIG_NAME})" if summary.get("n_redacted") else "")
           + (f"; pushed to {result.url}" if result.url else ""),
           file=sys.stdout, flush=True)

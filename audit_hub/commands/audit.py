@@ -100,6 +100,7 @@ def register(app: typer.Typer) -> None:
         from ..bounds import detector_threads
         from ..engine.run import AuditConfig
         from ..escape import console_text, one_line
+        from ..fmt import count
         from ..readers.named_roles import named_roles_note
 
         console = Console(stderr=True)
@@ -137,7 +138,7 @@ def register(app: typer.Typer) -> None:
                 _print_stages(console, result)
             for name, r in result.results.items():
                 console.print(f"[bold]{console_text(name)}[/bold]: {r.frame.n_questions:,} questions, "
-                              f"{len(r.frame.models)} model(s) -> {console_text(result.folders[name])}/")
+                              f"{count(len(r.frame.models), 'model')} -> {console_text(result.folders[name])}/")
                 for note in (named_roles_note(r.frame.meta.get("named_roles")),
                              (r.summary.get("pool") or {}).get("truncation_note"),
                              (r.summary.get("pool") or {}).get("unfinished_note")):
@@ -170,6 +171,7 @@ def _print_stages(console, result) -> None:
 def _print_headlines(console, result) -> None:
     from ..engine.run import exclusion_warning, headline_lines, run_warnings
     from ..escape import console_text
+    from ..fmt import count
 
     for w in run_warnings(result.summary):
         console.print(f"[yellow]warning:[/yellow] {console_text(w)}", soft_wrap=True)
@@ -178,7 +180,7 @@ def _print_headlines(console, result) -> None:
     gd = ((result.summary or {}).get("circular") or {}).get("gold_disagreement") or {}
     if gd.get("n_groups"):
         ids = ", ".join(str(g.get("group_id")) for g in gd.get("groups", [])[:5])
-        line = (f"input defect: {gd['n_groups']} CircularEval group(s) whose copies disagree on the gold option "
+        line = (f"input defect: {count(gd['n_groups'], 'CircularEval group')} whose copies disagree on the gold option "
                 f"(group {ids}); details: summary.json circular.gold_disagreement")
         console.print(f"[yellow]warning:[/yellow] {console_text(line)}", soft_wrap=True)
 

@@ -40,13 +40,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Place the metric modules in evaluate's module cache so that evaluate.load('benchaudit/<name>')
         works offline (HF_EVALUATE_OFFLINE=1)."""
+        from ..fmt import count
         from ..metrics.install import install as do_install
 
         done = do_install(namespace=namespace, names=list(names or []), cache_dir=cache_dir, source=source)
         for m in done:
             stale = f" (removed {m.removed_stale} older version(s))" if m.removed_stale else ""
             typer.echo(f"installed {m.load_id} (benchaudit {_version()}, sha256 {m.hash[:16]}): {m.path}{stale}")
-        typer.echo(f"{len(done)} metric module(s) installed; load offline with HF_EVALUATE_OFFLINE=1 "
+        typer.echo(f"{count(len(done), 'metric module')} installed; load offline with HF_EVALUATE_OFFLINE=1 "
                    f"evaluate.load('{namespace}/<name>') (online loads run the Hub's current code: pin a revision)")
 
     @metrics_app.command("list")

@@ -25,6 +25,7 @@ def register(app: typer.Typer) -> None:
         message: str | None = typer.Option(None, "--message", "-m", help="Commit message."),
     ) -> None:
         """Push an output folder (audit, tst, prune, curate, blind, work_dir index) to the Hub as a dataset, in one atomic commit (token: HF_TOKEN or the login cache)."""
+        from ..fmt import count
         from ..hub.publish import push_report
 
         res = push_report(folder, repo_id, private=private, revision=revision, create_pr=create_pr,
@@ -33,8 +34,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{res['repo_id']}@{res['revision']} already has this report (commit {res['commit'][:12]}); "
                        "nothing to push" + ("; no pull request opened (it would change nothing)" if create_pr else ""))
             return
-        deleted = f", {len(res['deleted'])} stale file(s) removed" if res["deleted"] else ""
-        typer.echo(f"pushed {res['n_files']} file(s){deleted}: {res['pr_url'] or res['commit_url']}")
+        deleted = f", {count(len(res['deleted']), 'stale file')} removed" if res["deleted"] else ""
+        typer.echo(f"pushed {count(res['n_files'], 'file')}{deleted}: {res['pr_url'] or res['commit_url']}")
 
     @app.command("push-metrics")
     def push_metrics_cmd(

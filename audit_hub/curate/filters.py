@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..fmt import count
 from ..severity import LEVELS as _SEV
 from . import roles
 
@@ -227,7 +228,7 @@ def evidence_notes(t: pd.DataFrame, tst_excess: np.ndarray | None, stages: tuple
         if has_blind and cut_blind:
             rows = sum(r["n_truncated"] for r in cut_blind.values())
             notes["text_ablation"] = "; ".join(filter(None, (notes.get("text_ablation"), (
-                f"{len(cut_blind)} blind run(s) answered {rows:,} cut prompts (--truncate left): fewer items look "
+                f"{count(len(cut_blind), 'blind run')} answered {count(rows, 'cut prompt')} (--truncate left): fewer items look "
                 "text-answerable"))))
     if "anomaly" in stages and roles.issue_column(roles.LABEL_CONFLICT) not in t.columns:
         notes["anomaly"] = "no label-error flags (the label-conflict detector did not run); broken options only"

@@ -53,7 +53,7 @@ import pandas as pd
 
 from ..errors import DetectorSkipped
 from ..escape import md_inline
-from ..fmt import ci, fmt_num, fmt_p_fine, num_labels, pct, str_labels
+from ..fmt import ci, count, fmt_num, fmt_p_fine, num_labels, pct, str_labels
 from ..frame.core import AuditFrame
 from ..schema import LETTERS
 from ..severity import severity_array
@@ -806,13 +806,13 @@ def _notes(ce: dict) -> list[str]:
         out.append(f"**{NAME} headline test not reported**: {ht.get('not_interpretable_because', '')}. "
                    "The likelihood-ratio test of 'no gold label is wrong' assumes the latent-truth model fits the "
                    "pool; here it does not, so its p-value would reflect misfit, not label errors. "
-                   f"{ce.get('n_posterior_gold_wrong', 0)} item(s) have posterior >= 0.5 that the gold is wrong.")
+                   f"{_has(ce.get('n_posterior_gold_wrong', 0), 'item')} posterior >= 0.5 that the gold is wrong.")
     elif isinstance(ht, dict):
         out.append(f"**{NAME} headline test**: likelihood ratio of 'no gold label is wrong', p = "
                    f"{fmt_p_fine(ht.get('p_value'))}, estimated wrong-gold rate {pct(ht.get('eps_hat'))}; "
-                   f"{ce.get('n_posterior_gold_wrong', 0)} item(s) with posterior >= 0.5 that the gold is wrong "
-                   f"({ce.get('n_flagged', 0)} finding(s) in all, flagged relabel: see the checks below), "
-                   f"{ce.get('n_unanimous_explained', 0)} unanimous non-gold item(s) that item "
+                   f"{count(ce.get('n_posterior_gold_wrong', 0), 'item')} with posterior >= 0.5 that the gold is "
+                   f"wrong ({count(ce.get('n_flagged', 0), 'finding')} in all, flagged relabel: see the checks below), "
+                   f"{count(ce.get('n_unanimous_explained', 0), 'unanimous non-gold item')} that item "
                    f"difficulty and attractive distractors explain (review). Null: {ht.get('null_hypothesis', '')}. "
                    f"The independence count above is the paper's figure: real pools share difficulty, so it is "
                    f"exceeded on defect-free benchmarks (p = {fmt_p_fine(ce.get('p_value_independence'))}).")
@@ -875,7 +875,7 @@ def _check_notes(ce: dict) -> list[str]:
 
     n_raw = ce.get("n_posterior_gold_wrong", 0)
     weaker = chk.get("too_weak_to_hold_out") or []
-    skipped = (f" ({chk.get('n_held_out', 0)} model(s) held out; {len(weaker)} other(s) not, being weak (kappa over "
+    skipped = (f" ({count(chk.get('n_held_out', 0), 'model')} held out; {count(len(weaker), 'other')} not, being weak (kappa over "
                f"their position-bias baseline < {lc.KAPPA_MIN:g}) and no stronger than the pool's median model: a "
                f"model as weak as the pool errs with it)" if weaker else "")
     if chk.get("supported") is True:
@@ -883,8 +883,9 @@ def _check_notes(ce: dict) -> list[str]:
         n_unstable = int(ce.get("n_posterior_gold_wrong_unstable") or 0)
         carriers = "; ".join(f"{md_inline(', '.join(u['family']))}: {u['n_flags_it_carries']}"
                              for u in st.get("units") or [] if u.get("n_flags_it_carries"))
-        tail = (f": the {n_raw} flag(s) are reported as findings." if not n_unstable else
-                f". {n_raw - n_unstable} of the {n_raw} flag(s) are reported as findings; {n_unstable} rest on one "
+        tail = (f": the {count(n_raw, 'flag')} {'is' if n_raw == 1 else 'are'} reported as findings." if not n_unstable else
+                f". {n_raw - n_unstable} of the {count(n_raw, 'flag')} {'is' if n_raw - n_unstable == 1 else 'are'} "
+                f"reported as findings; {n_unstable} {'rests' if n_unstable == 1 else 'rest'} on one "
                 f"family of models (without its answers the fitted posterior falls below 0.5; {carriers}) and are a "
                 f"review order only.")
         out.append(f"**Held-out-model check passed**: models left out of the fit agree with the gold on "
@@ -893,9 +894,9 @@ def _check_notes(ce: dict) -> list[str]:
                    f"if right but hard; elsewhere {pct(chk.get('agreement_elsewhere'), 0)}){skipped}{tail}")
     elif n_raw:
         verdict = "failed" if chk.get("supported") is False else "could not run"
-        out.append(f"**Held-out-model check {verdict}**: {chk.get('reason', '')}{skipped}. The {n_raw} item(s) with "
-                   f"posterior >= 0.5 that the gold is wrong are a review order only (`consensus_error_score`), not "
-                   f"findings.")
+        out.append(f"**Held-out-model check {verdict}**: {chk.get('reason', '')}{skipped}. The {count(n_raw, 'item')} "
+                   f"with posterior >= 0.5 that the gold is wrong {'is' if n_raw == 1 else 'are'} a review order only "
+                   f"(`consensus_error_score`), not findings.")
     return out
 
 
@@ -912,9 +913,14 @@ def _unanimity_scope(s: dict) -> tuple[str, str] | None:
     return f"{fmt_num(n_el)} items", f"at least {fmt_num(thr)} of the {fmt_num(m)} models"
 
 
+def _has(n, noun: str) -> str:
+    """``1 item has`` / ``3 items have``."""
+    return f"{count(n, noun)} {'has' if int(n) == 1 else 'have'}"
+
+
 def card_line(s: dict) -> str:
     """The card's one-line finding on this detector's summary ``s``."""
-    txt = (f"**{NAME}**: {fmt_num(s.get('n_unanimous_non_gold'))} question(s) on which every model that answered "
+    txt = (f"**{NAME}**: {count(s.get('n_unanimous_non_gold') or 0, 'question')} on which every model that answered "
            f"parseably chose the same non-gold option")
     scope = _unanimity_scope(s)
     if s.get("n_unanimous_non_gold_ci"):
@@ -930,7 +936,8 @@ def lede_line(s: dict) -> str:
     """The card's opening line on this detector's summary ``s``."""
     scope = _unanimity_scope(s)
     of = f" of the {scope[0]} that {scope[1]} answered parseably" if scope else ""
-    return (f"{fmt_num(s.get('n_unanimous_non_gold'))} question(s){of} have a unanimous non-gold "
+    n = s.get('n_unanimous_non_gold') or 0
+    return (f"{count(n, 'question')}{of} {'has' if n == 1 else 'have'} a unanimous non-gold "
             f"answer ({fmt_num(s.get('expected_under_independence'))} expected under independent errors).")
 
 

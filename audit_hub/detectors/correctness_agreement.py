@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DetectorSkipped
-from ..fmt import fmt_num, num_labels
+from ..fmt import count, fmt_num, num_labels
 from ..frame.core import AuditFrame
 from ..schema import check_correctness_field
 from ..severity import severity_array
@@ -299,5 +299,5 @@ def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
 
 def card_line(s: dict) -> str:
     """The card's one-line finding on this detector's summary ``s``."""
-    return (f"**{NAME}**: {fmt_num(s.get('n_saturated'))} question(s) every model gets "
+    return (f"**{NAME}**: {count(s.get('n_saturated') or 0, 'question')} every model gets "
             f"right (saturated), {fmt_num(s.get('n_floor'))} every model gets wrong (floor).")

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DetectorSkipped
-from ..fmt import fmt_num, isnum, num_labels, str_labels
+from ..fmt import count, fmt_num, isnum, num_labels, str_labels
 from ..frame.core import AuditFrame
 from ..schema import LETTERS
 from ..severity import LEVELS, severity_array
@@ -338,7 +338,7 @@ def _summary(*, K, compared, bare_item, p_item, exact, near, contrast, p_gold, h
     n_compared = int(compared.sum())
     notes = []
     if bare_item.any():
-        notes.append(f"{int(bare_item.sum())} item(s) have bare-letter options (each option text is just its "
+        notes.append(f"{count(bare_item.sum(), 'item')} {'has' if bare_item.sum() == 1 else 'have'} bare-letter options (each option text is just its "
                      "letter, e.g. ['A', 'B', 'C', 'D', 'E']; the real options are presumably in the image); "
                      "they are excluded from text comparison.")
     if n_compared == 0:
@@ -492,7 +492,7 @@ def limitation_lines(s: dict) -> list[str]:
 
 def card_line(s: dict) -> str:
     """The card's one-line finding on this detector's summary ``s``."""
-    txt = (f"**{NAME}**: {fmt_num(s.get('n_exact_duplicates'))} question(s) with exact-duplicate "
+    txt = (f"**{NAME}**: {count(s.get('n_exact_duplicates') or 0, 'question')} with exact-duplicate "
            f"options and {fmt_num(s.get('n_near_duplicates'))} with near-duplicates")
     if isnum(s.get("n_bare_letter_option_items")) and s.get("n_bare_letter_option_items"):
         txt += (f"; {fmt_num(s.get('n_bare_letter_option_items'))} questions whose options are bare letters "

@@ -589,7 +589,7 @@ def _summary(*, head: dict, B: int, lomo: list, fragile, reason: str, z_count: i
     note = ""
     if pool_level:
         note = (f"pool level: no model has runs in both arms, so f counts the {mf} full-arm models and b the {mb} "
-                f"blind model(s); zero gain is equal share (f*{mb} == b*{mf}). Pools differ, so the gain mixes "
+                f"blind model{'s' if mb != 1 else ''}; zero gain is equal share (f*{mb} == b*{mf}). Pools differ, so the gain mixes "
                 "model and image effects.")
     summary = {
         **head,

@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 # the limit's sources (MemAvailable, cgroup files) and the size syntax live with the other bounds
 from ..bounds import MiB, fmt_bytes, machine_memory, read_text
 from ..errors import InputError
+from ..fmt import count
 
 #: Peak-RSS model fitted on ``benchmarks/cli_scale.py --fit-memory`` (docs/scale.md "Memory plan": the
 #: sizes, the measured peaks and the fit). Bytes: ``base_*`` once per process; ``*_per_row`` per run row of
@@ -208,7 +209,7 @@ class MemoryPlan:
         lim = "no limit known" if self.limit is None else f"limit {fmt_bytes(self.limit)} ({self.limit_source})"
         return (f"memory plan: estimate {fmt_bytes(self.estimate)} for {self.run_rows:,} run rows, {lim}; "
                 f"calibration worker {'on' if self.use_worker else 'off'}, detectors on "
-                f"{self.detector_threads} thread(s): {self.why}")
+                f"{count(self.detector_threads, 'thread')}: {self.why}")
 
 
 def heaviest_detector_bytes_per_cell(names: Sequence[str] | None = None) -> float:
@@ -270,7 +271,7 @@ def choose(limit: int | None, main_serial: int, main_parallel: int, worker: int,
 
 
 def _schedule(worker: bool, threads: int) -> str:
-    return f"calibration worker {'on' if worker else 'off'}, {threads} detector thread(s)"
+    return f"calibration worker {'on' if worker else 'off'}, {count(threads, 'detector thread')}"
 
 
 def plan_audit(questions: str | None, runs: Sequence[str], blind: Sequence[str], base: Sequence[str] = (), *,

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..fmt import count
 from ..frame.core import AuditFrame
 from ..schema import ARM_SYMBOLS, ARMS, CORRECTNESS_FIELDS
 from ..stats.core import paired_difference_ci, wilson_ci
@@ -130,7 +131,7 @@ def unreadable_note(records: list[dict] | None) -> str | None:
     shown = "; ".join(f"{r['model']} ({r['arm']} arm): {100 * r['unparseable_share']:.0f}% of its answers unreadable, "
                       f"the other {r['arm']}-arm runs' median {100 * r['others_median']:.0f}%" for r in records[:10])
     more = f"; and {len(records) - 10:,} more" if len(records) > 10 else ""
-    return (f"{len(records):,} run(s) whose answers the parser mostly could not read (a prompt or answer format it "
+    return (f"{count(len(records), 'run')} whose answers the parser mostly could not read (a prompt or answer format it "
             f"does not read, or a failed run that wrote an error message?): {shown}{more}. Their unreadable answers "
             "count as wrong in exact matching and as unanswered in the answer-agreement detectors "
             "(docs/answer_extraction.md)")

@@ -19,6 +19,7 @@ from ..bounds import trim_heap
 from ..clock import stage
 from ..detectors.base import DetectorResult
 from ..errors import DetectorSkipped
+from ..fmt import count
 from ..frame.core import AuditFrame
 from ..frame.fields import arm_field, primary_field
 from ..readers.pairing import truncated_by_arm, truncation_note, unfinished_note
@@ -404,7 +405,7 @@ def pool_summary(full_models: Sequence[str], blind_models: Sequence[str], pairin
                 "run the full-arm model's name (`benchaudit blind --model-name`) to compare per model")
     elif blind and set(blind) != set(full):
         without = [m for m in full if m not in set(paired)]
-        note = (f"{detectors.by_role('image_gain')} pairs the {len(paired)} model(s) present in both arms"
+        note = (f"{detectors.by_role('image_gain')} pairs the {count(len(paired), 'model')} present in both arms"
                 + (f"; blind runs paired with no full-arm model, left out: {names(unmatched)}" if unmatched else "")
                 + (f"; full-arm models without a blind run: {names(without)}" if without else ""))
     truncated = truncated_by_arm(pairing)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..fmt import count
 from .core import AuditFrame
 
 
@@ -44,8 +45,8 @@ def arm_field(frame: AuditFrame) -> dict[str, Any]:
     else:
         who = without["blind"] or without["full"]
         arm = "blind" if without["blind"] else "full"
-        why = (f"the {arm} arm has no judged correctness for {len(who)} of {len(mb if arm == 'blind' else mf)} "
-               f"compared model(s): {', '.join(who[:5])}{' ...' if len(who) > 5 else ''}"
+        why = (f"the {arm} arm has no judged correctness for {len(who)} of "
+               f"{count(len(mb if arm == 'blind' else mf), 'compared model')}: {', '.join(who[:5])}{' ...' if len(who) > 5 else ''}"
                + (" (`benchaudit blind` scores by exact matching and runs no judge)" if arm == "blind" else "")
                + f", so both arms are compared on exact matching; {how}")
     return {"field": "hit_exact", "why": why, "judged_too": False, "exact_source": src,

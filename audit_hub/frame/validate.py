@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from ..columns import ARROW_STR, arrow_chunks, null_string_array, small_int, to_arrow_strings, to_codes
 from ..errors import InputError
+from ..fmt import count
 from ..schema import (
     ANSWER_TYPES,
     ARMS,
@@ -539,7 +540,7 @@ def empty_runs_note(records: list[dict] | None) -> str | None:
     shown = "; ".join(f"{r['model']} ({r['arm']} arm, {int(r['rows']):,} rows"
                       + (", scored wrong on every row" if r.get("scored_wrong") else "") + ")" for r in records[:10])
     more = f"; and {len(records) - 10:,} more" if len(records) > 10 else ""
-    return (f"{len(records):,} run(s) left out, with no prediction (or only a harness's no-output message) or answer "
+    return (f"{count(len(records), 'run')} left out, with no prediction (or only a harness's no-output message) or answer "
             f"on any row, and no correctness other than wrong (a failed or mis-merged run?): {shown}{more}")
 
 

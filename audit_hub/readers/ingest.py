@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import InputError
+from ..fmt import count
 from ..hub.folders import sha256_file
 from ..schema import ARMS
 from .cells import constant_categorical, stem_of
@@ -437,7 +438,7 @@ def _check_unparsed_options(questions: pd.DataFrame, file: str, allow: bool) -> 
         src = questions["source_file"].iloc[i] if "source_file" in questions.columns else file
         row = int(questions["source_row"].iloc[i]) if "source_row" in questions.columns else i + 1
         raise InputError(
-            f"{len(rows)} item(s) have a letter gold but no options that could be read (first: question "
+            f"{count(len(rows), 'item')} {'has' if len(rows) == 1 else 'have'} a letter gold but no options that could be read (first: question "
             f"{ids[0]!r}); give the options as A..D columns, an options list, or a recognised embedded form, "
             "or pass --allow-unparsed-options to audit them without options", file=str(src), row=row, column="options")
     return {"n": len(rows), "question_ids": [str(x) for x in ids[:100]]}

@@ -18,7 +18,7 @@ import pandas as pd
 from .. import detectors
 from ..engine.per_model import unreadable_note
 from ..escape import md_code, md_inline, safe_link
-from ..fmt import ci, fmt_num, fmt_p, isnum, md_table, pct, pp
+from ..fmt import ci, count, fmt_num, fmt_p, isnum, md_table, pct, pp
 from ..frame.validate import empty_runs_note
 from ..hub.card import configs as hub_configs
 from ..hub.card import dataset_info, render, yaml_text
@@ -464,7 +464,7 @@ def _limitations(result: Any) -> list[str]:
     unparsed = result.frame.meta.get("unparsed_options") or {}
     if unparsed.get("n"):
         ids = ", ".join(md_inline(x, 40) for x in unparsed.get("question_ids", [])[:10])
-        lims.append(f"{unparsed['n']:,} question(s) have a letter gold but options that could not be read "
+        lims.append(f"{count(unparsed['n'], 'question')} {'has' if unparsed['n'] == 1 else 'have'} a letter gold but options that could not be read "
                     f"(audited as non-multiple-choice, --allow-unparsed-options): {ids}"
                     + (" ..." if unparsed["n"] > 10 else "") + ".")
     circ = result.frame.meta.get("circular") or {}
@@ -475,7 +475,7 @@ def _limitations(result: Any) -> list[str]:
     gd = circ.get("gold_disagreement") or {}
     if gd.get("n_groups"):
         names = ", ".join(md_inline(g.get("group_id"), 40) for g in gd.get("groups", [])[:10])
-        lims.append(f"Input defect: in {gd['n_groups']:,} CircularEval group(s) the option-shifted copies disagree on "
+        lims.append(f"Input defect: in {count(gd['n_groups'], 'CircularEval group')} the option-shifted copies disagree on "
                     f"the gold option ({names}" + (" ..." if gd["n_groups"] > 10 else "") + "); each copy was scored "
                     "against its own gold, as the harness does (summary.json `circular.gold_disagreement`).")
     return lims

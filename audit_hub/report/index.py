@@ -57,11 +57,11 @@ def index_row(name: str, folder: str, result: Any, headlines: list[str]) -> dict
 def index_card(rows: list[dict], *, skipped_files: list[dict] | None = None) -> str:
     """The index README: a table of the benchmarks with links to their reports, then each one's headlines."""
     from ..escape import md_inline
-    from ..fmt import pct
+    from ..fmt import count, pct
 
     lines = ["---", "tags:", "- benchaudit", "- benchmark-audit-index", "---", "",
              "# benchaudit: audit of a harness output folder", "",
-             f"{len(rows)} benchmark(s), each audited on its own (files of different benchmarks are never "
+             f"{count(len(rows), 'benchmark')}, each audited on its own (files of different benchmarks are never "
              "pooled); every folder below is a complete report that can be read and pushed alone.", "",
              "| Benchmark | Items | Models (full / blind) | Primary field | Mean accuracy (full arm) | Report |",
              "| --- | ---: | ---: | --- | ---: | --- |"]

@@ -490,7 +490,7 @@ def predictive_check(data, identifiable_item: np.ndarray, cat: np.ndarray, fit_p
                          "check the flags")
         return out
     if n_flag < MIN_CHECK_FLAGS:
-        out["reason"] = f"the held-out fits flag {n_flag} item(s) (< {MIN_CHECK_FLAGS}): nothing to check"
+        out["reason"] = f"the held-out fits flag {n_flag} item{'s' if n_flag != 1 else ''} (< {MIN_CHECK_FLAGS}): nothing to check"
         return out
     z = (P0 - Obs) / np.sqrt(V) if V > 0 else 0.0
     realised = (P0 - Obs) / (P0 - P) if P0 - P > 1e-9 else 0.0

@@ -116,7 +116,7 @@ def test_one_malformed_response_fails_its_question_not_the_run(ws, label):
     assert res.rc == 1, res
     assert len(res.error_lines) == 1 and "Traceback" not in res.err, res
     line = res.error_lines[0]
-    assert "1 of 6 question(s) failed" in line and "q3" in line and words in line, line
+    assert "1 of 6 questions failed" in line and "q3" in line and words in line, line
     assert asked == 2  # the first request and its one retry
     shards = list((ws.root / "outb" / "shards").glob("rank*.parquet"))
     assert sorted(pd.concat([pd.read_parquet(p) for p in shards])["question_id"]) == ["q0", "q1", "q2", "q4", "q5"]
