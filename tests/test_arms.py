@@ -268,4 +268,4 @@ def test_unmatched_blind_name_is_escaped_in_the_card(tmp_path):
     assert s["pool"]["unmatched_blind"] == [bad] and s["visual_dependency"]["models_full"] == ["A"]
     card = (out / "README.md").read_text()
     assert "<img" not in card and "[a](http://e)" not in card  # no HTML, no link
-    assert "&lt;img src=x onerror=alert(1)&gt;\\|\\[a\\](http://e)" in card
+    assert "&lt;img src=x onerror=alert(1)&gt;\\|\\[a\\](http\\://e)" in card

@@ -60,7 +60,7 @@ def test_two_processes_equal_one(setup):
                         *_args(setup, out2, "--keep-shards")], capture_output=True, text=True, timeout=240,
                        env=_env(), cwd=str(ROOT))
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "on 2 process(es)" in p.stdout
+    assert "on 2 processes" in p.stdout
     shard_ranks = {f.name.split("-")[0] for f in (out2 / "shards").iterdir()}
     assert shard_ranks == {"rank0", "rank1"}  # both processes really scored questions
     two = pd.read_parquet(out2 / "data" / "blind-00000-of-00001.parquet").set_index("question_id")

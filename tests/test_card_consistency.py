@@ -340,8 +340,8 @@ def test_unanimous_non_gold_everywhere(report):
     if not ce or ce.get("skipped"):
         pytest.skip("no consensus_error")
     n = ce["n_unanimous_non_gold"]
-    m = re.search(r"- ([\d,]+) question\(s\)(?: of the ([\d,]+) items that at least ([\d,]+) of the ([\d,]+) models "
-                  r"answered parseably)? have a unanimous non-gold answer \((\d[\d,]*(?:\.\d+)?) expected", r.body)
+    m = re.search(r"- ([\d,]+) questions?(?: of the ([\d,]+) items that at least ([\d,]+) of the ([\d,]+) models "
+                  r"answered parseably)? (?:has|have) a unanimous non-gold answer \((\d[\d,]*(?:\.\d+)?) expected", r.body)
     assert m and int(num(m.group(1))) == n and agrees(m.group(5), ce["expected_under_independence"])
     # the unanimity rule's own denominator, named where it is not every item the detector audits
     if ce["n_eligible"] < len(r.questions):

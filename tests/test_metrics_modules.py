@@ -439,7 +439,7 @@ def test_cli_list_and_user_error(tmp_path, capsys):
     assert main(["metrics", "list", "--cache-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out.count("not installed") == 6
     assert main(["metrics", "install", "consensus_error", "--cache-dir", str(tmp_path)]) == 0
-    assert "1 metric module(s) installed" in capsys.readouterr().out
+    assert "1 metric module installed" in capsys.readouterr().out
     assert main(["metrics", "list", "--cache-dir", str(tmp_path)]) == 0
     listing = capsys.readouterr().out
     assert listing.count("not installed") == 5 and re.search(r"benchaudit/consensus_error\s+installed", listing)
@@ -472,7 +472,7 @@ def test_cli_install_then_offline_load_in_subprocess(tmp_path):
     p = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args)], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "6 metric module(s) installed" in p.stdout
+    assert "6 metric modules installed" in p.stdout
     assert (tmp_path / "modules" / "evaluate_modules" / "metrics" / "benchaudit--visual_dependency").is_dir()
     res = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT=")][-1][len("RESULT="):])
     assert res["zero_gain_share"] == pytest.approx(0.5)

@@ -207,4 +207,4 @@ def test_a_hostile_model_name_in_the_note_is_escaped_on_the_card(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "<img" not in card and "[text only](" not in card  # no raw HTML, no live link
-    assert "&lt;img src=x onerror=alert(1)&gt; \\[text only\\](http://e.x)" in card
+    assert "&lt;img src=x onerror=alert(1)&gt; \\[text only\\](http\\://e.x)" in card

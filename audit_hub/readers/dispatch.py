@@ -85,15 +85,16 @@ def read_questions(spec: str, *, column_map: dict[str, str] | None = None, revis
 
 def folder_files(folder: str, skipped: list[dict] | None = None) -> list[str]:
     """The files a run folder holds, as every reader and the memory plan walk it: hidden entries skipped, and a
-    folder inside it that is an earlier benchaudit output (its ``manifest.json`` says so) not walked: its
-    ``data/runs`` would be read back as runs beside the files it was made from (a model dropped from the runs
-    file still audited, the exact arm taken from the old report). That folder is recorded in ``skipped``. A
-    benchaudit output given itself (``--runs report/``) is read."""
+    folder inside it that is an earlier benchaudit report (``audit``, ``tst``, ``prune``, ``curate``: its
+    ``manifest.json`` says so) not walked: its ``data/runs`` would be read back as runs beside the files it was
+    made from (a model dropped from the runs file still audited, the exact arm taken from the old report). That
+    folder is recorded in ``skipped``. ``benchaudit blind`` outputs are runs and are read; a report given itself
+    (``--runs report/``) is read."""
     from ..hub.folders import manifest_command
 
     found: list[str] = []
     for root, dirs, files in os.walk(folder):
-        if root != folder and (cmd := manifest_command(Path(root))) is not None:
+        if root != folder and (cmd := manifest_command(Path(root))) not in (None, "blind"):
             dirs[:] = []
             if skipped is not None:
                 skipped.append({"path": os.path.abspath(root),

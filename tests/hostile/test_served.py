@@ -67,7 +67,7 @@ def test_a_server_echoing_the_key_never_gets_it_written(ws, env, scope):
     assert rc["served"]["n_redacted"] == len(qids)
     df = pd.read_parquet(ws.root / "outb" / "data" / "blind-00000-of-00001.parquet")
     assert len(df) == N and df["prediction"].str.contains("***", regex=False).sum() == len(qids)
-    assert f"{len(qids)} answer(s) carried the API key" in res.out
+    assert f"{len(qids)} answer{'s' if len(qids) != 1 else ''} carried the API key" in res.out
     assert ws.snap("outb") == before
 
 
