@@ -309,6 +309,32 @@ def test_fill_falls_back_to_prediction_when_answer_unreadable():
     assert hit.tolist() == [1, 0, 1]
 
 
+def test_a_squashed_harness_extraction_is_read_again_from_the_prediction():
+    """MATH-V's own extraction failed on 302 of the bundled rows and left the squashed sentence
+    ("\\frac{40}{9}}.theansweris:\\frac{40}{9"): read as an answer, its last number (2 in "\\frac{1}{2") matched
+    golds the model did not give. The prediction is read instead; a clean harness answer is kept."""
+    q = AuditFrame.from_tables(_questions()).questions  # q3: numeric, gold 1/2
+    runs = pd.DataFrame({
+        "q": np.array([2, 2, 2], dtype=np.int32), "m": np.zeros(3, np.int16), "arm": np.zeros(3, np.int8),
+        "prediction": pd.array(["So the ratio is $\\boxed{\\frac{3}{2}}$. The answer is: \\frac{3}{2}",
+                                "The answer is: \\frac{1}{2}", "It is 0.5"], dtype=pd.ArrowDtype(pa.string())),
+        "answer": pd.array(["\\frac{3}{2}}.theansweris:\\frac{3}{2", "\\frac{1}{2}}.TheAnswerIs:\\frac{1}{2", "0.5"],
+                           dtype=pd.ArrowDtype(pa.string())),
+    })
+    ans, hit, _ = fill_answers_and_exact(q, runs)
+    assert [None if pd.isna(v) else v for v in ans] == ["1.5", "0.5", "0.5"]
+    assert hit.tolist() == [0, 1, 1]
+
+
+@pytest.mark.parametrize(("prediction", "expected"), [
+    ("1 m^2", "1"), ("150 cm^{2}", "150"), ("$150 \\mathrm{~cm}^{2}$", "150"), ("The area is 200 cm^2.", "200"),
+    ("x^2 = 4", "4"), ("2^3", "3"),
+])
+def test_a_units_exponent_in_plain_text_is_not_the_answer(prediction, expected):
+    """"1 m^2" read as 2 (MATH-V item 1548, gold 2: scored right); the LaTeX form was already read as 1."""
+    assert extract_answer(prediction, [], "numeric") == expected
+
+
 def test_fill_matches_per_row_extraction():
     """The vectorised fill must give exactly what extract_answer / score_exact give row by row."""
     rng = np.random.default_rng(7)

@@ -46,6 +46,11 @@ UNREADABLE_MARKERS = ("unknown",)
 #: failed, in vlmeval/dataset and vlmeval/api). Within a run it is an unparseable, wrong answer, as the harness scores
 #: it; a run of nothing else is a failed run (``frame.validate.empty_runs``)
 FAILED_CALL_TEXTS = ("Failed to obtain answer via API.",)
+#: an ``answer`` in which the harness's own extraction failed and left the squashed sentence it was searching
+#: (MATH-V: "\\frac{40}{9}}.theansweris:\\frac{40}{9", 302 of the bundled example's 36,480 rows): not an
+#: extraction, so the answer is read again from ``prediction`` (its last number, the 9 of the cut fraction,
+#: matched a gold of 9 while the model answered 40/9)
+SQUASHED_EXTRACTION = "theansweris"
 
 
 class _Table:
@@ -352,6 +357,9 @@ def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame) -> Parse
             out = np.full(n, -1, dtype=np.int32)
             rows = np.flatnonzero(pc.is_valid(ans).to_numpy(zero_copy_only=False))
             out[rows] = _extract_rows(pc.take(ans, pa.array(rows)), qrows[rows], ctx, table)
+        squashed = pc.fill_null(pc.match_substring(ans, SQUASHED_EXTRACTION, ignore_case=True), False)
+        if pc.any(squashed).as_py():  # a failed harness extraction: read the prediction instead
+            out[squashed.to_numpy(zero_copy_only=False)] = -1
     if pred.null_count < n:
         if out is None and pred.null_count == 0:
             out = _extract_rows(pred, qrows, ctx, table)

@@ -159,6 +159,8 @@ def _clean(s: str) -> str:
             s = _DEGREE.sub("°", s)
         s = _LATEX_SPACES.sub(" ", s)
         s = _LATEX_DELIMS.sub("", s)
+    if "^" in s:  # a unit's exponent in plain text ("1 m^2", "150 cm^{2}") is not a number of the answer
+        s = _LATEX_CARET_UNIT.sub(r"\1", s)
     return s.strip()
 
 

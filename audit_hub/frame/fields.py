@@ -28,7 +28,8 @@ def arm_field(frame: AuditFrame) -> dict[str, Any]:
     paired = frame.paired_models()
     mf, mb = (paired, paired) if paired else (full, blind)
     src = frame.meta.get("hit_exact_source", "parser")
-    how = ("exact-match correctness is computed from each arm's predictions by the same parser (audit_hub.answers)"
+    how = ("exact-match correctness is computed in each arm by the same parser (audit_hub.answers), from the "
+           "harness's extracted answer where the run file gives one, else from the prediction"
            if src == "parser" else "exact-match correctness as the run files give it (hit_exact)")
     if not mf or not mb:
         return {"field": primary_field(frame), "why": "no blind arm to compare with", "judged_too": False,
