@@ -85,6 +85,25 @@ def test_vlmevalkit_work_dir_one_report_per_benchmark(vlm_workdir):
     assert "reports:" in p.stdout
 
 
+def test_the_index_the_command_writes_loads_every_benchmarks_configs(vlm_workdir):
+    """The work_dir index `benchaudit audit` writes (report.index.write_report_set) declared no configs: a pushed
+    index did not load ("BuilderConfig 'POPE-runs' not found"; a plain load mixed every benchmark's tables). Its
+    YAML now lists `<benchmark>-<config>` as hub.output.index_card_text makes it, and each loads as the
+    benchmark's own folder gives it."""
+    import datasets
+    import yaml
+
+    out, _ = vlm_workdir
+    head = yaml.safe_load((out / "README.md").read_text(encoding="utf-8").split("---\n")[1])
+    names = [c["config_name"] for c in head["configs"]]
+    assert {"POPE", "POPE-runs", "POPE-summary", "MMStar", "MMStar-runs"} <= set(names)
+    assert head["configs"][0].get("default") is True and "benchmark-audit-index" in head["tags"]
+    for name, sub, config in (("POPE-runs", "POPE", "runs"), ("MMStar", "MMStar", "questions")):
+        whole = datasets.load_dataset(str(out), name, split="train")
+        alone = datasets.load_dataset(str(out / sub), config, split="train")
+        assert whole.num_rows == alone.num_rows > 0 and whole.column_names == alone.column_names
+
+
 def test_index_rerun_replaces_previous_output_and_single_selection(vlm_workdir, tmp_path):
     out, _ = vlm_workdir
     # --benchmark selects; one benchmark -> the single report of today at OUT

@@ -228,6 +228,40 @@ def check_report_name(name: str) -> str:
     return name
 
 
+_SHARD = re.compile(r"^(?P<stem>.+)-\d{5}-of-\d{5}\.parquet$")
+
+
+def written_configs(root: Path) -> dict[str, list[str]]:
+    """The configs a written report folder holds (:mod:`audit_hub.hub.shards` names its shards
+    ``data/<config>-NNNNN-of-MMMMM.parquet``): config -> its shard paths relative to ``root``."""
+    out: dict[str, list[str]] = {}
+    data = Path(root) / "data"
+    for p in sorted(data.glob("*.parquet")) if data.is_dir() else []:
+        m = _SHARD.match(p.name)
+        if m:
+            out.setdefault(m.group("stem"), []).append(f"data/{p.name}")
+    return out
+
+
+def index_card_text(reports: dict[str, tuple[Path, dict[str, list[str]]]], *, title: str, body: str,
+                    header: dict | None = None) -> str:
+    """The README of an index of reports: its YAML lists every report's configs as ``<name>-<config>``
+    (``<name>`` alone for its ``questions``; the first is the default), with their ``dataset_info``, so the
+    pushed index loads with ``datasets.load_dataset(repo, "<name>-<config>")``; then ``body``. ``reports``:
+    folder name -> (its root, its configs: :attr:`OutputFolder.files` or :func:`written_configs`)."""
+    cfgs, info = [], []
+    for name, (root, files) in reports.items():
+        names = {stem: name if stem == "questions" else f"{name}-{stem}" for stem in files}
+        cfgs += _card.configs(files, names=names, prefix=name)
+        if files:
+            info += _card.dataset_info(root, files, names=names)
+    if cfgs:
+        cfgs[0]["default"] = True
+    head = {"pretty_name": _card.yaml_text(title), "tags": ["benchaudit", "benchmark-audit"], **(header or {}),
+            "configs": cfgs}
+    return _card.render(head, info=info or None, body=body)
+
+
 def write_report_set(out: str | os.PathLike, reports: dict[str, Callable[[OutputFolder], Any]], *,
                      command: str = "audit", inputs=(), command_line: list[str] | None = None,
                      index_rows: list[dict] | Callable[[dict[str, Any]], list[dict]] = (),
@@ -269,18 +303,9 @@ def write_report_set(out: str | os.PathLike, reports: dict[str, Callable[[Output
         rows = [{**r, "path": r.get("path") or f"{r['name']}/"} if isinstance(r, dict) and "name" in r else r
                 for r in rows]
         top.json(INDEX_JSON, {"reports": rows})
-        cfgs, info = [], []
-        for name, sub in subs.items():
-            names = {stem: name if stem == "questions" else f"{name}-{stem}" for stem in sub.files}
-            cfgs += _card.configs(sub.files, names=names, prefix=name)
-            if sub.files:
-                info += _card.dataset_info(sub.root, sub.files, names=names)
-        if cfgs:
-            cfgs[0]["default"] = True
-        head = {"pretty_name": _card.yaml_text(title), "tags": ["benchaudit", "benchmark-audit"], **(header or {}),
-                "configs": cfgs}
-        text = _card.render(head, info=info or None, body=body(rows) if callable(body) else body)
-        top.text("README.md", text)
+        top.text("README.md", index_card_text({name: (sub.root, sub.files) for name, sub in subs.items()},
+                                              title=title, header=header,
+                                              body=body(rows) if callable(body) else body))
         top.manifest(command_line=command_line, inputs=list(inputs or ()), started_at=started,
                      fields={"kind": "index", **(fields or {}),
                              "reports": [{"name": n, "path": f"{n}/", "command": command} for n in subs]})

@@ -59,8 +59,7 @@ def index_card(rows: list[dict], *, skipped_files: list[dict] | None = None) -> 
     from ..escape import md_inline
     from ..fmt import count, pct
 
-    lines = ["---", "tags:", "- benchaudit", "- benchmark-audit-index", "---", "",
-             "# benchaudit: audit of a harness output folder", "",
+    lines = ["# benchaudit: audit of a harness output folder", "",
              f"{count(len(rows), 'benchmark')}, each audited on its own (files of different benchmarks are never "
              "pooled); every folder below is a complete report that can be read and pushed alone.", "",
              "| Benchmark | Items | Models (full / blind) | Primary field | Mean accuracy (full arm) | Report |",
@@ -99,7 +98,7 @@ def write_report_set(out, *, command_line: list[str], inputs: list, write_each: 
     index files and the manifest. ``out`` is replaced only if it is an earlier ``benchaudit audit`` output.
     ``inputs``: the input records of the reports (``path`` and the ``sha256`` already computed while reading:
     no input is hashed twice)."""
-    from ..hub.output import output_folder
+    from ..hub.output import index_card_text, output_folder, written_configs
 
     started = time.time()
     paths = [r.get("path") if isinstance(r, dict) else r for r in inputs or []]
@@ -107,7 +106,12 @@ def write_report_set(out, *, command_line: list[str], inputs: list, write_each: 
         rows = write_each(f.root)
         f.json(INDEX_JSON, {"index_version": INDEX_VERSION, "tool": "benchaudit", "kind": "audit-index",
                             "benchmarks": rows, "skipped_files": list(skipped_files or [])})
-        f.text("README.md", index_card(rows, skipped_files=skipped_files))
+        # the card's YAML declares every benchmark's configs (hub.output.index_card_text, the one index header):
+        # a pushed index loads with datasets.load_dataset(repo, "<benchmark>-<config>")
+        subs = {r["path"]: (f.root / r["path"], written_configs(f.root / r["path"])) for r in rows}
+        f.text("README.md", index_card_text(subs, title="benchaudit: audit of a harness output folder",
+                                            header={"tags": ["benchaudit", "benchmark-audit-index"]},
+                                            body=index_card(rows, skipped_files=skipped_files)))
         f.manifest(command_line=command_line, inputs=list(inputs or []), started_at=started,
                    fields={"kind": "index", "reports": [{"benchmark": r["benchmark"], "path": r["path"]}
                                                          for r in rows]})
