@@ -73,6 +73,12 @@ def fmt_p(p: Any, n_permutations: int | None = None) -> str:
     return f"{p:.{min(3, num_decimals(p, 2))}f}"  # 0.001 (never 0.0010), 0.012, 0.32
 
 
+def p_is(p: Any, n_permutations: int | None = None) -> str:
+    """``p = 0.012`` or ``p < 0.001`` (never ``p = < 0.001``): :func:`fmt_p` with its relation."""
+    out = fmt_p(p, n_permutations)
+    return f"p {out}" if out.startswith("<") else f"p = {out}"
+
+
 def fmt_p_vs(p: Any, level: float) -> str:
     """A p-value printed beside the level it is compared with: as :func:`fmt_p`, with more digits (up to four
     significant) where that would print the level itself for a p that is not the level ("p = 0.050, above 0.05"

@@ -67,3 +67,20 @@ def test_a_p_value_beside_its_level_never_prints_as_the_level():
 
     assert "Bonferroni-adjusted p = 0.0504 over 16 categories, above 0.05" in _not_identifiable_reason(
         0.00315, 16, 0.3, 0.25, 0.07)
+
+
+def test_p_is_never_writes_p_equals_less_than():
+    """MMBench's card said "p = < 0.001"."""
+    from audit_hub.fmt import p_is
+
+    assert p_is(0.0004) == "p < 0.001" and p_is(0.036) == "p = 0.036" and p_is(0.05, 999) == "p = 0.050"
+
+
+def test_the_gold_position_line_names_a_monte_carlo_p():
+    """MathVista: "chi-square 40.3 on 28 df, p = 0.036" read as the chi-square tail (0.062); the p was Monte Carlo
+    because some strata expect fewer than 5 per cell."""
+    from audit_hub.detectors.answer_options_distribution import card_line
+
+    s = {"gold_position_counts": {"A": 3}, "chi2": 40.309, "dof": 28, "p_value": 0.036, "p_method": "monte_carlo"}
+    assert "p = 0.036 (Monte Carlo p, 9,999 draws under uniform gold positions" in card_line(s)
+    assert "Monte Carlo" not in card_line({**s, "p_method": "asymptotic"})

@@ -497,3 +497,14 @@ def test_card_counts_models_in_words(report_dir):
     card = (report_dir / "README.md").read_text()
     assert "| Full arm (with images) | 3 models: m0, m1, m2 |" in card
     assert "| Blind arm (images removed) | 3 models: m0, m1, m2 |" in card and "model(s)" not in card
+
+
+def test_zero_gain_caveats_only_where_a_zero_gain_test_ran():
+    """BLINK and the VLMEvalKit benchmarks (no blind arm, visual_dependency skipped) listed two zero-gain
+    limitations although no zero-gain figure was on the card."""
+    from audit_hub.report.card import _limitations
+
+    r = make_fake_result()
+    assert any("zero-gain share depends on the model pool" in x for x in _limitations(r))
+    r.summary = {**r.summary, "visual_dependency": {"skipped": True}}
+    assert not any("zero-gain" in x.lower() or "zero gain" in x.lower() for x in _limitations(r))

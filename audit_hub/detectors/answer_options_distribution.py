@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DetectorSkipped
-from ..fmt import fmt_num, fmt_p
+from ..fmt import fmt_num, p_is
 from ..frame.core import AuditFrame
 from ..schema import LETTERS
 from ..severity import severity_array
@@ -266,6 +266,8 @@ def card_line(s: dict) -> str:
     """The card's one-line finding on this detector's summary ``s``."""
     counts = s.get("gold_position_counts") or {}
     hist = ", ".join(f"{k}: {fmt_num(v)}" for k, v in counts.items()) if isinstance(counts, dict) else ""
+    how = (" (Monte Carlo p, 9,999 draws under uniform gold positions: some strata expect fewer than 5 per cell, "
+           "where the chi-square tail is not valid)" if s.get("p_method") == "monte_carlo" else "")
     return (f"**{NAME}**: gold positions {hist}; chi-square "
-            f"{fmt_num(s.get('chi2'))} on {fmt_num(s.get('dof'))} df, p = {fmt_p(s.get('p_value'))}"
+            f"{fmt_num(s.get('chi2'))} on {fmt_num(s.get('dof'))} df, {p_is(s.get('p_value'))}{how}"
             " (stratified by number of options).")

@@ -53,7 +53,7 @@ import pandas as pd
 
 from ..errors import DetectorSkipped
 from ..escape import md_inline
-from ..fmt import ci, count, fmt_num, fmt_p_fine, num_labels, pct, str_labels
+from ..fmt import ci, count, fmt_num, num_labels, p_is, pct, str_labels
 from ..frame.core import AuditFrame
 from ..schema import LETTERS
 from ..severity import severity_array
@@ -808,14 +808,14 @@ def _notes(ce: dict) -> list[str]:
                    "pool; here it does not, so its p-value would reflect misfit, not label errors. "
                    f"{_has(ce.get('n_posterior_gold_wrong', 0), 'item')} posterior >= 0.5 that the gold is wrong.")
     elif isinstance(ht, dict):
-        out.append(f"**{NAME} headline test**: likelihood ratio of 'no gold label is wrong', p = "
-                   f"{fmt_p_fine(ht.get('p_value'))}, estimated wrong-gold rate {pct(ht.get('eps_hat'))}; "
+        out.append(f"**{NAME} headline test**: likelihood ratio of 'no gold label is wrong', "
+                   f"{p_is(ht.get('p_value'))}, estimated wrong-gold rate {pct(ht.get('eps_hat'))}; "
                    f"{count(ce.get('n_posterior_gold_wrong', 0), 'item')} with posterior >= 0.5 that the gold is "
                    f"wrong ({count(ce.get('n_flagged', 0), 'finding')} in all, flagged relabel: see the checks below), "
                    f"{count(ce.get('n_unanimous_explained', 0), 'unanimous non-gold item')} that item "
                    f"difficulty and attractive distractors explain (review). Null: {ht.get('null_hypothesis', '')}. "
                    f"The independence count above is the paper's figure: real pools share difficulty, so it is "
-                   f"exceeded on defect-free benchmarks (p = {fmt_p_fine(ce.get('p_value_independence'))}).")
+                   f"exceeded on defect-free benchmarks ({p_is(ce.get('p_value_independence'))}).")
     det = ce.get("detection")
     if isinstance(det, dict) and det.get("recall") is not None:
         txt = (f"**Can this pool find wrong golds?** On simulations of this pool (fitted model, {fmt_num(det.get('n_items'))} "

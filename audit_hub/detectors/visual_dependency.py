@@ -53,7 +53,7 @@ import pandas as pd
 
 from ..errors import DetectorSkipped
 from ..escape import md_inline
-from ..fmt import fmt_num, fmt_p, isnum, num_labels, pct, pp
+from ..fmt import fmt_num, fmt_p, isnum, num_labels, p_is, pct, pp
 from ..frame.core import AuditFrame
 from ..schema import check_correctness_field
 from ..severity import severity_array
@@ -959,7 +959,7 @@ def card_line(s: dict) -> str:
     txt = (f"**Designer intent** ({md_inline(d.get('column'), 60)} = {md_inline(d.get('positive'), 40)} vs the rest): "
            "does the per-item gain "
            f"from the image recover the designer's labels? AUC {auc.get('auc', float('nan')):.2f} "
-           f"(95% CI {ci_txt or 'n/a'}; chance 0.50, Mann-Whitney p = {fmt_p(auc.get('p_value'))}); "
+           f"(95% CI {ci_txt or 'n/a'}; chance 0.50, Mann-Whitney {p_is(auc.get('p_value'))}); "
            f"zero-gain excess per label value: {per}")
     exs = [v.get("excess") for v in (d.get("per_value") or {}).values()]
     if ratio is not None and all(isnum(x) and float(x) > 0 for x in exs):  # a ratio of excesses reads only above 0

@@ -346,7 +346,7 @@ def _calibration(result: Any) -> str:
               if worst else "")
         rows.append([name, pct(c.get("fpr")), ci(c.get("fpr_ci"), estimate=c.get("fpr")) if c.get("fpr_ci") else "",
                      pct(c.get("nominal")),
-                     fmt_num(c.get("n_sims")), status, wr, md_inline(c.get("note", ""), 1000)])
+                     fmt_num(c.get("n_runs", c.get("n_sims"))), status, wr, md_inline(c.get("note", ""), 1000)])
     from .stat_notes import calibration_lead
 
     lead = calibration_lead(cal)
@@ -423,11 +423,15 @@ def _limitations(result: Any) -> list[str]:
     lims = [
         "Every flag is a **candidate** for review, not a verdict: the detectors read model behaviour, and a model "
         "pool can be collectively wrong for reasons unrelated to the item.",
-        "The zero-gain share depends on the model pool (it rises mechanically with fewer models); read the "
-        "excess over the item-matched permutation null and the leave-one-model-out rows, not the raw share.",
-        "Zero gain is heterogeneous: items that every model gets wrong with and without the image also have zero "
-        "gain; only the blind-solvable cell is evidence of text-answerability.",
     ]
+    vd = s.get(detectors.by_role("image_gain")) or {}
+    if vd and not vd.get("skipped"):  # the zero-gain caveats only where a zero-gain test ran
+        lims += [
+            "The zero-gain share depends on the model pool (it rises mechanically with fewer models); read the "
+            "excess over the item-matched permutation null and the leave-one-model-out rows, not the raw share.",
+            "Zero gain is heterogeneous: items that every model gets wrong with and without the image also have zero "
+            "gain; only the blind-solvable cell is evidence of text-answerability.",
+        ]
     pool = s.get("pool") or {}
     if pool.get("pool_level"):
         lims.append("Full and blind arms come from different models, so visual dependence is compared at pool "

@@ -1019,7 +1019,7 @@ def detection_estimate(data: LabelData, params: LabelParams, *, n_items: int = 2
 
     rng = np.random.default_rng([seed, 11])
     Q = len(data.k)
-    rec, prec, ap = [], [], []
+    rec, ap = [], []
     n_planted = n_flagged = n_hit = 0
     for _ in range(n_reps):
         idx = np.sort(rng.choice(Q, min(Q, n_items), replace=False))
@@ -1036,11 +1036,12 @@ def detection_estimate(data: LabelData, params: LabelParams, *, n_items: int = 2
         n_flagged += int(flag.sum())
         n_hit += hit
         rec.append(hit / float(planted.sum()))
-        prec.append(hit / float(flag.sum()) if flag.any() else float("nan"))
         ap.append(average_precision(lo, planted))
     return {"error_rate": error_rate, "n_items": int(min(Q, n_items)), "n_reps": len(rec),
-            "recall": float(np.mean(rec)) if rec else None,
-            "precision": float(np.nanmean(prec)) if rec and not np.isnan(prec).all() else None,
+            # pooled over the runs (the share of all planted / all flagged items), the figures the intervals below
+            # are of: the mean of the runs' precisions (83% on BLINK) sat beside the pooled interval of 26 / 32
+            "recall": n_hit / n_planted if n_planted else None,
+            "precision": n_hit / n_flagged if n_flagged else None,
             "average_precision": float(np.mean(ap)) if ap else None, "threshold": threshold,
             # pooled over the runs, with 95% Wilson intervals over the planted (recall) and flagged (precision)
             # items: how far a few runs pin the figures down (the runs share the fitted model, so the interval
