@@ -409,3 +409,16 @@ def test_unanimity_counts_the_models_that_ran_each_item():
     fixed = ce.run(f, min_answered=3, recall_sims=0, check=False)
     assert fixed.summary["n_eligible"] == 3 and fixed.summary["min_answered_per_item"] is None
     assert not fixed.per_question.set_index("question_id").loc["b", "consensus_error_unanimous"]
+
+
+def test_the_unanimous_count_is_set_against_its_expectation_like_for_like():
+    """MathVista: 3 unanimous non-gold questions (one numeric) against 3.98 expected over the multiple-choice
+    items only; the card now says how many of the 3 the expectation covers."""
+    from audit_hub.detectors.consensus_error import card_line, lede_line
+
+    s = {"n_unanimous_non_gold": 3, "n_unanimous_closed": 2, "expected_under_independence": 3.98,
+         "n_majority_non_gold": 10}
+    assert lede_line(s).endswith("(3.98 expected under independent errors on the multiple-choice and yes/no items "
+                                 "only, where 2 of the 3 are).")
+    assert "where 2 of the 3 are" in card_line(s)
+    assert "where" not in lede_line({**s, "n_unanimous_closed": 3})

@@ -928,8 +928,20 @@ def card_line(s: dict) -> str:
     if scope:
         txt += f" among the {scope[0]} {scope[1]} answered parseably (the rule needs that many)"
     txt += f"; {fmt_num(s.get('expected_under_independence'))} expected if model errors were independent"
+    txt += _closed_part(s)
     txt += f"; {fmt_num(s.get('n_majority_non_gold'))} with a strict non-gold majority."
     return " ".join([txt, *_notes(s)])
+
+
+def _closed_part(s: dict) -> str:
+    """The observed count the expectation is comparable with, where the unanimous items include open answers the
+    expectation does not cover (MathVista: 3 unanimous, 2 of them multiple-choice, against 3.98 expected on the
+    multiple-choice items)."""
+    n, closed = s.get("n_unanimous_non_gold") or 0, s.get("n_unanimous_closed")
+    if closed is None or closed == n:
+        return ""
+    return (f" on the multiple-choice and yes/no items only, where {fmt_num(closed)} of the {fmt_num(n)} "
+            f"{'is' if closed == 1 else 'are'}")
 
 
 def lede_line(s: dict) -> str:
@@ -938,7 +950,8 @@ def lede_line(s: dict) -> str:
     of = f" of the {scope[0]} that {scope[1]} answered parseably" if scope else ""
     n = s.get('n_unanimous_non_gold') or 0
     return (f"{count(n, 'question')}{of} {'has' if n == 1 else 'have'} a unanimous non-gold "
-            f"answer ({fmt_num(s.get('expected_under_independence'))} expected under independent errors).")
+            f"answer ({fmt_num(s.get('expected_under_independence'))} expected under independent errors"
+            f"{_closed_part(s)}).")
 
 
 def console_line(s: dict) -> str:
