@@ -199,3 +199,11 @@ def test_text_ablation_note_names_blind_runs_that_answered_cut_prompts():
     assert evidence_notes(t, np.zeros(2), stages, cut)["text_ablation"].startswith("2 blind runs answered 2,000")
     no_blind = _findings([{"visual_dependency_mb": 0}, {"visual_dependency_mb": 0}])
     assert "cut prompts" not in evidence_notes(no_blind, np.zeros(2), stages, cut).get("text_ablation", "")
+
+
+def test_relative_change_of_a_missing_figure_is_none():
+    """`curate --target-size 1`: significant pairs NaN after, printed "+nan%" on the console and card."""
+    from audit_hub.curate.measures import relative_change
+
+    assert relative_change(float("nan"), 0.4) is None and relative_change(0.5, 0.4) == pytest.approx(0.25)
+    assert relative_change(0.5, 0.0) is None and relative_change(None, 0.4) is None

@@ -160,6 +160,8 @@ def discrimination(mask: np.ndarray, right: np.ndarray, known: np.ndarray, *, se
 
 
 def relative_change(after: float | None, before: float | None) -> float | None:
-    if after is None or before is None or not np.isfinite(before) or before == 0:
+    """``after / before - 1``; None where either is missing or not finite (a 1-item selection has no
+    significant pairs: NaN, printed "+nan%") or ``before`` is 0."""
+    if after is None or before is None or not np.isfinite(before) or not np.isfinite(after) or before == 0:
         return None
     return float(after / before - 1.0)

@@ -324,8 +324,10 @@ def _question_codes(ids: pd.Series, q: pd.DataFrame, where) -> np.ndarray:
         bad_ids = pd.unique(quniq[qcodes_raw[unknown]])
         i = int(np.flatnonzero(unknown)[0])
         raise InputError(
-            f"{len(bad_ids)} question ID(s) in the runs are not in the questions table "
-            f"({int(unknown.sum())} rows); first five: {list(map(str, bad_ids[:5]))}",
+            f"{count(len(bad_ids), 'question ID')} in the runs {'is' if len(bad_ids) == 1 else 'are'} not in the "
+            f"questions table of {count(len(q), 'question')} ({count(int(unknown.sum()), 'run row')}; first five: "
+            f"{list(map(str, bad_ids[:5]))}); questions file and runs must be of the same benchmark (a curated or "
+            "pruned subset: keep only its questions' rows in the runs)",
             **where(i), column="question_id")
     return qcodes
 
