@@ -207,3 +207,16 @@ def test_relative_change_of_a_missing_figure_is_none():
 
     assert relative_change(float("nan"), 0.4) is None and relative_change(0.5, 0.4) == pytest.approx(0.25)
     assert relative_change(0.5, 0.0) is None and relative_change(None, 0.4) is None
+
+
+def test_kmeans_anchors_give_exactly_the_size_asked():
+    """`curate --method kmeans_anchors --target-size 1000` kept 936 items on MATH-V: a cluster smaller than its
+    share kept only its own items and the shortfall was dropped. It now goes to the clusters with items left."""
+    from audit_hub.curate.irt import kmeans_anchor_weights
+
+    rng = np.random.default_rng(1)
+    centers = rng.normal(0, 10, (60, 3))  # 30 single items and 30 groups of 31 identical ones (960 items)
+    emb = centers[np.r_[np.arange(30), np.repeat(np.arange(30, 60), 31)]]
+    for size in (100, 500, 900, 960):  # before: 100, 480, 871, ...
+        w = kmeans_anchor_weights(emb, size, 0)
+        assert int((w > 0).sum()) == size and w.sum() == pytest.approx(960)

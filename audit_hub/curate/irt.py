@@ -195,6 +195,12 @@ def kmeans_anchor_weights(emb: np.ndarray, size: int, seed: int, max_iter: int =
     sizes = np.bincount(lab, minlength=k)
     alloc = largest_remainder(size - int((sizes > 0).sum()), {f"{c:09d}": int(sizes[c]) for c in range(k)})
     n_pick = np.minimum(np.array([alloc[f"{c:09d}"] for c in range(k)], dtype=np.int64) + (sizes > 0), sizes)
+    # a cluster smaller than its share (or an empty one) gives the rest to the clusters with items left, in
+    # proportion to what they have left: exactly ``size`` anchors (936 of 1,000 on MATH-V before)
+    while (short := size - int(n_pick.sum())) > 0:
+        room = sizes - n_pick
+        extra = largest_remainder(short, {f"{c:09d}": int(room[c]) for c in range(k) if room[c] > 0})
+        n_pick = np.minimum(n_pick + np.array([extra.get(f"{c:09d}", 0) for c in range(k)], dtype=np.int64), sizes)
     dist = ((emb - km.cluster_centers_[lab]) ** 2).sum(axis=1)
     order = np.lexsort((np.arange(Q), dist, lab))
     lo = lab[order]
