@@ -422,3 +422,13 @@ def test_the_unanimous_count_is_set_against_its_expectation_like_for_like():
                                  "only, where 2 of the 3 are).")
     assert "where 2 of the 3 are" in card_line(s)
     assert "where" not in lede_line({**s, "n_unanimous_closed": 3})
+
+
+def test_the_card_says_when_no_label_model_was_fitted():
+    """MMStar (12 closed items): item 9 was high / relabel on two models' unanimity while the card's relabel rule
+    spoke of posteriors and held-out checks that never ran. The card now says the label model was not fitted."""
+    r = ce.run(_hand_frame())
+    line = ce.card_line(r.summary)
+    n = r.summary["n_eligible_closed"]
+    assert 0 < n < ce.MIN_MODEL_ITEMS and r.summary["n_items_modelled"] == 0
+    assert f"**No label model**: {n} closed items (multiple-choice or yes/no), fewer than the 20" in line

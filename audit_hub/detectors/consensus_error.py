@@ -802,6 +802,12 @@ def _notes(ce: dict) -> list[str]:
     if not ce or ce.get("skipped"):
         return out
     ht = ce.get("headline_test")
+    n_closed = ce.get("n_eligible_closed") or 0
+    if n_closed and not ce.get("n_items_modelled"):
+        out.append(f"**No label model**: {count(n_closed, 'closed item')} (multiple-choice or yes/no), fewer than "
+                   f"the {MIN_MODEL_ITEMS} the latent-truth model needs, so none of its checks ran (posterior, "
+                   "identifiability, held-out models): a unanimous non-gold answer there is flagged by the paper's "
+                   "unanimity rule alone, however few models answered.")
     if isinstance(ht, dict) and not ht.get("interpretable", True):
         out.append(f"**{NAME} headline test not reported**: {ht.get('not_interpretable_because', '')}. "
                    "The likelihood-ratio test of 'no gold label is wrong' assumes the latent-truth model fits the "
