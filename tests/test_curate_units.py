@@ -220,3 +220,14 @@ def test_kmeans_anchors_give_exactly_the_size_asked():
     for size in (100, 500, 900, 960):  # before: 100, 480, 871, ...
         w = kmeans_anchor_weights(emb, size, 0)
         assert int((w > 0).sum()) == size and w.sum() == pytest.approx(960)
+
+
+def test_stage_counts_name_flags_the_chosen_selection_set_aside():
+    """MathVista's default curate printed "removed by stage: text_ablation 0, saturation 0" although the stages
+    flagged 79 and 310 items: the chosen variant applied only the anomaly stage."""
+    from audit_hub.curate.output import stage_counts_text
+
+    s = {"removed_by_stage": {"text_ablation": 0, "saturation": 0, "anomaly": 0, "selection": 690},
+         "flagged_by_stage": {"text_ablation": 79, "saturation": 310, "anomaly": 0}}
+    assert stage_counts_text(s) == ("text_ablation 0 of 79 flagged (set aside by the chosen selection), saturation 0 "
+                                    "of 310 flagged (set aside by the chosen selection), anomaly 0, selection 690")

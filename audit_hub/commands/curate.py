@@ -102,8 +102,10 @@ def _print(s: dict) -> None:
     def ci(p):
         return "" if not p or p[0] is None else f" [{p[0]:.3f}, {p[1]:.3f}]"
 
+    from ..curate.output import stage_counts_text
+
     typer.echo(f"kept {s['n_after']:,} of {s['n_before']:,} items ({100 * (s['reduction'] or 0):.0f}% fewer); "
-               "removed by stage: " + ", ".join(f"{k} {v:,}" for k, v in s["removed_by_stage"].items()))
+               f"removed by stage: {stage_counts_text(s)}")
     if s.get("heldout_spearman_rho") is not None:
         typer.echo(f"in-pool rho {f3(s['spearman_rho'])}{ci(s['spearman_rho_ci'])}; held-out rho "
                    f"{f3(s.get('heldout_spearman_rho'))}{ci(s.get('heldout_spearman_rho_ci'))}, tau "

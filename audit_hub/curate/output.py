@@ -37,6 +37,18 @@ BLUE, ORANGE, GREY = "#3b6ea8", "#e07b24", "#9a9a9a"
 DERIVED_COLUMNS = ("n_options", "gold_index")
 
 
+def stage_counts_text(s: dict) -> str:
+    """Items removed per stage, naming the flags a stage raised that the chosen selection set aside (the stage
+    variants compete in inner cross-validation, so ``--stages`` lists the stages that *may* be applied): "text_ablation
+    0 of 79 flagged (set aside by the chosen selection)", not a bare 0 that reads as nothing flagged."""
+    flagged = s.get("flagged_by_stage") or {}
+    out = []
+    for k, v in (s.get("removed_by_stage") or {}).items():
+        f = flagged.get(k)
+        out.append(f"{k} {v:,} of {f:,} flagged (set aside by the chosen selection)" if f and not v else f"{k} {v:,}")
+    return ", ".join(out)
+
+
 def _template() -> Path:
     pkg = Path(str(resources.files("audit_hub") / "templates" / TEMPLATE_NAME))
     if pkg.is_file():
