@@ -787,6 +787,7 @@ def evidence_phrase(p: pd.DataFrame, label: str) -> pd.Series:
     is_all = p[f"{NAME}_unanimous"].fillna(False).astype(bool).to_numpy()
     who = ("all " + num_labels(npv) + " parseable models").where(
         is_all, num_labels(k) + " of " + num_labels(npv) + " parseable models")
+    who = who.where(~(is_all & (npv == 2).to_numpy()), "both parseable models")  # not "all 2 parseable models"
     out = label + ": " + who + " chose " + str_labels(p[f"{NAME}_consensus_answer"])
     out = out + " (gold " + str_labels(p["answer"]) + ")"
     bv = pd.to_numeric(p[f"{NAME}_blind_agreement"], errors="coerce")

@@ -8,6 +8,7 @@ strings and small tables; the template only lays them out.
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -502,7 +503,10 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
     rev = md_code(rev, 80, cell=True) if rev else rev
     bench = md_inline(meta.get("benchmark") or ds.get("name") or "the benchmark", 100)
     # Every input-derived string is escaped here, once, for the Markdown body (links only to the Hub).
-    ds = {"split": md_code(ds["split"], 60, cell=True) if ds.get("split") else None,
+    # the split once: not "MATH-Vision (test, 3,040 questions) (split `test`)" where the name already says it
+    named = str(meta.get("benchmark") or ds.get("name") or "")
+    shown_split = ds.get("split") and not re.search(rf"\b{re.escape(str(ds['split']))}\b", named)
+    ds = {"split": md_code(ds["split"], 60, cell=True) if shown_split else None,
           "repo": md_inline(ds.get("repo") or ds.get("url") or "", 120) or None,
           "url": safe_link(ds.get("url")),
           "license": md_inline(ds["license"], 60) if ds.get("license") else None}

@@ -9,8 +9,10 @@ def calibration_lead(cal: dict) -> str:
     for c in (cal or {}).values():
         if isinstance(c, dict) and isinstance(c.get("simulator"), dict):
             s = c["simulator"]
-            return (f"Simulated on a stratified subsample of {s.get('n_items'):,} of the {s.get('n_items_benchmark'):,} "
-                    f"questions ({c.get('n_sims')} simulations; by effective option count and yes/no gold; per-model "
+            n, total = s.get("n_items"), s.get("n_items_benchmark")
+            on = (f"all {total:,} questions" if n == total else
+                  f"a stratified subsample of {n:,} of the {total:,} questions")
+            return (f"Simulated on {on} ({c.get('n_sims')} simulations; by effective option count and yes/no gold; per-model "
                     f"accuracy per arm, option count and gold; full-arm item difficulty SD "
                     f"{float(s.get('difficulty_sd') or 0):.2f} on the logit scale)"
                     + (f", split evenly over {len(s['regimes'])} regimes fitted to this benchmark's answers "
