@@ -338,3 +338,13 @@ def test_folder_names_are_safe_and_unique():
     taken: set[str] = set()
     names = [folder_name(n, taken) for n in ("..", "a/b", "POPE", "pope", "README.md", None, ".hidden")]
     assert names == ["benchmark", "a_b", "POPE", "pope-2", "README.md-2", "benchmark-2", "hidden"]
+
+
+def test_files_not_read_with_one_name_in_two_folders_are_told_apart():
+    from audit_hub.report.index import index_card
+
+    card = index_card([], skipped_files=[{"path": "/w/A/T1/m_acc.csv", "reason": "older run"},
+                                         {"path": "/w/A/m_acc.csv", "reason": "summary"},
+                                         {"path": "/w/B/x.json", "reason": "scores only"}])
+    assert "- A/T1/m\\_acc.csv: older run" in card and "- w/A/m\\_acc.csv: summary" in card
+    assert "- x.json: scores only" in card

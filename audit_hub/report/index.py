@@ -84,8 +84,12 @@ def index_card(rows: list[dict], *, skipped_files: list[dict] | None = None) -> 
                 lines.append(f"- input defect: {md_inline(k)}: {int(v):,}")
     if skipped_files:
         lines += ["", "## Files not read", ""]
-        for s in skipped_files[:200]:
-            lines.append(f"- {md_inline(Path(str(s.get('path'))).name)}: {md_inline(s.get('reason'), 300)}")
+        shown = skipped_files[:200]
+        names = [Path(str(s.get("path"))).name for s in shown]
+        for s, name in zip(shown, names):
+            if names.count(name) > 1:  # the same file name in several folders: name the folders too
+                name = "/".join(Path(str(s.get("path"))).parts[-3:])
+            lines.append(f"- {md_inline(name)}: {md_inline(s.get('reason'), 300)}")
         if len(skipped_files) > 200:
             lines.append(f"- ... and {len(skipped_files) - 200:,} more (index.json)")
     return "\n".join(lines) + "\n"
