@@ -148,3 +148,20 @@ def test_changed_labels_are_contrastive_not_near_duplicates():
     assert pq["distractor_similarity_severity"].tolist() == ["info", "info", "info", "low", "high"]
     assert pq["distractor_similarity_n_near_pairs"].tolist() == [0, 0, 0, 1, 0]
     assert pq["distractor_similarity_n_contrastive_pairs"].tolist()[:3] == [1, 1, 1]
+
+
+def test_a_token_set_of_100_from_repeated_or_exponent_tokens_is_not_a_duplicate():
+    """MATH-Vision 1973 ("π cm²" vs "2π cm²": the words {pi, cm, 2} agree through the exponent) and 1992
+    ("6 × 6 × 6 × 6" vs "6 × 6 × 6": one token set, different counts) were near duplicates with similarity 1:
+    a token-set ratio of 100 says nothing when only the tokens' counts or the exponent's digit make the sets
+    agree. A real near duplicate beside them is still found."""
+    f = _frame([
+        ["$\\pi \\mathrm{cm}^{2}$", "$2 \\pi \\mathrm{cm}^{2}$", "$3 \\pi \\mathrm{cm}^{2}$", "$4 \\pi \\mathrm{cm}^{2}$",
+         "$5 \\pi \\mathrm{cm}^{2}$"],                                                    # 0 MATH-V 1973
+        ["$6 \\times 6 \\times 6 \\times 6$", "$6 \\times 6 \\times 6$", "$2 \\times 2$",
+         "$6 \\times 5 \\times 4 \\times 3 \\times 2 \\times 1$"],                          # 1 MATH-V 1992
+        ["the red car is fast", "the red car is fasts", "blue", "green"],               # 2 real near duplicate
+    ], ["B", "A", "A"])
+    pq = ds.run(f).per_question
+    assert pq["distractor_similarity_n_near_pairs"].tolist() == [0, 0, 1]
+    assert pq["distractor_similarity_severity"].tolist()[:2] == ["info", "info"]

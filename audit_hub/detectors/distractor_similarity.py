@@ -11,7 +11,9 @@ letter prefixes such as ``"A."``/``"(B)"`` stripped, light LaTeX clean-up, numbe
   Not near duplicates: texts of 3 characters or fewer and texts that are numbers (compared exactly /
   numerically only); texts that differ only in their numbers (same *skeleton*, e.g. "4 cm" vs "5 cm");
   token-set matches where one token set is a strict subset of the other ("I and II" vs
-  "I, II and III": token-set ratio is 100 for any subset, so it says nothing there);
+  "I, II and III": token-set ratio is 100 for any subset, so it says nothing there), or where the token sets
+  agree and only the tokens' counts or places differ ("6 × 6 × 6 × 6" vs "6 × 6 × 6"; "π cm²" vs "2π cm²",
+  whose words agree through the exponent's 2);
   **contrastive** pairs are reported as contrastive (severity info), never duplicate: an antonym
   (left/right, above/below, increase/decrease, more/less, true/false, ...), a negation present in only
   one text, the same words in a different order ("40 black and 41 white ones" vs "40 white and 41 black
@@ -118,8 +120,15 @@ def _is_permutation(a: str, b: str) -> bool:
 
 
 def _is_token_subset(a: str, b: str) -> bool:
-    ta, tb = set(_WORD_RE.findall(a)), set(_WORD_RE.findall(b))
-    return ta != tb and (ta < tb or tb < ta)
+    """True when a token-set ratio of 100 says nothing about the pair: one text's token set is a strict subset of
+    the other's ("I and II" vs "I, II and III"), or the two texts have the same token set and differ only in how
+    often or where the tokens stand ("6 × 6 × 6 × 6" vs "6 × 6 × 6", "↓ → → ↓" vs "→ ↓ → →": MATH-V 1992 and
+    660, scored similarity 1). Tokens are checked both as words and as the whitespace tokens the ratio uses
+    ("\\pi cm^2" vs "2 \\pi cm^2": the words {pi, cm, 2} agree, the tokens do not)."""
+    for ta, tb in ((set(_WORD_RE.findall(a)), set(_WORD_RE.findall(b))), (set(a.split()), set(b.split()))):
+        if ta != tb and (ta < tb or tb < ta):
+            return True
+    return set(a.split()) == set(b.split()) and a.split() != b.split()
 
 
 def _unique_inverse(keys: np.ndarray, n_keys: int | None = None) -> tuple[np.ndarray, np.ndarray]:
