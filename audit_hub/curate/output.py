@@ -168,8 +168,13 @@ def _card_context(result, files: dict[str, list[str]], figures: dict[str, str]) 
                         ["mean gain from the image", pct(vd["before"]["mean_gain_from_image"]),
                          pct(vd["after"]["mean_gain_from_image"])]])
     junk = [[pct(j["fraction"], 0), fmt_num(j["n_junk"]), pct(j["junk_survival"]),
-             r3(j["heldout_spearman_rho"]) + ci3(j["heldout_spearman_rho_ci"])] for j in s.get("junk") or []]
-    junk_table = md_table(["junk injected", "junk items", "survived curation", "held-out rho vs clean pool"], junk)
+             # what a selection blind to junk keeps: the share of the pool (junk included) the selection keeps
+             pct(j["n_after"] / j["n_pool_with_junk"]) if j.get("n_pool_with_junk") else "n/a",
+             r3(j["heldout_spearman_rho"]) + ci3(j["heldout_spearman_rho_ci"])
+             if j.get("heldout_spearman_rho") is not None else md_inline(j.get("heldout_not_presented") or "n/a", 200)]
+            for j in s.get("junk") or []]
+    junk_table = md_table(["junk injected", "junk items", "survived curation", "kept at random (the pool share kept)",
+                           "held-out rho vs clean pool"], junk)
     se = s.get("score_estimation") or {}
     thresholds = md_table(["threshold", "value"], [[md_inline(k), md_inline(v)] for k, v in s["thresholds"].items()])
     ch = s.get("selection_choice") or {}
