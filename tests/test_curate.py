@@ -73,6 +73,11 @@ def test_summary_keys_and_heldout_rankings(planted):
     # junk: most junk items are removed and rankings survive
     j = s["junk"][0]
     assert j["n_junk"] == 750 and j["junk_survival"] < 0.1 and j["heldout_spearman_rho"] > 0.85
+    # the card sets survival beside the share a selection blind to junk would keep (450 of 2,250: 20.0%)
+    from audit_hub.curate.output import _card_context
+
+    junk_table = _card_context(res, {}, {})["junk"]
+    assert "kept at random (the pool share kept)" in junk_table and "| 20.0% |" in junk_table
     assert s["score_estimation"]["mae_points"] < s["score_estimation"]["mae_points_by_estimator"]["random"] + 2
 
 
