@@ -141,7 +141,7 @@ def test_unknown_question_ids_reports_count_and_first_five():
                           "prediction": "A", "answer": "A", "hit": 1})
     r = pd.concat([r, extra], ignore_index=True)
     e = _err(_questions(), r, runs_source="runs.csv")
-    assert "7 question ID(s)" in str(e) and "['x0', 'x1', 'x2', 'x3', 'x4']" in str(e)
+    assert "7 question IDs in the runs are not in the questions table" in str(e) and "['x0', 'x1', 'x2', 'x3', 'x4']" in str(e)
     assert e.row == 11 and e.column == "question_id"
 
 

@@ -414,7 +414,7 @@ def test_unknown_question_ids_reported(tmp_path):
     with pytest.raises(InputError) as ei:
         ingest.build_frame(str(q), [str(r)], compute_exact=False)
     msg = str(ei.value)
-    assert "7 question ID(s)" in msg and "['3', '4', '5', '6', '7']" in msg
+    assert "7 question IDs in the runs are not in the questions table" in msg and "['3', '4', '5', '6', '7']" in msg
     assert ei.value.file == str(r) and ei.value.row == 3
 
 
