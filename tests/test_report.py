@@ -508,3 +508,14 @@ def test_zero_gain_caveats_only_where_a_zero_gain_test_ran():
     assert any("zero-gain share depends on the model pool" in x for x in _limitations(r))
     r.summary = {**r.summary, "visual_dependency": {"skipped": True}}
     assert not any("zero-gain" in x.lower() or "zero gain" in x.lower() for x in _limitations(r))
+
+
+def test_a_detector_that_can_flag_nothing_here_is_not_within_calibration():
+    """correctness_agreement on a 3-model pool (its item-rest test needs 5): nominal 0%, rate 0%, shown as
+    "within calibration"."""
+    from audit_hub.report.card import calibration_status, calibration_word
+
+    c = {"out_of_calibration": False, "nominal": 0.0, "fpr": 0.0, "fpr_ci": [0.0, 0.07], "decided": True}
+    assert calibration_word(c) == "not applicable"
+    assert calibration_status(c) == "not applicable (it expects and raises no flag on this pool)"
+    assert calibration_word({**c, "nominal": 0.05}) == "within calibration"

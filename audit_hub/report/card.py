@@ -289,12 +289,17 @@ def calibration_word(c: dict) -> str:
     few simulations to call it out); "conservative" when the whole interval lies below the nominal rate (it flags
     fewer items than it expects to: findings are not inflated, but its power is lower than its nominal rate
     says); "within calibration" when the interval ends at or below the margin and no regime's rate is above
-    it; "descriptive" without a nominal rate."""
+    it; "descriptive" without a nominal rate; "not applicable" where the detector expects no flag on this pool
+    and raises none (a nominal rate of 0)."""
     ooc = c.get("out_of_calibration")
     if ooc:
         return "out of calibration"
     if ooc is None or not isnum(c.get("nominal")):
         return "descriptive"
+    if float(c["nominal"]) == 0 and isnum(c.get("fpr")) and float(c["fpr"]) == 0:
+        # a count-based detector that expects no flag on this pool and raises none (correctness_agreement's
+        # item-rest test on 3 models): "within calibration" would be vacuous
+        return "not applicable"
     if c.get("decided") is False:
         return "not decided"
     hi = _ci_upper(c)
@@ -318,6 +323,8 @@ def calibration_status(c: dict) -> str:
         return "conservative (below nominal)"
     if word == "within calibration":
         return word
+    if word == "not applicable":
+        return "not applicable (it expects and raises no flag on this pool)"
     reg = c.get("undecided_regime")
     r = (c.get("regimes") or {}).get(reg) or {}
     if reg and isnum(r.get("fpr")) and isnum(r.get("nominal")):
