@@ -297,8 +297,8 @@ def calibration_word(c: dict) -> str:
     if ooc is None or not isnum(c.get("nominal")):
         return "descriptive"
     if float(c["nominal"]) == 0 and isnum(c.get("fpr")) and float(c["fpr"]) == 0:
-        # a count-based detector that expects no flag on this pool and raises none (correctness_agreement's
-        # item-rest test on 3 models): "within calibration" would be vacuous
+        # a count-based detector that expects no flag on this pool and raises none (an item-rest test that needs
+        # more models than the pool has): "within calibration" would be vacuous
         return "not applicable"
     if c.get("decided") is False:
         return "not decided"
