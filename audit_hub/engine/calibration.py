@@ -302,8 +302,7 @@ def fit_regimes(frame: AuditFrame, sim: NullSimulator, dense: list, rng: np.rand
     # model families: the one definition of label_checks.family_links (near-duplicate answers, or wrong answers that
     # agree beyond the pool's typical pair)
     links = lc.family_links(codes[0], gold, keff, is_mc)
-    X = links["excess"]
-    off = (links["n_both_wrong"] >= lc.FAMILY_MIN_BOTH) & np.isfinite(X) & ~np.eye(M, dtype=bool)
+    X, off = links["excess"], links["comparable"]
     med = links["median"] if links["median"] is not None else 0.0
     fams = lc.family_components(links["adjacency"])
     fam_source = "near-duplicate answers or wrong-answer agreement above the pool's typical pair"

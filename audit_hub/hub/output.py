@@ -228,27 +228,12 @@ def check_report_name(name: str) -> str:
     return name
 
 
-_SHARD = re.compile(r"^(?P<stem>.+)-\d{5}-of-\d{5}\.parquet$")
-
-
-def written_configs(root: Path) -> dict[str, list[str]]:
-    """The configs a written report folder holds (:mod:`audit_hub.hub.shards` names its shards
-    ``data/<config>-NNNNN-of-MMMMM.parquet``): config -> its shard paths relative to ``root``."""
-    out: dict[str, list[str]] = {}
-    data = Path(root) / "data"
-    for p in sorted(data.glob("*.parquet")) if data.is_dir() else []:
-        m = _SHARD.match(p.name)
-        if m:
-            out.setdefault(m.group("stem"), []).append(f"data/{p.name}")
-    return out
-
-
 def index_card_text(reports: dict[str, tuple[Path, dict[str, list[str]]]], *, title: str, body: str,
                     header: dict | None = None) -> str:
     """The README of an index of reports: its YAML lists every report's configs as ``<name>-<config>``
     (``<name>`` alone for its ``questions``; the first is the default), with their ``dataset_info``, so the
     pushed index loads with ``datasets.load_dataset(repo, "<name>-<config>")``; then ``body``. ``reports``:
-    folder name -> (its root, its configs: :attr:`OutputFolder.files` or :func:`written_configs`)."""
+    folder name -> (its root, its configs: :attr:`OutputFolder.files` or :func:`~audit_hub.hub.shards.written_configs`)."""
     cfgs, info = [], []
     for name, (root, files) in reports.items():
         names = {stem: name if stem == "questions" else f"{name}-{stem}" for stem in files}

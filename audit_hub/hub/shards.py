@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,21 @@ def write_arrow_parquet(table: pa.Table, path: Path, row_group_rows: int = ROW_G
             writer.write_table(table)
         for lo in range(0, table.num_rows, row_group_rows):
             writer.write_table(table.slice(lo, row_group_rows), row_group_size=row_group_rows)
+
+
+_SHARD = re.compile(r"^(?P<stem>.+)-\d{5}-of-\d{5}\.parquet$")
+
+
+def written_configs(root: Path) -> dict[str, list[str]]:
+    """The configs a written folder holds, read back from the shard names :func:`write_config` gives
+    (``data/<config>-NNNNN-of-MMMMM.parquet``): config -> its shard paths relative to ``root``."""
+    out: dict[str, list[str]] = {}
+    data = Path(root) / "data"
+    for p in sorted(data.glob("*.parquet")) if data.is_dir() else []:
+        m = _SHARD.match(p.name)
+        if m:
+            out.setdefault(m.group("stem"), []).append(f"data/{p.name}")
+    return out
 
 
 def write_config(folder: Path, name: str, df: Any, shard_bytes: int = SHARD_BYTES, cancel=None) -> list[str]:

@@ -102,7 +102,8 @@ def write_report_set(out, *, command_line: list[str], inputs: list, write_each: 
     index files and the manifest. ``out`` is replaced only if it is an earlier ``benchaudit audit`` output.
     ``inputs``: the input records of the reports (``path`` and the ``sha256`` already computed while reading:
     no input is hashed twice)."""
-    from ..hub.output import index_card_text, output_folder, written_configs
+    from ..hub.output import index_card_text, output_folder
+    from ..hub.shards import written_configs
 
     started = time.time()
     paths = [r.get("path") if isinstance(r, dict) else r for r in inputs or []]

@@ -183,7 +183,8 @@ def family_links(A: np.ndarray, gold: np.ndarray | None = None, k: np.ndarray | 
 
     ``A``: (Q, M) answer codes (-1 unparseable); ``gold``, ``k`` (option counts), ``mc`` (the mc items; None: all):
     (Q,) (without ``gold`` only the first rule applies). Returns ``adjacency`` ((M, M) bool, symmetric, no diagonal), the wrong-answer excess agreement
-    ``excess`` and its counts ``n_both_wrong`` ((M, M); NaN / 0 where not computed) and its pool ``median``."""
+    ``excess`` and its counts ``n_both_wrong`` ((M, M); NaN / 0 where not computed), ``comparable`` (the pairs with
+    enough common wrong answers) and the pool ``median``."""
     M = A.shape[1]
     both = (A >= 0).astype(np.float32)
     nb = both.T @ both
@@ -192,6 +193,7 @@ def family_links(A: np.ndarray, gold: np.ndarray | None = None, k: np.ndarray | 
         same[j] = ((A == A[:, [j]]) & (A >= 0)).sum(axis=0)
     adj = same / np.maximum(nb, 1) >= FAMILY_AGREEMENT
     X, N, med = np.full((M, M), np.nan), np.zeros((M, M)), None
+    off = np.zeros((M, M), bool)
     if gold is not None and k is not None:
         three = (np.asarray(k) >= 3) & (np.asarray(gold) >= 0)
         if mc is not None:
@@ -203,7 +205,7 @@ def family_links(A: np.ndarray, gold: np.ndarray | None = None, k: np.ndarray | 
             med = float(np.median(X[off]))
             adj |= off & (X > max(med + FAMILY_EXCESS, 0.2))
     np.fill_diagonal(adj, False)
-    return {"adjacency": adj, "excess": X, "n_both_wrong": N, "median": med}
+    return {"adjacency": adj, "excess": X, "n_both_wrong": N, "median": med, "comparable": off}
 
 
 def families(A: np.ndarray) -> list[list[int]]:
