@@ -35,6 +35,20 @@ __all__ = ["Output", "AuditResult", "AuditSetResult", "TstResult", "PruneResult"
            "audit", "tst", "prune", "curate", "blind"]
 
 
+def _command(fn):
+    """One library call = one command: its start is what the manifests it writes say (``started_at``)."""
+    import functools
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        from .clock import command_window
+
+        with command_window():
+            return fn(*args, **kwargs)
+
+    return call
+
+
 # ------------------------------------------------------------------------------------------ results
 class Output:
     """What every command returns. Subclasses say what they are (``command``), how they are written
@@ -43,6 +57,9 @@ class Output:
     command: str = ""
 
     def __init__(self, folder: Path | None = None, command_line: list[str] | None = None) -> None:
+        from .clock import command_start
+
+        self._started = command_start()  # the call that computed this output: its manifest's ``started_at``
         self._folder = Path(folder).resolve() if folder is not None else None
         self._tmp: str | None = None
         self.command_line = list(command_line) if command_line else ["benchaudit", self.command, "(library)"]
@@ -68,7 +85,10 @@ class Output:
     def save(self, out: str | os.PathLike) -> Path:
         """Write the output folder at ``out`` (atomically; an existing folder is replaced only when it is an
         earlier output of the same command) and return its resolved path."""
-        self._folder = Path(self._write(Path(out)))
+        from .clock import command_window
+
+        with command_window(self._started):
+            self._folder = Path(self._write(Path(out)))
         return self._folder
 
     def _saved(self) -> Path:
@@ -79,7 +99,10 @@ class Output:
             weakref.finalize(self, shutil.rmtree, self._tmp, True)
         target = Path(self._tmp) / "output"
         if not target.is_dir():
-            self._write(target)
+            from .clock import command_window
+
+            with command_window(self._started):
+                self._write(target)
         return target
 
     def card(self) -> str:
@@ -375,6 +398,7 @@ def _question_frame(questions: str, runs: list[str], blind: list[str], column_ma
 
 
 # ---------------------------------------------------------------------------------------- audit
+@_command
 def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
           blind: str | Sequence[str] | None = None, *, base: str | Sequence[str] | None = None,
           out: str | os.PathLike | None = None,
@@ -605,6 +629,7 @@ def _audit_config(frame, *, seed: int, n_permutations: int, calibration_sims: in
 
 
 # ---------------------------------------------------------------------------------------- tst, prune
+@_command
 def tst(questions: str, *, out: str | os.PathLike | None = None, k: int = 5, repeats: int = 3, seed: int = 0,
         group_column: str | None = None, n_estimators: int = 30, n_jobs: int = 1, null_permutations: int = 99,
         null_jobs: int = 0, calibration: str = "isotonic", featurisers: Sequence[str] | None = None,
@@ -674,6 +699,7 @@ def _parse_counts(items: Sequence[str] | Mapping[str, int] | None, what: str) ->
     return out
 
 
+@_command
 def prune(questions: str, *, out: str | os.PathLike | None = None, runs=None, blind=None, budget: int | None = None,
           budgets=None, frac: float | None = None, allocation: str = "global", step: int = 50,
           threshold: float | None = None, floor: int = 0, floors=None, random_seeds: int = 200, k: int = 5,
@@ -713,6 +739,7 @@ def prune(questions: str, *, out: str | os.PathLike | None = None, runs=None, bl
 
 
 # ---------------------------------------------------------------------------------------- curate
+@_command
 def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os.PathLike | None = None,
            target_size: int | None = None, max_rank_loss: float | None = None,
            stages: Sequence[str] | str = ("text_ablation", "saturation", "anomaly"), thresholds=None,
@@ -762,6 +789,7 @@ def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os
 
 
 # ---------------------------------------------------------------------------------------- blind
+@_command
 def blind(model: str, questions: str, out: str | os.PathLike, **options) -> BlindResult:
     """Text-only (blind) predictions of ``model`` on ``questions`` into ``out`` (``benchaudit blind``;
     resumable: the same call after a crash skips what is written). ``options``: the fields of

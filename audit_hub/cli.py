@@ -353,7 +353,10 @@ def run_app(typer_app: typer.Typer, argv: list[str] | None, *, prog_name: str | 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point (``benchaudit``); see :func:`run_app`. Several words after ``--runs``/``--blind``
     (a shell-expanded glob) all belong to that option (:func:`expand_multi_path_options`)."""
-    return run_app(app, expand_multi_path_options(list(sys.argv[1:] if argv is None else argv)), prog_name=PROG)
+    from .clock import command_window
+
+    with command_window():  # every manifest the command writes says it started here
+        return run_app(app, expand_multi_path_options(list(sys.argv[1:] if argv is None else argv)), prog_name=PROG)
 
 
 def console() -> None:

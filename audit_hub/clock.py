@@ -72,6 +72,28 @@ class StageClock:
 
 
 _CURRENT: ContextVar[StageClock | None] = ContextVar("benchaudit_stage_clock", default=None)
+_COMMAND_START: ContextVar[float | None] = ContextVar("benchaudit_command_start", default=None)
+
+
+@contextmanager
+def command_window(at: float | None = None) -> Iterator[float]:
+    """Mark the start of one command (the CLI's ``main``, one library call, an ``Output.save``) as ``at`` (now
+    when None), unless an enclosing window already did: every manifest written inside says ``started_at`` =
+    this moment, not when its folder began to be written (:func:`command_start`)."""
+    outer = _COMMAND_START.get()
+    if outer is not None:
+        yield outer
+        return
+    token = _COMMAND_START.set(time.time() if at is None else at)
+    try:
+        yield _COMMAND_START.get()
+    finally:
+        _COMMAND_START.reset(token)
+
+
+def command_start() -> float | None:
+    """When the enclosing :func:`command_window` began (Unix seconds), or None outside one."""
+    return _COMMAND_START.get()
 
 
 @contextmanager

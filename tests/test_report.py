@@ -519,3 +519,35 @@ def test_a_detector_that_can_flag_nothing_here_is_not_within_calibration():
     assert calibration_word(c) == "not applicable"
     assert calibration_status(c) == "not applicable (it expects and raises no flag on this pool)"
     assert calibration_word({**c, "nominal": 0.05}) == "within calibration"
+
+
+def _started(folder: Path) -> float:
+    import datetime as dt
+
+    m = json.loads((folder / "manifest.json").read_text())
+    return dt.datetime.fromisoformat(m["started_at"]).timestamp()
+
+
+def test_manifest_started_at_is_the_command_start_not_the_write_start(tmp_path, monkeypatch):
+    """``started_at`` is when the command began: the CLI's own start, and for the library the call that computed
+    the output (a later ``save`` keeps it). It used to be when the folder began to be written."""
+    import audit_hub as ba
+    from audit_hub import cli
+    from audit_hub.report import writer
+
+    real = writer.write_report
+
+    def slow_write(*a, **k):  # the computation before the write takes 3 s more
+        time.sleep(3)
+        return real(*a, **k)
+
+    monkeypatch.setattr(writer, "write_report", slow_write)
+    t0 = time.time()
+    assert cli.main(["audit", "--calibration-sims", "0", "--no-figures", "--out", str(tmp_path / "r")]) == 0
+    assert t0 - 1 <= _started(tmp_path / "r") <= t0 + 1.5
+
+    t1 = time.time()
+    res = ba.audit(calibration_sims=0, figures=False)
+    time.sleep(3)
+    res.save(tmp_path / "lib")
+    assert t1 - 1 <= _started(tmp_path / "lib") <= t1 + 1.5

@@ -2,7 +2,7 @@
 
 Common fields, in this order: ``manifest_version``, ``tool`` (``benchaudit``), ``command`` (the command
 that wrote the folder), ``benchaudit_version``, ``command_line``, ``started_at`` / ``finished_at`` (UTC
-ISO 8601), ``timings_s``; then the command's own fields (the audit's ``dataset`` and ``hub_inputs``
+ISO 8601; ``started_at`` is when the command or library call began, :func:`audit_hub.clock.command_window`), ``timings_s``; then the command's own fields (the audit's ``dataset`` and ``hub_inputs``
 first, as they describe the inputs); ``inputs`` (each with sha256 and size, computed here when the
 reader did not record them); then the rest of the command's fields; ``environment`` (Python,
 platform, installed package versions read from metadata without importing them, Hub variables); and
@@ -104,7 +104,11 @@ def build(command: str, *, folder: Path, command_line: list[str] | None, inputs:
           fields: dict[str, Any] | None = None) -> dict:
     """The manifest dict of ``folder`` (JSON-serialisable through :func:`audit_hub.hub.folders.dump_json`);
     written last, so ``outputs`` lists every other file. ``fields``: the command's own fields."""
+    from ..clock import command_start
+
     fields = dict(fields or {})
+    began = command_start()  # the command's own start where one is marked (the CLI, a library call)
+    started_at = began if began is not None else started_at
     head = {
         "manifest_version": MANIFEST_VERSION,
         "tool": "benchaudit",
