@@ -33,6 +33,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 TOKEN = "hf_test_token_0123456789"
 _API = re.compile(r"^/api/(models|datasets|spaces)/([^/]+)/([^/]+)(?:/(revision|tree|preupload|commit|branch)/([^/]+)(/.*)?)?$")
+_DISCUSSIONS = re.compile(r"^/api/(models|datasets|spaces)/([^/]+)/([^/]+)/discussions$")
 _RESOLVE = re.compile(r"^/(datasets/|spaces/)?([^/]+)/([^/]+)/resolve/([^/]+)/(.+)$")
 
 
@@ -50,6 +51,7 @@ class Repo:
     heads: dict[str, str] = field(default_factory=dict)
     commits: list[dict] = field(default_factory=list)
     prs: list[str] = field(default_factory=list)
+    pr_titles: list[str] = field(default_factory=list)
 
 
 class HubState:
@@ -141,6 +143,7 @@ class HubState:
                 num = len(repo.prs) + 1
                 target = f"refs/pr/{num}"
                 repo.prs.append(target)
+                repo.pr_titles.append(header.get("summary", ""))
                 pr_url = f"discussions/{num}"
             repo.branches[target] = files
             repo.heads[target] = sha
@@ -225,6 +228,20 @@ def _make_handler(state: HubState):
                 etag = f'"{git_blob_sha1(data)}"'
                 return self._send(200, data, "application/octet-stream",
                                   {"ETag": etag, "X-Repo-Commit": repo.heads[rev]}, head)
+            d = _DISCUSSIONS.match(url.path)
+            if d:  # the pull requests, all open (the stand-in neither merges nor closes them), as the Hub lists them
+                typ, ns, name = d.groups()
+                repo = self._repo(typ, ns, name)
+                if repo is None or (repo.private and not self._authorised()):
+                    return self._error(404, "Repository not found", "RepoNotFound", head)
+                q = parse_qs(url.query)
+                want = q.get("status", [None])[0]
+                rows = [{"num": i + 1, "title": t, "status": "open", "isPullRequest": True,
+                         "createdAt": "2026-01-01T00:00:00.000Z", "author": {"name": "benchaudit"},
+                         "repo": {"name": repo.repo_id, "type": typ[:-1]}}
+                        for i, t in enumerate(repo.pr_titles)
+                        if q.get("type", ["pull_request"])[0] in ("all", "pull_request") and want in (None, "all", "open")]
+                return self._json(200, {"discussions": rows, "count": len(rows), "start": 0, "numClosedDiscussions": 0})
             m = _API.match(url.path)
             if not m:
                 return self._error(404, f"unknown endpoint {url.path}")

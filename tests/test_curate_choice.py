@@ -75,6 +75,20 @@ def test_fallback_to_best_random_draw_when_nothing_beats_random():
     assert pb["margin_over_default"] < 0
 
 
+def test_target_not_below_what_the_stages_leave_keeps_all_and_says_no_draw():
+    """A target size at (or above) the items left: every item is kept and the statement says no draw happened
+    (it used to describe a balanced draw "1 of up to 20" with an SD comparison)."""
+    x, _fam = _distorting_pool(1)
+    Q = x.shape[0]
+    allowed = np.ones(Q, bool)
+    allowed[:7] = False
+    res = choose(x, np.ones_like(x), np.zeros(Q, np.int64), {"anomaly": allowed}, Q, 0.5, seed=0,
+                 methods=("point_biserial",), selected=False)
+    assert res["mask"].sum() == Q - 7 and not res["mask"][:7].any()
+    assert f"the target size ({Q:,}) is not below the {Q - 7:,} items its stages leave" in res["statement"]
+    assert "no draw" in res["statement"] and "draw 1 of up to" not in res["statement"]
+
+
 def _distorting_pool(seed=0):
     """2PL items plus a planted family of step items: right (with 3% slips) exactly for the models above the
     median ability. Point-biserial ranks them first (they split the models cleanly), the SD of accuracies on

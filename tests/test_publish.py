@@ -277,3 +277,43 @@ def test_a_pull_request_of_what_the_branch_already_has_says_nothing_was_pushed(h
     said = " ".join((out.stdout + out.stderr).split())
     assert "already has this report" in said and "no pull request opened" in said
     assert "pushed" not in said and "No files have been modified" not in said
+
+
+def test_a_second_pull_request_of_the_same_outputs_is_not_opened(hub, report, tmp_path):
+    """Curate-and-push review: two `push --create-pr` of one unchanged folder opened two pull requests. The PR's
+    title carries the outputs' id; the second push finds the open PR and says so. A changed folder opens one."""
+    import shutil
+
+    from cli_run import run_cli
+
+    from audit_hub.hub.publish import outputs_id, push_report, report_files
+
+    push_report(report, "benchaudit/twopr")  # main has an earlier state; the PRs propose this folder
+    changed = tmp_path / "changed"
+    shutil.copytree(report, changed)
+    first = push_report(report, "benchaudit/twopr", create_pr=True)
+    repo = hub.state.repo("dataset", "benchaudit/twopr")
+    assert first["pr_url"] is None and first["no_op"]  # main already has it: no PR (unchanged behaviour)
+    # a folder that main lacks: its manifest's times differ, its files the same -> the same id
+    m = json.loads((changed / "manifest.json").read_text())
+    card = (changed / "README.md").read_text() + "\n<!-- edited -->\n"
+    (changed / "README.md").write_text(card)
+    from audit_hub.hub.folders import sha256_file
+
+    for o in m["outputs"]:
+        if o["path"] == "README.md":
+            o["sha256"], o["bytes"] = sha256_file(changed / "README.md"), (changed / "README.md").stat().st_size
+    (changed / "manifest.json").write_text(json.dumps(m))
+    tag = outputs_id(report_files(changed))
+    one = push_report(changed, "benchaudit/twopr", create_pr=True)
+    assert one["pr_url"] and not one["no_op"] and len(repo.prs) == 1
+    assert repo.pr_titles[0].endswith(f"[outputs {tag}]")
+    m["finished_at"] = "2030-01-01T00:00:00+00:00"  # a rerun: same outputs, another manifest
+    (changed / "manifest.json").write_text(json.dumps(m))
+    assert outputs_id(report_files(changed)) == tag
+    two = push_report(changed, "benchaudit/twopr", create_pr=True)
+    assert two["no_op"] and two["open_pr"] == 1 and two["pr_url"].endswith("/discussions/1") and len(repo.prs) == 1
+    out = run_cli("push", changed, "--repo-id", "benchaudit/twopr", "--create-pr")
+    said = " ".join((out.stdout + out.stderr).split())
+    assert out.returncode == 0 and "open pull request #1 already proposes these outputs" in said, said
+    assert len(repo.prs) == 1

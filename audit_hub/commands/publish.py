@@ -30,6 +30,10 @@ def register(app: typer.Typer) -> None:
 
         res = push_report(folder, repo_id, private=private, revision=revision, create_pr=create_pr,
                           commit_message=message)
+        if res.get("open_pr") is not None:
+            typer.echo(f"{res['repo_id']}: the open pull request #{res['open_pr']} already proposes these outputs "
+                       f"({res['pr_url']}); nothing to push, no second pull request opened")
+            return
         if res["no_op"]:
             typer.echo(f"{res['repo_id']}@{res['revision']} already has this report (commit {res['commit'][:12]}); "
                        "nothing to push" + ("; no pull request opened (it would change nothing)" if create_pr else ""))

@@ -278,7 +278,10 @@ def choose(right: np.ndarray, known: np.ndarray, cat: np.ndarray, variants: dict
                f"no candidate beat the default draw in inner cross-validation ({len(folds)} inner folds: {repeats} x "
                f"{k}-fold) by more than {margin_se:g} standard errors of the paired difference (default: inner "
                f"held-out pair tau {base['inner_tau_mean']:.3f}; random subsets: {ref:.3f})")
-        statement = (f"{why}: the default is used, {pick['candidate']}: a random draw stratified by category and "
+        left = int(np.asarray(variants[dv_name]).sum())
+        statement = (f"{why}: the default is used, {pick['candidate']}: the target size ({size:,}) is not below the "
+                     f"{left:,} items its stages leave, so all of them are kept (no draw)") if size >= left else (
+                     f"{why}: the default is used, {pick['candidate']}: a random draw stratified by category and "
                      f"difficulty, balanced so that each selecting model's accuracy on it is its whole-pool accuracy "
                      f"stretched by {BALANCE_STRETCH:g} about their mean (the order kept, the SD slightly above the "
                      f"pool's); draw {best_fb[2] + 1} of up to {FALLBACK_TRIES}, SD of model accuracies "

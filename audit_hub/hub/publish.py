@@ -250,6 +250,20 @@ def report_files(folder: str | os.PathLike) -> dict[str, Path]:
     return {rel: found[rel] for rel in sorted(found)}
 
 
+def outputs_id(files: dict[str, Path]) -> str:
+    """A 12-hex id of what a push would upload: the files' paths and contents, the manifest (its times) aside, so
+    that a rerun of the same command has the id of its first run."""
+    import hashlib
+
+    from .folders import sha256_file
+
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        if rel != "manifest.json":
+            h.update(f"{rel}\t{sha256_file(files[rel])}\n".encode())
+    return h.hexdigest()[:12]
+
+
 def _commit_folder(api, repo_id: str, repo_type: str, folder: Path, *, revision: str | None, create_pr: bool,
                    commit_message: str, managed: tuple[str, ...] | None, token: str,
                    files: dict[str, Path] | None = None) -> dict:
@@ -263,6 +277,15 @@ def _commit_folder(api, repo_id: str, repo_type: str, folder: Path, *, revision:
     local = files if files is not None else _local_files(folder)
     if not local:
         raise InputError(f"{folder} is empty; nothing to push")
+    if create_pr:  # the pull request's title carries its content's id: the same outputs never open a second one
+        tag = f"[outputs {outputs_id(local)}]"
+        commit_message = f"{commit_message} {tag}"
+        for d in api.get_repo_discussions(repo_id, repo_type=repo_type, discussion_type="pull_request",
+                                          discussion_status="open"):
+            if d.title.endswith(tag):
+                return {"repo_id": repo_id, "repo_type": repo_type, "revision": branch, "commit": head,
+                        "commit_url": None, "pr_url": d.url, "no_op": True, "open_pr": d.num,
+                        "n_files": len(local), "deleted": []}
     stale = sorted(p for p in remote if p not in local and p != ".gitattributes"
                    and (managed is None or any(fnmatch.fnmatch(p, pat) for pat in managed)))
     ops = [CommitOperationDelete(path_in_repo=p) for p in stale]
