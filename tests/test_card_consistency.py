@@ -473,3 +473,14 @@ def test_no_p_value_finer_than_the_permutation_resolution(report):
             assert decimals(p_txt) <= 5 and float(p_txt) != 0.05, p_txt
             continue
         assert decimals(p_txt) <= dec, p_txt
+
+
+def test_every_interval_is_printed_at_its_estimates_precision(report):
+    """Card-vs-data review: the per-model table printed "8.5% [7.58, 9.57]%" beside "11.1% [10.0, 12.3]%" (the
+    interval at its half-width's precision). Every "estimate [lo, hi]" pair of a share or a difference in points,
+    anywhere on the card, has one number of decimals."""
+    pat = re.compile(r"([-+]?\d[\d,]*(?:\.\d+)?)(%| pp) \[([-+]?\d[\d,]*(?:\.\d+)?), ([-+]?\d[\d,]*(?:\.\d+)?)\](%| pp)")
+    found = pat.findall(report.body)
+    assert found, "no interval on the card"
+    bad = [f"{e}{u} [{lo}, {hi}]{u2}" for e, u, lo, hi, u2 in found if len({decimals(e), decimals(lo), decimals(hi)}) > 1]
+    assert not bad, bad

@@ -589,7 +589,7 @@ def _sentence(text: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- per-model table
 def _acc_cell(p: Any, pair: Any, n: Any) -> str:
-    return f"{pct(p)} {ci(pair)}" if isnum(p) and n else "n/a"
+    return f"{pct(p)} {ci(pair, estimate=p)}" if isnum(p) and n else "n/a"
 
 
 def per_model_section(pm: Any) -> str:
@@ -628,7 +628,7 @@ def per_model_section(pm: Any) -> str:
                 md_table(["Model", "Correctness", "Items", "With image", "Without image", "Image gain",
                           "Right only with / only without"],
                          [[md_inline(g["model"], 50), name.get(g["field"], g["field"]), fmt_num(g["n_items"]),
-                           pct(g["accuracy_full"]), pct(g["accuracy_blind"]), f"{pp(g['gain'])} {ci(g['gain_ci'], 'pp')}",
+                           pct(g["accuracy_full"]), pct(g["accuracy_blind"]), f"{pp(g['gain'])} {ci(g['gain_ci'], 'pp', g['gain'])}",
                            f"{fmt_num(g['n_right_only_with_image'])} / {fmt_num(g['n_right_only_blind'])}"]
                           for g in gains], ["l", "l", "r", "r", "r", "r", "r"])]
     missing = pm.get("models_without_blind") or []
@@ -644,7 +644,7 @@ def per_model_section(pm: Any) -> str:
                 f"{level}% paired intervals (ML's clipped at 0 like the estimate).", "",
                 md_table(["Model", "Correctness", "S_v", "S_wv", "S_t", "MG", "ML"],
                          [[md_inline(r["model"], 50), name.get(r["field"], r["field"]), pct(r["S_v"]), pct(r["S_wv"]),
-                           pct(r["S_t"]), f"{pp(r['MG'])} {ci(r['MG_ci'], 'pp')}", f"{pp(r['ML'])} {ci(r['ML_ci'], 'pp')}"]
+                           pct(r["S_t"]), f"{pp(r['MG'])} {ci(r['MG_ci'], 'pp', r['MG'])}", f"{pp(r['ML'])} {ci(r['ML_ci'], 'pp', r['ML'])}"]
                           for r in mm], ["l", "l", "r", "r", "r", "r", "r"])]
     return "\n".join(out)
 

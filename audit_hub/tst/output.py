@@ -32,8 +32,8 @@ def _pct(x: Any) -> str:
     return pct(x)[:-1] if isnum(x) else "n/a"
 
 
-def _ci(pair: Any) -> str:
-    return "" if not pair or pair[0] is None else " " + ci(pair)[:-1]
+def _ci(pair: Any, estimate: Any = None) -> str:
+    return "" if not pair or pair[0] is None else " " + ci(pair, estimate=estimate)[:-1]
 
 
 def _fmt_pts(x: Any) -> str:
@@ -42,7 +42,7 @@ def _fmt_pts(x: Any) -> str:
 
 def _with_ci(x: Any, pair: Any) -> str:
     """A share with its interval when there is one: ``45.0% [40.0, 50.0]%``."""
-    return pct(x) + (f" {ci(pair)}" if pair and pair[0] is not None else "")
+    return pct(x) + (f" {ci(pair, estimate=x)}" if pair and pair[0] is not None else "")
 
 
 def source_paths(frame) -> list[str]:
@@ -82,7 +82,7 @@ def _chance_words(b: dict, what: str) -> str:
     from .rf import score_vs_chance
 
     acc, ch, c = b.get("accuracy"), b.get("chance"), b.get("accuracy_ci") or (None, None)
-    score = f"{what} {_pct(acc)}%{_ci(c)}"
+    score = f"{what} {_pct(acc)}%{_ci(c, acc)}"
     rel = score_vs_chance(b)
     if rel is None:
         return score
