@@ -85,6 +85,40 @@ def infer_answer_type(options: Sequence[str], answer: str) -> str:
     return "free"
 
 
+#: a gold cell that is a list of accepted answers written as a Python or JSON list of quoted strings (VLMEvalKit's
+#: VQA and OCRBench sets store ``str(list)``: "['42']", "['hello', 'Hello']"; lmms-eval's samples ``str(target)``)
+_QUOTED_LIST = re.compile(r"""^\[\s*['"].*['"]\s*,?\s*\]$""", re.S)
+#: MM-Vet's "any of these" gold syntax ("cat<OR>kitten"); "<AND>" (all required) is left as it is
+GOLD_OR = "<OR>"
+_MAX_LIST_CELL = 20_000
+#: the longest options cell read as a Python list (``ast.literal_eval`` of a longer text is not attempted)
+_MAX_OPTIONS_CELL = 1_000_000
+
+
+def accepted_golds(cell: Any) -> list[str] | None:
+    """The accepted answers of a gold cell that lists several ("['hello', 'Hello']", "cat<OR>kitten"), in order,
+    deduplicated, empty entries dropped; None for an ordinary gold. A list of numbers ("[1, 2]", MathVista's
+    list-type golds) is one answer, not alternatives. Parsed with ``ast.literal_eval`` (literals only, never code)."""
+    if not isinstance(cell, str):
+        return None
+    t = cell.strip()
+    items: list | None = None
+    if len(t) <= _MAX_LIST_CELL and _QUOTED_LIST.match(t):
+        v = _python_list(t)
+        if v and all(isinstance(x, str) for x in v):
+            items = v
+    elif GOLD_OR in t and "<AND>" not in t:
+        items = t.split(GOLD_OR)
+    if items is None:
+        return None
+    out: list[str] = []
+    for x in items:
+        x = x.strip()
+        if x and x not in out:
+            out.append(x)
+    return out or None
+
+
 def normalise_value(v: str) -> str:
     """Canonical text of a numeric or free answer: numbers as shortest float repr, text casefolded."""
     s = str(v).strip()
@@ -110,6 +144,22 @@ def is_null(v: Any) -> bool:
         return False
 
 
+def _python_list(s: str) -> list | None:
+    """A Python list literal of strings and numbers (``str(list)``, as VLMEvalKit and lmms-eval write lists into text
+    cells), read with ``ast.literal_eval`` (literals only, never code); None for anything else."""
+    import ast
+
+    if len(s) > _MAX_OPTIONS_CELL:
+        return None
+    try:
+        v = ast.literal_eval(s)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None
+    if isinstance(v, (list, tuple)) and all(isinstance(x, (str, int, float)) or x is None for x in v):
+        return list(v)
+    return None
+
+
 def options_cell(v: Any, file: str, row: int, clean: bool = False) -> list[str]:
     """One options cell (a list, an array, a JSON list in text, or empty) -> list of option texts.
 
@@ -128,8 +178,10 @@ def options_cell(v: Any, file: str, row: int, clean: bool = False) -> list[str]:
         try:
             parsed = json.loads(s)
         except ValueError as e:
-            raise InputError(f"options is not a JSON list ({e}); write options as a JSON list of strings",
-                             file=file, row=row, column="options") from None
+            parsed = _python_list(s)  # VLMEvalKit writes str(list): "['3/11', '8/11']"
+            if parsed is None:
+                raise InputError(f"options is not a JSON list ({e}) nor a Python list of strings; write options as a "
+                                 "JSON list of strings", file=file, row=row, column="options") from None
         if not isinstance(parsed, list):
             raise InputError("options must be a JSON list", file=file, row=row, column="options")
         return ["" if x is None else str(x) for x in parsed]

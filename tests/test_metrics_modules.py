@@ -507,3 +507,57 @@ def test_answer_options_distribution_takes_declared_predictions_and_refuses_unde
     assert fk.compute(**base, references=r["references"])["kappa"] == fk.compute(**base)["kappa"]
     with pytest.raises(ValueError, match="references"):
         fk.compute(**base, references=[1.5 + 2j] * len(r["question_ids"]))
+
+
+def test_module_arguments_of_other_types_than_the_card_names(ev):
+    """Library review: integers as predictions or IDs (the card: "list of str, number or None") gave evaluate's
+    7-line format message, a missing `references` a TypeError inside evaluate, a string as a row's options a
+    message that did not name `options`, and seed=None an unreproducible result. Now numbers are their text,
+    and each misuse is one line naming the argument."""
+    vd = load_local(ev, "visual_dependency")
+    base = dict(question_ids=["q1", "q1", "q2", "q2"], models=["m1", "m2", "m1", "m2"],
+                predictions=["1", "1", "2", "3"], blind_predictions=["1", "2", "2", "3"],
+                references=["1", "1", "2", "2"], n_permutations=99, seed=0)
+    want = vd.compute(**base)
+    got = vd.compute(**{**base, "predictions": [1, 1, 2, 3], "blind_predictions": [1, 2, 2, 3],
+                        "references": [1, 1, 2, 2], "question_ids": [1, 1, 2, 2]})
+    assert got["zero_gain_share"] == want["zero_gain_share"] and got["p_value"] == want["p_value"]
+    with pytest.raises(ValueError, match=r"^visual_dependency: references is required by configuration 'default'"):
+        vd.compute(**{k: v for k, v in base.items() if k != "references"})
+    with pytest.raises(ValueError, match=r"visual_dependency: question_ids\[1\] is NoneType None"):
+        vd.compute(**{**base, "question_ids": ["q1", None, "q2", "q2"]})
+    with pytest.raises(ValueError, match=r"visual_dependency: seed must be an integer in the range 0\.\.\d+, got None"):
+        vd.compute(**{**base, "seed": None})
+    ds = load_local(ev, "distractor_similarity")
+    with pytest.raises(ValueError, match=r"distractor_similarity: options\[0\] is str 'a\|b'"):
+        ds.compute(question_ids=["q1"], options=["a|b"], references=["A"])
+
+
+def test_visual_dependency_module_gives_the_bundled_pool_level_headline(ev):
+    """Library review: no module input reached the pool-level statistic (image models and one text-only run), and
+    an all-None blind arm was read as every model wrong without the image. In the hits configuration a row not
+    judged in an arm is not in it: the bundled example's headline, exactly; an empty blind arm is refused."""
+    import audit_hub as ba
+
+    res = ba.audit(calibration_sims=0, figures=False, parallel=False)
+    want = res.summary["visual_dependency"]
+    r = pd.read_parquet(REPO / "audit_hub" / "data" / "mathv_runs.parquet")
+    q = res.frame.questions.set_index("question_id")
+    full, blind = r[r["arm"] == "full"], r[r["arm"] == "blind"]
+    qid = pd.concat([full["question_id"], blind["question_id"]]).astype(str).tolist()
+
+    def h(s):
+        return [None if pd.isna(x) else int(x) for x in s]
+
+    out = load_local(ev, "visual_dependency", "hits").compute(
+        question_ids=qid, models=full["model"].tolist() + blind["model"].tolist(),
+        hits=h(full["hit"]) + [None] * len(blind), blind_hits=[None] * len(full) + h(blind["hit"]),
+        n_options=q.loc[qid, "n_options"].astype(int).tolist(), answer_types=q.loc[qid, "answer_type"].tolist(),
+        seed=0)
+    assert out["pool_level"] is True and out["n_models"] == want["n_models"] == 11
+    for k in ("zero_gain_share", "null_mean", "excess", "p_value"):
+        assert out[k] == pytest.approx(want[k], rel=1e-12), k
+    with pytest.raises(ValueError, match="every entry of blind_predictions is empty"):
+        load_local(ev, "visual_dependency").compute(
+            question_ids=["q1", "q1", "q2", "q2"], models=["m1", "m2", "m1", "m2"], predictions=["A", "B", "A", "A"],
+            blind_predictions=[None] * 4, references=["A", "A", "B", "B"], n_permutations=99)

@@ -182,6 +182,31 @@ class _Context:
             self._group_opts[gid] = o
         return o
 
+    def read_accepted_as_gold(self, out: np.ndarray, qrows: np.ndarray, gold_code: np.ndarray, table: _Table) -> None:
+        """In place: an answer equal to one of its question's accepted answers (``gold_alternatives``, a gold that
+        lists several: "['hello', 'Hello']", "cat<OR>kitten") is read as the gold itself, so that it is right
+        and every detector sees the one answer the gold is."""
+        if "gold_alternatives" not in self.questions.columns:
+            return
+        import json
+
+        col = self.questions["gold_alternatives"].to_numpy(dtype=object)
+        qs = [i for i, v in enumerate(col.tolist()) if isinstance(v, str) and gold_code[i] >= 0]
+        if not qs:
+            return
+        keys = []
+        for qi in qs:
+            t = ANSWER_TYPES[int(self.type_code[qi])]
+            for alt in json.loads(col[qi]):
+                c = table.code(canonical_gold(alt, t))
+                if c >= 0 and c != gold_code[qi]:
+                    keys.append((qi << 32) | c)
+        if not keys:
+            return
+        row_keys = (qrows.astype(np.int64) << 32) | np.maximum(out, 0).astype(np.int64)
+        hit = (out >= 0) & np.isin(row_keys, np.asarray(keys, dtype=np.int64))
+        out[hit] = gold_code[qrows[hit]]
+
     def gold_codes(self, table: _Table) -> np.ndarray:
         """(n_questions,) table code of each canonical gold answer (-1 when unusable)."""
         gold = np.full(self.nq, -1, dtype=np.int32)
@@ -379,6 +404,7 @@ def fill_answers_and_exact(questions: pd.DataFrame, runs: pd.DataFrame) -> Parse
         out = np.full(n, -1, dtype=np.int32)
     # --- hit_exact
     gold_code = ctx.gold_codes(table)
+    ctx.read_accepted_as_gold(out, qrows, gold_code, table)
     g = gold_code[qrows]
     hit = (out == g).view(np.int8)  # out = -1 never equals a usable gold (>= 0)
     numlike = ctx.type_code >= 2

@@ -140,6 +140,7 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[bold]{console_text(name)}[/bold]: {r.frame.n_questions:,} questions, "
                               f"{count(len(r.frame.models), 'model')} -> {console_text(result.folders[name])}/")
                 for note in (named_roles_note(r.frame.meta.get("named_roles")),
+                             *(r.frame.meta.get("reader_notes") or ()),
                              (r.summary.get("pool") or {}).get("truncation_note"),
                              (r.summary.get("pool") or {}).get("unfinished_note")):
                     if note:
@@ -148,7 +149,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"reports: {one_line(result.folder)} (index: README.md, index.json; one folder per benchmark)")
             return
         pool = result.summary.get("pool") or {}
-        for note in (named_roles_note(result.frame.meta.get("named_roles")), pool.get("note"),
+        for note in (named_roles_note(result.frame.meta.get("named_roles")),
+                     *(result.frame.meta.get("reader_notes") or ()), pool.get("note"),
                      pool.get("truncation_note"), pool.get("unfinished_note")):
             if note:
                 console.print(f"[yellow]note:[/yellow] {console_text(note)}")

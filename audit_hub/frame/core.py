@@ -438,8 +438,10 @@ class AuditFrame:
         return out
 
     def questions_table(self) -> pd.DataFrame:
-        """The questions in their public format (without derived columns)."""
-        return self.questions[list(QUESTION_COLUMNS)].copy()
+        """The questions in their public format (without derived columns; with ``gold_alternatives``, the accepted
+        answers of golds that list several, when any does)."""
+        extra = ["gold_alternatives"] if "gold_alternatives" in self.questions.columns else []
+        return self.questions[list(QUESTION_COLUMNS) + extra].copy()
 
     def accuracy_table(self) -> pd.DataFrame:
         """Per model and arm: n items, judged and exact-match accuracy, unparseable share."""

@@ -9,10 +9,10 @@ from collections.abc import Iterable
 
 #: columns the audit reads itself (or never keeps): not metadata
 _OWN = frozenset({
-    "question_id", "index", "id", "qid", "doc_id", "question", "options", "choices", "answer", "answer_type",
+    "question_id", "index", "id", "qid", "doc_id", "question", "options", "choices", "candidates", "answer", "answer_type",
     "category", "l2_category", "l2-category", "L2-category", "group_id", "g_index", "hint", "source_row",
     "source_file", "prediction", "hit", "hit_exact", "log", "extracted", "score", "res", "model", "arm",
-    "n_options", "gold_index", "gold", "target",
+    "n_options", "gold_index", "gold", "target", "gold_alternatives",
 })
 _MEDIA = frozenset({"image", "images", "image_path", "image_base64", "decoded_image", "img", "video", "audio"})
 #: at most this many metadata columns are kept (wide tables: the first ones in table order)

@@ -136,6 +136,8 @@ def validate_questions(df: pd.DataFrame, file: str) -> pd.DataFrame:
     })
     out["n_options"] = n_opt.astype(np.int16)
     out["gold_index"] = gold_idx
+    if "gold_alternatives" in df.columns:  # the accepted answers of a gold that lists several (JSON text)
+        out["gold_alternatives"] = _text_series(df["gold_alternatives"])
     from .question_meta import as_text, metadata_columns
 
     for c in metadata_columns(df.columns):  # question metadata (kept as text)

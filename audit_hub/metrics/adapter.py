@@ -66,6 +66,10 @@ HIT_COLUMNS = ("hits", "blind_hits")
 BOOL_ARGUMENTS = ("return_per_question", "leave_one_out", "power", "secondary_permutations", "use_blind",
                   "per_category", "check")
 FIELDS = CORRECTNESS_FIELDS
+#: the row-key columns: a string or an integer per row (read as its text)
+ID_COLUMNS = {"question_ids": "question", "models": "model"}
+#: arguments that may not be None (the others: None = the detector's default)
+NOT_NONE = ("seed",)
 
 
 def _is_nan(v) -> bool:
@@ -91,11 +95,15 @@ def check_arguments(name: str, args: dict[str, Any]) -> dict[str, Any]:
     string features accept; the same meaning, as the cards say)."""
     import numbers
 
-    from ..bounds import ARGUMENT_RANGES, check_range
+    from ..bounds import ARGUMENT_RANGES, check_range, range_text
 
     out = dict(args)
     for key, value in args.items():
         if value is None:
+            if key in NOT_NONE:
+                raise MetricInputError(f"{name}: {key} must be an integer in the range "
+                                       f"{range_text(key, ARGUMENT_RANGES)}, got None (a seed is recorded with the "
+                                       "result, so that it can be reproduced)")
             continue
         if key in ARGUMENT_RANGES:
             try:
@@ -124,8 +132,26 @@ def check_arguments(name: str, args: dict[str, Any]) -> dict[str, Any]:
                     raise MetricInputError(f"{name}: {key}[{i}] is {type(v).__name__} {v!r}; allowed values are "
                                            "a string (option letter, yes/no or a value), a number, or None / "
                                            "\"\" (no parseable answer)")
+                elif not isinstance(v, str):  # a number: its text, what evaluate's string feature takes
+                    v = str(v.item() if hasattr(v, "item") else v)
                 clean.append(v)
             out[key] = clean
+        elif key in ID_COLUMNS:
+            vals = _as_list(key, value, name)
+            clean = []
+            for i, v in enumerate(vals):
+                if isinstance(v, (bool, np.bool_)) or not isinstance(v, (str, numbers.Integral)):
+                    raise MetricInputError(f"{name}: {key}[{i}] is {type(v).__name__} {v!r}; allowed values are a "
+                                           "string or an integer (every row names its " + ID_COLUMNS[key] + ")")
+                clean.append(v if isinstance(v, str) else str(int(v)))
+            out[key] = clean
+        elif key == "options":
+            vals = _as_list(key, value, name)
+            bad = next((i for i, v in enumerate(vals) if v is not None and (isinstance(v, (str, bytes, Mapping))
+                                                                             or not hasattr(v, "__len__"))), None)
+            if bad is not None:
+                raise MetricInputError(f"{name}: options[{bad}] is {type(vals[bad]).__name__} {vals[bad]!r}; each row's "
+                                       "options must be a list of option texts (or None)")
     return out
 
 
@@ -213,6 +239,13 @@ class DeclaredInputs:
         if references is None and "references" in self.optional_features and "references" in declared:
             rows = kwargs.get("question_ids")
             references = [""] * (len(rows) if rows is not None else 0)
+        missing = [n for n, v in (("predictions", predictions), ("references", references))
+                   if v is None and n in declared and n not in self.optional_features]
+        missing += [n for n in sorted(declared - {"predictions", "references"} - set(self.optional_features))
+                    if kwargs.get(n) is None]
+        if missing:
+            raise MetricInputError(f"{self.name}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+                                   f"required by configuration {self.config_name!r} (its inputs: {sorted(declared)})")
         dropped = [n for n, v in (("predictions", predictions), ("references", references))
                    if v is not None and n not in declared]
         if dropped:

@@ -177,6 +177,16 @@ def _run_parts(cols: dict[str, list | None], qtext: list, n: int) -> list[pd.Dat
                 "hit_exact": np.nan,
                 "source_file": SOURCE, "source_row": np.arange(1, n + 1),
             })
+            if pred is None:  # a hits-only arm: a row not judged in it (None) is not a run of it, so a model
+                # judged in one arm only (a text-only model beside image models) is in that arm only
+                keep = np.array([not _is_missing(h) for h in hit], dtype=bool)
+                if not keep.any():
+                    continue
+                part = part[keep].reset_index(drop=True) if not keep.all() else part
+            elif hit is None and all(p is None for p in pred_text):
+                raise InputError(f"every entry of {pred_name} is empty (None or \"\"): no {arm} arm was given; None "
+                                 "means no parseable answer (counted wrong), so pass that arm's answers, or leave "
+                                 f"{pred_name} out", file=SOURCE, column=pred_name)
             part.attrs["judged"] = hit is not None
             part.attrs["has_pred"] = pred is not None
             run_parts.append(part)

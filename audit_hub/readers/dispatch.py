@@ -268,11 +268,27 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
     return "no prediction/hit column (summary or dataset file)"
 
 
+def _read_selected(path: str, explicit: bool, *, wanted: Sequence[str], **kwargs) -> ReadResult | str:
+    """:func:`_read_run_file` for ``--benchmark``: a file found in a folder that cannot be read, and whose name
+    names none of the ``wanted`` benchmarks, is skipped with why (another benchmark's file must not stop this
+    one's audit); a named file, or one whose name names a wanted benchmark, raises as always."""
+    try:
+        return _read_run_file(path, explicit, **kwargs)
+    except InputError as e:
+        name = os.path.basename(path).casefold()
+        if explicit or any(str(w).casefold() in name for w in wanted):
+            raise
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return f"not read ({first}); its name names none of the benchmarks selected with --benchmark"
+
+
 def read_all(specs: Sequence[str], *, arm: str, questions: pd.DataFrame | None, column_map, dataset_hint,
-              model, metric, with_questions: bool = True, worker=None) -> tuple[list[ReadResult], list[dict]]:
+             model, metric, with_questions: bool = True, worker=None,
+             wanted: Sequence[str] | None = None) -> tuple[list[ReadResult], list[dict]]:
     """Every run file of ``specs`` read, in order, and the files skipped (with why). ``worker``: a started
     :class:`~audit_hub.engine.worker.WorkerProcess` whose process reads some of the files too
-    (:mod:`audit_hub.readers.parallel`); the results are the same."""
+    (:mod:`audit_hub.readers.parallel`); the results are the same. ``wanted``: ``--benchmark``'s names
+    (:func:`_read_selected`)."""
     from .grouping import newest_runs
     from .parallel import read_files
 
@@ -282,7 +298,10 @@ def read_all(specs: Sequence[str], *, arm: str, questions: pd.DataFrame | None, 
     skipped = outputs + skipped
     kwargs = dict(arm=arm, questions=questions, column_map=column_map, dataset_hint=dataset_hint, model=model,
                   metric=metric, with_questions=with_questions)
-    for (path, _), r in zip(files, read_files(files, _read_run_file, kwargs, worker)):
+    read = _read_run_file
+    if wanted:
+        read, kwargs = _read_selected, {**kwargs, "wanted": list(wanted)}
+    for (path, _), r in zip(files, read_files(files, read, kwargs, worker)):
         if isinstance(r, str):
             skipped.append({"path": os.path.abspath(path), "reason": r})
         else:

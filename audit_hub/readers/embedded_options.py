@@ -112,7 +112,24 @@ def split_embedded_options(question: str) -> tuple[str, list[str]]:
     return question, []
 
 
-__all__ = ["split_embedded_options"]
+_OWN_LETTER = re.compile(r"^\s*[(（\[]?\s*([A-Z])\s*(?:[)）\]]|[.．:：、](?!\d))\s*(?=\S)")
+
+
+def strip_own_letters(options: list[str]) -> list[str]:
+    """Options that each start with their own letter marker (Video-MME's ``candidates``: "A. a cat runs.",
+    "(B) ...") without it; any other list as it is (one option without its letter keeps them all)."""
+    if len(options) < 2:
+        return options
+    out = []
+    for i, o in enumerate(options):
+        m = _OWN_LETTER.match(o) if isinstance(o, str) else None
+        if m is None or i >= len(LETTERS) or m.group(1) != LETTERS[i]:
+            return options
+        out.append(o[m.end():])
+    return out
+
+
+__all__ = ["split_embedded_options", "strip_own_letters"]
 
 
 _LETTER_GOLD = re.compile(r"^\(?\s*[A-Z]\s*\)?$")

@@ -35,6 +35,7 @@ from .cells import (
     stem_of,
     to_str_series,
 )
+from .embedded_options import strip_own_letters
 from .fileio import is_string_like
 
 PREDICTION_ALIASES = ("prediction", "response", "output", "pred", "model_output")
@@ -47,13 +48,18 @@ HIT_ALIASES = ("hit", "correct", "is_correct")
 # ---------------------------------------------------------------------------------------- questions
 
 
+#: columns that hold a question's options as a list, in the order looked for (``candidates``: VLMEvalKit's video
+#: sets, "['A. ...', 'B. ...']")
+OPTION_COLUMNS = ("options", "choices", "candidates")
+
+
 def _question_options(df: pd.DataFrame, file: str, rows: np.ndarray, qtext: list):
     """(options per row or None, an Arrow list column kept as it is or None, question texts): options
     from an ``options``/``choices`` column, else VLMEvalKit's letter columns, else embedded in the
     question text (then the stem becomes the question)."""
     n = len(df)
     qtext = list(qtext)
-    opt_col = first_present(df.columns, ("options", "choices"))
+    opt_col = first_present(df.columns, OPTION_COLUMNS)
     options: list[list[str]] | None = None
     arrow_options: pd.Series | None = None  # Arrow list<string> column kept as it is (see read_table)
     if opt_col is not None:
@@ -67,7 +73,8 @@ def _question_options(df: pd.DataFrame, file: str, rows: np.ndarray, qtext: list
             if clean:  # lists of str from _read_parquet: nothing to check per row
                 options = [[] if v is None else v for v in cells]
             else:
-                options = [[] if v is None else options_cell(v, file, int(rows[i])) for i, v in enumerate(cells)]
+                options = [[] if v is None else strip_own_letters(options_cell(v, file, int(rows[i])))
+                           for i, v in enumerate(cells)]
     if arrow_options is None and (options is None or not any(options)):
         letter_opts = options_from_letter_columns(df)
         if letter_opts is not None:
@@ -128,6 +135,7 @@ def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answ
     question = to_str_series(df["question"]) if "question" in df.columns else pd.Series([None] * n, dtype=object)
     options, arrow_options, qtext = _question_options(df, file, rows, question.tolist())
     gold = to_str_series(df[gold_column], strip=True).tolist()
+    gold, alternatives = split_accepted(gold)
     l2 = first_present(df.columns, L2_ALIASES)
     group = _group_ids(df, idcol)
 
@@ -142,12 +150,16 @@ def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answ
         "question": obj(qtext),
         "options": arrow_options if arrow_options is not None else obj(options),
         "answer": obj(gold),
-        "answer_type": text("answer_type"),
+        "answer_type": obj(_answer_types(df)),
         "category": text("category"),
         "l2_category": text(l2),
         "group_id": obj(group) if group is not None else obj([None] * n),
         "hint": text("hint"),
     })
+    if alternatives is None and "gold_alternatives" in df.columns:  # a report's questions, read back
+        alternatives = to_str_series(df["gold_alternatives"]).tolist()
+    if alternatives is not None:
+        out["gold_alternatives"] = obj(alternatives)
     from ..frame.question_meta import as_text, metadata_columns
 
     for c in metadata_columns(df.columns):  # e.g. HallusionBench's subcategory, visual_input, set_id, figure_id
@@ -155,6 +167,48 @@ def normalise_questions(df: pd.DataFrame, file: str, *, gold_column: str = "answ
     out["source_file"] = file
     out["source_row"] = np.asarray(rows, dtype=np.int64)
     return out
+
+
+#: MathVista's vocabulary (its own files, VLMEvalKit's MathVista sheets, lmms-eval's mathvista docs): ``question_type``
+#: multi_choice | free_form and ``answer_type`` integer | float | text | list
+_QUESTION_TYPES = {"multi_choice": "mc", "multiple_choice": "mc"}
+_VALUE_TYPES = {"integer": "numeric", "float": "numeric", "text": "free", "list": "free"}
+
+
+def _answer_types(df: pd.DataFrame) -> list:
+    """The ``answer_type`` cells in the audit's words (mc, yesno, numeric, free; None: inferred from the gold), with
+    MathVista's vocabulary read: a ``multi_choice`` question is mc whatever its value type; otherwise integer and
+    float are numeric, text and list free. Other values are kept as they are (and refused by the frame)."""
+    n = len(df)
+    given = to_str_series(df["answer_type"], strip=True).tolist() if "answer_type" in df.columns else [None] * n
+    qtype = to_str_series(df["question_type"], strip=True).tolist() if "question_type" in df.columns else None
+    out = []
+    for i, t in enumerate(given):
+        q = _QUESTION_TYPES.get(str(qtype[i]).lower()) if qtype is not None and qtype[i] is not None else None
+        low = t.lower() if isinstance(t, str) else None
+        out.append(q if q is not None and low not in ("mc", "yesno") else _VALUE_TYPES.get(low, t) if low else t)
+    return out
+
+
+def split_accepted(gold: list) -> tuple[list, list | None]:
+    """Gold cells -> (the gold of each question, the JSON list of its accepted answers or None), or the cells as
+    they are and None when no cell lists several answers (:func:`audit_hub.schema.accepted_golds`): the first
+    accepted answer is the gold the detectors compare with; an answer equal to any of them is right."""
+    import json
+
+    from ..schema import accepted_golds
+
+    alts: list | None = None
+    for i, g in enumerate(gold):
+        if isinstance(g, str) and (g.startswith("[") or "<OR>" in g):
+            acc = accepted_golds(g)
+            if acc is None:
+                continue
+            if alts is None:
+                gold, alts = list(gold), [None] * len(gold)
+            gold[i] = acc[0]
+            alts[i] = json.dumps(acc, ensure_ascii=False) if len(acc) > 1 else None
+    return gold, alts
 
 
 # ---------------------------------------------------------------------------------------- runs

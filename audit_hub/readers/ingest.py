@@ -189,18 +189,18 @@ def read_base_files(base: Sequence[str], *, column_map: dict[str, str] | None = 
 def read_run_files(runs: Sequence[str], blind: Sequence[str] = (), *, column_map: dict[str, str] | None = None,
                    dataset_hint: str | None = None, model: str | None = None, blind_model: str | None = None,
                    metric: str | None = None, with_questions: bool = True, worker=None, as_given: bool = False,
-                   ) -> tuple[list, list, list[dict]]:
+                   wanted: Sequence[str] | None = None) -> tuple[list, list, list[dict]]:
     """Every run file of both arms read once: (full-arm results, blind-arm results, files skipped). A
     ``--runs`` file whose model is named as a text-only run joins the blind arm, one named as a baseline is
     left out (:mod:`audit_hub.readers.named_roles`; ``as_given=True``: ``--runs-as-given``)."""
     from .named_roles import apply_named_roles
 
     full_res, skipped = read_all(runs, arm="full", questions=None, column_map=column_map, dataset_hint=dataset_hint,
-                                 model=model, metric=metric, with_questions=with_questions, worker=worker) \
-        if runs else ([], [])
+                                 model=model, metric=metric, with_questions=with_questions, worker=worker,
+                                 wanted=wanted) if runs else ([], [])
     blind_res, skipped_b = read_all(blind, arm="blind", questions=None, column_map=column_map,
                                     dataset_hint=dataset_hint, model=blind_model, metric=metric,
-                                    with_questions=with_questions, worker=worker) if blind else ([], [])
+                                    with_questions=with_questions, worker=worker, wanted=wanted) if blind else ([], [])
     full_res, blind_res, left = apply_named_roles(full_res, blind_res, as_given=as_given)
     if runs and not full_res and not blind:
         named = [r.info.get("named_role") and str(r.runs["model"].iloc[0]) for r in blind_res] + [s["model"] for s in left]
@@ -270,8 +270,26 @@ def frame_from_results(questions_spec: str | None, full_res: list, blind_res: li
             frame.meta["unparsed_options"] = unparsed
         if frame.meta["named_roles"]:
             frame.meta.setdefault("notes", []).append(named_roles_note(frame.meta["named_roles"]) + ".")
+        said = reader_notes(full_res + blind_res + base_res)
+        if said:  # what a reader could not take from a file (a partial-credit score): console and card
+            frame.meta["reader_notes"] = said
+            frame.meta.setdefault("notes", []).extend(said)
     frame.meta["benchmark"] = frame.meta["dataset"]["name"]
     return frame
+
+
+def reader_notes(results: Sequence) -> list[str]:
+    """One line per note a reader left in ``ReadResult.info["notes"]``, naming the files it concerns (three, then
+    how many more)."""
+    by: dict[str, list[str]] = {}
+    for r in results:
+        for note in (r.info or {}).get("notes", []) or []:
+            by.setdefault(str(note), []).append(os.path.basename(str(r.path)))
+    out = []
+    for note, files in by.items():
+        more = f" and {len(files) - 3:,} more" if len(files) > 3 else ""
+        out.append(f"{', '.join(files[:3])}{more}: {note}.")
+    return out
 
 
 @dataclass
@@ -360,7 +378,7 @@ def read_benchmarks(questions_spec: str | None, runs: Sequence[str], blind: Sequ
         full_res, blind_res, skipped = read_run_files(runs, blind, column_map=column_map, dataset_hint=hint,
                                                       blind_model=blind_model, metric=metric,
                                                       with_questions=questions_spec is None, worker=worker,
-                                                      as_given=as_given)
+                                                      as_given=as_given, wanted=benchmark)
         groups, left = split_by_benchmark(full_res, blind_res, wanted=benchmark, dataset=dataset,
                                           questions_spec=questions_spec)
     return groups, skipped + left

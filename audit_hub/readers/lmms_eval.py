@@ -193,7 +193,10 @@ def _map_answer_type(row: dict, path: str, rec: dict) -> None:
     letter for ``multi_choice``), in place."""
     from ..errors import InputError
 
-    qtype = str(row.pop("question_type", "") or "").strip().lower()
+    raw_qtype = row.pop("question_type", None)
+    qtype = str(raw_qtype or "").strip().lower()
+    if qtype and qtype not in ("multi_choice", "multiple_choice", "free_form") and is_null(row.get("category")):
+        row["category"] = cell_to_str(raw_qtype)  # OCRBench's "Regular Text Recognition": a category, not a type
     atype = row.get("answer_type")
     atype = str(atype).strip().lower() if atype is not None and not is_null(atype) else ""
     choices = row.pop("choices", None)
@@ -248,6 +251,18 @@ def _question_row(r: dict, d: dict, q: str, m: dict, path: str) -> dict:
     return row
 
 
+def _one_of_each(recs: list[dict], partial: list[str]) -> tuple[str | None, list | None]:
+    """A verdict split over several metric fields, each record carrying exactly one of them (MME: perception
+    categories score ``mme_perception_score``, cognition ones ``mme_cognition_score``): (the fields joined by
+    ``|``, the 0/1 values) when every value is binary, else (None, None)."""
+    if len(partial) < 2 or any(sum(k in r for k in partial) != 1 for r in recs):
+        return None, None
+    vals = [_metric_value(next(r[k] for k in partial if k in r)) for r in recs]
+    if not _binary(vals):
+        return None, None
+    return "|".join(partial), [None if v is None or is_null(v) else float(v) for v in vals]
+
+
 def read_samples(path: str, *, arm: str = "full", model: str | None = None, metric: str | None = None) -> ReadResult:
     """One lmms-eval samples file -> runs (and the questions carried in ``doc``)."""
     from ..errors import InputError
@@ -290,6 +305,8 @@ def read_samples(path: str, *, arm: str = "full", model: str | None = None, metr
             chosen = k
             hits = [None if v is None or is_null(v) else float(v) for v in vals]
             break
+    if chosen is None and not metric:
+        chosen, hits = _one_of_each(recs, [k for k in metric_keys if k not in in_all])
     model_name = model or model_name_for(path)
     runs = pd.DataFrame({
         "question_id": qid,

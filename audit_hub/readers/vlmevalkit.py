@@ -57,9 +57,15 @@ KNOWN_DATASETS: tuple[str, ...] = (
 )
 #: judge names that contain an underscore (everything else is the last ``_`` segment)
 KNOWN_JUDGES_WITH_UNDERSCORE: tuple[str, ...] = ("exact_matching",)
+#: a judge or rule sheet's per-question verdict, in the order looked for: ``hit`` (MCQ judges), ``score`` (MMVet's
+#: ``_{judge}.xlsx``, the video sets' ``_score.xlsx``), ``eval_score`` (the VQA sets' ``_results.xlsx``)
+VERDICT_COLUMNS: tuple[str, ...] = ("hit", "score", "eval_score")
+#: file-name suffixes of rule-scored sheets, beside ``{model}_{dataset}.xlsx`` (``ImageVQADataset`` writes
+#: ``_results``, ``VideoMME`` and its kin ``_score``)
+SCORE_SHEET_SUFFIXES: tuple[str, ...] = ("score", "results")
 #: the columns a sheet needs for its runs (the rest only describe the questions)
 RUN_COLUMNS = frozenset({"index", "question_id", "g_index", "prediction", "hit", "log", "extracted", "score", "res",
-                         "answer"})  # (the gold ``answer`` tells a Y/N sheet, read by VLMEvalKit's yes/no rule)
+                         "eval_score", "answer"})  # (the gold ``answer`` tells a Y/N sheet, read by VLMEvalKit's yes/no rule)
 JUDGE_MODELS = {"openai": "chatgpt-0125 (gpt-3.5-turbo-0125)", "gpt4": "gpt-4-0125"}
 
 
@@ -178,6 +184,11 @@ def read_sheet(df: pd.DataFrame, path: str, *, arm: str = "full", dataset_hint: 
 
     ``with_questions=False`` skips building the questions table the sheet carries (faster)."""
     name = parse_sheet_name(path, dataset_hint=dataset_hint, model=model)
+    if name.kind == "sheet" and name.dataset:  # {model}_{dataset}_score / _results of a dataset not in the list
+        suffix = next((x for x in SCORE_SHEET_SUFFIXES if name.dataset.endswith("_" + x)), None)
+        if suffix is not None and any(c in df.columns for c in VERDICT_COLUMNS):
+            name = SheetName(name.model, name.dataset[: -len(suffix) - 1], "extract", suffix)
+    notes: list[str] = []
     n = len(df)
     idcol = "index" if "index" in df.columns else pick_id_column(df.columns)
     if idcol is None:
@@ -211,12 +222,15 @@ def read_sheet(df: pd.DataFrame, path: str, *, arm: str = "full", dataset_hint: 
         answer = pd.Series(arrow_strings([v if v in ("yes", "no") else None for v in low.tolist()]))
         hit = bool_to_int8(df["score"])
     elif name.kind == "extract":
-        if "hit" in df.columns or "res" in df.columns:
+        verdict = next((c for c in VERDICT_COLUMNS if c in df.columns), None)
+        if verdict is not None or "res" in df.columns:
             kind = "vlmevalkit-extract"
             if "res" in df.columns:
                 answer = as_arrow_str(df["res"]).reset_index(drop=True)
-            if "hit" in df.columns:
-                hit = bool_to_int8(df["hit"])
+            if verdict is not None:
+                hit, note = _verdict(df[verdict], verdict)
+                if note:
+                    notes.append(note)
         else:  # e.g. {model}_{dataset}_{variant}.xlsx: a plain prediction sheet of a dataset variant
             name = SheetName(name.model, f"{name.dataset}_{name.judge}", "sheet", None)
     if name.kind != "extract" and _is_yes_no_gold(df):
@@ -230,16 +244,21 @@ def read_sheet(df: pd.DataFrame, path: str, *, arm: str = "full", dataset_hint: 
     runs["source_file"] = constant_categorical(path, n)
     runs["source_row"] = df["source_row"].to_numpy()
     judges = {name.model: name.judge} if name.judge and hit is not None else {}
+    if notes:
+        info_notes = {"notes": notes}
+    else:
+        info_notes = {}
     questions = None
     if with_questions and "answer" in df.columns:
-        qdf = df.drop(columns=["prediction"] + [c for c in ("hit", "log", "extracted", "score", "res")
+        qdf = df.drop(columns=["prediction"] + [c for c in ("hit", "log", "extracted", "score", "res", "eval_score",
+                                                            "eval_gt", "eval_pred", "eval_match")
                                                 if c in df.columns])
         if idcol != "question_id" and "question_id" in qdf.columns:
             qdf = qdf.drop(columns=["question_id"])
         questions = _sheet_questions(qdf, path)
     return ReadResult(path=path, kind=kind, runs=runs, questions=questions, judges=judges, rows=n,
                       info={"model": name.model, "dataset": name.dataset, "judge": name.judge, "harness": "VLMEvalKit",
-                            "harness_version": "not recorded in VLMEvalKit's output files"},
+                            "harness_version": "not recorded in VLMEvalKit's output files", **info_notes},
                       benchmark=name.dataset)
 
 
@@ -261,6 +280,20 @@ def _sheet_questions(qdf: pd.DataFrame, path: str) -> pd.DataFrame:
     out = normalise_questions(qdf, path)
     _LAST_QUESTIONS = (qdf, out.copy()) if len(qdf) <= _REUSE_MAX_ROWS else None
     return out
+
+
+def _verdict(col: pd.Series, name: str) -> tuple[pd.Series | None, str | None]:
+    """A judge or rule sheet's per-question score as a 0/1 verdict; (None, why) when it gives partial credit (MMVet's
+    GPT score 0-1, the relaxed or ANLS ``eval_score`` of the VQA sets): the judged arm needs 0/1 verdicts."""
+    if name == "hit":
+        return bool_to_int8(col), None
+    vals = pd.to_numeric(col, errors="coerce")
+    bad = col.notna() & vals.isna()
+    known = vals.dropna()
+    if not bad.any() and known.isin((0, 1)).all():
+        return pd.Series(pd.array(vals.round().astype("Int8"), dtype="Int8"), index=col.index), None
+    return None, (f"its '{name}' column gives partial credit (scores between 0 and 1), not a right/wrong verdict: "
+                  "no judged arm from it, only the answers")
 
 
 def _is_yes_no_gold(df: pd.DataFrame) -> bool:
