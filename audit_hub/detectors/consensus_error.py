@@ -431,11 +431,34 @@ def _gold_evidence(frame: AuditFrame) -> np.ndarray:
 
 
 
+#: the per-row entries of :func:`label_posterior` (aligned with its ``rows``)
+_PER_ROW = ("p_wrong", "log_odds", "prior_log_odds", "top", "identifiable", "stable")
+
+
 def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True, recall_sims: int = 2,
                     fit_items: int = 20000, label_iters: int = 4, check: bool = True) -> dict:
     """Posterior that each closed item's gold is wrong, the likelihood-ratio test, the identifiability of
     each category, the held-out-model predictive check (``check``) and the detection estimate at this pool
-    (see :mod:`audit_hub.stats.label_model` and :mod:`audit_hub.stats.label_checks`)."""
+    (see :mod:`audit_hub.stats.label_model` and :mod:`audit_hub.stats.label_checks`). Computed on the frame in its
+    canonical order (:meth:`AuditFrame.canonical`: the seeded fits, checks and planted runs do not depend on the
+    order of the input's rows or models), the per-item entries returned in this frame's order."""
+    canon, order = frame.canonical()
+    out = _label_posterior(canon, seed=seed, use_blind=use_blind, recall_sims=recall_sims, fit_items=fit_items,
+                           label_iters=label_iters, check=check)
+    if canon is frame or not len(out["rows"]):
+        return out
+    rows = order[out["rows"]]
+    back = np.argsort(rows, kind="stable")
+    out["rows"] = rows[back]
+    for key in _PER_ROW:
+        v = out.get(key)
+        if isinstance(v, np.ndarray) and len(v) == len(back):
+            out[key] = v[back]
+    return out
+
+
+def _label_posterior(frame: AuditFrame, *, seed: int, use_blind: bool, recall_sims: int, fit_items: int,
+                     label_iters: int, check: bool) -> dict:
     from ..stats import label_checks as lc
     from ..stats import label_model as lm
 
@@ -467,6 +490,9 @@ def label_posterior(frame: AuditFrame, *, seed: int = 0, use_blind: bool = True,
     codes, labels = frame.category_codes("category")
     cat = np.asarray(codes, np.int64)[rows]
     ident = lc.identifiability(data.arms[0], data.gold, data.k, cat, [str(x) for x in labels], seed=seed)
+    for row in ident.values():  # positions in the full arm's model list -> the models' names
+        if row.get("best_models"):
+            row["best_models"] = [str(models[i]) for i in row["best_models"]]
     ok_cat = np.array([ident.get(str(lab), {}).get("identifiable", False) for lab in labels], bool)
     identifiable = ok_cat[cat] if len(ok_cat) else np.zeros(len(rows), bool)
     out.update(identifiable=identifiable, identifiability=ident)

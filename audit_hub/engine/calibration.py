@@ -377,6 +377,9 @@ class NullSimulator:
                  regimes: bool = True):
         from ..detectors.strata import effective_option_count
 
+        # questions in ID order, models in name order: the draws depend on the data and the seed, not on the order
+        # the rows, files or models came in (AuditFrame.canonical)
+        frame = frame.canonical()[0]
         self.models = frame.models
         self.n_benchmark = frame.n_questions
         rng = np.random.default_rng([seed, 7])

@@ -317,7 +317,7 @@ def _summary(frame: AuditFrame, config: AuditConfig, primary: str, results: dict
 
     summary["per_model"] = per_model_table(frame, arms or arm_field(frame), alpha=config.alpha)
     # how items were counted (CircularEval groups, unread options) and the defects of the input files
-    for key in ("circular", "unparsed_options", "input_defects", "empty_runs"):
+    for key in ("circular", "unparsed_options", "input_defects", "empty_runs", "duplicate_runs"):
         if frame.meta.get(key):
             summary[key] = frame.meta[key]
     if tst is not None:
@@ -445,11 +445,11 @@ def run_warnings(summary: dict | None) -> list[str]:
     """The warnings on the runs themselves, in one wording for the console and the work_dir index: the runs left
     out as failed (:func:`audit_hub.frame.validate.empty_runs_note`) and those the parser mostly could not read
     (:func:`audit_hub.engine.per_model.unreadable_note`)."""
-    from ..frame.validate import empty_runs_note
+    from ..frame.validate import duplicate_runs_note, empty_runs_note
     from .per_model import unreadable_note
 
     s = summary or {}
-    return [x for x in (empty_runs_note(s.get("empty_runs")),
+    return [x for x in (empty_runs_note(s.get("empty_runs")), duplicate_runs_note(s.get("duplicate_runs")),
                         unreadable_note((s.get("per_model") or {}).get("unreadable"))) if x]
 
 

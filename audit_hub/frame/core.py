@@ -483,6 +483,39 @@ class AuditFrame:
         return AuditFrame(questions=q, runs=r, models=self.models, sources=self.sources,
                           meta=dict(self.meta), cache=self._derived_cache(rq >= 0))
 
+    def canonical(self) -> tuple[AuditFrame, np.ndarray]:
+        """This frame with its questions in ID order (numeric when every ID is an integer, else by text) and its
+        models in name order, and ``order``: canonical question position -> this frame's question code. The
+        seeded procedures (the calibration's null simulator, the label model's fits, checks and planted-error
+        runs) run on it, so that their draws depend on the data and the seed only, not on the order the rows,
+        files or models came in (the metamorphic review: shuffled rows moved a calibration verdict). The frame
+        itself when it is already in that order (no copy); computed once."""
+        def compute():
+            ids = self.questions["question_id"].astype(str)
+            as_int = pd.to_numeric(ids, errors="coerce")
+            if as_int.notna().all() and (as_int == as_int.round()).all() and \
+                    (ids == as_int.astype(np.int64).astype(str)).all():
+                order = np.argsort(as_int.to_numpy(), kind="stable")
+            else:
+                order = np.argsort(ids.to_numpy(dtype=object), kind="stable")
+            names = sorted(self.models)
+            same_q = bool((order == np.arange(len(order))).all())
+            if same_q and names == list(self.models):
+                return self, order
+            rank = np.empty(len(order), dtype=np.int64)
+            rank[order] = np.arange(len(order))
+            mnew = np.array([names.index(m) for m in self.models], dtype=np.int64)
+            r = self.runs.copy(deep=False)
+            if not same_q:
+                r["q"] = rank[r["q"].to_numpy()].astype(np.int32)
+            r["m"] = mnew[r["m"].to_numpy()].astype(np.int16)
+            q = self.questions if same_q else self.questions.iloc[order].reset_index(drop=True)
+            cache = self._derived_cache(np.ones(len(r), dtype=bool))
+            return AuditFrame(questions=q, runs=r, models=tuple(names), sources=self.sources, meta=dict(self.meta),
+                              cache=cache), order
+
+        return self.cached("canonical", compute)
+
     def without_models(self, drop: Iterable[str]) -> AuditFrame:
         drop = set(drop)
         keep_models = [m for m in self.models if m not in drop]

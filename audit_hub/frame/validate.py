@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..columns import ARROW_STR, arrow_chunks, null_string_array, small_int, to_arrow_strings, to_codes
 from ..errors import InputError
@@ -534,6 +535,68 @@ def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exac
         for lo in range(0, n, step):
             total += np.bincount(keys(lo, lo + step), minlength=size)
     return [(int(g // nk), int(g % nk), int(total[g]), bool(scored[g])) for g in gone if total[g] > 0]
+
+
+#: a run is compared with the others for being a copy only when it answered at least this many questions
+DUPLICATE_MIN_ITEMS = 30
+
+
+def duplicate_runs(frame) -> list[dict]:
+    """Models whose image-arm run is an exact copy of another model's (the same answer code and the same verdict on
+    every question, and the same prediction text on every row): ``[{"model", "copy_of", "rows"}]``, the copy being
+    the later name of the two (so the result does not depend on input order). One model counted twice breaks the
+    independence the consensus and agreement statistics assume (the metamorphic review: a copied run moved the
+    unanimous count from 194 to 687 over its expectation); the caller leaves the copies out and says so."""
+    if not frame.has_arm("full") or frame.n_models < 2:
+        return []
+    import hashlib
+
+    names = frame.models_in("full")
+    if len(names) < 2:
+        return []
+    A = frame.answer_codes("full", models=names)
+    H = frame.correctness("full", "hit", models=names)
+    groups: dict[bytes, list[int]] = {}
+    for j in range(len(names)):
+        a = np.ascontiguousarray(A[:, j])
+        if int((a >= 0).sum()) < DUPLICATE_MIN_ITEMS:
+            continue
+        key = hashlib.blake2b(a.tobytes() + np.ascontiguousarray(H[:, j]).tobytes(), digest_size=16).digest()
+        groups.setdefault(key, []).append(j)
+    out = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        order = sorted(members, key=lambda j: str(names[j]))
+        keep = order[0]
+        base = _predictions_by_question(frame, names[keep])
+        for j in order[1:]:
+            other = _predictions_by_question(frame, names[j])
+            if len(other) == len(base) and other.equals(base):
+                out.append({"model": str(names[j]), "copy_of": str(names[keep]), "rows": int(len(other))})
+    return sorted(out, key=lambda r: r["model"])
+
+
+def _predictions_by_question(frame, model: str):
+    """The prediction text of each of ``model``'s image-arm rows, ordered by question (an Arrow array)."""
+    r = frame.runs
+    m = frame.models.index(model)
+    rows = np.flatnonzero((r["m"].to_numpy() == m) & (r["arm"].to_numpy() == ARMS.index("full")))
+    rows = rows[np.argsort(r["q"].to_numpy()[rows], kind="stable")]
+    col = r["prediction"].array
+    arr = col._pa_array if hasattr(col, "_pa_array") else pa.chunked_array([pa.array(col, pa.string())])  # noqa: SLF001
+    return pc.take(arr, pa.array(rows)).combine_chunks()
+
+
+def duplicate_runs_note(records: list[dict] | None) -> str | None:
+    """One sentence for the CLI warning and the card (model names are input text: escape where it lands)."""
+    if not records:
+        return None
+    shown = "; ".join(f"{r['model']} (a copy of {r['copy_of']}, {int(r['rows']):,} rows)" for r in records[:10])
+    more = f"; and {len(records) - 10:,} more" if len(records) > 10 else ""
+    return (f"{count(len(records), 'run')} left out as an exact copy of another model's run (the same prediction, "
+            f"answer and verdict on every question: one model counted twice would break the independence the "
+            f"consensus and agreement statistics assume): {shown}{more}")
 
 
 def empty_runs_note(records: list[dict] | None) -> str | None:

@@ -266,6 +266,13 @@ def frame_from_results(questions_spec: str | None, full_res: list, blind_res: li
         from .circular import collapse_circular
 
         frame = collapse_circular(frame)  # MMBench-style option-shifted copies -> one question each
+        from ..frame.validate import duplicate_runs
+
+        copies = duplicate_runs(frame)
+        if copies:  # a run given twice under two names: the later name is left out, and said
+            frame = frame.without_models(r["model"] for r in copies)
+            frame.meta["duplicate_runs"] = copies
+            frame.meta["input_defects"] = {**(frame.meta.get("input_defects") or {}), "duplicate_runs": len(copies)}
         if unparsed:
             frame.meta["unparsed_options"] = unparsed
         if frame.meta["named_roles"]:

@@ -20,7 +20,7 @@ from .. import detectors
 from ..engine.per_model import unreadable_note
 from ..escape import md_code, md_inline, safe_link
 from ..fmt import ci, count, fmt_num, fmt_p, isnum, md_table, pct, pp
-from ..frame.validate import empty_runs_note
+from ..frame.validate import duplicate_runs_note, empty_runs_note
 from ..hub.card import configs as hub_configs
 from ..hub.card import dataset_info, render, yaml_text
 from ..schema import ARM_DESCRIPTIONS, ARMS
@@ -538,7 +538,8 @@ def build_context(result: Any, questions: pd.DataFrame, summary_df: pd.DataFrame
         "full_models": full,
         "blind_models": blind,
         "pool_note": md_inline((s.get("pool") or {}).get("note", ""), 600),
-        "empty_runs_note": md_inline(empty_runs_note(s.get("empty_runs")) or "", 1200),
+        "empty_runs_note": md_inline(" ".join(x for x in (empty_runs_note(s.get("empty_runs")),
+                                                         duplicate_runs_note(s.get("duplicate_runs"))) if x), 2400),
         "judges": judge_names,
         "primary_field": "judged (`hit`)" if result.primary_field == "hit" else "exact match (`hit_exact`)",
         "seed": (result.config.seed if hasattr(result.config, "seed") else s.get("seed")),

@@ -1,0 +1,121 @@
+"""Metamorphic promises: what carries no information does not change the audit.
+
+The metamorphic review found the seeded Monte-Carlo parts (the calibration's null simulations, the label model's
+fits, checks and planted-error runs) depending on the order rows, files and models came in: shuffled runs moved
+the bundled example's consensus_error calibration from 8% ("not decided") to 12% ("out of calibration"), one file
+per model to 20%. They now run on the frame in its canonical order (``AuditFrame.canonical``). A run given twice
+under two names moved the unanimous count from 194 to 687 over its expectation; it is now left out and named.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+DATA = ROOT / "audit_hub" / "data"
+
+#: summary entries that legitimately follow the input (names of files, the order models are listed in)
+_ORDER_KEYS = {"per_model", "accuracy", "pool", "dataset", "benchaudit_version", "models", "models_full",
+               "models_blind", "leave_one_model_out", "config"}
+
+
+def _audit(tmp_path: Path, name: str, q: pd.DataFrame, runs: list[pd.DataFrame], sims: int = 8):
+    import audit_hub as ba
+
+    d = tmp_path / name
+    (d / "runs").mkdir(parents=True)
+    q.to_parquet(d / "questions.parquet", index=False)
+    for i, r in enumerate(runs):
+        r.to_parquet(d / "runs" / f"part{i:02d}.parquet", index=False)
+    return ba.audit(questions=str(d / "questions.parquet"), runs=str(d / "runs"), calibration_sims=sims,
+                    figures=False, parallel=False, seed=0)
+
+
+def _close(a, b, path=""):
+    """Equal up to float rounding (1e-9 relative), ignoring list order where items are dicts with names."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert set(a) == set(b), (path, set(a) ^ set(b))
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-12, nan_ok=True), path
+    else:
+        assert a == b, (path, a, b)
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return pd.read_parquet(DATA / "mathv_questions.parquet"), pd.read_parquet(DATA / "mathv_runs.parquet")
+
+
+def test_calibration_and_label_checks_do_not_depend_on_row_file_or_model_order(bundled, tmp_path):
+    q, r = bundled
+    base = _audit(tmp_path, "as_given", q, [r])
+    variants = {
+        "runs_shuffled": (q, [r.sample(frac=1, random_state=1)]),
+        "questions_shuffled": (q.sample(frac=1, random_state=2), [r]),
+        "one_file_per_model_reversed": (q, [g for _, g in r.groupby("model", sort=False)][::-1]),
+    }
+    want = {k: v for k, v in base.summary.items() if k in ("calibration", "flags_vs_null")}
+    want["consensus_error"] = {k: base.summary["consensus_error"].get(k) for k in
+                               ("detection", "identifiability", "predictive_check", "n_flagged")}
+    flags = base.questions.set_index("question_id")["severity"].sort_index()
+    for name, (qq, rr) in variants.items():
+        res = _audit(tmp_path, name, qq, rr)
+        got = {k: v for k, v in res.summary.items() if k in ("calibration", "flags_vs_null")}
+        got["consensus_error"] = {k: res.summary["consensus_error"].get(k) for k in want["consensus_error"]}
+        _close(json.loads(json.dumps(want, default=str)), json.loads(json.dumps(got, default=str)), name)
+        assert res.questions.set_index("question_id")["severity"].sort_index().equals(flags), name
+
+
+def test_canonical_order_is_numeric_for_integer_ids_and_the_frame_itself_when_in_order(bundled):
+    from audit_hub.frame.core import AuditFrame
+
+    q, r = bundled
+    f = AuditFrame.from_tables(q, r[r["model"].isin(["Gemini-Pro", "GPT4-CoT (Text Only)"])])
+    canon, order = f.canonical()
+    assert list(canon.models) == sorted(f.models)
+    ids = canon.questions["question_id"].astype(int).to_numpy()
+    assert (np.diff(ids) > 0).all()  # 1, 2, ..., 10 (numeric), not "1", "10", "100"
+    assert (f.questions["question_id"].to_numpy()[order] == canon.questions["question_id"].to_numpy()).all()
+    # the same runs in the canonical frame: every (question, model, arm) verdict equal
+    a = f.correctness("full", "hit_exact", models=["Gemini-Pro"])[order]
+    b = canon.correctness("full", "hit_exact", models=["Gemini-Pro"])
+    assert (a == b).all()
+    again, same = canon.canonical()
+    assert again is canon and (same == np.arange(len(same))).all()
+
+
+def test_a_run_given_twice_under_two_names_is_left_out_and_named(bundled, tmp_path):
+    from cli_run import run_cli
+
+    q, r = bundled
+    copy = r[r["model"] == "Gemini-Pro"].assign(model="Gemini-Pro-copy")
+    base = _audit(tmp_path, "base", q, [r], sims=0)
+    res = _audit(tmp_path, "twice", q, [r, copy], sims=0)
+    assert res.summary["duplicate_runs"] == [{"model": "Gemini-Pro-copy", "copy_of": "Gemini-Pro", "rows": 3040}]
+    assert res.summary["input_defects"]["duplicate_runs"] == 1
+    assert "Gemini-Pro-copy" not in res.frame.models
+    for key in ("consensus_error", "fleiss_kappa_agreement", "correctness_agreement"):
+        assert res.summary[key]["n_flagged"] == base.summary[key]["n_flagged"], key
+    assert "an exact copy of another model's run" in res.card() and "Gemini-Pro-copy (a copy of Gemini-Pro" in res.card()
+    # a run that differs on one prediction is another run
+    near = copy.copy()
+    near.iloc[0, near.columns.get_loc("prediction")] = str(near.iloc[0]["prediction"]) + " "
+    kept = _audit(tmp_path, "near", q, [r, near], sims=0)
+    assert "Gemini-Pro-copy" in kept.frame.models and not kept.summary.get("duplicate_runs")
+    out = run_cli("audit", "-q", tmp_path / "twice" / "questions.parquet", "-r", tmp_path / "twice" / "runs",
+                  "--calibration-sims", "0", "--no-figures", "--out", tmp_path / "rep")
+    said = " ".join((out.stdout + out.stderr).split())
+    assert out.returncode == 0 and "1 run left out as an exact copy of another model's run" in said
