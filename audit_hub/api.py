@@ -223,6 +223,14 @@ class AuditSetResult(Output):
         return pd.concat([r.questions.assign(benchmark=name)[["benchmark", *r.questions.columns]]
                           for name, r in self.results.items()], ignore_index=True)
 
+    @property
+    def findings(self):
+        """Every benchmark's findings (:attr:`AuditResult.findings`), stacked, with a ``benchmark`` column first."""
+        import pandas as pd
+
+        return pd.concat([r.findings.assign(benchmark=name)[["benchmark", *r.findings.columns]]
+                          for name, r in self.results.items()], ignore_index=True)
+
     def _write(self, out: Path) -> Path:
         from .report.index import write_report_set
 
@@ -360,16 +368,48 @@ class BlindResult(Output):
 
 
 # ---------------------------------------------------------------------------------------- inputs
-def _paths(x: str | os.PathLike | Sequence[str | os.PathLike] | None) -> list[str]:
+def _command_line(command: str) -> list[str]:
+    from .clock import command_line
+
+    return command_line(command)
+
+
+def _type_error(name: str, value, want: str):
+    from .errors import InputError
+
+    return InputError(f"{name} must be {want}, got {type(value).__name__}"
+                      + (" (save it to a file, e.g. df.to_parquet('runs.parquet'), and pass the path)"
+                         if type(value).__name__ in ("DataFrame", "Series", "Dataset", "DatasetDict") else ""))
+
+
+def _paths(x: str | os.PathLike | Sequence[str | os.PathLike] | None, name: str = "runs") -> list[str]:
+    """A path or a list of paths (str or os.PathLike) -> their texts; anything else one line naming ``name``."""
     if x is None:
         return []
     if isinstance(x, (str, os.PathLike)):
         return [os.fspath(x)]
+    if isinstance(x, (Mapping, bytes)) or not isinstance(x, (list, tuple)):
+        raise _type_error(name, x, "a path (str or os.PathLike) or a list of paths")
+    bad = next((p for p in x if not isinstance(p, (str, os.PathLike))), None)
+    if bad is not None:
+        raise _type_error(f"each entry of {name}", bad, "a path (str or os.PathLike)")
     return [os.fspath(p) for p in x]
 
 
+def _path(x, name: str = "questions") -> str | None:
+    """One path (str or os.PathLike) or None; anything else one line naming ``name``."""
+    if x is None:
+        return None
+    if not isinstance(x, (str, os.PathLike)):
+        raise _type_error(name, x, "a path (str or os.PathLike) or a Hub dataset id")
+    return os.fspath(x)
+
+
 def _column_map(cmap: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
-    """``{"old": "new"}`` as given, or parsed from ``["old=new", ...]`` (the CLI's ``--map``)."""
+    """``{"old": "new"}`` as given, or parsed from ``["old=new", ...]`` (the CLI's ``--map``; one ``"old=new"``
+    string is one mapping)."""
+    if isinstance(cmap, str):
+        cmap = [cmap]
     if isinstance(cmap, Mapping):
         return {str(k): str(v) for k, v in cmap.items()}
     from .readers.ingest import parse_column_map
@@ -377,12 +417,21 @@ def _column_map(cmap: Mapping[str, str] | Sequence[str] | None) -> dict[str, str
     return parse_column_map(list(cmap or []))
 
 
+#: options whose value may not be None in the library (None is no number; elsewhere it means "the default")
+_NOT_NONE = frozenset({"seed", "threads", "n_permutations", "calibration_sims", "k", "repeats", "null_jobs",
+                       "null_permutations"})
+
+
 def _check_ranges(**values) -> None:
     """The CLI's ranges (``bounds.RANGES``) at the library boundary: one InputError naming the option."""
-    from .bounds import check_range
+    from .bounds import check_range, range_text
+    from .errors import InputError
 
     for name, value in values.items():
-        check_range("--" + name.replace("_", "-"), value)
+        option = "--" + name.replace("_", "-")
+        if value is None and name in _NOT_NONE:
+            raise InputError(f"{option} must be an integer in the range {range_text(option)}, got None")
+        check_range(option, value)
 
 
 def _question_frame(questions: str, runs: list[str], blind: list[str], column_map, revision: str | None):
@@ -436,8 +485,9 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     from .clock import StageClock, recording
     from .engine.worker import start_worker
 
-    _check_ranges(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims)
-    runs_l, blind_l, base_l = _paths(runs), _paths(blind), _paths(base)
+    _check_ranges(seed=seed, n_permutations=n_permutations, calibration_sims=calibration_sims, threads=threads)
+    questions = _path(questions)
+    runs_l, blind_l, base_l = _paths(runs), _paths(blind, "blind"), _paths(base, "base")
     given = [questions, *runs_l, *blind_l, *base_l]
     if out is not None:
         from .hub.folders import check_output_target
@@ -465,7 +515,7 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     if worker is not None and not plan.use_worker:
         worker.close()
         worker = None
-    command_line = command_line or ["benchaudit", *sys.argv[1:]]
+    command_line = command_line or _command_line("audit")
     clock = StageClock(on_start=on_stage, on_progress=on_progress)
     early: list = []
     try:
@@ -642,7 +692,8 @@ def tst(questions: str, *, out: str | os.PathLike | None = None, k: int = 5, rep
     from .tst.rf import check_calibration, run_tst_rf
 
     _check_ranges(k=k, repeats=repeats, seed=seed, n_estimators=n_estimators, n_jobs=n_jobs,
-                  llm_max_steps=llm_max_steps)
+                  llm_max_steps=llm_max_steps, null_permutations=null_permutations, null_jobs=null_jobs)
+    questions = _path(questions)
     check_calibration(calibration)  # before the questions are read
     if llm:
         from .errors import require_modules
@@ -665,7 +716,7 @@ def tst(questions: str, *, out: str | os.PathLike | None = None, k: int = 5, rep
 
         llm_res = run_tst_llm(frame, LlmConfig(model=llm, k=k, seed=seed, max_steps=llm_max_steps or None),
                               group_column=group_column)
-    result = TstResult(frame, res, llm_res, command_line=command_line or ["benchaudit", *sys.argv[1:]])
+    result = TstResult(frame, res, llm_res, command_line=command_line or _command_line("tst"))
     if out is not None:
         result.save(out)
     return result
@@ -714,7 +765,8 @@ def prune(questions: str, *, out: str | os.PathLike | None = None, runs=None, bl
 
     _check_ranges(budget=budget, frac=frac, step=step, threshold=threshold, floor=floor, random_seeds=random_seeds,
                   k=k, repeats=repeats, seed=seed, n_estimators=n_estimators, n_jobs=n_jobs)
-    runs_l, blind_l = _paths(runs), _paths(blind)
+    questions = _path(questions)
+    runs_l, blind_l = _paths(runs), _paths(blind, "blind")
     if out is not None:
         from .hub.folders import check_output_target
 
@@ -732,7 +784,7 @@ def prune(questions: str, *, out: str | os.PathLike | None = None, runs=None, bl
         tst_kwargs={"k": k, "repeats": repeats, "group_column": group_column, "n_estimators": n_estimators,
                     "n_jobs": n_jobs},
         progress=progress)
-    result = PruneResult(frame, res, str(questions), command_line=command_line or ["benchaudit", *sys.argv[1:]])
+    result = PruneResult(frame, res, str(questions), command_line=command_line or _command_line("prune"))
     if out is not None:
         result.save(out)
     return result
@@ -760,8 +812,9 @@ def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os
     from .curate.inputs import curation_frame, load_model_dates, stage_thresholds, tst_excess
     from .curate.pipeline import CurateConfig, run_curation
 
-    _check_ranges(seed=seed)
-    runs_l, blind_l = _paths(runs), _paths(blind)
+    _check_ranges(seed=seed, threads=threads)
+    questions = _path(questions)
+    runs_l, blind_l = _paths(runs), _paths(blind, "blind")
     if out is not None:
         from .hub.folders import check_output_target
 
@@ -782,7 +835,7 @@ def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os
         dates = frame.meta["model_dates"]
     excess = tst_excess(frame, tst_scores, tst, seed, inputs, progress=progress)
     engine = run_curation(frame, cfg, tst_excess=excess, model_dates=dates, progress=progress, parallel=parallel)
-    result = CurateResult(engine, inputs, figures=figures, command_line=command_line or ["benchaudit", *sys.argv[1:]])
+    result = CurateResult(engine, inputs, figures=figures, command_line=command_line or _command_line("curate"))
     if out is not None:
         result.save(out)
     return result
@@ -801,4 +854,4 @@ def blind(model: str, questions: str, out: str | os.PathLike, **options) -> Blin
     if options.get("column_map") is not None:
         options["column_map"] = _column_map(options["column_map"])
     engine = run_blind(BlindConfig(model=model, questions=questions, out=os.fspath(out), **options))
-    return BlindResult(Path(out), engine, command_line=["benchaudit", *sys.argv[1:]])
+    return BlindResult(Path(out), engine, command_line=_command_line("blind"))

@@ -355,8 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     (a shell-expanded glob) all belong to that option (:func:`expand_multi_path_options`)."""
     from .clock import command_window
 
-    with command_window():  # every manifest the command writes says it started here
-        return run_app(app, expand_multi_path_options(list(sys.argv[1:] if argv is None else argv)), prog_name=PROG)
+    args = expand_multi_path_options(list(sys.argv[1:] if argv is None else argv))
+    with command_window(argv=args):  # every manifest the command writes says it started here, and this line
+        return run_app(app, args, prog_name=PROG)
 
 
 def console() -> None:

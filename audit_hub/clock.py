@@ -75,20 +75,35 @@ _CURRENT: ContextVar[StageClock | None] = ContextVar("benchaudit_stage_clock", d
 _COMMAND_START: ContextVar[float | None] = ContextVar("benchaudit_command_start", default=None)
 
 
+_COMMAND_ARGV: ContextVar[tuple[str, ...] | None] = ContextVar("benchaudit_command_argv", default=None)
+
+
 @contextmanager
-def command_window(at: float | None = None) -> Iterator[float]:
+def command_window(at: float | None = None, argv: list[str] | None = None) -> Iterator[float]:
     """Mark the start of one command (the CLI's ``main``, one library call, an ``Output.save``) as ``at`` (now
     when None), unless an enclosing window already did: every manifest written inside says ``started_at`` =
-    this moment, not when its folder began to be written (:func:`command_start`)."""
+    this moment, not when its folder began to be written (:func:`command_start`). ``argv``: the CLI's arguments,
+    the manifests' ``command_line`` (:func:`command_line`)."""
     outer = _COMMAND_START.get()
     if outer is not None:
         yield outer
         return
     token = _COMMAND_START.set(time.time() if at is None else at)
+    argv_token = _COMMAND_ARGV.set(tuple(str(a) for a in argv)) if argv is not None else None
     try:
         yield _COMMAND_START.get()
     finally:
+        if argv_token is not None:
+            _COMMAND_ARGV.reset(argv_token)
         _COMMAND_START.reset(token)
+
+
+def command_line(command: str) -> list[str]:
+    """What a manifest records as ``command_line``: the CLI's own arguments when the CLI runs (``benchaudit audit
+    --runs ...``), else ``benchaudit <command> (library)`` (a script's or a notebook kernel's ``sys.argv`` says
+    nothing about the call, and may name a local path)."""
+    argv = _COMMAND_ARGV.get()
+    return ["benchaudit", *argv] if argv is not None else ["benchaudit", command, "(library)"]
 
 
 def command_start() -> float | None:

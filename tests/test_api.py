@@ -119,3 +119,42 @@ def test_curate_result_on_the_example(tmp_path):
     assert isinstance(c.questions, pd.DataFrame)
     ds = c.to_dataset()  # the curated benchmark is the `default` config, split `test`
     assert ds["default"].num_rows == c.summary["n_after"]
+
+
+def test_library_misuse_is_one_line_naming_the_argument(tmp_path):
+    """Library review: seed=None failed after reading with numpy's TypeError; threads=0 ran; a DataFrame as
+    questions printed the frame into a 760-character message, as runs iterated its column names; a library call
+    recorded the notebook kernel's argv as the manifest's command line; a work_dir result had no findings."""
+    import pandas as pd
+
+    import audit_hub as ba
+    from audit_hub.errors import InputError
+
+    blink = "tests/fixtures/real_pools/blink"
+    cases = [
+        (dict(seed=None), "--seed must be an integer in the range 0..4294967295, got None"),
+        (dict(threads=0), "--threads must be in the range 1..1024, got 0"),
+        (dict(questions=pd.DataFrame({"a": [1]})), "questions must be a path (str or os.PathLike) or a Hub dataset id, "
+                                                 "got DataFrame (save it to a file"),
+        (dict(runs=pd.DataFrame({"question_id": [1]})), "runs must be a path (str or os.PathLike) or a list of paths, "
+                                                      "got DataFrame"),
+        (dict(runs=[pd.DataFrame()]), "each entry of runs must be a path (str or os.PathLike), got DataFrame"),
+        (dict(runs={"m": "x.csv"}), "runs must be a path (str or os.PathLike) or a list of paths, got dict"),
+    ]
+    for kw, msg in cases:
+        with pytest.raises(InputError) as e:
+            ba.audit(**kw)
+        assert str(e.value).splitlines()[0].endswith(msg) or msg in str(e.value), (kw, str(e.value))
+        assert len(str(e.value)) < 300 and "\n" not in str(e.value)
+    with pytest.raises(InputError, match="--null-jobs must be in the range 0..4096, got -1"):
+        ba.api.tst(f"{blink}/questions.parquet", null_jobs=-1)
+    with pytest.raises(InputError, match="--seed must be an integer in the range 0..4294967295, got None"):
+        ba.api.curate(seed=None)
+    res = ba.audit(calibration_sims=0, figures=False, parallel=False)
+    m = json.loads((res.save(tmp_path / "r") / "manifest.json").read_text())
+    assert m["command_line"] == ["benchaudit", "audit", "(library)"]
+    wd = ba.audit(runs="tests/fixtures/vlmevalkit/real/workdir_runs", calibration_sims=0, figures=False,
+                  parallel=False)
+    f = wd.findings
+    assert list(f.columns[:2]) == ["benchmark", "question_id"] and set(f["benchmark"]) <= set(wd.results)
+    assert len(f) == sum(len(r.findings) for r in wd.results.values())
