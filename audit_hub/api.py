@@ -478,7 +478,6 @@ def audit(questions: str | None = None, runs: str | Sequence[str] | None = None,
     as a text-only run or a baseline (:mod:`audit_hub.readers.named_roles`). Every other argument is the
     command's option of the same name.
     """
-    import sys
 
     from threadpoolctl import threadpool_limits
 
@@ -687,7 +686,6 @@ def tst(questions: str, *, out: str | os.PathLike | None = None, k: int = 5, rep
         on_read: Callable[[], None] | None = None, on_fold: Callable[[], None] | None = None,
         command_line: list[str] | None = None) -> TstResult:
     """TsT-RF (and TsT-LLM with ``llm``) on the test set's own text (``benchaudit tst``)."""
-    import sys
 
     from .tst.rf import check_calibration, run_tst_rf
 
@@ -758,7 +756,6 @@ def prune(questions: str, *, out: str | os.PathLike | None = None, runs=None, bl
           column_map=None, revision: str | None = None, progress: Callable[[str], None] | None = None,
           command_line: list[str] | None = None) -> PruneResult:
     """Iterative Bias Pruning (``benchaudit prune``)."""
-    import sys
 
     from .errors import InputError
     from .tst.prune import iterative_bias_pruning
@@ -807,7 +804,6 @@ def curate(questions: str | None = None, runs=None, blind=None, *, out: str | os
     no inputs: the bundled example. ``thresholds``: ``["NAME=VALUE", ...]`` or a dict. ``parallel``: a large
     pool's junk-injection stage runs in a worker process beside the held-out splits when a second CPU is free
     (:data:`audit_hub.curate.pipeline.WORKER_MIN_CELLS`; the same numbers either way)."""
-    import sys
 
     from .curate.inputs import curation_frame, load_model_dates, stage_thresholds, tst_excess
     from .curate.pipeline import CurateConfig, run_curation
@@ -847,7 +843,6 @@ def blind(model: str, questions: str, out: str | os.PathLike, **options) -> Blin
     """Text-only (blind) predictions of ``model`` on ``questions`` into ``out`` (``benchaudit blind``;
     resumable: the same call after a crash skips what is written). ``options``: the fields of
     :class:`audit_hub.blind.runner.BlindConfig` (the command's options, ``--model-name`` as ``model_name``)."""
-    import sys
 
     from .blind.runner import BlindConfig, run_blind
 
