@@ -492,12 +492,14 @@ class AuditFrame:
         itself when it is already in that order (no copy); computed once."""
         def compute():
             ids = self.questions["question_id"].astype(str)
-            as_int = pd.to_numeric(ids, errors="coerce")
-            if as_int.notna().all() and (as_int == as_int.round()).all() and \
-                    (ids == as_int.astype(np.int64).astype(str)).all():
-                order = np.argsort(as_int.to_numpy(), kind="stable")
-            else:
-                order = np.argsort(ids.to_numpy(dtype=object), kind="stable")
+            key = ids
+            if len(ids) and ids.iloc[0][:1].isdigit():  # integer IDs go in numeric order (2 before 10)
+                as_int = pd.to_numeric(ids, errors="coerce")
+                if as_int.notna().all() and (as_int == as_int.round()).all() and \
+                        (ids == as_int.astype(np.int64).astype(str)).all():
+                    key = as_int
+            order = np.arange(len(ids)) if key.is_monotonic_increasing else \
+                np.argsort(key.to_numpy(dtype=object if key is ids else None), kind="stable")
             names = sorted(self.models)
             same_q = bool((order == np.arange(len(order))).all())
             if same_q and names == list(self.models):
