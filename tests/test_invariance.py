@@ -119,3 +119,31 @@ def test_a_run_given_twice_under_two_names_is_left_out_and_named(bundled, tmp_pa
                   "--calibration-sims", "0", "--no-figures", "--out", tmp_path / "rep")
     said = " ".join((out.stdout + out.stderr).split())
     assert out.returncode == 0 and "1 run left out as an exact copy of another model's run" in said
+
+
+def test_a_run_file_with_no_rows_in_a_folder_is_skipped_like_an_empty_file(bundled, tmp_path):
+    """Metamorphic review: a 0-byte file in a runs folder was skipped (named only in the manifest) but a
+    header-only CSV or Parquet stopped the whole audit. Both are now skipped, said on the console, and the
+    audit equals the one without them; named on the command line, a header-only file is still refused."""
+    from cli_run import run_cli
+
+    q, r = bundled
+    d = tmp_path / "runs"
+    d.mkdir()
+    r.to_parquet(d / "all.parquet", index=False)
+    r.iloc[:0].to_csv(d / "zz_header_only.csv", index=False)
+    r.iloc[:0].to_parquet(d / "zz_header_only.parquet", index=False)
+    (d / "zz_empty.jsonl").write_text("")
+    q.to_parquet(tmp_path / "q.parquet", index=False)
+    out = run_cli("audit", "-q", tmp_path / "q.parquet", "-r", d, "--calibration-sims", "0", "--no-figures",
+                  "--out", tmp_path / "rep")
+    said = " ".join((out.stdout + out.stderr).split())
+    assert out.returncode == 0, out.stderr
+    assert "3 files in the runs folders not read (manifest.json files_not_read)" in said
+    assert "2 files: the file has a header but no data rows" in said
+    m = json.loads((tmp_path / "rep" / "manifest.json").read_text())
+    assert {Path(x["path"]).name for x in m["files_not_read"]} >= {"zz_header_only.csv", "zz_header_only.parquet",
+                                                                   "zz_empty.jsonl"}
+    named = run_cli("audit", "-q", tmp_path / "q.parquet", "-r", d / "zz_header_only.csv", "--calibration-sims", "0",
+                    "--no-figures", "--out", tmp_path / "rep2")
+    assert named.returncode == 2 and "the file has a header but no data rows" in named.stderr

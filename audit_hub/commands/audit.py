@@ -101,6 +101,7 @@ def register(app: typer.Typer) -> None:
         from ..engine.run import AuditConfig
         from ..escape import console_text, one_line
         from ..fmt import count
+        from ..readers.dispatch import files_not_read_note
         from ..readers.named_roles import named_roles_note
 
         console = Console(stderr=True)
@@ -150,7 +151,8 @@ def register(app: typer.Typer) -> None:
             return
         pool = result.summary.get("pool") or {}
         for note in (named_roles_note(result.frame.meta.get("named_roles")),
-                     *(result.frame.meta.get("reader_notes") or ()), pool.get("note"),
+                     *(result.frame.meta.get("reader_notes") or ()),
+                     files_not_read_note(result.frame.meta.get("skipped")), pool.get("note"),
                      pool.get("truncation_note"), pool.get("unfinished_note")):
             if note:
                 console.print(f"[yellow]note:[/yellow] {console_text(note)}")

@@ -160,10 +160,22 @@ def _scores_only_hint(path: str) -> str | None:
 
 
 @reading(0)
-def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFrame | None,
-                   column_map: dict[str, str] | None, dataset_hint: str | None, model: str | None,
-                   metric: str | None, with_questions: bool = True) -> ReadResult | str:
-    """One file -> ReadResult, or a string saying why a file found in a folder was skipped."""
+def _read_run_file(path: str, explicit: bool, **kwargs) -> ReadResult | str:
+    """One file -> ReadResult, or a string saying why a file found in a folder was skipped (an empty file, one with
+    column names and no row, ...); a file named on the command line is read or refused."""
+    from .fileio import NO_DATA_ROWS
+
+    try:
+        return _read_one(path, explicit, **kwargs)
+    except InputError as e:
+        if not explicit and e.detail == NO_DATA_ROWS:
+            return NO_DATA_ROWS
+        raise
+
+
+def _read_one(path: str, explicit: bool, *, arm: str, questions: pd.DataFrame | None,
+              column_map: dict[str, str] | None, dataset_hint: str | None, model: str | None,
+              metric: str | None, with_questions: bool = True) -> ReadResult | str:
     from . import blink, generic, lmms_eval, mathv, mathvista, vlmevalkit
 
     if explicit:
@@ -266,6 +278,24 @@ def _read_run_file(path: str, explicit: bool, *, arm: str, questions: pd.DataFra
         raise InputError(f"not a run file: no prediction or hit column (found {shown}); use --map OLD=prediction "
                          "or pass it as the questions", file=path, column="prediction")
     return "no prediction/hit column (summary or dataset file)"
+
+
+def files_not_read_note(skipped: Sequence[dict] | None, limit: int = 4) -> str | None:
+    """One line for the console: how many files found in the runs folders were not read, by reason (the commonest
+    first, one file named each), and where the full list is (``manifest.json`` ``files_not_read``)."""
+    rows = [r for r in (skipped or []) if isinstance(r, dict) and r.get("path") and not r.get("named_role")]
+    # (a run left out as a named baseline has its own note: readers.named_roles)
+    if not rows:
+        return None
+    by: dict[str, list[str]] = {}
+    for r in rows:  # one group per kind of reason: the names quoted in it (a benchmark, a model) aside
+        kind = re.sub(r"'[^']*'", "...", str(r.get("reason", "")).split("; its name names")[0])
+        by.setdefault(kind, []).append(os.path.basename(str(r["path"])))
+    parts = [f"{len(v):,} {'file' if len(v) == 1 else 'files'}: {k} (e.g. {v[0]})"
+             for k, v in sorted(by.items(), key=lambda kv: -len(kv[1]))[:limit]]
+    more = f"; and {len(by) - limit:,} other reasons" if len(by) > limit else ""
+    return (f"{len(rows):,} {'file' if len(rows) == 1 else 'files'} in the runs folders not read "
+            f"(manifest.json files_not_read): " + "; ".join(parts) + more)
 
 
 def _read_selected(path: str, explicit: bool, *, wanted: Sequence[str], **kwargs) -> ReadResult | str:

@@ -37,6 +37,10 @@ from .input_guard import (
     json_loads,
 )
 
+#: a table file with column names and no row (a run that produced nothing): refused when named, skipped with
+#: this reason when found in a folder, as an empty file is
+NO_DATA_ROWS = "the file has a header but no data rows"
+
 DICT_COLUMNS = ("question_id", "model", "arm", "index", "id", "qid", "doc_id")
 
 
@@ -278,7 +282,7 @@ def read_table(path: str, column_map: dict[str, str] | None = None, *,
         raise InputError(f"unknown file type {ext or '(no extension)'!r}; expected one of "
                          ".csv .tsv .jsonl .json .parquet .xlsx", file=path)
     if len(df) == 0:
-        raise InputError("the file has a header but no data rows", file=path)
+        raise InputError(NO_DATA_ROWS, file=path)
     df = apply_column_map(df, column_map, path)
     return df
 
@@ -793,7 +797,7 @@ def read_parquet_runs(path: str, column_map: dict[str, str] | None = None) -> pd
         pf = pq.ParquetFile(path, read_dictionary=dict_cols)
         n_total = pf.metadata.num_rows
         if not cols or n_total == 0:
-            raise InputError("the file has a header but no data rows", file=path)
+            raise InputError(NO_DATA_ROWS, file=path)
         groups = [g for g in range(pf.num_row_groups) if pf.metadata.row_group(g).num_rows > 0]
         col = _Collector(cols, n_total, cmap)
         local = threading.local()
