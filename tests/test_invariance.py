@@ -147,3 +147,24 @@ def test_a_run_file_with_no_rows_in_a_folder_is_skipped_like_an_empty_file(bundl
     named = run_cli("audit", "-q", tmp_path / "q.parquet", "-r", d / "zz_header_only.csv", "--calibration-sims", "0",
                     "--no-figures", "--out", tmp_path / "rep2")
     assert named.returncode == 2 and "the file has a header but no data rows" in named.stderr
+
+
+def test_labels_that_differ_only_in_case_or_spacing_are_named(bundled, tmp_path):
+    """Metamorphic review: alternating upper and lower case within each category gave "3,040 in 32 categories"
+    with no warning; "bard" and "bard " were two models. The audit keeps them apart (a label is what the file
+    says) and names them on the console and the card."""
+    from audit_hub.frame.validate import label_collisions
+
+    assert label_collisions(["Algebra", "algebra ", "Logic", "logic", "Counting"]) == [["Algebra", "algebra "],
+                                                                                    ["Logic", "logic"]]
+    assert label_collisions(["a b", "a  b", "ab"]) == [["a  b", "a b"]]
+    q, r = bundled
+    q = q.copy()
+    q.loc[q.index[::2], "category"] = q.loc[q.index[::2], "category"].str.upper()
+    r = r.copy()
+    r.loc[(r["model"] == "Gemini-Pro") & (r.index % 2 == 0), "model"] = "Gemini-Pro "
+    res = _audit(tmp_path, "cased", q, [r], sims=0)
+    notes = " ".join(res.frame.meta["reader_notes"])
+    assert "16 groups of category labels that differ only in case or spacing" in notes
+    assert "1 group of model names that differ only in case or spacing, audited apart: 'Gemini-Pro' / 'Gemini-Pro '" in notes
+    assert "differ only in case or spacing" in res.card()

@@ -588,6 +588,26 @@ def _predictions_by_question(frame, model: str):
     return pc.take(arr, pa.array(rows)).combine_chunks()
 
 
+def label_collisions(labels) -> list[list[str]]:
+    """Groups of distinct labels that differ only in case or spacing ("Algebra" / "algebra ", "bard" / "bard "):
+    kept apart by the audit (a label is what the file says), named so that a typo is not read as two categories
+    or two models."""
+    by: dict[str, list[str]] = {}
+    for lab in dict.fromkeys(str(x) for x in labels):
+        by.setdefault(" ".join(lab.casefold().split()), []).append(lab)
+    return [sorted(v) for v in by.values() if len(v) > 1]
+
+
+def label_collisions_note(kind: str, groups: list[list[str]]) -> str | None:
+    """One sentence naming :func:`label_collisions`' groups (``kind``: "category labels", "model names")."""
+    if not groups:
+        return None
+    shown = "; ".join(" / ".join(repr(x) for x in g) for g in groups[:5])
+    more = f"; and {len(groups) - 5:,} more" if len(groups) > 5 else ""
+    return (f"{count(len(groups), 'group')} of {kind} that differ only in case or spacing, audited apart: {shown}{more}"
+            " (if each is one label, make them equal in the input or with --map)")
+
+
 def duplicate_runs_note(records: list[dict] | None) -> str | None:
     """One sentence for the CLI warning and the card (model names are input text: escape where it lands)."""
     if not records:

@@ -277,7 +277,13 @@ def frame_from_results(questions_spec: str | None, full_res: list, blind_res: li
             frame.meta["unparsed_options"] = unparsed
         if frame.meta["named_roles"]:
             frame.meta.setdefault("notes", []).append(named_roles_note(frame.meta["named_roles"]) + ".")
+        from ..frame.validate import label_collisions, label_collisions_note
+
         said = reader_notes(full_res + blind_res + base_res)
+        for kind, labels in (("category labels", frame.questions["category"]), ("model names", frame.models)):
+            note = label_collisions_note(kind, label_collisions(labels))
+            if note:
+                said.append(note + ".")
         if said:  # what a reader could not take from a file (a partial-credit score): console and card
             frame.meta["reader_notes"] = said
             frame.meta.setdefault("notes", []).extend(said)
