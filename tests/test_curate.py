@@ -501,3 +501,25 @@ def test_a_model_that_covers_few_items_leaves_the_rankings_and_changes_nothing_e
     # a model missing a few items stays in
     few = AuditFrame.from_tables(frame.questions_table(), runs.drop(index=runs.index[drop[:5]]))
     assert run_curation(few, cfg).summary["models_left_out"] == []
+
+
+def test_a_curated_folder_is_audited_with_the_full_benchmarks_runs(tmp_path):
+    """The curate-and-push review: a curated folder could not be audited with its source runs without filtering
+    them by hand. Given as --questions, the folder `curate` wrote keeps its questions' rows and says how many
+    rows it set aside; another questions table with unknown IDs is still refused."""
+    import audit_hub as ba
+    from audit_hub.errors import InputError
+
+    data = Path(ba.__file__).parent / "data"
+    cur = ba.api.curate(target_size=1000, n_boot=50, figures=False, parallel=False).save(tmp_path / "cur")
+    res = ba.audit(questions=str(cur), runs=str(data / "mathv_runs.parquet"), calibration_sims=0, figures=False,
+                   parallel=False)
+    assert res.frame.n_questions == 1000 and len(res.frame.runs) == 1000 * 12
+    notes = " ".join(res.frame.meta["reader_notes"])
+    assert "the questions are a benchmark `benchaudit curate` made: 24,480 run rows of 2,040 questions it left out " \
+           "are not audited" in notes
+    q = pd.read_parquet(next((cur / "data").glob("test-*.parquet")))
+    q.to_parquet(tmp_path / "subset.parquet", index=False)
+    with pytest.raises(InputError, match="2,040 question IDs in the runs are not in the questions table"):
+        ba.audit(questions=str(tmp_path / "subset.parquet"), runs=str(data / "mathv_runs.parquet"),
+                 calibration_sims=0, figures=False, parallel=False)

@@ -329,8 +329,9 @@ def _question_codes(ids: pd.Series, q: pd.DataFrame, where) -> np.ndarray:
         raise InputError(
             f"{count(len(bad_ids), 'question ID')} in the runs {'is' if len(bad_ids) == 1 else 'are'} not in the "
             f"questions table of {count(len(q), 'question')} ({count(int(unknown.sum()), 'run row')}; first five: "
-            f"{list(map(str, bad_ids[:5]))}); questions file and runs must be of the same benchmark (a curated or "
-            "pruned subset: keep only its questions' rows in the runs)",
+            f"{list(map(str, bad_ids[:5]))}); questions file and runs must be of the same benchmark (the folder "
+            "`benchaudit curate` or `prune` wrote, given as --questions, keeps its questions' rows by itself; "
+            "another subset: keep only its questions' rows in the runs)",
             **where(i), column="question_id")
     return qcodes
 

@@ -29,6 +29,19 @@ from .input_guard import check_input_path, reading, skip_reason
 
 
 @reading(0)
+def _subset_command(folder: str) -> str | None:
+    """``curate`` or ``prune`` when ``folder`` is that command's output (its manifest says so), else None."""
+    import json
+
+    try:
+        with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as fh:
+            m = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    cmd = m.get("command") if isinstance(m, dict) else None
+    return cmd if cmd in ("curate", "prune") else None
+
+
 def read_questions(spec: str, *, column_map: dict[str, str] | None = None, revision: str | None = None,
                    split: str | None = None, arrow_options: bool = False,
                    ) -> tuple[pd.DataFrame, str, str, dict | None]:
@@ -45,6 +58,9 @@ def read_questions(spec: str, *, column_map: dict[str, str] | None = None, revis
             return read_questions(saved, column_map=column_map, arrow_options=arrow_options)
         if hf.is_hub_layout_folder(spec):
             q, info = hf.load_hub_questions(spec, revision=revision, column_map=column_map, split=split)
+            made_by = _subset_command(spec)
+            if made_by is not None:  # a curated or pruned benchmark: runs of the full one are read for its items
+                q.attrs["subset_of"] = made_by
             return q, spec, "hub", info
         raise InputError("the folder holds no questions.parquet and is not a Hugging Face dataset folder "
                          "(data/*.parquet + README.md)", file=spec)

@@ -252,6 +252,9 @@ def frame_from_results(questions_spec: str | None, full_res: list, blind_res: li
             runs_source = parts[0][1][0].path  # one file: row i of the table is its data row i + 1
         runs_df = concat_runs([d for d, _ in parts])
         del full_df, blind_df, base_df, parts
+        subset_note = None
+        if questions.attrs.get("subset_of"):  # a curated / pruned benchmark with the full benchmark's runs
+            runs_df, subset_note = _rows_of_subset(runs_df, questions)
         for r in full_res + blind_res + base_res:
             sources.append(_source(r.path, r.kind, r.rows, r.info))
     with stage("validate"):  # check and encode the audit frame
@@ -279,7 +282,7 @@ def frame_from_results(questions_spec: str | None, full_res: list, blind_res: li
             frame.meta.setdefault("notes", []).append(named_roles_note(frame.meta["named_roles"]) + ".")
         from ..frame.validate import label_collisions, label_collisions_note
 
-        said = reader_notes(full_res + blind_res + base_res)
+        said = reader_notes(full_res + blind_res + base_res) + ([subset_note] if subset_note else [])
         for kind, labels in (("category labels", frame.questions["category"]), ("model names", frame.models)):
             note = label_collisions_note(kind, label_collisions(labels))
             if note:
@@ -289,6 +292,20 @@ def frame_from_results(questions_spec: str | None, full_res: list, blind_res: li
             frame.meta.setdefault("notes", []).extend(said)
     frame.meta["benchmark"] = frame.meta["dataset"]["name"]
     return frame
+
+
+def _rows_of_subset(runs: pd.DataFrame, questions: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The run rows of the questions a curated or pruned benchmark kept (``questions.attrs["subset_of"]``: the
+    command that made it), and one note saying how many rows of the other questions were set aside."""
+    ids = runs["question_id"]
+    keep = ids.astype(str).str.strip().isin(set(questions["question_id"].astype(str).str.strip())).to_numpy()
+    gone = int((~keep).sum())
+    if not gone:
+        return runs, None
+    n_q = int(pd.Series(ids[~keep]).nunique())
+    note = (f"the questions are a benchmark `benchaudit {questions.attrs['subset_of']}` made: "
+            f"{count(gone, 'run row')} of {count(n_q, 'question')} it left out are not audited.")
+    return runs[keep].reset_index(drop=True), note
 
 
 def reader_notes(results: Sequence) -> list[str]:
