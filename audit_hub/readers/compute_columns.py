@@ -184,9 +184,12 @@ def _run_parts(cols: dict[str, list | None], qtext: list, n: int) -> list[pd.Dat
                     continue
                 part = part[keep].reset_index(drop=True) if not keep.all() else part
             elif hit is None and all(p is None for p in pred_text):
-                raise InputError(f"every entry of {pred_name} is empty (None or \"\"): no {arm} arm was given; None "
-                                 "means no parseable answer (counted wrong), so pass that arm's answers, or leave "
-                                 f"{pred_name} out", file=SOURCE, column=pred_name)
+                import warnings
+
+                warnings.warn(f"every entry of {pred_name} is empty (None or \"\"): every {arm}-arm row counts "
+                              "wrong, as for a run whose every answer was unreadable (a text-only run that refused "
+                              f"each question); if that arm was not run, leave {pred_name} out", UserWarning,
+                              stacklevel=2)
             part.attrs["judged"] = hit is not None
             part.attrs["has_pred"] = pred is not None
             run_parts.append(part)
