@@ -168,3 +168,21 @@ def test_labels_that_differ_only_in_case_or_spacing_are_named(bundled, tmp_path)
     assert "16 groups of category labels that differ only in case or spacing" in notes
     assert "1 group of model names that differ only in case or spacing, audited apart: 'Gemini-Pro' / 'Gemini-Pro '" in notes
     assert "differ only in case or spacing" in res.card()
+
+
+def test_a_word_option_a_circular_copy_shows_is_an_answer_is_not_padding():
+    """Statistics review: MMBench item 15's options "warm, cool, neutral, none" kept "none" last in the copy the
+    audit keeps, so the placeholder rule read it as padding (effective options 3, severity high, "rewrite
+    distractor", the gold-position chi-square 41.53 instead of 42.83). Its CircularEval copies put "none" at C, B
+    and A: VLMEvalKit rotates only real options, so it is one."""
+    import audit_hub as ba
+    from audit_hub.detectors.strata import effective_option_count
+
+    res = ba.audit(runs=str(ROOT / "tests" / "fixtures" / "vlmevalkit" / "real" / "workdir_runs"),
+                   benchmark=["MMBench_DEV_EN"], calibration_sims=0, figures=False, parallel=False)
+    q = res.questions.set_index("question_id")
+    assert list(q.loc["15", "options"]) == ["warm", "cool", "neutral", "none"]
+    assert q.loc["15", "severity"] == "low" and q.loc["15", "suggested_action"] == "keep"
+    i = res.frame.questions.index[res.frame.questions["question_id"] == "15"][0]
+    assert effective_option_count(res.frame)[i] == 4
+    assert res.summary["answer_options_distribution"]["chi2"] == pytest.approx(42.8333333, rel=1e-6)
