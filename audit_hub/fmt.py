@@ -96,6 +96,33 @@ def fmt_p_vs(p: Any, level: float) -> str:
     return out
 
 
+def pct_pair(x: Any, level: Any) -> tuple[str, str]:
+    """A share and the level it is compared with, as percentages at one number of decimals: :func:`pct`'s, or more
+    (up to three more) where that would print them equal though they differ ("2.1%, above the 2.1% margin" for
+    2.083% and 2.064% reads as a contradiction: "2.08%, above the 2.06% margin")."""
+    if not (isnum(x) and isnum(level)):
+        return pct(x), pct(level)
+    d = max(share_decimals(x), share_decimals(level))
+    for extra in range(4):
+        a, b = f"{100 * float(x):.{d + extra}f}", f"{100 * float(level):.{d + extra}f}"
+        if a != b or float(x) == float(level):
+            break
+    return a + "%", b + "%"
+
+
+def num_vs(x: Any, level: float, digits: int = 2) -> str:
+    """A number printed beside the level it is compared with: ``digits`` decimals, or more (up to four) where that
+    would print the level itself for a number that is not the level ("0.20 < 0.2" for 0.196: "0.196 < 0.2")."""
+    if not isnum(x):
+        return "n/a"
+    x = float(x)
+    for d in range(digits, digits + 3):
+        out = f"{x:.{d}f}"
+        if float(out) != float(level) or x == float(level):
+            return out
+    return f"{x:.{digits + 3}f}"
+
+
 def fmt_p_fine(p: Any, n_permutations: int | None = None) -> str:
     """The same as :func:`fmt_p` (kept for the detectors' card phrases that call it by this name)."""
     return fmt_p(p, n_permutations)

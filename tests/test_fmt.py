@@ -84,3 +84,13 @@ def test_the_gold_position_line_names_a_monte_carlo_p():
     s = {"gold_position_counts": {"A": 3}, "chi2": 40.309, "dof": 28, "p_value": 0.036, "p_method": "monte_carlo"}
     assert "p = 0.036 (Monte Carlo p, 9,999 draws under uniform gold positions" in card_line(s)
     assert "Monte Carlo" not in card_line({**s, "p_method": "asymptotic"})
+
+
+def test_a_figure_beside_the_level_it_is_compared_with_never_prints_as_that_level():
+    """Statistics review: "kappa over the baseline 0.20 < 0.2" (0.19637) and "its rate is 2.1%, above the 2.1%
+    margin" (2.083% against 2.064%) read as contradictions."""
+    from audit_hub.fmt import num_vs, pct_pair
+
+    assert num_vs(0.19637, 0.2) == "0.196" and num_vs(0.15, 0.2) == "0.15" and num_vs(0.2, 0.2) == "0.20"
+    assert pct_pair(0.02083, 1.5 * 0.01376) == ("2.08%", "2.06%")
+    assert pct_pair(0.5, 0.075) == ("50.0%", "7.5%") and pct_pair(0.05, 0.05) == ("5.0%", "5.0%")

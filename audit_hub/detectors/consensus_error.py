@@ -13,7 +13,7 @@ every answer type; unparseable/missing answers are left out):
 * **majority non-gold**: a strict majority (more than half of the parseable answers; a 50/50 split is
   a tie, i.e. no majority) picks one non-gold code. Severity low and not flagged when not unanimous
   (with weak models a non-gold majority mostly reflects shared difficulty, not a wrong label).
-  ``n_majority_non_gold`` counts every item with a non-gold strict majority (unanimous ones included).
+  ``n_majority_non_gold`` counts every item with a non-gold strict majority of at least 2 parseable answers (unanimous ones included; one lone parseable answer is not a majority).
 * **expected under independence** (the paper's figure, kept for comparison): if each model erred
   independently with its own error rate ``e_m`` and picked uniformly among the ``K - 1`` wrong options,
   an item with parseable answerers ``S`` is unanimous-wrong with probability
@@ -962,7 +962,7 @@ def card_line(s: dict) -> str:
         txt += f" among the {scope[0]} {scope[1]} answered parseably (the rule needs that many)"
     txt += f"; {fmt_num(s.get('expected_under_independence'))} expected if model errors were independent"
     txt += _closed_part(s)
-    txt += f"; {fmt_num(s.get('n_majority_non_gold'))} with a strict non-gold majority."
+    txt += f"; {fmt_num(s.get('n_majority_non_gold'))} with a strict non-gold majority (of at least 2 parseable answers)."
     return " ".join([txt, *_notes(s)])
 
 

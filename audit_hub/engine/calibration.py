@@ -70,7 +70,7 @@ from ..columns import ARROW_STR
 from ..errors import DetectorSkipped
 from ..frame.core import AuditFrame, category_codes_of
 from ..schema import LETTERS
-from ..stats.core import clopper_pearson_ci, wilson_ci
+from ..stats.core import clopper_pearson_ci
 
 # (observed key, expected key) for count-based detectors
 COUNT_KEYS = (("n_unanimous_non_gold", "expected_under_independence"), ("n_flagged", "expected_flagged"))
@@ -855,8 +855,10 @@ def _entries(per_sim: dict[int, dict], sim: NullSimulator, names: list[str], *, 
     for name in names:  # the share of items each detector flags on these defect-free benchmarks, whatever its kind
         if flags[name]:
             out[name]["flag_rate"] = _flag_share(flags[name], sim.n_items)
-            out[name]["flag_rate_ci"] = [float(x) for x in wilson_ci(sum(flags[name]),
-                                                                     sim.n_items * len(flags[name]), 0.05)]
+            # the calibration's exact interval: the card prints this rate in the lede and in the calibration
+            # table, one number with one interval (HallusionBench's 81.1% had [78.8, 83.2]% and [78.8, 83.3]%)
+            out[name]["flag_rate_ci"] = [float(x) for x in RATE_CI(sum(flags[name]),
+                                                                   sim.n_items * len(flags[name]), 0.05)]
     if len(sim.regimes) < 2:
         return out
     ci_alpha = 0.05 / len(sim.regimes)
@@ -874,7 +876,12 @@ def _entries(per_sim: dict[int, dict], sim: NullSimulator, names: list[str], *, 
         e["regimes"] = reg
         rated = {r: v for r, v in reg.items() if v["fpr"] is not None and v["kind"] == e["kind"]}
         if rated:
-            worst = max(rated, key=lambda r: (bool(rated[r]["out_of_calibration"]), rated[r]["fpr"]))
+            # the worst: out of calibration first, then the highest rate against the regime's own nominal rate
+            # (a count-kind detector's nominal differs per regime: the raw rate named iid on MMStar while its
+            # families regime was the one above its margin)
+            worst = max(rated, key=lambda r, rated=rated: (
+                bool(rated[r]["out_of_calibration"]),
+                rated[r]["fpr"] / rated[r]["nominal"] if rated[r]["nominal"] else rated[r]["fpr"]))
             e["worst_regime"] = worst
             e["worst_regime_fpr"] = rated[worst]["fpr"]
             if rated[worst]["out_of_calibration"] and not e.get("out_of_calibration"):
@@ -916,7 +923,7 @@ def chance_scope(per_sim: dict[int, dict], sim: NullSimulator, name: str) -> dic
     k, n = int(sum(vals)), n_items * len(vals)
     return {"categories": list(sim.regime_fit["describe"]["chance_categories"]["categories"]),
             "n_items_simulated": n_items, "n_sims": len(vals), "flag_rate": k / n,
-            "flag_rate_ci": [float(x) for x in wilson_ci(k, n, 0.05)],
+            "flag_rate_ci": [float(x) for x in RATE_CI(k, n, 0.05)],
             "what": "share of the simulated items of these categories flagged in the chance-categories regime "
                     "(every model answers them at chance by its own position frequencies; golds right)"}
 

@@ -19,7 +19,7 @@ import pandas as pd
 from .. import detectors
 from ..engine.per_model import unreadable_note
 from ..escape import md_code, md_inline, safe_link
-from ..fmt import ci, count, fmt_num, fmt_p, isnum, md_table, pct, pp
+from ..fmt import ci, count, fmt_num, fmt_p, isnum, md_table, pct, pct_pair, pp
 from ..frame.validate import duplicate_runs_note, empty_runs_note
 from ..hub.card import configs as hub_configs
 from ..hub.card import dataset_info, render, yaml_text
@@ -329,9 +329,10 @@ def calibration_status(c: dict) -> str:
     r = (c.get("regimes") or {}).get(reg) or {}
     if reg and isnum(r.get("fpr")) and isnum(r.get("nominal")):
         k = round(float(r["fpr"]) * int(r.get("n_runs") or 0)) if r.get("kind") == "p_value" else None
-        return (f"not decided: in the {reg.replace('_', ' ')} regime its rate is {pct(r['fpr'])}"
+        rate, margin = pct_pair(r["fpr"], MARGIN_HIGH * float(r["nominal"]))
+        return (f"not decided: in the {reg.replace('_', ' ')} regime its rate is {rate}"
                 + (f" ({k} of {r['n_runs']} simulations)" if k is not None else "")
-                + f", above the {pct(MARGIN_HIGH * float(r['nominal']))} margin, on too few simulations to "
+                + f", above the {margin} margin, on too few simulations to "
                   "call it out of calibration (`--calibration-sims`)")
     hi = _ci_upper(c)
     need = c.get("sims_to_decide")

@@ -38,7 +38,7 @@ import re
 
 import numpy as np
 
-from ..fmt import fmt_p_vs
+from ..fmt import fmt_p_vs, num_vs
 from .core import norm_cdf
 
 TOP_MODELS = 3
@@ -130,7 +130,7 @@ def _not_identifiable_reason(p: float, n_cat: int, acc: float, base: float, kapp
     0.0032 printed as 0.003 beside 'do not beat' read as significant."""
     bar = ALPHA / n_cat
     figures = f"best {100 * acc:.0f}% vs baseline {100 * base:.0f}%"
-    weak = f"kappa over the baseline {kappa:.2f} < {KAPPA_MIN}"
+    weak = f"kappa over the baseline {num_vs(kappa, KAPPA_MIN)} < {KAPPA_MIN}"
     if p > bar:
         over = (f"Bonferroni-adjusted p = {fmt_p_vs(min(1.0, p * n_cat), ALPHA)} over {n_cat} categories, above "
                 f"{ALPHA}" if n_cat > 1 else f"p = {fmt_p_vs(p, ALPHA)}, above {ALPHA}")
