@@ -506,7 +506,8 @@ class AuditFrame:
                 return self, order
             rank = np.empty(len(order), dtype=np.int64)
             rank[order] = np.arange(len(order))
-            mnew = np.array([names.index(m) for m in self.models], dtype=np.int64)
+            where = {m: i for i, m in enumerate(names)}
+            mnew = np.array([where[m] for m in self.models], dtype=np.int64)
             r = self.runs.copy(deep=False)
             if not same_q:
                 r["q"] = rank[r["q"].to_numpy()].astype(np.int32)
