@@ -196,11 +196,11 @@ def split_accepted(gold: list) -> tuple[list, list | None]:
     accepted answer is the gold the detectors compare with; an answer equal to any of them is right."""
     import json
 
-    from ..schema import accepted_golds
+    from ..schema import GOLD_OR, accepted_golds
 
     alts: list | None = None
     for i, g in enumerate(gold):
-        if isinstance(g, str) and (g.startswith("[") or "<OR>" in g):
+        if isinstance(g, str) and (g.startswith("[") or GOLD_OR in g):
             acc = accepted_golds(g)
             if acc is None:
                 continue

@@ -244,10 +244,6 @@ def read_sheet(df: pd.DataFrame, path: str, *, arm: str = "full", dataset_hint: 
     runs["source_file"] = constant_categorical(path, n)
     runs["source_row"] = df["source_row"].to_numpy()
     judges = {name.model: name.judge} if name.judge and hit is not None else {}
-    if notes:
-        info_notes = {"notes": notes}
-    else:
-        info_notes = {}
     questions = None
     if with_questions and "answer" in df.columns:
         qdf = df.drop(columns=["prediction"] + [c for c in ("hit", "log", "extracted", "score", "res", "eval_score",
@@ -258,7 +254,8 @@ def read_sheet(df: pd.DataFrame, path: str, *, arm: str = "full", dataset_hint: 
         questions = _sheet_questions(qdf, path)
     return ReadResult(path=path, kind=kind, runs=runs, questions=questions, judges=judges, rows=n,
                       info={"model": name.model, "dataset": name.dataset, "judge": name.judge, "harness": "VLMEvalKit",
-                            "harness_version": "not recorded in VLMEvalKit's output files", **info_notes},
+                            "harness_version": "not recorded in VLMEvalKit's output files",
+                            **({"notes": notes} if notes else {})},
                       benchmark=name.dataset)
 
 
@@ -285,7 +282,7 @@ def _sheet_questions(qdf: pd.DataFrame, path: str) -> pd.DataFrame:
 def _verdict(col: pd.Series, name: str) -> tuple[pd.Series | None, str | None]:
     """A judge or rule sheet's per-question score as a 0/1 verdict; (None, why) when it gives partial credit (MMVet's
     GPT score 0-1, the relaxed or ANLS ``eval_score`` of the VQA sets): the judged arm needs 0/1 verdicts."""
-    if name == "hit":
+    if name == "hit" or pd.api.types.is_bool_dtype(col.dtype):
         return bool_to_int8(col), None
     vals = pd.to_numeric(col, errors="coerce")
     bad = col.notna() & vals.isna()
