@@ -85,6 +85,14 @@ def console_text(s: Any) -> str:
     return escape(t)
 
 
+def console_line(s: Any) -> str:
+    """:func:`console_text` of a one-line message (a note or warning that names models, files or categories): a
+    newline or tab inside it is shown escaped (``\\n``), so an input-derived name cannot print a line of its own
+    ("report: all clean")."""
+    t = "" if s is None else str(s)
+    return console_text(re.sub(r"[\n\t]", lambda m: ascii(m.group(0))[1:-1], t))
+
+
 def show_id(s: Any) -> str:
     """An identifier quoted for a message: ``repr`` when plain printable ASCII, else ``ascii()`` so that
     look-alike (Cyrillic 'а' vs Latin 'a'), invisible and control characters are visible."""

@@ -85,14 +85,23 @@ def infer_answer_type(options: Sequence[str], answer: str) -> str:
     return "free"
 
 
-#: a gold cell that is a list of accepted answers written as a Python or JSON list of quoted strings (VLMEvalKit's
-#: VQA and OCRBench sets store ``str(list)``: "['42']", "['hello', 'Hello']"; lmms-eval's samples ``str(target)``)
-_QUOTED_LIST = re.compile(r"""^\[\s*['"].*['"]\s*,?\s*\]$""", re.S)
 #: MM-Vet's "any of these" gold syntax ("cat<OR>kitten"); "<AND>" (all required) is left as it is
 GOLD_OR = "<OR>"
 _MAX_LIST_CELL = 20_000
 #: the longest options cell read as a Python list (``ast.literal_eval`` of a longer text is not attempted)
 _MAX_OPTIONS_CELL = 1_000_000
+
+
+def _quoted_list(t: str) -> bool:
+    """Does ``t`` look like a list of quoted strings ("['42']", '["a", "b",]')? VLMEvalKit's VQA and OCRBench sets
+    store their golds as ``str(list)``, lmms-eval's samples ``str(target)``. String tests only (a regular expression
+    here backtracked quadratically on a 20 KB cell of spaces)."""
+    if not (t.startswith("[") and t.endswith("]")):
+        return False
+    inner = t[1:-1].strip()
+    if inner.endswith(","):
+        inner = inner[:-1].rstrip()
+    return len(inner) >= 2 and inner[0] in "'\"" and inner[-1] in "'\""
 
 
 def accepted_golds(cell: Any) -> list[str] | None:
@@ -103,7 +112,7 @@ def accepted_golds(cell: Any) -> list[str] | None:
         return None
     t = cell.strip()
     items: list | None = None
-    if len(t) <= _MAX_LIST_CELL and _QUOTED_LIST.match(t):
+    if len(t) <= _MAX_LIST_CELL and _quoted_list(t):
         v = _python_list(t)
         if v and all(isinstance(x, str) for x in v):
             items = v
@@ -177,6 +186,9 @@ def options_cell(v: Any, file: str, row: int, clean: bool = False) -> list[str]:
     if s.startswith("["):
         try:
             parsed = json.loads(s)
+        except RecursionError:
+            raise InputError("options are nested too deeply to be a list of option texts", file=file, row=row,
+                             column="options") from None
         except ValueError as e:
             parsed = _python_list(s)  # VLMEvalKit writes str(list): "['3/11', '8/11']"
             if parsed is None:

@@ -186,3 +186,26 @@ def test_a_word_option_a_circular_copy_shows_is_an_answer_is_not_padding():
     i = res.frame.questions.index[res.frame.questions["question_id"] == "15"][0]
     assert effective_option_count(res.frame)[i] == 4
     assert res.summary["answer_options_distribution"]["chi2"] == pytest.approx(42.8333333, rel=1e-6)
+
+
+def test_two_models_right_everywhere_are_not_copies_and_a_copy_needs_the_same_blind_run(bundled, tmp_path):
+    """Red team: two strong models that answer every question with its gold letter agree everywhere; one was left
+    out as a "copy" (with its different blind run). Only shared wrong answers tell a copy, and a copy has the same
+    blind run where either has one."""
+    from audit_hub.frame.core import AuditFrame
+    from audit_hub.frame.validate import duplicate_runs
+
+    q = pd.DataFrame({"question_id": [f"q{i}" for i in range(40)], "question": "?", "answer": list("ABCD") * 10,
+                      "options": [["w", "x", "y", "z"]] * 40})
+    right = pd.DataFrame({"question_id": q["question_id"], "arm": "full", "prediction": q["answer"]})
+    blind_a = pd.DataFrame({"question_id": q["question_id"], "arm": "blind", "prediction": ["A"] * 40})
+    blind_b = pd.DataFrame({"question_id": q["question_id"], "arm": "blind", "prediction": ["B"] * 40})
+    runs = pd.concat([right.assign(model="strong-1"), right.assign(model="strong-2"),
+                      blind_a.assign(model="strong-1"), blind_b.assign(model="strong-2")], ignore_index=True)
+    assert duplicate_runs(AuditFrame.from_tables(q, runs)) == []
+    wrong = right.assign(prediction=["D", "A", "B", "C"] * 10)  # every answer wrong, the same way
+    runs = pd.concat([wrong.assign(model="m1"), wrong.assign(model="m2"), blind_a.assign(model="m1"),
+                      blind_b.assign(model="m2")], ignore_index=True)
+    assert duplicate_runs(AuditFrame.from_tables(q, runs)) == []  # different blind runs: two models
+    runs = pd.concat([wrong.assign(model="m1"), wrong.assign(model="m2")], ignore_index=True)
+    assert duplicate_runs(AuditFrame.from_tables(q, runs)) == [{"model": "m2", "copy_of": "m1", "rows": 40}]

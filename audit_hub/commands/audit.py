@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
         from ..api import audit as run
         from ..bounds import detector_threads
         from ..engine.run import AuditConfig
-        from ..escape import console_text, one_line
+        from ..escape import console_line, console_text, one_line
         from ..fmt import count
         from ..readers.dispatch import files_not_read_note
         from ..readers.named_roles import named_roles_note
@@ -145,7 +145,7 @@ def register(app: typer.Typer) -> None:
                              (r.summary.get("pool") or {}).get("truncation_note"),
                              (r.summary.get("pool") or {}).get("unfinished_note")):
                     if note:
-                        console.print(f"[yellow]note:[/yellow] {console_text(note)}")
+                        console.print(f"[yellow]note:[/yellow] {console_line(note)}")
                 _print_headlines(console, r.engine)
             typer.echo(f"reports: {one_line(result.folder)} (index: README.md, index.json; one folder per benchmark)")
             return
@@ -155,7 +155,7 @@ def register(app: typer.Typer) -> None:
                      files_not_read_note(result.frame.meta.get("skipped")), pool.get("note"),
                      pool.get("truncation_note"), pool.get("unfinished_note")):
             if note:
-                console.print(f"[yellow]note:[/yellow] {console_text(note)}")
+                console.print(f"[yellow]note:[/yellow] {console_line(note)}")
         if verbose:
             _print_stages(console, result)
         _print_headlines(console, result.engine)
@@ -174,21 +174,21 @@ def _print_stages(console, result) -> None:
 
 def _print_headlines(console, result) -> None:
     from ..engine.run import exclusion_warning, headline_lines, run_warnings
-    from ..escape import console_text
+    from ..escape import console_line, console_text
     from ..fmt import count
 
     for w in run_warnings(result.summary):
-        console.print(f"[yellow]warning:[/yellow] {console_text(w)}", soft_wrap=True)
+        console.print(f"[yellow]warning:[/yellow] {console_line(w)}", soft_wrap=True)
     for line in headline_lines(result):
-        console.print(console_text(line))
+        console.print(console_line(line))
     gd = ((result.summary or {}).get("circular") or {}).get("gold_disagreement") or {}
     if gd.get("n_groups"):
         ids = ", ".join(str(g.get("group_id")) for g in gd.get("groups", [])[:5])
         line = (f"input defect: {count(gd['n_groups'], 'CircularEval group')} whose copies disagree on the gold option "
                 f"(group {ids}); details: summary.json circular.gold_disagreement")
-        console.print(f"[yellow]warning:[/yellow] {console_text(line)}", soft_wrap=True)
+        console.print(f"[yellow]warning:[/yellow] {console_line(line)}", soft_wrap=True)
 
     warning = exclusion_warning(result)
     if warning:
         # wrapped at word boundaries to the terminal width (rich), like every other line
-        console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")
+        console.print(f"[yellow]warning:[/yellow] {console_line(warning)}")

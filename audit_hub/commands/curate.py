@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from ..api import curate as run
-        from ..escape import console_text
+        from ..escape import console_line
         from ..frame.validate import empty_runs_note
         from ..readers.named_roles import named_roles_note
 
@@ -88,10 +88,10 @@ def register(app: typer.Typer) -> None:
         _print(result.summary)
         named = named_roles_note(result.summary.get("named_roles"))
         if named:
-            console.print(f"[yellow]note:[/yellow] {console_text(named)}")
+            console.print(f"[yellow]note:[/yellow] {console_line(named)}")
         gone = empty_runs_note(result.summary.get("empty_runs"))
         if gone:
-            console.print(f"[yellow]warning:[/yellow] {console_text(gone)}", soft_wrap=True)
+            console.print(f"[yellow]warning:[/yellow] {console_line(gone)}", soft_wrap=True)
         typer.echo(f"curated benchmark: {result.folder}")
 
 

@@ -493,7 +493,9 @@ class AuditFrame:
         def compute():
             ids = self.questions["question_id"].astype(str)
             key = ids
-            if len(ids) and ids.iloc[0][:1].isdigit():  # integer IDs go in numeric order (2 before 10)
+            # integer IDs go in numeric order (2 before 10): tried when the first ID could be one, and taken only when
+            # every ID is one (so the choice does not depend on which ID comes first)
+            if len(ids) and ids.iloc[0][:1] in tuple("+-0123456789"):
                 as_int = pd.to_numeric(ids, errors="coerce")
                 if as_int.notna().all() and (as_int == as_int.round()).all() and \
                         (ids == as_int.astype(np.int64).astype(str)).all():

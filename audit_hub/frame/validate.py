@@ -538,13 +538,17 @@ def empty_runs(mcodes: np.ndarray, acodes: np.ndarray, hit: np.ndarray, hit_exac
     return [(int(g // nk), int(g % nk), int(total[g]), bool(scored[g])) for g in gone if total[g] > 0]
 
 
-#: a run is compared with the others for being a copy only when it answered at least this many questions
+#: a run is compared with the others for being a copy only when it answered at least this many questions, and
+#: got at least DUPLICATE_MIN_WRONG of them wrong (two strong models that answer every question with its gold letter
+#: agree everywhere without one being a copy: only shared wrong answers tell a copy)
 DUPLICATE_MIN_ITEMS = 30
+DUPLICATE_MIN_WRONG = 10
 
 
 def duplicate_runs(frame) -> list[dict]:
     """Models whose image-arm run is an exact copy of another model's (the same answer code and the same verdict on
-    every question, and the same prediction text on every row): ``[{"model", "copy_of", "rows"}]``, the copy being
+    every question, at least :data:`DUPLICATE_MIN_WRONG` of them wrong, and the same prediction text on every row;
+    and the same blind run where either has one): ``[{"model", "copy_of", "rows"}]``, the copy being
     the later name of the two (so the result does not depend on input order). One model counted twice breaks the
     independence the consensus and agreement statistics assume (the metamorphic review: a copied run moved the
     unanimous count from 194 to 687 over its expectation); the caller leaves the copies out and says so."""
@@ -557,10 +561,11 @@ def duplicate_runs(frame) -> list[dict]:
         return []
     A = frame.answer_codes("full", models=names)
     H = frame.correctness("full", "hit", models=names)
+    gold = frame.gold_codes()
     groups: dict[bytes, list[int]] = {}
     for j in range(len(names)):
         a = np.ascontiguousarray(A[:, j])
-        if int((a >= 0).sum()) < DUPLICATE_MIN_ITEMS:
+        if int((a >= 0).sum()) < DUPLICATE_MIN_ITEMS or int(((a >= 0) & (a != gold)).sum()) < DUPLICATE_MIN_WRONG:
             continue
         key = hashlib.blake2b(a.tobytes() + np.ascontiguousarray(H[:, j]).tobytes(), digest_size=16).digest()
         groups.setdefault(key, []).append(j)
@@ -570,19 +575,20 @@ def duplicate_runs(frame) -> list[dict]:
             continue
         order = sorted(members, key=lambda j: str(names[j]))
         keep = order[0]
-        base = _predictions_by_question(frame, names[keep])
+        base = [_predictions_by_question(frame, names[keep], arm) for arm in ("full", "blind")]
         for j in order[1:]:
-            other = _predictions_by_question(frame, names[j])
-            if len(other) == len(base) and other.equals(base):
-                out.append({"model": str(names[j]), "copy_of": str(names[keep]), "rows": int(len(other))})
+            other = [_predictions_by_question(frame, names[j], arm) for arm in ("full", "blind")]
+            # the same texts in the image arm, and in the blind arm too where either has one
+            if all(len(o) == len(b) and o.equals(b) for o, b in zip(other, base)):
+                out.append({"model": str(names[j]), "copy_of": str(names[keep]), "rows": int(len(other[0]))})
     return sorted(out, key=lambda r: r["model"])
 
 
-def _predictions_by_question(frame, model: str):
-    """The prediction text of each of ``model``'s image-arm rows, ordered by question (an Arrow array)."""
+def _predictions_by_question(frame, model: str, arm: str = "full"):
+    """The prediction text of each of ``model``'s rows in ``arm``, ordered by question (an Arrow array)."""
     r = frame.runs
     m = frame.models.index(model)
-    rows = np.flatnonzero((r["m"].to_numpy() == m) & (r["arm"].to_numpy() == ARMS.index("full")))
+    rows = np.flatnonzero((r["m"].to_numpy() == m) & (r["arm"].to_numpy() == ARMS.index(arm)))
     rows = rows[np.argsort(r["q"].to_numpy()[rows], kind="stable")]
     col = r["prediction"].array
     arr = col._pa_array if hasattr(col, "_pa_array") else pa.chunked_array([pa.array(col, pa.string())])  # noqa: SLF001

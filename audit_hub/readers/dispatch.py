@@ -30,15 +30,13 @@ from .input_guard import check_input_path, reading, skip_reason
 
 @reading(0)
 def _subset_command(folder: str) -> str | None:
-    """``curate`` or ``prune`` when ``folder`` is that command's output (its manifest says so), else None."""
-    import json
+    """``curate`` or ``prune`` when ``folder`` is that command's output (its manifest says so), else None. The
+    manifest is read as a sidecar (a regular file of bounded size, never through a link: a FIFO named
+    manifest.json is not opened)."""
+    from .fileio import sidecar_json
 
-    try:
-        with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as fh:
-            m = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    cmd = m.get("command") if isinstance(m, dict) else None
+    m = sidecar_json(os.path.join(folder, "manifest.json"))
+    cmd = m.get("command") if m is not None else None
     return cmd if cmd in ("curate", "prune") else None
 
 

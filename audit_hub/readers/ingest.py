@@ -302,6 +302,10 @@ def _rows_of_subset(runs: pd.DataFrame, questions: pd.DataFrame) -> tuple[pd.Dat
     gone = int((~keep).sum())
     if not gone:
         return runs, None
+    if not keep.any():  # not a subset of these runs' benchmark: the error an ordinary questions table gets
+        raise InputError(f"none of the runs' question IDs is among the {count(len(questions), 'question')} of the "
+                         f"benchmark `benchaudit {questions.attrs['subset_of']}` made; questions and runs must be of "
+                         "the same benchmark", column="question_id")
     n_q = int(pd.Series(ids[~keep]).nunique())
     note = (f"the questions are a benchmark `benchaudit {questions.attrs['subset_of']}` made: "
             f"{count(gone, 'run row')} of {count(n_q, 'question')} it left out are not audited.")

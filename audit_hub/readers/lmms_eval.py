@@ -169,7 +169,10 @@ def _binary(values: list) -> bool:
         if isinstance(v, (bool, np.bool_)):
             seen = True
             continue
-        if isinstance(v, (int, float, np.integer, np.floating)) and float(v) in (0.0, 1.0):
+        if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v in (0, 1):  # (no float(): 10**400)
+            seen = True
+            continue
+        if isinstance(v, (float, np.floating)) and float(v) in (0.0, 1.0):
             seen = True
             continue
         return False

@@ -289,8 +289,10 @@ def _verdict(col: pd.Series, name: str) -> tuple[pd.Series | None, str | None]:
     known = vals.dropna()
     if not bad.any() and known.isin((0, 1)).all():
         return pd.Series(pd.array(vals.round().astype("Int8"), dtype="Int8"), index=col.index), None
-    return None, (f"its '{name}' column gives partial credit (scores between 0 and 1), not a right/wrong verdict: "
-                  "no judged arm from it, only the answers")
+    why = "partial credit (scores between 0 and 1)" if not bad.any() and known.between(0, 1).all() else \
+        "values that are not 0 or 1"
+    return None, (f"its '{name}' column holds {why}, not a right/wrong verdict: no judged arm from it, only the "
+                  "answers")
 
 
 def _is_yes_no_gold(df: pd.DataFrame) -> bool:
