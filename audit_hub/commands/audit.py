@@ -174,7 +174,7 @@ def _print_stages(console, result) -> None:
 
 def _print_headlines(console, result) -> None:
     from ..engine.run import exclusion_warning, headline_lines, run_warnings
-    from ..escape import console_line, console_text
+    from ..escape import console_line
     from ..fmt import count
 
     for w in run_warnings(result.summary):

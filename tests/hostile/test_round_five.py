@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
