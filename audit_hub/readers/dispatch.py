@@ -294,11 +294,18 @@ def _read_one(path: str, explicit: bool, *, arm: str, questions: pd.DataFrame | 
     return "no prediction/hit column (summary or dataset file)"
 
 
+#: files benchaudit writes beside runs (a ``benchaudit blind`` folder), never a run themselves
+_OWN_SIDECARS = frozenset({"manifest.json", "run_config.json", "summary.json", "index.json"})
+
+
 def files_not_read_note(skipped: Sequence[dict] | None, limit: int = 4) -> str | None:
     """One line for the console: how many files found in the runs folders were not read, by reason (the commonest
     first, one file named each), and where the full list is (``manifest.json`` ``files_not_read``)."""
-    rows = [r for r in (skipped or []) if isinstance(r, dict) and r.get("path") and not r.get("named_role")]
-    # (a run left out as a named baseline has its own note: readers.named_roles)
+    # not said: a run left out as a named baseline (readers.named_roles has its own note), files that are not tables
+    # (.md, .png, ...) and the sidecars benchaudit writes beside runs (a blind folder's manifest and run config)
+    rows = [r for r in (skipped or []) if isinstance(r, dict) and r.get("path") and not r.get("named_role")
+            and not str(r.get("reason", "")).startswith("not a table file")
+            and os.path.basename(str(r["path"])) not in _OWN_SIDECARS]
     if not rows:
         return None
     by: dict[str, list[str]] = {}

@@ -362,7 +362,8 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
     gap_rows = []
     if res.gap is not None:
         for r in res.gap.to_dict(orient="records"):
-            gap_rows.append([md_inline(r["model"], 60), pct(r["vision_original"]), pct(r["blind_original"]),
+            gap_rows.append([md_inline(r["model"], 60), f"{int(r['n_original']):,}", f"{int(r['n_pruned']):,}",
+                             pct(r["vision_original"]), pct(r["blind_original"]),
                              pp(r["gap_original"]), pct(r["vision_pruned"]), pct(r["blind_pruned"]),
                              pp(r["gap_pruned"]),
                              f"{pp(r['gap_random_mean'])} ± {pp(r['gap_random_sd']).lstrip('+')}",
@@ -392,7 +393,10 @@ def prune_card(res, frame, tst_summary: dict | None) -> str:
     if gap_rows:
         cut = truncation_note(truncated_by_arm(frame.meta.get("pairing")))
         text += ["## Vision-blind gap (accuracy %, full minus blind)\n",
-                 md_table(["model", "vision", "blind", "gap", "vision pruned", "blind pruned", "gap pruned",
+                 "Each model on the questions both of its arms scored (a blind run of part of the benchmark is "
+                 "compared there only).\n",
+                 md_table(["model", "items", "items pruned", "vision", "blind", "gap", "vision pruned", "blind pruned",
+                           "gap pruned",
                             "gap random (mean ± sd)", "gap random range"], gap_rows), ""]
         text += [md_inline(cut[:1].upper() + cut[1:], 1200) + ".\n"] if cut else []
     if res.tst_after:

@@ -135,6 +135,9 @@ def _group_budgets(groups: Mapping[str, np.ndarray], allocation: str, budget: in
                    budgets: Mapping[str, int] | None, frac: float | None) -> tuple[dict[str, int], str]:
     """How many questions to remove from each group, and a phrase saying where that came from."""
     sizes = {g: len(v) for g, v in groups.items()}
+    given = [o for o, v in (("--budget", budget), ("--budgets", budgets), ("--frac", frac)) if v is not None]
+    if len(given) > 1:  # one of them was silently taken ("--budget 50 --frac 0.2" removed 200)
+        raise InputError(f"{' and '.join(given)} both say how many questions to remove; give one of them")
     if budgets is not None:
         unknown = sorted(set(budgets) - set(groups))
         if unknown:
@@ -372,7 +375,8 @@ def random_removal(frame, groups: Mapping[str, np.ndarray], n_remove: Mapping[st
 
 def gap_table(frame, keep: np.ndarray, random_keep: np.ndarray, *, field: str | None = None) -> pd.DataFrame | None:
     """Vision (full) and blind accuracy and their gap on the original, pruned and randomly pruned
-    question sets (the paper's Tables 2, 8 and 10 in form), one row per model present in both arms.
+    question sets (the paper's Tables 2, 8 and 10 in form), one row per model present in both arms, each on the
+    questions both of its arms scored (``n_original``, ``n_pruned``: how many).
 
     When no model is in both arms but both arms have runs, one ``(pool)`` row compares the mean
     accuracy of the full-arm models with that of the blind-arm models. None without both arms.
@@ -395,16 +399,24 @@ def gap_table(frame, keep: np.ndarray, random_keep: np.ndarray, *, field: str | 
             return np.where(den > 0, num / den, np.nan)
 
     masks = np.vstack([np.ones(frame.n_questions, dtype=bool), keep])
+    # every gap on the items both arms scored (as the audit's image gain): a blind run of 80 of 1,000 questions
+    # was compared with its full run on all 1,000
     if paired:
         names = list(paired)
         full = frame.correctness("full", field, models=paired)
         blind = frame.correctness("blind", field, models=paired)
+        both = (full >= 0) & (blind >= 0)
+        full, blind = np.where(both, full, -1), np.where(both, blind, -1)
+        n_orig, n_pr = both.sum(axis=0), (both & keep[:, None]).sum(axis=0)
         vf, vb = acc(masks, full), acc(masks, blind)
         rf_, rb = acc(random_keep, full), acc(random_keep, blind)
     else:  # pool level: mean over the models of each arm
         names = ["(pool)"]
         full = frame.correctness("full", field, models=full_models)
         blind = frame.correctness("blind", field, models=blind_models)
+        shared = (full >= 0).any(axis=1) & (blind >= 0).any(axis=1)
+        full, blind = np.where(shared[:, None], full, -1), np.where(shared[:, None], blind, -1)
+        n_orig, n_pr = np.array([shared.sum()]), np.array([(shared & keep).sum()])
         vf, vb = np.nanmean(acc(masks, full), 1, keepdims=True), np.nanmean(acc(masks, blind), 1, keepdims=True)
         rf_ = np.nanmean(acc(random_keep, full), 1, keepdims=True)
         rb = np.nanmean(acc(random_keep, blind), 1, keepdims=True)
@@ -418,9 +430,9 @@ def gap_table(frame, keep: np.ndarray, random_keep: np.ndarray, *, field: str | 
             "model": m, "field": field,
             "full_models": ", ".join(full_models) if m == "(pool)" else m,
             "blind_models": ", ".join(blind_models) if m == "(pool)" else m,
-            "n_original": int(frame.n_questions), "vision_original": vf[0, j], "blind_original": vb[0, j],
+            "n_original": int(n_orig[j]), "vision_original": vf[0, j], "blind_original": vb[0, j],
             "gap_original": vf[0, j] - vb[0, j],
-            "n_pruned": int(keep.sum()), "vision_pruned": vf[1, j], "blind_pruned": vb[1, j],
+            "n_pruned": int(n_pr[j]), "vision_pruned": vf[1, j], "blind_pruned": vb[1, j],
             "gap_pruned": pruned_gap[j],
             "vision_random_mean": float(np.nanmean(rf_[:, j])) if len(rf_) else np.nan,
             "blind_random_mean": float(np.nanmean(rb[:, j])) if len(rb) else np.nan,

@@ -70,10 +70,19 @@ def fit_isotonic(p: np.ndarray, gold: np.ndarray):
     return IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(p, gold.astype(np.float64))
 
 
+#: a strictly increasing part added to the isotonic map (times the raw probability): the fitted map is flat in
+#: places, so two options with different raw probabilities could tie after it and the calibrated argmax move
+#: (MATH-V: 248-310 of 1,532 questions per repeat with tied top options, calibrated top-label accuracy 28.6% against
+#: the uncalibrated 29.0%); with it the map keeps every question's order of options, so accuracy does not change
+ISO_TIE_BREAK = 1e-6
+
+
 def isotonic_normalise(iso, p: np.ndarray, q_local: np.ndarray, n_q: int) -> np.ndarray:
-    """Apply an isotonic map to normalised option probabilities, then renormalise within question
-    (a floor of ISO_FLOOR keeps every option possible and an all-zero question uniform)."""
-    v = np.asarray(iso.predict(p), dtype=np.float64) + ISO_FLOOR
+    """Apply an isotonic map to normalised option probabilities (plus ISO_TIE_BREAK times the raw probability:
+    strictly increasing, so the order of a question's options is kept), then renormalise within question (a floor
+    of ISO_FLOOR keeps every option possible and an all-zero question uniform)."""
+    p = np.asarray(p, dtype=np.float64)
+    v = np.asarray(iso.predict(p), dtype=np.float64) + ISO_FLOOR + ISO_TIE_BREAK * p
     return v / np.bincount(q_local, weights=v, minlength=n_q)[q_local]
 
 
