@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -21,6 +22,15 @@ def _run(args, capsys):
     rc = main([str(a) for a in args])
     out = capsys.readouterr()
     return rc, out.out + out.err
+
+
+def _hub_folder(hub: Path, questions: Path) -> Path:
+    """A Hub-layout questions folder (data/test.csv + a card declaring it) holding ``questions``."""
+    (hub / "data").mkdir(parents=True)
+    pd.read_csv(questions).to_csv(hub / "data" / "test.csv", index=False)
+    (hub / "README.md").write_text("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n"
+                                   "    path: data/test.csv\n---\n")
+    return hub
 
 
 def test_a_newline_in_a_model_or_file_name_cannot_print_a_line_of_its_own(tmp_path, capsys):
@@ -49,11 +59,7 @@ def test_a_fifo_named_manifest_json_in_a_questions_folder_is_not_opened(tmp_path
     """A FIFO named manifest.json beside a Hub-layout questions folder hung the audit (opened to see whether curate
     wrote the folder). It is read as a sidecar: regular files only, bounded, never through a link."""
     q, r = write_benchmark(tmp_path / "in")
-    hub = tmp_path / "hubq"
-    (hub / "data").mkdir(parents=True)
-    pd.read_csv(q).to_csv(hub / "data" / "test.csv", index=False)
-    (hub / "README.md").write_text("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n"
-                                   "    path: data/test.csv\n---\n")
+    hub = _hub_folder(tmp_path / "hubq", q)
     os.mkfifo(hub / "manifest.json")
     t0 = time.time()
     rc, said = _run(["audit", "-q", hub, "-r", r, "-o", tmp_path / "out", *COMMON], capsys)
@@ -68,11 +74,7 @@ def test_a_folder_claiming_to_be_curated_does_not_turn_foreign_runs_into_an_empt
     """A hand-written manifest saying "curate" beside questions of another benchmark gave exit 0 and an empty
     report (every run row "left out by curate"). With no run row of its questions, it is the ordinary error."""
     q, r = write_benchmark(tmp_path / "in")
-    hub = tmp_path / "hubq"
-    (hub / "data").mkdir(parents=True)
-    pd.read_csv(q).to_csv(hub / "data" / "test.csv", index=False)
-    (hub / "README.md").write_text("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n"
-                                   "    path: data/test.csv\n---\n")
+    hub = _hub_folder(tmp_path / "hubq", q)
     (hub / "manifest.json").write_text(json.dumps({"command": "curate"}))
     d = pd.read_csv(r, dtype=str)
     d["question_id"] = "x" + d["question_id"]
