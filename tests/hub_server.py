@@ -199,6 +199,14 @@ def _make_handler(state: HubState):
         def _authorised(self) -> bool:
             return self.headers.get("Authorization", "") == f"Bearer {state.token}"
 
+        def _branch(self, repo: Repo, rev: str) -> str:
+            """A revision as a branch name: a branch, or a commit sha some branch has as its head (clients such as
+            ``datasets`` resolve a branch to its commit and then ask for ``resolve/<sha>/...``)."""
+            if rev in repo.branches:
+                return rev
+            heads = [b for b, sha in repo.heads.items() if sha == rev or (len(rev) >= 7 and sha.startswith(rev))]
+            return "main" if "main" in heads else (heads[0] if heads else rev)
+
         def _repo(self, typ: str, ns: str, name: str) -> Repo | None:
             return state.repos.get((typ[:-1], f"{ns}/{name}"))
 
@@ -219,7 +227,7 @@ def _make_handler(state: HubState):
                 repo = self._repo(typ, ns, name)
                 if repo is None:
                     return self._error(404, "Repository not found", "RepoNotFound", head)
-                rev = unquote(rev)
+                rev = self._branch(repo, unquote(rev))
                 if rev not in repo.branches:
                     return self._error(404, "Revision not found", "RevisionNotFound", head)
                 data = repo.branches[rev].get(unquote(path))
@@ -249,7 +257,7 @@ def _make_handler(state: HubState):
             repo = self._repo(typ, ns, name)
             if repo is None or (repo.private and not self._authorised()):
                 return self._error(404, "Repository not found", "RepoNotFound", head)
-            rev = unquote(rev) if rev else "main"
+            rev = self._branch(repo, unquote(rev)) if rev else "main"
             if kind in (None, "revision"):
                 if rev not in repo.branches:
                     return self._error(404, "Revision not found", "RevisionNotFound", head)

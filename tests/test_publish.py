@@ -16,6 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -317,3 +318,21 @@ def test_a_second_pull_request_of_the_same_outputs_is_not_opened(hub, report, tm
     said = " ".join((out.stdout + out.stderr).split())
     assert out.returncode == 0 and "open pull request #1 already proposes these outputs" in said, said
     assert len(repo.prs) == 1
+
+
+def test_a_pushed_report_loads_by_its_repo_id(hub, report, tmp_path):
+    """TsT review: `datasets.load_dataset("me/NAME")` failed against the Hub stand-in ("Revision 'None' doesn't
+    exist": datasets resolves a branch to its commit, then asks for resolve/<sha>/...), so the tests reloaded the
+    mirrored folder instead of the repo. The stand-in now answers by commit too: the report loads by its id."""
+    from audit_hub.hub.publish import push_report
+
+    push_report(report, "benchaudit/by-id")
+    code = ("import datasets, json; d = datasets.load_dataset('benchaudit/by-id', 'questions', split='train'); "
+            "print(json.dumps([d.num_rows, sorted(d.column_names)[:3]]))")
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_XET": "1",
+           "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    n, _cols = json.loads(p.stdout.strip().splitlines()[-1])
+    local = pd.concat([pd.read_parquet(f) for f in sorted((report / "data").glob("questions-*.parquet"))])
+    assert n == len(local)
