@@ -9,8 +9,8 @@ Three, Four"). The data decides (:func:`placeholder_mask`): such a word is a pla
 **trailing padding** -- every slot after it is a placeholder as well -- and then only when the trailing
 run is two slots or longer, or the item's real options are not quantities (numbers or number words,
 among which "None" means zero). "None" before a real option, or a single "None" after "One, Two,
-Three", is an answer; and so is a word any CircularEval copy of the item shows as an answer (the copies rotate
-only real options: :func:`audit_hub.readers.circular.words_real_in_a_copy`). So:
+Three", is an answer; and so is such a word in an item whose CircularEval copies rotate its options (the copies
+rotate only real options: :func:`audit_hub.readers.circular.options_rotated`). So:
 
 * the item's **effective option count** excludes placeholders (:func:`real_option_count`, used by
   :func:`audit_hub.detectors.strata.effective_option_count`); chance levels, strata and the gold-position test
@@ -99,13 +99,6 @@ def placeholder_mask(options) -> list[bool]:
     return out
 
 
-def ambiguous_word_is_answer(options) -> bool:
-    """Does some slot of ``options`` hold an ambiguous word ("None", "null", "N/A") that :func:`placeholder_mask`
-    reads as an answer (it is not trailing padding here)?"""
-    mask = placeholder_mask(options)
-    return any(_kind(t) == 2 and not m for t, m in zip(options, mask))
-
-
 def placeholder_table(frame) -> dict[str, np.ndarray]:
     """Per question: ``n_placeholders`` (int), ``gold_placeholder`` (bool), ``effective_k`` (int).
 
@@ -132,8 +125,8 @@ def _placeholder_table(frame) -> dict[str, np.ndarray]:
     ph = kind[codes] == 1 if len(flat) else np.zeros(0, bool)
     if len(flat) and (kind == 2).any():
         # an ambiguous word ("None", "null", "N/A") is decided from its item's options (rare: per item), and is an
-        # answer wherever a CircularEval copy of the item shows it is one (readers.circular.words_real_in_a_copy)
-        real = q["options_words_real"].to_numpy(dtype=bool) if "options_words_real" in q.columns else None
+        # answer in an item whose CircularEval copies rotate its options (readers.circular.options_rotated)
+        real = q["options_rotated"].to_numpy(dtype=bool) if "options_rotated" in q.columns else None
         for i in np.unique(parent[kind[codes] == 2]):
             if real is not None and real[i]:
                 continue

@@ -97,7 +97,11 @@ def to_str_series(s: pd.Series, *, strip: bool = False) -> pd.Series:
     if isinstance(s.dtype, (pd.StringDtype, pd.ArrowDtype)) and pd.api.types.is_string_dtype(s.dtype):
         t = s.str.strip() if strip else s
         return pd.Series(t.to_numpy(dtype=object, na_value=None), index=s.index, dtype=object)
-    codes, uniques = pd.factorize(s, use_na_sentinel=True)
+    try:
+        codes, uniques = pd.factorize(s, use_na_sentinel=True)
+    except TypeError:  # unhashable cells (a JSON list or object where text was expected): one by one
+        out = [cell_to_str(v) for v in s.tolist()]
+        return pd.Series([o.strip() if strip and o is not None else o for o in out], index=s.index, dtype=object)
     conv = [cell_to_str(u) for u in uniques]
     if strip:
         conv = [c.strip() if c is not None else None for c in conv]

@@ -94,25 +94,23 @@ def gold_disagreements(questions: pd.DataFrame, main_of: np.ndarray, limit: int 
     return n, bad
 
 
-def words_real_in_a_copy(questions: pd.DataFrame, main_of: np.ndarray) -> np.ndarray:
-    """(Q,) bool per question, True for every copy of a group in which some copy has an option word such as
-    "none" (:data:`audit_hub.detectors.placeholders.AMBIGUOUS_TEXTS`) where the placeholder rule reads it as an
-    answer (not trailing padding): CircularEval rotates only real options, so what is an answer in one copy is an
-    answer in all (MMBench's "warm, cool, neutral, none" keeps "none" last in the copy the audit keeps)."""
-    from ..detectors.placeholders import ambiguous_word_is_answer
-
+def options_rotated(questions: pd.DataFrame, main_of: np.ndarray) -> np.ndarray:
+    """(Q,) bool per question, True for every copy of a group whose copies list their options in different orders:
+    CircularEval rotates the real options only, so every option of such an item is an answer, wherever the copy
+    the audit keeps puts it (MMBench's "warm, cool, neutral, none" keeps "none" last there; the placeholder rule,
+    :mod:`audit_hub.detectors.placeholders`, reads the flag)."""
     Q = len(questions)
-    out = np.zeros(Q, dtype=bool)
     in_group = np.flatnonzero(main_of >= 0)
     if not len(in_group):
-        return out
+        return np.zeros(Q, dtype=bool)
     opts = questions["options"].to_numpy(dtype=object)
-    hit = np.zeros(Q, dtype=bool)
+    moved = np.zeros(Q, dtype=bool)
     for i in in_group:
-        o = opts[i]
-        if o is not None and len(o) and ambiguous_word_is_answer(list(o)):
-            hit[main_of[i]] = True
-    return hit[np.where(main_of >= 0, main_of, 0)] & (main_of >= 0)
+        g = main_of[i]
+        a, b = opts[i], opts[g]
+        if a is not None and b is not None and len(a) and list(a) != list(b):
+            moved[g] = True
+    return moved[np.where(main_of >= 0, main_of, 0)] & (main_of >= 0)
 
 
 def collapse_circular(frame: AuditFrame) -> AuditFrame:
@@ -157,9 +155,9 @@ def collapse_circular(frame: AuditFrame) -> AuditFrame:
     base["answer"] = ans
     base = base[base["q"] >= 0].reset_index(drop=True)
     questions = frame.questions[keep_q].reset_index(drop=True)
-    real = words_real_in_a_copy(frame.questions, main_of)
-    if real.any():  # "none" at B in a rotated copy is an option, wherever the kept copy puts it
-        questions["options_words_real"] = real[keep_q]
+    rotated = options_rotated(frame.questions, main_of)
+    if rotated.any():  # "none" at B in a rotated copy is an option, wherever the kept copy puts it
+        questions["options_rotated"] = rotated[keep_q]
     copies = pd.DataFrame({
         "question_id": frame.questions["question_id"].to_numpy(dtype=object)[q],
         "group_id": frame.questions["question_id"].to_numpy(dtype=object)[gq],
