@@ -59,7 +59,10 @@ def bundled():
     return pd.read_parquet(DATA / "mathv_questions.parquet"), pd.read_parquet(DATA / "mathv_runs.parquet")
 
 
-def test_calibration_and_label_checks_do_not_depend_on_row_file_or_model_order(bundled, tmp_path):
+def test_calibration_label_checks_and_detectors_do_not_depend_on_row_file_or_model_order(bundled, tmp_path):
+    """Every detector's summary (its permutation p-values and bootstrap intervals included), the calibration and
+    the per-question table are the same for the bundled runs as given, shuffled, with the questions shuffled, and
+    one file per model in reverse order."""
     q, r = bundled
     base = _audit(tmp_path, "as_given", q, [r])
     variants = {
@@ -67,16 +70,16 @@ def test_calibration_and_label_checks_do_not_depend_on_row_file_or_model_order(b
         "questions_shuffled": (q.sample(frac=1, random_state=2), [r]),
         "one_file_per_model_reversed": (q, [g for _, g in r.groupby("model", sort=False)][::-1]),
     }
-    want = {k: v for k, v in base.summary.items() if k in ("calibration", "flags_vs_null")}
-    want["consensus_error"] = {k: base.summary["consensus_error"].get(k) for k in
-                               ("detection", "identifiability", "predictive_check", "n_flagged")}
-    flags = base.questions.set_index("question_id")["severity"].sort_index()
+    keys = ("calibration", "flags_vs_null", "visual_dependency", "consensus_error", "fleiss_kappa_agreement",
+            "correctness_agreement", "answer_options_distribution", "distractor_similarity")
+    want = {k: v for k, v in base.summary.items() if k in keys}
+    table = base.questions.set_index("question_id").sort_index()
     for name, (qq, rr) in variants.items():
         res = _audit(tmp_path, name, qq, rr)
-        got = {k: v for k, v in res.summary.items() if k in ("calibration", "flags_vs_null")}
-        got["consensus_error"] = {k: res.summary["consensus_error"].get(k) for k in want["consensus_error"]}
+        got = {k: v for k, v in res.summary.items() if k in keys}
         _close(json.loads(json.dumps(want, default=str)), json.loads(json.dumps(got, default=str)), name)
-        assert res.questions.set_index("question_id")["severity"].sort_index().equals(flags), name
+        other = res.questions.set_index("question_id").sort_index()
+        pd.testing.assert_frame_equal(other[table.columns], table, check_exact=False, rtol=1e-9, obj=name)
 
 
 def test_canonical_order_is_numeric_for_integer_ids_and_the_frame_itself_when_in_order(bundled):

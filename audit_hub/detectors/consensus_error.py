@@ -707,7 +707,9 @@ def _per_question(frame: AuditFrame, ev: dict, *, n_p: np.ndarray, top_n: np.nda
         f"is_{NAME}_issue": sev >= 3,
         f"{NAME}_severity": severity_array(sev),
         f"{NAME}_n_parseable": n_p,
-        f"{NAME}_consensus_code": cons,
+        # the option index (yes/no: 0 yes, 1 no) of a closed item's consensus; -1 for none and for an open item,
+        # whose code is a value number that follows the order the rows came in (its text: consensus_answer)
+        f"{NAME}_consensus_code": np.where(np.isin(frame.answer_type, ("mc", "yesno")), cons, -1),
         f"{NAME}_consensus_answer": labels,
         f"{NAME}_consensus_share": share,
         f"{NAME}_gold_share": gold_share,

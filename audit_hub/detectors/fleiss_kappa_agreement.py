@@ -205,10 +205,19 @@ def _overall_kappas(p_i: np.ndarray, rated: np.ndarray, closed: np.ndarray, inv_
     return p_j, p_e, p_bar, kappa, pe_r, kappa_r
 
 
-def _tracked_codes(totals: np.ndarray, max_code: int, max_boot_codes: int) -> tuple[np.ndarray, np.ndarray]:
-    """The most frequent answer codes the bootstrap tracks, and code -> tracked column (-1 untracked)."""
+def _tracked_codes(totals: np.ndarray, max_code: int, max_boot_codes: int,
+                   texts: tuple[int, tuple[str, ...]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The most frequent answer codes the bootstrap tracks, and code -> tracked column (-1 untracked). Equal counts
+    go by the code's value (``texts``: :meth:`AuditFrame.answer_value_texts`), not by its number, which follows the
+    order the rows came in (the metamorphic review: shuffled runs moved a kappa interval's last digits)."""
     nz = np.flatnonzero(totals > 0)
-    tracked = nz[np.argsort(-totals[nz], kind="stable")[:max_boot_codes]]
+    if texts is not None:
+        kmax, values = texts
+        key = np.array([f"\x00{c:05d}" if c < kmax else (values[c - kmax] if c - kmax < len(values) else f"\x01{c}")
+                        for c in nz.tolist()], dtype=object)
+        tracked = nz[np.lexsort((key, -totals[nz]))[:max_boot_codes]]
+    else:
+        tracked = nz[np.argsort(-totals[nz], kind="stable")[:max_boot_codes]]
     code_map = np.full(max_code + 2, -1, np.int64)
     code_map[tracked] = np.arange(len(tracked))
     return tracked, code_map
@@ -278,7 +287,7 @@ def run(frame: AuditFrame, *, field: str = "hit", seed: int = 0, n_boot: int = 1
     if n_rated == 0:
         raise DetectorSkipped("no item has parseable answers from 2 or more models")
     p_j, p_e, p_bar, kappa, pe_r, kappa_r = _overall_kappas(p_i, rated, closed, inv_k, totals / float(n[rated].sum()))
-    tracked, code_map = _tracked_codes(totals, max_code, max_boot_codes)
+    tracked, code_map = _tracked_codes(totals, max_code, max_boot_codes, frame.answer_value_texts())
     D = len(tracked)
     cat, labels = frame.category_codes("category")
     C = len(labels)

@@ -169,6 +169,14 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
     arms = arms or arm_field(frame)
     has_exact = bool((frame.runs["hit_exact"].to_numpy() >= 0).any())
     modules = {name: detectors.get(name).load() for name in config.detectors}
+    # the detectors run on the frame in its canonical order (questions by ID, models by name): their seeded
+    # permutations and bootstraps then draw the same whatever order the rows, files or models came in; each
+    # per-question table is put back in this frame's question order
+    canon, order = frame.canonical()
+    back = None
+    if canon is not frame:
+        back = np.empty(len(order), dtype=np.int64)
+        back[order] = np.arange(len(order))
     first_field = {name: _fields(frame, name, primary, arms) for name in config.detectors}
     calls = [(name, first_field[name]) for name in config.detectors]
     calls += [(name, "hit_exact") for name in config.detectors
@@ -179,7 +187,10 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
         name, fld = c
         t0 = time.perf_counter()
         try:
-            return modules[name].run(frame, field=fld, seed=config.seed, **config.detector_params(name))
+            res = modules[name].run(canon, field=fld, seed=config.seed, **config.detector_params(name))
+            if back is not None:
+                res.per_question = res.per_question.iloc[back].reset_index(drop=True)
+            return res
         except DetectorSkipped as e:
             return e
         finally:

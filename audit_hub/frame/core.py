@@ -42,6 +42,40 @@ def category_codes_of(column: pd.Series) -> tuple[np.ndarray, list[str]]:
     return codes.astype(np.int32), [str(u) for u in uniques]
 
 
+def id_order(question_id: pd.Series) -> np.ndarray:
+    """The canonical order of question IDs (positions, ``np.arange`` when they are in it already), a function of the
+    set of IDs alone: integers in numeric order ("2" before "10"; negative ones too); IDs that are one common prefix
+    and a number ("q0", "q1", ..., "q999999") by that number, then by text (leading zeros: "q07" beside "q7");
+    any other IDs by text. (Whether every ID fits a form is decided over all of them, never from the first alone.)"""
+    ids = question_id.astype(str)
+    n = len(ids)
+    if n == 0:
+        return np.arange(0)
+    first = ids.iloc[0]
+    num = None
+    if first[:1] in tuple("+-0123456789"):
+        as_int = pd.to_numeric(ids, errors="coerce")
+        if as_int.notna().all() and (as_int == as_int.round()).all() and \
+                (ids == as_int.astype(np.int64).astype(str)).all():
+            num = as_int.to_numpy(dtype=np.int64)
+    if num is None:
+        import re
+
+        head = re.match(r"^(\D*)\d{1,18}$", first)
+        if head is not None:
+            prefix = head.group(1)
+            if ids.str.fullmatch(re.escape(prefix) + r"\d{1,18}").all():
+                num = ids.str.slice(len(prefix)).astype(np.int64).to_numpy()
+    if num is not None:
+        if n < 2 or (np.diff(num) > 0).all():
+            return np.arange(n)
+        order = np.argsort(num, kind="stable")
+        if (np.diff(num[order]) == 0).any():  # equal numbers ("q07", "q7"): by number, then by text
+            order = np.lexsort((ids.to_numpy(dtype=object), num))
+        return order
+    return np.arange(n) if ids.is_monotonic_increasing else np.argsort(ids.to_numpy(dtype=object), kind="stable")
+
+
 @dataclass
 class AuditFrame:
     """Validated questions + runs. Build it with :meth:`from_tables` (never directly)."""
@@ -60,6 +94,9 @@ class AuditFrame:
         read them, and they are recomputed equal if asked for again). Every other cache entry stays."""
         for key in [k for k in self.cache if isinstance(k, tuple) and k and k[0] == DENSE]:
             self.cache.pop(key, None)
+        canon = self.cache.get("canonical")
+        if canon is not None and canon[0] is not self:  # the detectors' working copies live on the canonical frame
+            canon[0].drop_dense()
 
     def cached(self, key, compute: Callable[[], object]):
         """``cache[key]``, computed once by ``compute()`` if absent (thread-safe: detectors sharing a frame
@@ -383,6 +420,16 @@ class AuditFrame:
         self.answer_code_vector()
         return self.cache["gold_codes"]
 
+    def answer_value_texts(self) -> tuple[int, tuple[str, ...]] | None:
+        """``(kmax, values)``: codes below ``kmax`` are option indices (and yes / no), code ``kmax + i`` is the
+        canonical value ``values[i]``; None where the values are not recoverable from the codes. For an order of
+        codes that does not depend on the order rows came in (codes are numbered by first appearance)."""
+        self.answer_code_vector()
+        space = self.cache.get("answer_space")
+        if space is None or space.values is None:
+            return None
+        return int(space.kmax), tuple(space.values)
+
     def answer_code_vector(self) -> np.ndarray:
         """(n_runs,) answer code of each run row (the long form of :meth:`answer_codes`).
 
@@ -484,24 +531,14 @@ class AuditFrame:
                           meta=dict(self.meta), cache=self._derived_cache(rq >= 0))
 
     def canonical(self) -> tuple[AuditFrame, np.ndarray]:
-        """This frame with its questions in ID order (numeric when every ID is an integer, else by text) and its
-        models in name order, and ``order``: canonical question position -> this frame's question code. The
+        """This frame with its questions in ID order (:func:`id_order`: numeric for integer IDs and for one prefix and a
+        number, else by text) and its models in name order, and ``order``: canonical question position -> this frame's question code. The
         seeded procedures (the calibration's null simulator, the label model's fits, checks and planted-error
         runs) run on it, so that their draws depend on the data and the seed only, not on the order the rows,
         files or models came in (the metamorphic review: shuffled rows moved a calibration verdict). The frame
         itself when it is already in that order (no copy); computed once."""
         def compute():
-            ids = self.questions["question_id"].astype(str)
-            key = ids
-            # integer IDs go in numeric order (2 before 10): tried when the first ID could be one, and taken only when
-            # every ID is one (so the choice does not depend on which ID comes first)
-            if len(ids) and ids.iloc[0][:1] in tuple("+-0123456789"):
-                as_int = pd.to_numeric(ids, errors="coerce")
-                if as_int.notna().all() and (as_int == as_int.round()).all() and \
-                        (ids == as_int.astype(np.int64).astype(str)).all():
-                    key = as_int
-            order = np.arange(len(ids)) if key.is_monotonic_increasing else \
-                np.argsort(key.to_numpy(dtype=object if key is ids else None), kind="stable")
+            order = id_order(self.questions["question_id"])
             names = sorted(self.models)
             same_q = bool((order == np.arange(len(order))).all())
             if same_q and names == list(self.models):
