@@ -28,7 +28,6 @@ from .harness_logs import LOG_EXTENSIONS, read_harness_file
 from .input_guard import check_input_path, reading, skip_reason
 
 
-@reading(0)
 def _subset_command(folder: str) -> str | None:
     """``curate`` or ``prune`` when ``folder`` is that command's output (its manifest says so), else None. The
     manifest is read as a sidecar (a regular file of bounded size, never through a link: a FIFO named
@@ -40,6 +39,7 @@ def _subset_command(folder: str) -> str | None:
     return cmd if cmd in ("curate", "prune") else None
 
 
+@reading(0)
 def read_questions(spec: str, *, column_map: dict[str, str] | None = None, revision: str | None = None,
                    split: str | None = None, arrow_options: bool = False,
                    ) -> tuple[pd.DataFrame, str, str, dict | None]:
