@@ -172,11 +172,10 @@ def _run_each(frame: AuditFrame, config: AuditConfig, primary: str, step: Callab
     # the detectors run on the frame in its canonical order (questions by ID, models by name): their seeded
     # permutations and bootstraps then draw the same whatever order the rows, files or models came in; each
     # per-question table is put back in this frame's question order
+    from ..frame.core import inverse_order
+
     canon, order = frame.canonical()
-    back = None
-    if canon is not frame:
-        back = np.empty(len(order), dtype=np.int64)
-        back[order] = np.arange(len(order))
+    back = None if canon is frame else inverse_order(order)
     first_field = {name: _fields(frame, name, primary, arms) for name in config.detectors}
     calls = [(name, first_field[name]) for name in config.detectors]
     calls += [(name, "hit_exact") for name in config.detectors

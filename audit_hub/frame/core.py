@@ -42,6 +42,14 @@ def category_codes_of(column: pd.Series) -> tuple[np.ndarray, list[str]]:
     return codes.astype(np.int32), [str(u) for u in uniques]
 
 
+def inverse_order(order: np.ndarray) -> np.ndarray:
+    """The inverse of a permutation: ``inverse_order(order)[order[i]] == i`` (this frame's question code -> its
+    position in the canonical order of :meth:`AuditFrame.canonical`)."""
+    inv = np.empty(len(order), dtype=np.int64)
+    inv[order] = np.arange(len(order))
+    return inv
+
+
 def id_order(question_id: pd.Series) -> np.ndarray:
     """The canonical order of question IDs (positions, ``np.arange`` when they are in it already), a function of the
     set of IDs alone: integers in numeric order ("2" before "10"; negative ones too); IDs that are one common prefix
@@ -543,8 +551,7 @@ class AuditFrame:
             same_q = bool((order == np.arange(len(order))).all())
             if same_q and names == list(self.models):
                 return self, order
-            rank = np.empty(len(order), dtype=np.int64)
-            rank[order] = np.arange(len(order))
+            rank = inverse_order(order)
             where = {m: i for i, m in enumerate(names)}
             mnew = np.array([where[m] for m in self.models], dtype=np.int64)
             r = self.runs.copy(deep=False)
